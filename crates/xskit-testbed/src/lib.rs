@@ -1,0 +1,463 @@
+//! Test hosts for xskit: network namespaces joined by veth links.
+//!
+//! A [`Testbed`] creates two namespaces and one veth pair between them, with as many queues as
+//! asked, addresses from 198.51.100.0/24 or 203.0.113.0/24, and names unique to the process, so
+//! tests can run in parallel. Everything is removed when the testbed is dropped (also while a
+//! panic unwinds), when the process gets SIGINT or SIGTERM, and, for a process that was killed
+//! outright, by the next testbed created on the machine.
+//!
+//! Code runs inside a namespace on a thread that has entered it ([`Netns::run`]); the rest of the
+//! process stays where it was. Network namespaces are per thread in Linux, so one process can
+//! hold sockets in both hosts at once.
+//!
+//! ```no_run
+//! use xskit_testbed::{Testbed, TestbedConfig};
+//! let bed = Testbed::new(&TestbedConfig::default())?;
+//! let ifindex = bed.b.ns.run(|| std::fs::read_to_string("/proc/self/net/dev"))??;
+//! # let _ = ifindex;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::fs::File;
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
+
+use nix::sched::{setns, CloneFlags};
+
+/// Prefix of every namespace a testbed creates: `xskit-<pid>-<n>-<host>`.
+pub const NS_PREFIX: &str = "xskit-";
+
+/// Namespaces created by this process and not yet removed, for the signal handler.
+static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static NEXT: AtomicU32 = AtomicU32::new(0);
+static SIGNALS: Once = Once::new();
+
+/// Which documentation subnet the testbed's hosts are numbered from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Subnet {
+    /// 198.51.100.0/24 (TEST-NET-2).
+    #[default]
+    TestNet2,
+    /// 203.0.113.0/24 (TEST-NET-3).
+    TestNet3,
+}
+
+impl Subnet {
+    fn host(self, n: u8) -> Ipv4Addr {
+        match self {
+            Subnet::TestNet2 => Ipv4Addr::new(198, 51, 100, n),
+            Subnet::TestNet3 => Ipv4Addr::new(203, 0, 113, n),
+        }
+    }
+}
+
+/// How to build a testbed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestbedConfig {
+    /// Receive and transmit queues of each veth end.
+    pub queues: u32,
+    /// MTU of the link (None: the default 1500).
+    pub mtu: Option<u32>,
+    /// Address block.
+    pub subnet: Subnet,
+    /// Keep IPv6 on. Off by default, so that no router solicitation or DAD packet mixes with
+    /// the traffic a test counts.
+    pub ipv6: bool,
+}
+
+impl Default for TestbedConfig {
+    fn default() -> Self {
+        TestbedConfig {
+            queues: 1,
+            mtu: None,
+            subnet: Subnet::default(),
+            ipv6: false,
+        }
+    }
+}
+
+/// A network namespace by name (under /run/netns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn enter(&self) -> io::Result<()> {
+        let file = File::open(Path::new("/run/netns").join(&self.name))?;
+        setns(file, CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
+    }
+
+    /// Runs `f` on a thread inside the namespace and returns its result. A panic in `f` is
+    /// resumed on the calling thread.
+    pub fn run<F, R>(&self, f: F) -> io::Result<R>
+    where
+        F: FnOnce() -> R + Send,
+        R: Send,
+    {
+        std::thread::scope(|s| {
+            let handle = s.spawn(|| -> io::Result<R> {
+                self.enter()?;
+                Ok(f())
+            });
+            match handle.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// Starts `f` on a new thread inside the namespace.
+    pub fn spawn<F, R>(&self, f: F) -> std::thread::JoinHandle<io::Result<R>>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let ns = self.clone();
+        std::thread::spawn(move || {
+            ns.enter()?;
+            Ok(f())
+        })
+    }
+
+    /// A command that runs `program` inside the namespace (through `ip netns exec`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name, program]);
+        cmd
+    }
+}
+
+/// One end of the link: a host namespace and its interface.
+#[derive(Clone, Debug)]
+pub struct Host {
+    /// The host's namespace.
+    pub ns: Netns,
+    /// Its veth interface.
+    pub ifname: String,
+    /// Its IPv4 address (/24).
+    pub ip: Ipv4Addr,
+    /// Its MAC address.
+    pub mac: [u8; 6],
+}
+
+/// Two hosts joined by a veth pair. Dropping it removes both namespaces and the link.
+#[derive(Debug)]
+pub struct Testbed {
+    /// The first host (the veth end `xsk-a`).
+    pub a: Host,
+    /// The second host (the veth end `xsk-b`).
+    pub b: Host,
+}
+
+fn run(cmd: &mut Command) -> io::Result<Output> {
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot run {:?} ({e}): install iproute2", cmd.get_program()),
+        )
+    })?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{:?} failed: {}",
+            cmd,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out)
+}
+
+fn ip(args: &[&str]) -> io::Result<Output> {
+    run(Command::new("ip").args(args))
+}
+
+fn mac_string(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn delete_ns(name: &str) {
+    // Deleting the namespace destroys the veth end inside it, and with it the pair.
+    let _ = Command::new("ip")
+        .args(["netns", "del", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn forget(name: &str) {
+    let mut live = LIVE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    live.retain(|n| n != name);
+}
+
+/// Removes every namespace this process created and has not removed yet.
+pub fn cleanup_all() {
+    let names: Vec<String> = {
+        let mut live = LIVE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *live)
+    };
+    for name in names {
+        delete_ns(&name);
+    }
+}
+
+/// Installs (once) a SIGINT/SIGTERM handler thread that removes this process's namespaces and
+/// then exits with 128 + the signal number.
+pub fn install_signal_cleanup() {
+    SIGNALS.call_once(|| {
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+        ]) else {
+            return;
+        };
+        std::thread::spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                cleanup_all();
+                std::process::exit(128 + sig);
+            }
+        });
+    });
+}
+
+/// Removes namespaces left by testbed processes that no longer exist (killed with SIGKILL).
+pub fn sweep_stale() {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(NS_PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            delete_ns(&name);
+        }
+    }
+}
+
+struct NsGuard(Vec<String>);
+
+impl Drop for NsGuard {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            delete_ns(name);
+            forget(name);
+        }
+    }
+}
+
+impl Testbed {
+    /// Builds two namespaces joined by a veth pair, both ends up and addressed.
+    pub fn new(config: &TestbedConfig) -> io::Result<Testbed> {
+        if config.queues == 0 || config.queues > 256 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a testbed link needs between 1 and 256 queues",
+            ));
+        }
+        install_signal_cleanup();
+        sweep_stale();
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let ns_a = Netns {
+            name: format!("{NS_PREFIX}{pid}-{id}-a"),
+        };
+        let ns_b = Netns {
+            name: format!("{NS_PREFIX}{pid}-{id}-b"),
+        };
+        // Until the testbed is complete, this guard removes whatever was made.
+        let mut guard = NsGuard(Vec::new());
+        for ns in [&ns_a, &ns_b] {
+            {
+                let mut live = LIVE
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                live.push(ns.name.clone());
+            }
+            guard.0.push(ns.name.clone());
+            ip(&["netns", "add", &ns.name])?;
+            if !config.ipv6 {
+                ns.run(|| -> io::Result<()> {
+                    for scope in ["default", "all"] {
+                        std::fs::write(
+                            format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"),
+                            "1",
+                        )?;
+                    }
+                    Ok(())
+                })??;
+            }
+        }
+        let a = Host {
+            ns: ns_a,
+            ifname: "xsk-a".into(),
+            ip: config.subnet.host(1),
+            mac: [0x02, 0x58, 0x53, 0x4b, 0x00, 0x0a],
+        };
+        let b = Host {
+            ns: ns_b,
+            ifname: "xsk-b".into(),
+            ip: config.subnet.host(2),
+            mac: [0x02, 0x58, 0x53, 0x4b, 0x00, 0x0b],
+        };
+        let q = config.queues.to_string();
+        let mac_a = mac_string(&a.mac);
+        let mac_b = mac_string(&b.mac);
+        ip(&[
+            "link",
+            "add",
+            &a.ifname,
+            "netns",
+            &a.ns.name,
+            "address",
+            &mac_a,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &b.ifname,
+            "netns",
+            &b.ns.name,
+            "address",
+            &mac_b,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+        ])?;
+        for host in [&a, &b] {
+            let ns = host.ns.name.as_str();
+            if let Some(mtu) = config.mtu {
+                ip(&[
+                    "-n",
+                    ns,
+                    "link",
+                    "set",
+                    &host.ifname,
+                    "mtu",
+                    &mtu.to_string(),
+                ])?;
+            }
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{}/24", host.ip),
+                "dev",
+                &host.ifname,
+            ])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", ns, "link", "set", &host.ifname, "up"])?;
+        }
+        std::mem::take(&mut guard.0);
+        Ok(Testbed { a, b })
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        drop(NsGuard(vec![
+            self.a.ns.name.clone(),
+            self.b.ns.name.clone(),
+        ]));
+    }
+}
+
+/// Whether this process may build testbeds (it runs as root).
+pub fn have_privileges() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exists(ns: &Netns) -> bool {
+        Path::new("/run/netns").join(ns.name()).exists()
+    }
+
+    #[test]
+    fn testbed_is_built_and_removed() {
+        if !have_privileges() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let bed = Testbed::new(&TestbedConfig {
+            queues: 2,
+            ..Default::default()
+        })
+        .unwrap();
+        let (a, b) = (bed.a.ns.clone(), bed.b.ns.clone());
+        assert!(exists(&a) && exists(&b));
+        let queues = b
+            .run(|| std::fs::read_dir("/sys/class/net").map(|d| d.count()))
+            .unwrap()
+            .unwrap();
+        assert!(queues >= 1);
+        let out = a
+            .command("ping")
+            .args(["-c", "1", "-W", "2", &bed.b.ip.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ping across the link: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        drop(bed);
+        assert!(!exists(&a) && !exists(&b), "namespaces removed on drop");
+    }
+
+    #[test]
+    fn testbed_is_removed_when_a_test_panics() {
+        if !have_privileges() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let names = std::sync::Mutex::new(None);
+        let result = std::panic::catch_unwind(|| {
+            let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+            *names.lock().unwrap() = Some((bed.a.ns.clone(), bed.b.ns.clone()));
+            panic!("test failure while the testbed is up");
+        });
+        assert!(result.is_err());
+        let (a, b) = names.into_inner().unwrap().unwrap();
+        assert!(
+            !exists(&a) && !exists(&b),
+            "namespaces removed while unwinding"
+        );
+    }
+
+    #[test]
+    fn run_resumes_panics_and_reports_missing_namespace() {
+        let ns = Netns {
+            name: "xskit-no-such-namespace".into(),
+        };
+        assert!(ns.run(|| 1).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The multi-buffer variant of xsk_redirect.c. A program in section
+ * "xdp.frags" declares that it copes with packets spread over several
+ * buffers, which the kernel requires before it hands such packets to a
+ * socket bound with XDP_USE_SG (and before veth accepts an MTU above a page).
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define XSKIT_MAX_QUEUES 256
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, XSKIT_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_map SEC(".maps");
+
+SEC("xdp.frags")
+int xskit_redirect_frags(struct xdp_md *ctx)
+{
+	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

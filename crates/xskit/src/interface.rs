@@ -1,0 +1,59 @@
+//! Network interfaces by name, with their netlink-reported attributes and XDP capabilities.
+
+use crate::error::{Error, Result};
+use crate::netlink::{self, DeviceFeatures, LinkInfo};
+use crate::sys;
+
+/// A network interface in the calling thread's network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    name: String,
+    index: u32,
+}
+
+impl Interface {
+    /// Looks up `name`; fails with a clear error if there is no such interface here.
+    pub fn by_name(name: &str) -> Result<Self> {
+        let index = sys::if_nametoindex(name).ok_or_else(|| Error::NoSuchInterface {
+            name: name.to_string(),
+        })?;
+        Ok(Interface {
+            name: name.to_string(),
+            index,
+        })
+    }
+
+    /// The interface name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The interface index.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Link attributes: MTU, queue counts, the attached XDP program.
+    pub fn link_info(&self) -> Result<LinkInfo> {
+        netlink::link_info(self.index).map_err(|e| match e.errno() {
+            Some(libc::ENODEV) => Error::NoSuchInterface {
+                name: self.name.clone(),
+            },
+            _ => Error::Syscall(e),
+        })
+    }
+
+    /// XDP and AF_XDP capabilities from the netdev netlink family.
+    pub fn features(&self) -> Result<DeviceFeatures> {
+        Ok(netlink::device_features(self.index)?)
+    }
+}
+
+/// An identity for the calling thread's network namespace (the inode of its nsfs file), so that
+/// equal interface indexes in different namespaces are told apart.
+pub(crate) fn current_netns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}

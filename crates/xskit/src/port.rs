@@ -1,0 +1,284 @@
+//! A port: one socket on one queue with its own UMEM, frame pool and (shared) XDP program.
+//! The shortest way from an interface name to receiving and sending batches.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::interface::Interface;
+use crate::program::{AttachMode, AttachedMode, XdpProgram};
+use crate::socket::{BindMode, Socket, SocketConfig, Statistics};
+use crate::sys::umem::{Frame, Umem, UmemConfig};
+
+/// The mode to run a port in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Zero-copy if the device can, else native copy, else generic (SKB).
+    #[default]
+    Auto,
+    /// Generic XDP, copy mode: works on every device.
+    Skb,
+    /// Native XDP, copy mode.
+    Drv,
+    /// Native XDP, zero-copy; an error if the device cannot.
+    ZeroCopy,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Mode::Auto),
+            "skb" => Ok(Mode::Skb),
+            "drv" | "native" => Ok(Mode::Drv),
+            "zc" | "zero-copy" => Ok(Mode::ZeroCopy),
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown mode '{s}': use auto, skb, drv or zc"
+            ))),
+        }
+    }
+}
+
+/// What a port actually got: the program's attach mode, copy or zero-copy, and why it fell back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModeInfo {
+    /// Where the XDP program runs.
+    pub attach: AttachedMode,
+    /// Zero-copy, as XDP_OPTIONS reports it.
+    pub zero_copy: bool,
+    /// Reasons for each fallback taken.
+    pub fallbacks: Vec<String>,
+}
+
+impl fmt::Display for ModeInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}",
+            self.attach,
+            if self.zero_copy { "zero-copy" } else { "copy" }
+        )
+    }
+}
+
+/// Settings of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortConfig {
+    /// The mode.
+    pub mode: Mode,
+    /// The UMEM layout.
+    pub umem: UmemConfig,
+    /// Ring sizes and socket options (the bind mode is set from `mode`).
+    pub socket: SocketConfig,
+}
+
+/// One socket with its own UMEM and frame pool, and the XDP program that feeds it.
+///
+/// ```no_run
+/// use xskit::{Port, PortConfig};
+/// let mut port = Port::open("eth0", 0, &PortConfig::default())?;
+/// let mut batch = Vec::with_capacity(64);
+/// loop {
+///     port.receive(&mut batch, 64)?;
+///     port.recycle(&mut batch); // drop them: the frames go back to the fill ring
+/// }
+/// # Ok::<(), xskit::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Port {
+    socket: Socket,
+    program: Arc<XdpProgram>,
+    umem: Umem,
+    pool: Vec<Frame>,
+    mode: ModeInfo,
+    tx_pending: usize,
+}
+
+/// Below this many free fill slots a refill is not worth a ring update (VPP's threshold).
+const FILL_THRESHOLD: u32 = 16;
+
+impl Port {
+    /// Opens queue `queue` of `iface`: attaches the program, creates the UMEM, binds the socket
+    /// and gives the kernel frames to receive into.
+    pub fn open(iface: &str, queue: u32, config: &PortConfig) -> Result<Port> {
+        let iface = Interface::by_name(iface)?;
+        let program = Arc::new(XdpProgram::attach(
+            &iface,
+            attach_mode(config.mode),
+            config.socket.multi_buffer,
+        )?);
+        Port::open_with(program, queue, config)
+    }
+
+    /// Opens one port per queue in `queues`, all fed by one program.
+    pub fn open_queues(iface: &str, queues: &[u32], config: &PortConfig) -> Result<Vec<Port>> {
+        let iface = Interface::by_name(iface)?;
+        let program = Arc::new(XdpProgram::attach(
+            &iface,
+            attach_mode(config.mode),
+            config.socket.multi_buffer,
+        )?);
+        queues
+            .iter()
+            .map(|&q| Port::open_with(program.clone(), q, config))
+            .collect()
+    }
+
+    /// Opens a queue of the program's interface and registers it with the program.
+    pub fn open_with(program: Arc<XdpProgram>, queue: u32, config: &PortConfig) -> Result<Port> {
+        let umem = Umem::new(config.umem)?;
+        let mut socket_cfg = config.socket;
+        socket_cfg.bind_mode = match (config.mode, program.mode()) {
+            (Mode::ZeroCopy, _) => BindMode::ZeroCopy,
+            (Mode::Auto, AttachedMode::Drv) => BindMode::Auto,
+            _ => BindMode::Copy,
+        };
+        let mut socket = Socket::bind(&umem, program.interface(), queue, &socket_cfg)?;
+        program.register(&socket)?;
+        let mut pool = umem.take_frames().unwrap_or_default();
+        if socket_cfg.rx_size > 0 {
+            let fill = socket.fill().map_or(0, |f| f.size()) as usize;
+            // Keep half the frames for transmit unless the fill ring wants fewer.
+            let give = fill.min(pool.len() / 2).max(pool.len().min(1));
+            if let Some(f) = socket.fill() {
+                f.fill(&mut pool, give);
+            }
+        }
+        let mut fallbacks: Vec<String> = program
+            .fallback_reason()
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        fallbacks.extend(socket.fallback_reason().map(str::to_string));
+        let mode = ModeInfo {
+            attach: program.mode(),
+            zero_copy: socket.is_zero_copy(),
+            fallbacks,
+        };
+        Ok(Port {
+            socket,
+            program,
+            umem,
+            pool,
+            mode,
+            tx_pending: 0,
+        })
+    }
+
+    /// The mode obtained.
+    pub fn mode(&self) -> &ModeInfo {
+        &self.mode
+    }
+    /// The UMEM, for reading and writing frame data.
+    pub fn umem(&self) -> &Umem {
+        &self.umem
+    }
+    /// The socket, for direct ring access.
+    pub fn socket(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
+    /// The program feeding this port.
+    pub fn program(&self) -> &Arc<XdpProgram> {
+        &self.program
+    }
+    /// Free frames held by the port.
+    pub fn pool_len(&self) -> usize {
+        self.pool.len()
+    }
+    /// The socket's kernel statistics.
+    pub fn statistics(&self) -> Result<Statistics> {
+        self.socket.statistics()
+    }
+
+    /// Tops up the fill ring from the pool, waking the kernel if it asked.
+    pub fn refill(&mut self) -> Result<()> {
+        let Some(fill) = self.socket.fill() else {
+            return Ok(());
+        };
+        if !self.pool.is_empty() && fill.free(FILL_THRESHOLD) >= FILL_THRESHOLD {
+            fill.fill(&mut self.pool, usize::MAX);
+        }
+        if fill.needs_wakeup() {
+            fill.wakeup()?;
+        }
+        Ok(())
+    }
+
+    /// Receives up to `max` frames into `out`, refilling the fill ring first; returns how many.
+    pub fn receive(&mut self, out: &mut Vec<Frame>, max: usize) -> Result<usize> {
+        self.refill()?;
+        Ok(self.socket.rx().map_or(0, |rx| rx.receive(out, max)))
+    }
+
+    /// Waits up to `timeout_ms` for packets, then receives like [`Port::receive`].
+    pub fn poll_receive(
+        &mut self,
+        out: &mut Vec<Frame>,
+        max: usize,
+        timeout_ms: i32,
+    ) -> Result<usize> {
+        self.refill()?;
+        let Some(rx) = self.socket.rx() else {
+            return Ok(0);
+        };
+        if rx.available() == 0 {
+            rx.poll(timeout_ms)?;
+        }
+        Ok(rx.receive(out, max))
+    }
+
+    /// Gives frames back to the port's pool (for receive or transmit), emptying `frames`.
+    pub fn recycle(&mut self, frames: &mut Vec<Frame>) {
+        self.pool.append(frames);
+    }
+
+    /// Takes up to `n` empty frames for transmit from the pool into `out`, reaping completed
+    /// transmits first; returns how many.
+    pub fn alloc(&mut self, out: &mut Vec<Frame>, n: usize) -> usize {
+        self.complete();
+        let take = n.min(self.pool.len());
+        for _ in 0..take {
+            if let Some(mut f) = self.pool.pop() {
+                self.umem.reset(&mut f);
+                out.push(f);
+            }
+        }
+        take
+    }
+
+    /// Reaps completed transmits into the pool; returns how many.
+    pub fn complete(&mut self) -> usize {
+        let n = self
+            .socket
+            .completion()
+            .map_or(0, |c| c.complete(&mut self.pool, usize::MAX));
+        self.tx_pending = self.tx_pending.saturating_sub(n);
+        n
+    }
+
+    /// Transmits frames from the front of `frames` (see [`crate::TxRing::send`]), waking the
+    /// kernel if it asked; returns how many were queued.
+    pub fn send(&mut self, frames: &mut Vec<Frame>) -> Result<usize> {
+        self.complete();
+        let Some(tx) = self.socket.tx() else {
+            return Err(Error::InvalidConfig("this port has no tx ring".into()));
+        };
+        let n = tx.send(frames, usize::MAX);
+        tx.wakeup_if_needed()?;
+        self.tx_pending += n;
+        Ok(n)
+    }
+
+    /// Frames sent and not yet completed.
+    pub fn tx_in_flight(&self) -> usize {
+        self.tx_pending
+    }
+}
+
+fn attach_mode(mode: Mode) -> AttachMode {
+    match mode {
+        Mode::Auto => AttachMode::Auto,
+        Mode::Skb => AttachMode::Skb,
+        Mode::Drv | Mode::ZeroCopy => AttachMode::Drv,
+    }
+}

@@ -1,0 +1,238 @@
+//! The XDP program that steers packets to AF_XDP sockets, and its lifecycle on an interface.
+
+use std::fmt;
+use std::sync::Mutex;
+
+use aya::maps::{MapData, XskMap};
+use aya::programs::{Xdp, XdpMode};
+use aya::Ebpf;
+
+use crate::error::{Error, Result};
+use crate::interface::Interface;
+use crate::socket::Socket;
+
+static REDIRECT_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
+static REDIRECT_FRAGS_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect_frags.o"));
+
+/// Where to run the XDP program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttachMode {
+    /// Native if the driver supports it, else generic (SKB).
+    #[default]
+    Auto,
+    /// Generic XDP in the kernel's network stack (XDP_FLAGS_SKB_MODE): works on any device.
+    Skb,
+    /// Native XDP in the driver (XDP_FLAGS_DRV_MODE): fails if the driver lacks it.
+    Drv,
+}
+
+/// The attach mode a program actually runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachedMode {
+    /// Generic (SKB) XDP.
+    Skb,
+    /// Native (driver) XDP.
+    Drv,
+}
+
+impl fmt::Display for AttachedMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AttachedMode::Skb => "xdp-skb",
+            AttachedMode::Drv => "xdp-drv",
+        })
+    }
+}
+
+/// xskit's redirect program attached to an interface: a packet received on queue `q` goes to
+/// the socket registered for `q`, and everything else to the kernel stack.
+///
+/// The program is attached through a bpf_link, so it disappears when this value is dropped
+/// and also when the process dies, however it dies.
+pub struct XdpProgram {
+    // Owns the loaded program and its link; dropping it detaches the program.
+    _ebpf: Mutex<Ebpf>,
+    xsks: Mutex<XskMap<MapData>>,
+    iface: Interface,
+    mode: AttachedMode,
+    fallback: Option<String>,
+    multi_buffer: bool,
+}
+
+impl fmt::Debug for XdpProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("XdpProgram")
+            .field("iface", &self.iface)
+            .field("mode", &self.mode)
+            .field("multi_buffer", &self.multi_buffer)
+            .finish_non_exhaustive()
+    }
+}
+
+fn program_error(what: &str, e: impl fmt::Display) -> Error {
+    let text = e.to_string();
+    if text.contains("Operation not permitted")
+        || text.contains("EPERM")
+        || text.contains("permission")
+    {
+        Error::NotPermitted {
+            what: "loading the XDP program",
+        }
+    } else {
+        Error::Program(format!("{what}: {text}"))
+    }
+}
+
+/// The full error chain of an aya error, so messages keep the kernel's reason.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// The name of the loaded program with id `id`, if it can be found.
+fn program_name(id: u32) -> String {
+    aya::programs::loaded_programs()
+        .filter_map(|p| p.ok())
+        .find(|p| p.id() == id)
+        .and_then(|p| p.name_as_str().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
+}
+
+impl XdpProgram {
+    /// Loads the redirect program and attaches it to `iface`.
+    ///
+    /// Refuses, naming the other program, if one is already attached. With `multi_buffer` the
+    /// program is the `xdp.frags` variant, needed for sockets bound with multi-buffer.
+    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+        let link = iface.link_info()?;
+        if let Some(id) = link.xdp.any() {
+            return Err(Error::ProgramAttached {
+                iface: iface.name().to_string(),
+                id,
+                name: program_name(id),
+                mode: link.xdp.mode_name(),
+            });
+        }
+        let (obj, prog_name) = if multi_buffer {
+            (REDIRECT_FRAGS_OBJ, "xskit_redirect_frags")
+        } else {
+            (REDIRECT_OBJ, "xskit_redirect")
+        };
+        let mut ebpf = Ebpf::load(obj).map_err(|e| program_error("loading", chain(&e)))?;
+        let xsks: XskMap<MapData> = ebpf
+            .take_map("xsks_map")
+            .ok_or_else(|| Error::Program("the embedded object has no xsks_map".into()))?
+            .try_into()
+            .map_err(|e| Error::Program(format!("xsks_map: {e}")))?;
+        let program: &mut Xdp = ebpf
+            .program_mut(prog_name)
+            .ok_or_else(|| {
+                Error::Program(format!("the embedded object has no program {prog_name}"))
+            })?
+            .try_into()
+            .map_err(|e| Error::Program(format!("{prog_name}: {e}")))?;
+        program
+            .load()
+            .map_err(|e| program_error("verifying", chain(&e)))?;
+
+        let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
+        let (mode, fallback) = match mode {
+            AttachMode::Skb => {
+                attach(program, XdpMode::Skb)
+                    .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
+                (AttachedMode::Skb, None)
+            }
+            AttachMode::Drv => {
+                attach(program, XdpMode::Driver).map_err(|e| Error::NativeXdpUnsupported {
+                    iface: iface.name().to_string(),
+                    reason: chain(&e),
+                })?;
+                (AttachedMode::Drv, None)
+            }
+            AttachMode::Auto => match attach(program, XdpMode::Driver) {
+                Ok(_) => (AttachedMode::Drv, None),
+                Err(native) => {
+                    attach(program, XdpMode::Skb)
+                        .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
+                    (
+                        AttachedMode::Skb,
+                        Some(format!(
+                            "native XDP refused ({}), using SKB mode",
+                            chain(&native)
+                        )),
+                    )
+                }
+            },
+        };
+        Ok(XdpProgram {
+            _ebpf: Mutex::new(ebpf),
+            xsks: Mutex::new(xsks),
+            iface: iface.clone(),
+            mode,
+            fallback,
+            multi_buffer,
+        })
+    }
+
+    /// Sends packets of the socket's queue to the socket.
+    pub fn register(&self, socket: &Socket) -> Result<()> {
+        if socket.interface().index() != self.iface.index() {
+            return Err(Error::InvalidConfig(format!(
+                "the socket is bound to {}, the program is on {}",
+                socket.interface().name(),
+                self.iface.name()
+            )));
+        }
+        let mut map = self
+            .xsks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.set(
+            socket.queue(),
+            std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(socket)),
+            0,
+        )
+        .map_err(|e| {
+            Error::Program(format!(
+                "registering queue {}: {}",
+                socket.queue(),
+                chain(&e)
+            ))
+        })
+    }
+
+    /// Stops steering queue `queue` to a socket; its packets go to the kernel stack again.
+    pub fn unregister(&self, queue: u32) -> Result<()> {
+        let mut map = self
+            .xsks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.unset(queue)
+            .map_err(|e| Error::Program(format!("unregistering queue {queue}: {}", chain(&e))))
+    }
+
+    /// The interface the program is attached to.
+    pub fn interface(&self) -> &Interface {
+        &self.iface
+    }
+    /// The mode the program runs in.
+    pub fn mode(&self) -> AttachedMode {
+        self.mode
+    }
+    /// Why the program is not in native mode, when `Auto` fell back.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+    /// True for the `xdp.frags` (multi-buffer) variant.
+    pub fn is_multi_buffer(&self) -> bool {
+        self.multi_buffer
+    }
+}

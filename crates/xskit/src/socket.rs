@@ -1,0 +1,621 @@
+//! AF_XDP sockets: creation, ring set-up, binding to (interface, queue), modes and statistics.
+
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::interface::{current_netns, Interface};
+use crate::sys::mmap::Mmap;
+use crate::sys::ring::{RawRing, RingLayout};
+use crate::sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
+use crate::sys::umem::Umem;
+use crate::sys::xsk::{self, RingKind};
+use crate::sys::{self, SyscallError};
+
+/// How the socket moves packet data between the device and the UMEM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BindMode {
+    /// Zero-copy if the driver can, else copy (tries XDP_ZEROCOPY, then XDP_COPY).
+    #[default]
+    Auto,
+    /// Always copy (XDP_COPY).
+    Copy,
+    /// Zero-copy or fail (XDP_ZEROCOPY).
+    ZeroCopy,
+}
+
+/// Busy-polling settings (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// How long a system call may busy-poll the device, in microseconds.
+    pub timeout_us: u32,
+    /// Packets per busy-poll round.
+    pub budget: u32,
+}
+
+impl Default for BusyPoll {
+    fn default() -> Self {
+        BusyPoll {
+            timeout_us: 20,
+            budget: 64,
+        }
+    }
+}
+
+/// Ring sizes and options of one socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Entries in the rx ring (0: a transmit-only socket).
+    pub rx_size: u32,
+    /// Entries in the tx ring (0: a receive-only socket).
+    pub tx_size: u32,
+    /// Entries in the fill ring.
+    pub fill_size: u32,
+    /// Entries in the completion ring.
+    pub completion_size: u32,
+    /// Copy or zero-copy.
+    pub bind_mode: BindMode,
+    /// Ask the kernel to set the need_wakeup flag instead of expecting a system call per batch.
+    pub need_wakeup: bool,
+    /// Multi-buffer (XDP_USE_SG): packets larger than a frame arrive and leave as frame chains.
+    pub multi_buffer: bool,
+    /// Busy polling, off by default.
+    pub busy_poll: Option<BusyPoll>,
+    /// Descriptors one transmit system call may send in copy mode (XDP_MAX_TX_SKB_BUDGET).
+    pub tx_skb_budget: Option<u32>,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            rx_size: 2048,
+            tx_size: 2048,
+            fill_size: 2048,
+            completion_size: 2048,
+            bind_mode: BindMode::Auto,
+            need_wakeup: true,
+            multi_buffer: false,
+            busy_poll: None,
+            tx_skb_budget: None,
+        }
+    }
+}
+
+impl SocketConfig {
+    /// Checks ring sizes: powers of two, and at least one of rx and tx.
+    pub fn validate(&self) -> Result<()> {
+        for (ring, size, optional) in [
+            ("rx", self.rx_size, true),
+            ("tx", self.tx_size, true),
+            ("fill", self.fill_size, false),
+            ("completion", self.completion_size, false),
+        ] {
+            if (size != 0 || !optional) && !size.is_power_of_two() {
+                return Err(Error::RingSize { ring, size });
+            }
+        }
+        if self.rx_size == 0 && self.tx_size == 0 {
+            return Err(Error::InvalidConfig(
+                "a socket needs an rx ring, a tx ring, or both".into(),
+            ));
+        }
+        if let Some(b) = self.tx_skb_budget {
+            if b < 32 || (self.tx_size != 0 && b > self.tx_size) {
+                return Err(Error::InvalidConfig(format!(
+                    "tx skb budget {b} must be between 32 and the tx ring size ({})",
+                    self.tx_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The six counters of XDP_STATISTICS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Statistics {
+    /// Packets dropped for reasons other than invalid descriptors (e.g. too large for a frame).
+    pub rx_dropped: u64,
+    /// Invalid descriptors on the fill ring.
+    pub rx_invalid_descs: u64,
+    /// Invalid descriptors on the tx ring.
+    pub tx_invalid_descs: u64,
+    /// Packets dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when the kernel needed a frame.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the tx ring was empty when the kernel looked for work.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl Statistics {
+    /// Names and values, in kernel order.
+    pub fn fields(&self) -> [(&'static str, u64); 6] {
+        [
+            ("rx_dropped", self.rx_dropped),
+            ("rx_invalid_descs", self.rx_invalid_descs),
+            ("tx_invalid_descs", self.tx_invalid_descs),
+            ("rx_ring_full", self.rx_ring_full),
+            ("rx_fill_ring_empty_descs", self.rx_fill_ring_empty_descs),
+            ("tx_ring_empty_descs", self.tx_ring_empty_descs),
+        ]
+    }
+}
+
+impl fmt::Display for Statistics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, value)) in self.fields().iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{name}={value}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An AF_XDP socket bound to one queue of one interface.
+///
+/// Its rings are reached with [`Socket::rx`], [`Socket::tx`], [`Socket::fill`] and
+/// [`Socket::completion`], or taken apart with [`Socket::into_parts`] to drive receive and
+/// transmit from different threads. A socket that shares another's (interface, queue) has no
+/// fill or completion ring: the first socket's serve both.
+#[derive(Debug)]
+pub struct Socket {
+    fd: Arc<OwnedFd>,
+    umem: Umem,
+    iface: Interface,
+    queue: u32,
+    zero_copy: bool,
+    fallback: Option<String>,
+    rx: Option<RxRing>,
+    tx: Option<TxRing>,
+    fill: Option<FillRing>,
+    completion: Option<CompletionRing>,
+}
+
+/// The rings of a socket taken apart, plus a handle for statistics and polling.
+#[derive(Debug)]
+pub struct SocketParts {
+    /// The rx ring, if the socket has one.
+    pub rx: Option<RxRing>,
+    /// The tx ring, if the socket has one.
+    pub tx: Option<TxRing>,
+    /// The fill ring, unless another socket on the same queue owns it.
+    pub fill: Option<FillRing>,
+    /// The completion ring, unless another socket on the same queue owns it.
+    pub completion: Option<CompletionRing>,
+    /// What remains of the socket: its descriptor and identity.
+    pub handle: SocketHandle,
+}
+
+/// A socket's descriptor and identity, without its rings.
+#[derive(Debug, Clone)]
+pub struct SocketHandle {
+    fd: Arc<OwnedFd>,
+    queue: u32,
+}
+
+impl SocketHandle {
+    /// The socket's XDP_STATISTICS counters.
+    pub fn statistics(&self) -> Result<Statistics> {
+        statistics(self.fd.as_fd())
+    }
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+}
+
+impl AsFd for SocketHandle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn statistics(fd: BorrowedFd<'_>) -> Result<Statistics> {
+    let s = xsk::statistics(fd)?;
+    Ok(Statistics {
+        rx_dropped: s.rx_dropped,
+        rx_invalid_descs: s.rx_invalid_descs,
+        tx_invalid_descs: s.tx_invalid_descs,
+        rx_ring_full: s.rx_ring_full,
+        rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+        tx_ring_empty_descs: s.tx_ring_empty_descs,
+    })
+}
+
+fn map_ring<T: Copy>(
+    fd: BorrowedFd<'_>,
+    kind: RingKind,
+    size: u32,
+    offsets: &libc::xdp_mmap_offsets,
+    producer_side: bool,
+) -> Result<RawRing<T>> {
+    let off = kind.offsets(offsets);
+    let len = off.desc as usize + size as usize * kind.entry_size();
+    let map = Arc::new(Mmap::shared(fd, len, kind.pgoff())?);
+    Ok(RawRing::new(
+        map,
+        RingLayout::from_kernel(&off),
+        size,
+        producer_side,
+    )?)
+}
+
+fn permission(e: SyscallError, what: &'static str) -> Error {
+    match e.errno() {
+        Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what },
+        _ => Error::Syscall(e),
+    }
+}
+
+impl Socket {
+    /// Creates a socket on `umem` and binds it to `queue` of `iface`.
+    ///
+    /// The first socket of a UMEM registers it with the kernel; later ones share it
+    /// (XDP_SHARED_UMEM). A later socket on another (interface, queue) gets fill and completion
+    /// rings of its own; one on the same (interface, queue) uses the first one's.
+    pub fn bind(
+        umem: &Umem,
+        iface: &Interface,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<Socket> {
+        config.validate()?;
+        let link = iface.link_info()?;
+        let queues = link.rx_queues.max(link.tx_queues);
+        if queue >= queues {
+            return Err(Error::QueueOutOfRange {
+                iface: iface.name().to_string(),
+                queue,
+                queues,
+            });
+        }
+        let fd = xsk::socket().map_err(|e| permission(e, "creating an AF_XDP socket"))?;
+        let netns = current_netns();
+
+        // Find a live socket already holding this UMEM's registration.
+        let (share_with, same_queue) = {
+            let mut reg = umem.registration();
+            reg.bound.retain(|(_, _, _, w)| w.strong_count() > 0);
+            let same = reg
+                .bound
+                .iter()
+                .find(|(ns, ifx, q, _)| *ns == netns && *ifx == iface.index() && *q == queue)
+                .and_then(|(_, _, _, w)| w.upgrade());
+            match same {
+                Some(fd) => (Some(fd), true),
+                None => (reg.bound.iter().find_map(|(_, _, _, w)| w.upgrade()), false),
+            }
+        };
+
+        if share_with.is_none() {
+            let cfg = umem.config();
+            let mut flags = 0;
+            if cfg.unaligned {
+                flags |= libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG;
+            }
+            if cfg.tx_metadata_len > 0 {
+                flags |= libc::XDP_UMEM_TX_METADATA_LEN;
+            }
+            xsk::register_umem(
+                fd.as_fd(),
+                umem.as_ptr(),
+                cfg.len(),
+                cfg.frame_size,
+                cfg.headroom,
+                flags,
+                cfg.tx_metadata_len,
+            )
+            .map_err(|e| match e.errno() {
+                Some(libc::ENOBUFS | libc::ENOMEM) => Error::UmemMemlock {
+                    bytes: cfg.len(),
+                    limit: match sys::memlock_limit() {
+                        Some(l) if sys::geteuid() != 0 => format!("{l} bytes"),
+                        Some(l) => format!("{l} bytes; root normally has CAP_IPC_LOCK and is not charged, so the UMEM may simply be too large for the kernel to pin"),
+                        None => "unlimited".into(),
+                    },
+                },
+                _ => permission(e, "registering the UMEM"),
+            })?;
+        }
+        let own_fill = !same_queue;
+        if own_fill {
+            xsk::set_ring_size(fd.as_fd(), RingKind::Fill, config.fill_size)?;
+            xsk::set_ring_size(fd.as_fd(), RingKind::Completion, config.completion_size)?;
+        }
+        if config.rx_size > 0 {
+            xsk::set_ring_size(fd.as_fd(), RingKind::Rx, config.rx_size)?;
+        }
+        if config.tx_size > 0 {
+            xsk::set_ring_size(fd.as_fd(), RingKind::Tx, config.tx_size)?;
+        }
+        let offsets = xsk::mmap_offsets(fd.as_fd())?;
+        let fd = Arc::new(fd);
+        let fill = if own_fill {
+            Some(FillRing::new(
+                map_ring(fd.as_fd(), RingKind::Fill, config.fill_size, &offsets, true)?,
+                umem.clone(),
+                fd.clone(),
+            ))
+        } else {
+            None
+        };
+        let completion = if own_fill {
+            Some(CompletionRing::new(
+                map_ring(
+                    fd.as_fd(),
+                    RingKind::Completion,
+                    config.completion_size,
+                    &offsets,
+                    false,
+                )?,
+                umem.clone(),
+            ))
+        } else {
+            None
+        };
+        let rx = if config.rx_size > 0 {
+            Some(RxRing::new(
+                map_ring(fd.as_fd(), RingKind::Rx, config.rx_size, &offsets, false)?,
+                umem.clone(),
+                fd.clone(),
+            ))
+        } else {
+            None
+        };
+        let tx = if config.tx_size > 0 {
+            Some(TxRing::new(
+                map_ring(fd.as_fd(), RingKind::Tx, config.tx_size, &offsets, true)?,
+                umem.clone(),
+                fd.clone(),
+            ))
+        } else {
+            None
+        };
+
+        let mut flags = 0u16;
+        if config.need_wakeup {
+            flags |= libc::XDP_USE_NEED_WAKEUP;
+        }
+        if config.multi_buffer {
+            flags |= libc::XDP_USE_SG;
+        }
+        let shared_fd = share_with.as_ref().map(|f| f.as_fd());
+        if shared_fd.is_some() {
+            // A sharing socket inherits copy mode, need_wakeup and multi-buffer from the socket
+            // that registered the UMEM; the kernel rejects any of those flags beside this one.
+            flags = libc::XDP_SHARED_UMEM;
+        }
+        let bind_err = |e: SyscallError| -> Error {
+            match e.errno() {
+                Some(libc::EBUSY) => Error::QueueBusy {
+                    iface: iface.name().to_string(),
+                    queue,
+                },
+                Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
+                    what: "binding an AF_XDP socket",
+                },
+                _ => Error::Syscall(e),
+            }
+        };
+        let mut fallback = None;
+        if shared_fd.is_some() {
+            xsk::bind(fd.as_fd(), iface.index(), queue, flags, shared_fd).map_err(bind_err)?;
+        } else {
+            match config.bind_mode {
+                BindMode::Copy => xsk::bind(
+                    fd.as_fd(),
+                    iface.index(),
+                    queue,
+                    flags | libc::XDP_COPY,
+                    None,
+                )
+                .map_err(bind_err)?,
+                BindMode::ZeroCopy => xsk::bind(
+                    fd.as_fd(),
+                    iface.index(),
+                    queue,
+                    flags | libc::XDP_ZEROCOPY,
+                    None,
+                )
+                .map_err(|e| match e.errno() {
+                    Some(libc::EBUSY | libc::EPERM | libc::EACCES) => bind_err(e),
+                    _ => Error::ZeroCopyUnsupported {
+                        iface: iface.name().to_string(),
+                        reason: e.to_string(),
+                    },
+                })?,
+                BindMode::Auto => {
+                    match xsk::bind(
+                        fd.as_fd(),
+                        iface.index(),
+                        queue,
+                        flags | libc::XDP_ZEROCOPY,
+                        None,
+                    ) {
+                        Ok(()) => {}
+                        Err(e)
+                            if matches!(
+                                e.errno(),
+                                Some(libc::EBUSY | libc::EPERM | libc::EACCES)
+                            ) =>
+                        {
+                            return Err(bind_err(e))
+                        }
+                        Err(e) => {
+                            fallback =
+                                Some(format!("zero-copy refused ({}), using copy mode", e.source));
+                            xsk::bind(
+                                fd.as_fd(),
+                                iface.index(),
+                                queue,
+                                flags | libc::XDP_COPY,
+                                None,
+                            )
+                            .map_err(bind_err)?;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(budget) = config.tx_skb_budget {
+            xsk::set_max_tx_skb_budget(fd.as_fd(), budget)?;
+        }
+        if let Some(bp) = config.busy_poll {
+            xsk::set_busy_poll(fd.as_fd(), bp.timeout_us, bp.budget)?;
+        }
+        let zero_copy = xsk::is_zero_copy(fd.as_fd())?;
+        umem.registration()
+            .bound
+            .push((netns, iface.index(), queue, Arc::downgrade(&fd)));
+        Ok(Socket {
+            fd,
+            umem: umem.clone(),
+            iface: iface.clone(),
+            queue,
+            zero_copy,
+            fallback,
+            rx,
+            tx,
+            fill,
+            completion,
+        })
+    }
+
+    /// Binds one socket per (interface, queue) on one shared UMEM, in one call. Each
+    /// (interface, queue) gets its own fill and completion rings; a repeated pair shares them.
+    pub fn bind_shared(
+        umem: &Umem,
+        targets: &[(Interface, u32)],
+        config: &SocketConfig,
+    ) -> Result<Vec<Socket>> {
+        targets
+            .iter()
+            .map(|(iface, queue)| Socket::bind(umem, iface, *queue, config))
+            .collect()
+    }
+
+    /// The interface the socket is bound to.
+    pub fn interface(&self) -> &Interface {
+        &self.iface
+    }
+    /// The queue the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+    /// The UMEM the socket uses.
+    pub fn umem(&self) -> &Umem {
+        &self.umem
+    }
+    /// True if the kernel runs this socket in zero-copy mode (XDP_OPTIONS).
+    pub fn is_zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+    /// Why the socket is not in the mode first tried, if it fell back.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+    /// The rx ring, if any.
+    pub fn rx(&mut self) -> Option<&mut RxRing> {
+        self.rx.as_mut()
+    }
+    /// The tx ring, if any.
+    pub fn tx(&mut self) -> Option<&mut TxRing> {
+        self.tx.as_mut()
+    }
+    /// The fill ring, unless another socket on the same queue owns it.
+    pub fn fill(&mut self) -> Option<&mut FillRing> {
+        self.fill.as_mut()
+    }
+    /// The completion ring, unless another socket on the same queue owns it.
+    pub fn completion(&mut self) -> Option<&mut CompletionRing> {
+        self.completion.as_mut()
+    }
+    /// The XDP_STATISTICS counters.
+    pub fn statistics(&self) -> Result<Statistics> {
+        statistics(self.fd.as_fd())
+    }
+    /// Waits up to `timeout_ms` (-1: forever) for received packets or transmit room.
+    /// Returns (readable, writable).
+    pub fn poll(&self, rx: bool, tx: bool, timeout_ms: i32) -> Result<(bool, bool)> {
+        let mut events = 0;
+        if rx {
+            events |= libc::POLLIN;
+        }
+        if tx {
+            events |= libc::POLLOUT;
+        }
+        let ev = xsk::poll(self.fd.as_fd(), events, timeout_ms)?;
+        Ok((ev & libc::POLLIN != 0, ev & libc::POLLOUT != 0))
+    }
+    /// Takes the socket apart into its rings and a handle.
+    pub fn into_parts(self) -> SocketParts {
+        SocketParts {
+            rx: self.rx,
+            tx: self.tx,
+            fill: self.fill,
+            completion: self.completion,
+            handle: SocketHandle {
+                fd: self.fd,
+                queue: self.queue,
+            },
+        }
+    }
+}
+
+impl AsFd for Socket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_sizes_must_be_powers_of_two() {
+        let cfg = SocketConfig {
+            rx_size: 1000,
+            ..Default::default()
+        };
+        let msg = cfg.validate().unwrap_err().to_string();
+        assert!(
+            msg.contains("rx ring size 1000 is not a power of two"),
+            "{msg}"
+        );
+        let cfg = SocketConfig {
+            fill_size: 0,
+            ..Default::default()
+        };
+        assert!(cfg.validate().is_err(), "the fill ring is never optional");
+        let cfg = SocketConfig {
+            rx_size: 0,
+            ..Default::default()
+        };
+        assert!(cfg.validate().is_ok(), "a transmit-only socket");
+        let cfg = SocketConfig {
+            rx_size: 0,
+            tx_size: 0,
+            ..Default::default()
+        };
+        assert!(cfg.validate().is_err());
+    }
+
+    #[test]
+    fn tx_budget_range_is_checked() {
+        let cfg = SocketConfig {
+            tx_skb_budget: Some(16),
+            ..Default::default()
+        };
+        assert!(cfg.validate().is_err());
+        let cfg = SocketConfig {
+            tx_skb_budget: Some(64),
+            ..Default::default()
+        };
+        assert!(cfg.validate().is_ok());
+    }
+}

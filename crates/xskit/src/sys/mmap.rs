@@ -1,0 +1,94 @@
+//! Owned memory mappings: anonymous (optionally huge-page) memory for UMEMs and test rings, and
+//! the kernel's ring mappings of an AF_XDP socket.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+
+use super::SyscallError;
+
+/// A mapping that is unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; moving the owner to another thread
+// does not change who may access it.
+unsafe impl Send for Mmap {}
+// SAFETY: Mmap hands out only raw pointers; every user that dereferences them synchronises
+// through the ring protocol or through exclusive frame handles.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    /// Zeroed private anonymous memory, backed by huge pages when `huge_pages` is set.
+    pub(crate) fn anonymous(len: usize, huge_pages: bool) -> Result<Self, SyscallError> {
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        if huge_pages {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // SAFETY: an anonymous mapping at a kernel-chosen address touches no existing memory.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        Self::from_raw(ptr, len, "mmap(anonymous)")
+    }
+
+    /// A shared mapping of `len` bytes of `fd` at the page offset `offset` (the AF_XDP rings).
+    pub(crate) fn shared(
+        fd: BorrowedFd<'_>,
+        len: usize,
+        offset: u64,
+    ) -> Result<Self, SyscallError> {
+        // SAFETY: mapping a file descriptor at a kernel-chosen address touches no existing
+        // memory; MAP_POPULATE only pre-faults the new mapping.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        Self::from_raw(ptr, len, "mmap(ring)")
+    }
+
+    fn from_raw(
+        ptr: *mut libc::c_void,
+        len: usize,
+        call: &'static str,
+    ) -> Result<Self, SyscallError> {
+        if ptr == libc::MAP_FAILED {
+            return Err(SyscallError::last(call));
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| SyscallError::last(call))?;
+        Ok(Mmap { ptr, len })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping this value created and nobody else unmaps; every
+        // borrower holds an Arc to the owner, so no reference outlives this call.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The system layer: every `unsafe` block of the library lives below this module.
+//!
+//! Each submodule wraps one kernel interface: [`mmap`] memory mappings, [`ring`] the shared
+//! single-producer/single-consumer rings, [`xsk`] the AF_XDP socket calls and [`netlink`] the
+//! route and generic netlink sockets used to query devices.
+#![allow(unsafe_code)]
+
+pub(crate) mod mmap;
+pub(crate) mod netlink;
+pub(crate) mod ring;
+pub(crate) mod rings;
+pub(crate) mod umem;
+pub(crate) mod xsk;
+
+use std::io;
+
+/// A failed system call: which call, and the error the kernel returned.
+#[derive(Debug, thiserror::Error)]
+#[error("{call} failed: {source}")]
+pub struct SyscallError {
+    /// The name of the call (`setsockopt(XDP_UMEM_REG)`, `bind`, ...).
+    pub call: &'static str,
+    /// The error the kernel returned.
+    #[source]
+    pub source: io::Error,
+}
+
+impl SyscallError {
+    pub(crate) fn last(call: &'static str) -> Self {
+        SyscallError {
+            call,
+            source: io::Error::last_os_error(),
+        }
+    }
+
+    /// The raw errno, if the error came from the kernel.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.raw_os_error()
+    }
+}
+
+/// Turns a C-style return value (negative on error) into a `Result`, capturing errno.
+pub(crate) fn cvt(ret: libc::c_int, call: &'static str) -> Result<libc::c_int, SyscallError> {
+    if ret < 0 {
+        Err(SyscallError::last(call))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// The index of the interface called `name` in the calling thread's network namespace.
+pub(crate) fn if_nametoindex(name: &str) -> Option<u32> {
+    let c_name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: c_name is a valid NUL-terminated string that outlives the call.
+    let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+    (index != 0).then_some(index)
+}
+
+/// The effective user id of this process.
+pub(crate) fn geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The soft RLIMIT_MEMLOCK of this process, in bytes (`None` when unlimited).
+pub(crate) fn memlock_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid, writable rlimit struct.
+    let ret = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+    if ret != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        None
+    } else {
+        Some(lim.rlim_cur)
+    }
+}

@@ -1,0 +1,539 @@
+//! UMEM memory and the frame handles that own its chunks.
+//!
+//! A [`Frame`] is the only way safe code reaches UMEM bytes. Handles are created only by
+//! [`Umem::take_frames`] (once per UMEM) and by the rings when the kernel hands a chunk back, and
+//! they are neither `Clone` nor `Copy`, so at any time a chunk has at most one handle in user
+//! space, and no handle while the kernel owns the chunk. That makes `&mut` access through a
+//! handle exclusive, which is what lets [`Umem::data_mut`] be safe.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::mmap::Mmap;
+use crate::error::{Error, Result};
+
+/// Bytes the kernel reserves in front of every received packet (`XDP_PACKET_HEADROOM`).
+pub const XDP_PACKET_HEADROOM: u32 = 256;
+/// The smallest chunk the kernel accepts (`XDP_UMEM_MIN_CHUNK_SIZE`).
+pub const MIN_FRAME_SIZE: u32 = 2048;
+/// The largest chunk the kernel accepts, with huge pages (`XDP_UMEM_MAX_CHUNK_SIZE`).
+pub const MAX_FRAME_SIZE: u32 = 65536;
+const PAGE_SIZE: u32 = 4096;
+const HUGE_PAGE_SIZE: u64 = 2 * 1024 * 1024;
+/// UMEM offsets fit in 48 bits; the top 16 bits of a handle's address hold its UMEM's tag.
+const TAG_SHIFT: u32 = 48;
+const ADDR_MASK: u64 = (1 << TAG_SHIFT) - 1;
+
+/// How to lay out a UMEM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmemConfig {
+    /// Bytes per frame (chunk): a power of two from 2048 to 4096, or up to 65536 with
+    /// `huge_pages`; any size in that range in unaligned mode.
+    pub frame_size: u32,
+    /// Number of frames.
+    pub frame_count: u32,
+    /// Extra headroom the kernel leaves in front of each received packet, beyond its own 256.
+    pub headroom: u32,
+    /// Unaligned-chunk mode (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`): packets may start anywhere.
+    pub unaligned: bool,
+    /// Back the UMEM with 2 MiB huge pages (MAP_HUGETLB); needs pages reserved in
+    /// `/proc/sys/vm/nr_hugepages`.
+    pub huge_pages: bool,
+    /// Bytes of `struct xsk_tx_metadata` space in front of each transmitted packet (0: none).
+    pub tx_metadata_len: u32,
+}
+
+impl Default for UmemConfig {
+    fn default() -> Self {
+        UmemConfig {
+            frame_size: 4096,
+            frame_count: 4096,
+            headroom: 0,
+            unaligned: false,
+            huge_pages: false,
+            tx_metadata_len: 0,
+        }
+    }
+}
+
+impl UmemConfig {
+    /// Checks the layout against the kernel's rules, saying what to change.
+    pub fn validate(&self) -> Result<()> {
+        let max = if self.huge_pages {
+            MAX_FRAME_SIZE
+        } else {
+            PAGE_SIZE
+        };
+        let fs = self.frame_size;
+        if fs < MIN_FRAME_SIZE || fs > max {
+            return Err(Error::FrameSize {
+                size: fs,
+                reason: if fs > PAGE_SIZE && !self.huge_pages {
+                    "frames larger than a page need huge pages (--huge-pages)".into()
+                } else {
+                    format!("it must be between {MIN_FRAME_SIZE} and {max}")
+                },
+            });
+        }
+        if !self.unaligned && !fs.is_power_of_two() {
+            return Err(Error::FrameSize {
+                size: fs,
+                reason: "aligned mode needs a power of two (2048, 4096, ...); use unaligned mode for other sizes".into(),
+            });
+        }
+        if self.frame_count == 0 {
+            return Err(Error::InvalidConfig(
+                "the UMEM needs at least one frame".into(),
+            ));
+        }
+        if self.headroom >= fs - XDP_PACKET_HEADROOM {
+            return Err(Error::Headroom {
+                headroom: self.headroom,
+                frame_size: fs,
+                max: fs - XDP_PACKET_HEADROOM - 1,
+            });
+        }
+        if self.tx_metadata_len % 8 != 0 || self.tx_metadata_len > 256 {
+            return Err(Error::InvalidConfig(format!(
+                "tx metadata length {} must be a multiple of 8 and at most 256",
+                self.tx_metadata_len
+            )));
+        }
+        if self.len() > ADDR_MASK {
+            return Err(Error::InvalidConfig(format!(
+                "a UMEM of {} bytes is too large; the kernel limit is far below 2^48",
+                self.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Total bytes of frames.
+    pub fn len(&self) -> u64 {
+        u64::from(self.frame_size) * u64::from(self.frame_count)
+    }
+
+    /// True when the UMEM holds no frames.
+    pub fn is_empty(&self) -> bool {
+        self.frame_count == 0
+    }
+
+    /// Where received packet data starts within a frame.
+    pub fn rx_offset(&self) -> u32 {
+        XDP_PACKET_HEADROOM + self.headroom
+    }
+}
+
+/// One chunk of a UMEM, owned by whoever holds this handle: the bytes at `addr()`, `len()` long.
+///
+/// Frames come from [`Umem::take_frames`] and from the rx and completion rings, and go back
+/// through the fill and tx rings. Read and write their bytes with [`Umem::data`] and
+/// [`Umem::data_mut`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    tagged_addr: u64,
+    len: u32,
+    options: u32,
+}
+
+impl Frame {
+    /// The packet's offset in its UMEM.
+    #[inline]
+    pub fn addr(&self) -> u64 {
+        self.tagged_addr & ADDR_MASK
+    }
+
+    /// Bytes of packet data.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True when the frame holds no data.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The descriptor option bits (`XDP_PKT_CONTD`, `XDP_TX_METADATA`).
+    #[inline]
+    pub fn options(&self) -> u32 {
+        self.options
+    }
+
+    /// True when the packet continues in the next frame (multi-buffer, `XDP_PKT_CONTD`).
+    #[inline]
+    pub fn is_continued(&self) -> bool {
+        self.options & libc::XDP_PKT_CONTD != 0
+    }
+
+    /// Marks (or unmarks) this frame as continued by the next one of the same packet.
+    #[inline]
+    pub fn set_continued(&mut self, continued: bool) {
+        if continued {
+            self.options |= libc::XDP_PKT_CONTD;
+        } else {
+            self.options &= !libc::XDP_PKT_CONTD;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn tag(&self) -> u64 {
+        self.tagged_addr >> TAG_SHIFT
+    }
+
+    #[inline]
+    pub(crate) fn desc(&self) -> libc::xdp_desc {
+        libc::xdp_desc {
+            addr: self.addr(),
+            len: self.len,
+            options: self.options,
+        }
+    }
+}
+
+/// The kernel-facing part of a UMEM: which sockets currently hold its registration.
+#[derive(Debug, Default)]
+pub(crate) struct Registration {
+    /// Sockets bound with this UMEM: (netns inode, ifindex, queue) and the socket's fd.
+    pub(crate) bound: Vec<(u64, u32, u32, Weak<OwnedFd>)>,
+}
+
+#[derive(Debug)]
+struct UmemInner {
+    map: Mmap,
+    config: UmemConfig,
+    tag: u64,
+    frames_taken: AtomicBool,
+    registration: Mutex<Registration>,
+}
+
+/// A region of memory shared with the kernel and cut into frames.
+///
+/// Cloning a `Umem` is cheap and shares the same memory; the memory stays mapped until the
+/// last clone and the last socket using it are gone.
+///
+/// ```no_run
+/// use xskit::{Umem, UmemConfig};
+/// let umem = Umem::new(UmemConfig { frame_count: 8192, ..UmemConfig::default() })?;
+/// let frames = umem.take_frames().expect("first call");
+/// assert_eq!(frames.len(), 8192);
+/// # Ok::<(), xskit::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Umem {
+    inner: Arc<UmemInner>,
+}
+
+static NEXT_TAG: AtomicU16 = AtomicU16::new(1);
+
+impl Umem {
+    /// Maps the memory for a UMEM laid out as `config` says. The kernel sees it once a socket
+    /// is bound with it.
+    pub fn new(config: UmemConfig) -> Result<Self> {
+        config.validate()?;
+        let mut len = config.len();
+        if config.huge_pages {
+            len = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
+        }
+        let map = Mmap::anonymous(len as usize, config.huge_pages).map_err(|e| {
+            if config.huge_pages {
+                Error::HugePages {
+                    bytes: len,
+                    source: e.source,
+                }
+            } else {
+                Error::Syscall(e)
+            }
+        })?;
+        let tag = u64::from(NEXT_TAG.fetch_add(1, Ordering::Relaxed));
+        Ok(Umem {
+            inner: Arc::new(UmemInner {
+                map,
+                config,
+                tag,
+                frames_taken: AtomicBool::new(false),
+                registration: Mutex::new(Registration::default()),
+            }),
+        })
+    }
+
+    /// The layout.
+    pub fn config(&self) -> &UmemConfig {
+        &self.inner.config
+    }
+
+    /// Every frame of the UMEM, empty and positioned for transmit. Returns `None` after the
+    /// first call: frames are unique handles, so they can be handed out only once.
+    pub fn take_frames(&self) -> Option<Vec<Frame>> {
+        if self.inner.frames_taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let cfg = &self.inner.config;
+        Some(
+            (0..u64::from(cfg.frame_count))
+                .map(|i| {
+                    self.frame_at(
+                        i * u64::from(cfg.frame_size) + u64::from(cfg.tx_metadata_len),
+                        0,
+                        0,
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    #[inline]
+    pub(crate) fn frame_at(&self, addr: u64, len: u32, options: u32) -> Frame {
+        Frame {
+            tagged_addr: (self.inner.tag << TAG_SHIFT) | (addr & ADDR_MASK),
+            len,
+            options,
+        }
+    }
+
+    /// The start of the frame (chunk) that holds UMEM offset `addr`.
+    #[inline]
+    pub(crate) fn chunk_base(&self, addr: u64) -> u64 {
+        let fs = u64::from(self.inner.config.frame_size);
+        if fs.is_power_of_two() {
+            addr & !(fs - 1)
+        } else {
+            addr - addr % fs
+        }
+    }
+
+    /// Bytes a frame can hold from its current start to the end of its chunk.
+    #[inline]
+    pub fn capacity(&self, frame: &Frame) -> usize {
+        let addr = frame.addr();
+        let end = self.chunk_base(addr) + u64::from(self.inner.config.frame_size);
+        (end - addr).saturating_sub(u64::from(self.inner.config.tx_metadata_len)) as usize
+    }
+
+    /// Whether the kernel would accept `desc` as a transmit descriptor of this UMEM.
+    #[inline]
+    pub(crate) fn valid_tx(&self, frame: &Frame) -> bool {
+        frame.tag() == self.inner.tag
+            && frame.len > 0
+            && frame.addr() + u64::from(frame.len) <= self.inner.config.len()
+            && frame.len() <= self.capacity(frame)
+    }
+
+    /// Re-tags a descriptor the kernel returned; out-of-range values are clamped so the handle
+    /// can never reach outside the mapping.
+    #[inline]
+    pub(crate) fn frame_from_kernel(&self, addr: u64, len: u32, options: u32) -> Frame {
+        let addr = if self.inner.config.unaligned {
+            // In unaligned mode the kernel puts the data offset in the top 16 bits.
+            (addr & ADDR_MASK) + (addr >> TAG_SHIFT)
+        } else {
+            addr
+        };
+        let total = self.inner.config.len();
+        let addr = addr.min(total.saturating_sub(1));
+        let len = u64::from(len).min(total - addr) as u32;
+        self.frame_at(addr, len, options)
+    }
+
+    /// Puts a frame back at the start of its chunk, empty, ready to be written for transmit.
+    pub fn reset(&self, frame: &mut Frame) {
+        let base = self.chunk_base(frame.addr()) + u64::from(self.inner.config.tx_metadata_len);
+        *frame = self.frame_at(base, 0, 0);
+    }
+
+    /// Sets how many bytes of the frame are packet data.
+    pub fn set_len(&self, frame: &mut Frame, len: usize) -> Result<()> {
+        let cap = self.capacity(frame);
+        if len > cap {
+            return Err(Error::FrameOverflow { len, capacity: cap });
+        }
+        frame.len = len as u32;
+        Ok(())
+    }
+
+    /// Copies `data` into the frame and sets its length.
+    pub fn write(&self, frame: &mut Frame, data: &[u8]) -> Result<()> {
+        self.set_len(frame, data.len())?;
+        self.data_mut(frame).copy_from_slice(data);
+        Ok(())
+    }
+
+    fn check_tag(&self, frame: &Frame) -> bool {
+        frame.tag() == self.inner.tag
+    }
+
+    /// The frame's packet data. Empty if the frame belongs to another UMEM.
+    #[inline]
+    pub fn data(&self, frame: &Frame) -> &[u8] {
+        if !self.check_tag(frame) {
+            return &[];
+        }
+        let len = frame.len().min(self.capacity_from_addr(frame.addr()));
+        // SAFETY: addr + len lies inside the mapping (clamped above), the frame handle is the
+        // only user-space handle to this chunk, and the kernel does not write a chunk while a
+        // handle to it exists (the kernel owns a chunk only between fill/tx and rx/completion).
+        unsafe {
+            std::slice::from_raw_parts(self.inner.map.as_ptr().add(frame.addr() as usize), len)
+        }
+    }
+
+    /// The frame's packet data, writable. Empty if the frame belongs to another UMEM.
+    #[inline]
+    pub fn data_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        if !self.check_tag(frame) {
+            return &mut [];
+        }
+        let len = frame.len().min(self.capacity_from_addr(frame.addr()));
+        // SAFETY: as in `data`; the `&mut Frame` borrow makes this the only live slice of the
+        // chunk for its lifetime, because no other handle to the chunk can exist.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.inner.map.as_ptr().add(frame.addr() as usize), len)
+        }
+    }
+
+    /// The frame's whole writable room, from its start to the end of its chunk (ignoring its
+    /// current length): write a packet here, then [`Umem::set_len`].
+    #[inline]
+    pub fn buffer_mut<'a>(&'a self, frame: &'a mut Frame) -> &'a mut [u8] {
+        if !self.check_tag(frame) {
+            return &mut [];
+        }
+        let len = self
+            .capacity(frame)
+            .min(self.capacity_from_addr(frame.addr()));
+        // SAFETY: as in `data_mut`; the range stays within the frame's own chunk.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.inner.map.as_ptr().add(frame.addr() as usize), len)
+        }
+    }
+
+    fn capacity_from_addr(&self, addr: u64) -> usize {
+        (self.inner.config.len().saturating_sub(addr)) as usize
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.inner.map.as_ptr()
+    }
+
+    pub(crate) fn registration(&self) -> std::sync::MutexGuard<'_, Registration> {
+        self.inner
+            .registration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Two handles refer to the same UMEM.
+    pub fn same(&self, other: &Umem) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn umem(cfg: UmemConfig) -> Umem {
+        Umem::new(cfg).expect("anonymous memory")
+    }
+
+    #[test]
+    fn frames_are_handed_out_once() {
+        let u = umem(UmemConfig {
+            frame_count: 16,
+            ..Default::default()
+        });
+        let frames = u.take_frames().unwrap();
+        assert_eq!(frames.len(), 16);
+        assert_eq!(frames[3].addr(), 3 * 4096);
+        assert!(u.take_frames().is_none());
+    }
+
+    #[test]
+    fn write_and_read_back() {
+        let u = umem(UmemConfig {
+            frame_count: 2,
+            ..Default::default()
+        });
+        let mut f = u.take_frames().unwrap().pop().unwrap();
+        u.write(&mut f, b"hello").unwrap();
+        assert_eq!(u.data(&f), b"hello");
+        assert!(u.write(&mut f, &[0; 4097]).is_err());
+    }
+
+    #[test]
+    fn foreign_frames_see_nothing() {
+        let a = umem(UmemConfig {
+            frame_count: 2,
+            ..Default::default()
+        });
+        let b = umem(UmemConfig {
+            frame_count: 2,
+            ..Default::default()
+        });
+        let mut f = a.take_frames().unwrap().pop().unwrap();
+        a.write(&mut f, b"x").unwrap();
+        assert!(b.data(&f).is_empty());
+        assert!(!b.valid_tx(&f));
+    }
+
+    #[test]
+    fn kernel_addresses_are_clamped_and_unaligned_offsets_resolved() {
+        let u = umem(UmemConfig {
+            frame_count: 2,
+            ..Default::default()
+        });
+        let f = u.frame_from_kernel(1 << 40, 9000, 0);
+        assert!(f.addr() < 8192);
+        assert!(f.addr() + f.len() as u64 <= 8192);
+        let un = umem(UmemConfig {
+            frame_count: 2,
+            frame_size: 3000,
+            unaligned: true,
+            ..Default::default()
+        });
+        let f = un.frame_from_kernel(3000 | (256 << 48), 60, 0);
+        assert_eq!(f.addr(), 3256);
+        assert_eq!(un.chunk_base(f.addr()), 3000);
+    }
+
+    #[test]
+    fn config_errors_say_what_to_change() {
+        let bad = |cfg: UmemConfig| cfg.validate().unwrap_err().to_string();
+        assert!(bad(UmemConfig {
+            frame_size: 3000,
+            ..Default::default()
+        })
+        .contains("power of two"));
+        assert!(bad(UmemConfig {
+            frame_size: 8192,
+            ..Default::default()
+        })
+        .contains("huge pages"));
+        assert!(bad(UmemConfig {
+            frame_size: 1024,
+            ..Default::default()
+        })
+        .contains("2048"));
+        assert!(bad(UmemConfig {
+            headroom: 4000,
+            ..Default::default()
+        })
+        .contains("headroom"));
+        assert!(UmemConfig {
+            frame_size: 8192,
+            huge_pages: true,
+            ..Default::default()
+        }
+        .validate()
+        .is_ok());
+        assert!(UmemConfig {
+            frame_size: 3000,
+            unaligned: true,
+            ..Default::default()
+        }
+        .validate()
+        .is_ok());
+    }
+}
