@@ -1,1 +1,39 @@
-fn main() {}
+//! The `xskit` command: `demo` proves AF_XDP works end to end on a testbed it builds itself;
+//! `info` shows what a device can do.
+
+mod demo;
+mod info;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xskit", version, about = "Zero-copy packet I/O on AF_XDP")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a two-namespace testbed, send probes across it through xskit sockets in SKB and
+    /// DRV mode, check every one arrived in order and intact, and remove the testbed.
+    Demo(demo::DemoArgs),
+    /// Show an interface's XDP and AF_XDP capabilities and attached program.
+    Info(info::InfoArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(&args),
+        Command::Info(args) => info::run(&args),
+    };
+    match result {
+        Ok(0) => {}
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("xskit: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
