@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use xskit::probe::{self, ProbeAddrs, SequenceCheck};
+use xskit::probe::{self, ProbeAddrs, ReceiveOptions, ReceiveReport, SendOptions, SequenceCheck};
 use xskit::{Mode, ModeInfo, Port, PortConfig, Statistics};
 use xskit_testbed::{Testbed, TestbedConfig};
 
@@ -26,12 +26,6 @@ pub(crate) struct DemoArgs {
     )]
     modes: Vec<String>,
 }
-
-/// Probes in flight at most: the veth receive ring holds 256, so a window below that keeps
-/// the demo about correctness, not about overrunning the link.
-const WINDOW: u64 = 192;
-const BATCH: usize = 64;
-const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
 struct ModeReport {
     name: String,
@@ -62,7 +56,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<i32> {
         bail!("the demo builds network namespaces and attaches XDP programs: run it as root (e.g. with sudo)");
     }
     let bed = Testbed::new(&TestbedConfig::default()).context("building the testbed")?;
-    println!(
+    out!(
         "testbed: {} ({}) <-> {} ({}), {} probes of {} bytes per mode",
         bed.a.ns.name(),
         bed.a.ip,
@@ -99,15 +93,24 @@ fn run_mode(bed: &Testbed, mode: Mode, name: &str, count: u64, size: usize) -> R
     let seen = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let send_opts = SendOptions {
+        count,
+        size,
+        ..SendOptions::default()
+    };
+    let recv_opts = ReceiveOptions {
+        count,
+        ..ReceiveOptions::default()
+    };
     let (sent, received) = std::thread::scope(|s| {
-        let receiver = s.spawn(|| receive(&mut rx, count, &seen, &stop));
-        let sent = send(&mut tx, count, size, &addrs, &seen, &stop);
+        let receiver = s.spawn(|| probe::receive(&mut rx, &recv_opts, &seen, &stop));
+        let sent = probe::send(&mut tx, &addrs, &send_opts, &seen, &stop);
         stop.store(true, Ordering::Relaxed);
         (sent, receiver.join())
     });
     let elapsed = start.elapsed();
     let sent = sent?;
-    let (check, last) = match received {
+    let ReceiveReport { check, last } = match received {
         Ok(r) => r?,
         Err(_) => bail!("the receiver thread panicked"),
     };
@@ -121,98 +124,11 @@ fn run_mode(bed: &Testbed, mode: Mode, name: &str, count: u64, size: usize) -> R
     })
 }
 
-/// Sends `count` probes, never more than WINDOW ahead of what the receiver has seen.
-fn send(
-    tx: &mut Port,
-    count: u64,
-    size: usize,
-    addrs: &ProbeAddrs,
-    seen: &AtomicU64,
-    stop: &AtomicBool,
-) -> Result<u64> {
-    let umem = tx.umem().clone();
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut seq = 0u64;
-    let mut last_progress = Instant::now();
-    while seq < count || !batch.is_empty() {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if batch.is_empty() {
-            let ahead = seq - seen.load(Ordering::Acquire);
-            let room = WINDOW
-                .saturating_sub(ahead)
-                .min(count - seq)
-                .min(BATCH as u64);
-            if room > 0 {
-                tx.alloc(&mut batch, room as usize);
-                for frame in batch.iter_mut() {
-                    let len = probe::write(umem.buffer_mut(frame), size, seq, addrs)
-                        .context("frame too small for the probe")?;
-                    umem.set_len(frame, len)?;
-                    seq += 1;
-                }
-            }
-        }
-        if tx.send(&mut batch)? > 0 || batch.is_empty() && seen.load(Ordering::Relaxed) > 0 {
-            last_progress = Instant::now();
-        }
-        if last_progress.elapsed() > IDLE_TIMEOUT {
-            break;
-        }
-        if !batch.is_empty() || seq - seen.load(Ordering::Relaxed) >= WINDOW {
-            std::hint::spin_loop();
-        }
-    }
-    // Reap the last completions so every frame is back in the pool.
-    let deadline = Instant::now() + IDLE_TIMEOUT;
-    while tx.tx_in_flight() > 0 && Instant::now() < deadline {
-        tx.complete();
-        if let Some(ring) = tx.socket().tx() {
-            ring.wakeup_if_needed()?;
-        }
-    }
-    Ok(seq - batch.len() as u64)
-}
-
-/// Receives until `count` probes arrived, the sender stopped and the line went quiet, or
-/// nothing arrived for IDLE_TIMEOUT. Returns the check and when the last probe arrived.
-fn receive(
-    rx: &mut Port,
-    count: u64,
-    seen: &AtomicU64,
-    stop: &AtomicBool,
-) -> Result<(SequenceCheck, Option<Duration>)> {
-    let umem = rx.umem().clone();
-    let start = Instant::now();
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut check = SequenceCheck::default();
-    let mut last = None;
-    let mut last_progress = Instant::now();
-    while check.probes() < count {
-        let n = rx.receive(&mut batch, BATCH)?;
-        if n > 0 {
-            for frame in &batch {
-                check.observe(umem.data(frame));
-            }
-            rx.recycle(&mut batch);
-            seen.store(check.probes(), Ordering::Release);
-            last = Some(start.elapsed());
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > IDLE_TIMEOUT
-            || stop.load(Ordering::Relaxed) && last_progress.elapsed() > Duration::from_millis(500)
-        {
-            break;
-        }
-    }
-    Ok((check, last))
-}
-
 /// Prints one mode's summary; returns true if every probe arrived intact and in order.
 fn print_report(r: &ModeReport) -> bool {
     let ok = r.sent == r.check.valid && r.check.is_perfect(r.sent);
     let secs = r.elapsed.as_secs_f64().max(1e-9);
-    println!(
+    out!(
         "{:<4} {}: sent {} received {} in order {} corrupt {} lost {} foreign {}  {:.0} pps  [{}]",
         r.name,
         r.mode,
@@ -226,8 +142,8 @@ fn print_report(r: &ModeReport) -> bool {
         if ok { "OK" } else { "FAILED" }
     );
     for reason in &r.mode.fallbacks {
-        println!("     fallback: {reason}");
+        out!("     fallback: {reason}");
     }
-    println!("     kernel: {}", r.rx_stats);
+    out!("     kernel: {}", r.rx_stats);
     ok
 }

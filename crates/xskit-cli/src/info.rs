@@ -20,20 +20,20 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
         .features()
         .with_context(|| format!("reading XDP features of {}", args.interface))?;
     let yes = |b: bool| if b { "yes" } else { "no" };
-    println!("{} (ifindex {})", link.name, link.ifindex);
-    println!("  mtu               {}", link.mtu);
-    println!("  rx queues         {}", link.rx_queues);
-    println!("  tx queues         {}", link.tx_queues);
-    println!("  native XDP        {}", yes(features.native_xdp()));
-    println!("  AF_XDP zero-copy  {}", yes(features.zero_copy()));
-    println!("  multi-buffer rx   {}", yes(features.rx_sg()));
-    println!("  zc max segments   {}", features.zc_max_segs);
-    println!(
+    out!("{} (ifindex {})", link.name, link.ifindex);
+    out!("  mtu               {}", link.mtu);
+    out!("  rx queues         {}", link.rx_queues);
+    out!("  tx queues         {}", link.tx_queues);
+    out!("  native XDP        {}", yes(features.native_xdp()));
+    out!("  AF_XDP zero-copy  {}", yes(features.zero_copy()));
+    out!("  multi-buffer rx   {}", yes(features.rx_sg()));
+    out!("  zc max segments   {}", features.zc_max_segs);
+    out!(
         "  xdp-features      {}",
         features.xdp_feature_names().join(" ")
     );
     let xsk = features.xsk_feature_names();
-    println!(
+    out!(
         "  xsk-features      {}",
         if xsk.is_empty() {
             "none".into()
@@ -42,11 +42,11 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
         }
     );
     match link.xdp.any() {
-        Some(id) => println!(
+        Some(id) => out!(
             "  xdp program       id {id} ({} mode)",
             link.xdp.mode_name()
         ),
-        None => println!("  xdp program       none"),
+        None => out!("  xdp program       none"),
     }
     Ok(0)
 }

@@ -1,6 +1,15 @@
 //! The `xskit` command: `demo` proves AF_XDP works end to end on a testbed it builds itself;
 //! `info` shows what a device can do.
 
+/// Prints a line to stdout, ignoring a closed stdout (`xskit ... | head`): the command keeps
+/// running to its normal end, so it still cleans up what it created.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod demo;
 mod info;
 

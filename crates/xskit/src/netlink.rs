@@ -176,7 +176,7 @@ impl Request {
         self.buf.extend_from_slice(&len.to_ne_bytes());
         self.buf.extend_from_slice(&kind.to_ne_bytes());
         self.buf.extend_from_slice(payload);
-        while self.buf.len() % 4 != 0 {
+        while !self.buf.len().is_multiple_of(4) {
             self.buf.push(0);
         }
     }

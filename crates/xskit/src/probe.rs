@@ -2,6 +2,12 @@
 //! number, a sequence number and a pattern derived from it, so a receiver can check order and
 //! content of every packet. Used by the demo, the tests and the benchmarks.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::port::Port;
+
 /// Marks xskit probe payloads ("XSKP").
 pub const MAGIC: u32 = 0x5853_4b50;
 /// Ethernet + IPv4 + UDP header bytes.
@@ -182,6 +188,157 @@ impl SequenceCheck {
     pub fn is_perfect(&self, count: u64) -> bool {
         self.valid == count && self.corrupt == 0 && self.out_of_order == 0
     }
+}
+
+/// How [`send`] paces a probe stream.
+#[derive(Clone, Copy, Debug)]
+pub struct SendOptions {
+    /// Probes to send.
+    pub count: u64,
+    /// Bytes per probe.
+    pub size: usize,
+    /// Probes allowed ahead of what the receiver reported seeing (`u64::MAX`: no limit).
+    pub window: u64,
+    /// Frames per transmit batch.
+    pub batch: usize,
+    /// Give up after this long without progress.
+    pub idle_timeout: Duration,
+}
+
+impl Default for SendOptions {
+    fn default() -> Self {
+        SendOptions {
+            count: 10_000,
+            size: 64,
+            // Below the 256-slot veth receive ring, so a fast sender cannot overrun it.
+            window: 192,
+            batch: 64,
+            idle_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Sends `opts.count` probes numbered from 0 through `tx`, never more than `opts.window`
+/// ahead of `seen` (which the receiver updates), until done or `stop` is set. Waits for the
+/// last completions, then returns how many probes were handed to the kernel.
+pub fn send(
+    tx: &mut Port,
+    addrs: &ProbeAddrs,
+    opts: &SendOptions,
+    seen: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<u64> {
+    let umem = tx.umem().clone();
+    let mut batch = Vec::with_capacity(opts.batch);
+    let mut seq = 0u64;
+    let mut last_progress = Instant::now();
+    while (seq < opts.count || !batch.is_empty()) && !stop.load(Ordering::Relaxed) {
+        if batch.is_empty() {
+            let ahead = seq.saturating_sub(seen.load(Ordering::Acquire));
+            let room = opts
+                .window
+                .saturating_sub(ahead)
+                .min(opts.count - seq)
+                .min(opts.batch as u64);
+            tx.alloc(&mut batch, room as usize);
+            for frame in batch.iter_mut() {
+                let len = write(umem.buffer_mut(frame), opts.size, seq, addrs).ok_or(
+                    Error::FrameOverflow {
+                        len: opts.size,
+                        capacity: umem.capacity(frame),
+                    },
+                )?;
+                umem.set_len(frame, len)?;
+                seq += 1;
+            }
+        }
+        if tx.send(&mut batch)? > 0 {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > opts.idle_timeout {
+            break;
+        }
+    }
+    let sent = seq - batch.len() as u64;
+    tx.recycle(&mut batch);
+    let deadline = Instant::now() + opts.idle_timeout;
+    while tx.tx_in_flight() > 0 && Instant::now() < deadline {
+        tx.complete();
+        if let Some(ring) = tx.socket().tx() {
+            ring.wakeup_if_needed()?;
+        }
+    }
+    Ok(sent)
+}
+
+/// How [`receive`] waits for a probe stream.
+#[derive(Clone, Copy, Debug)]
+pub struct ReceiveOptions {
+    /// Probes expected.
+    pub count: u64,
+    /// Frames per receive batch.
+    pub batch: usize,
+    /// Sleep in poll() up to this many ms when the ring is empty (None: spin).
+    pub poll_ms: Option<i32>,
+    /// Give up after this long without a packet.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ReceiveOptions {
+    fn default() -> Self {
+        ReceiveOptions {
+            count: 10_000,
+            batch: 64,
+            poll_ms: None,
+            idle_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// What [`receive`] saw.
+#[derive(Clone, Copy, Debug)]
+pub struct ReceiveReport {
+    /// Order and content of the stream.
+    pub check: SequenceCheck,
+    /// When the last probe arrived, from the start of the call.
+    pub last: Option<Duration>,
+}
+
+/// Receives probes on `rx` until `opts.count` arrived, nothing arrived for
+/// `opts.idle_timeout`, or `stop` is set and the line has been quiet for half a second.
+/// Publishes the probes seen so far in `seen` for the sender's window.
+pub fn receive(
+    rx: &mut Port,
+    opts: &ReceiveOptions,
+    seen: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<ReceiveReport> {
+    let umem = rx.umem().clone();
+    let start = Instant::now();
+    let mut batch = Vec::with_capacity(opts.batch);
+    let mut check = SequenceCheck::default();
+    let mut last = None;
+    let mut last_progress = Instant::now();
+    while check.probes() < opts.count {
+        let n = match opts.poll_ms {
+            Some(ms) => rx.poll_receive(&mut batch, opts.batch, ms)?,
+            None => rx.receive(&mut batch, opts.batch)?,
+        };
+        if n > 0 {
+            for frame in &batch {
+                check.observe(umem.data(frame));
+            }
+            rx.recycle(&mut batch);
+            seen.store(check.probes(), Ordering::Release);
+            last = Some(start.elapsed());
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > opts.idle_timeout
+            || (stop.load(Ordering::Relaxed)
+                && last_progress.elapsed() > Duration::from_millis(500))
+        {
+            break;
+        }
+    }
+    Ok(ReceiveReport { check, last })
 }
 
 #[cfg(test)]

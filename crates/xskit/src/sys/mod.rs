@@ -3,7 +3,6 @@
 //! Each submodule wraps one kernel interface: [`mmap`] memory mappings, [`ring`] the shared
 //! single-producer/single-consumer rings, [`xsk`] the AF_XDP socket calls and [`netlink`] the
 //! route and generic netlink sockets used to query devices.
-#![allow(unsafe_code)]
 
 pub(crate) mod mmap;
 pub(crate) mod netlink;

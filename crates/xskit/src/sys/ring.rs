@@ -83,12 +83,12 @@ impl<T: Copy> RawRing<T> {
         let entries_end = (size as usize)
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|bytes| bytes.checked_add(layout.desc));
-        let fits = |off: usize| off % 4 == 0 && off + 4 <= map.len();
+        let fits = |off: usize| off.is_multiple_of(4) && off + 4 <= map.len();
         if !size.is_power_of_two()
             || !fits(layout.producer)
             || !fits(layout.consumer)
             || !fits(layout.flags)
-            || layout.desc % std::mem::align_of::<T>() != 0
+            || !layout.desc.is_multiple_of(std::mem::align_of::<T>())
             || entries_end.is_none_or(|end| end > map.len())
         {
             return Err(SyscallError {

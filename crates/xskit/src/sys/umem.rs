@@ -94,7 +94,7 @@ impl UmemConfig {
                 max: fs - XDP_PACKET_HEADROOM - 1,
             });
         }
-        if self.tx_metadata_len % 8 != 0 || self.tx_metadata_len > 256 {
+        if !self.tx_metadata_len.is_multiple_of(8) || self.tx_metadata_len > 256 {
             return Err(Error::InvalidConfig(format!(
                 "tx metadata length {} must be a multiple of 8 and at most 256",
                 self.tx_metadata_len
