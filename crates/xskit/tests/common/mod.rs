@@ -1,0 +1,80 @@
+//! Shared set-up for the testbed integration tests.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use xskit::probe::{self, ProbeAddrs, ReceiveOptions, ReceiveReport, SendOptions};
+use xskit::{Port, PortConfig};
+use xskit_testbed::{Host, Testbed, TestbedConfig};
+
+/// True if the test may run. Without root it skips with a message, unless
+/// XSKIT_REQUIRE_PRIVILEGES is set (as in CI), where a skip would hide a failure.
+pub fn privileged() -> bool {
+    if xskit_testbed::have_privileges() {
+        return true;
+    }
+    if std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_some() {
+        panic!("XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root");
+    }
+    eprintln!("skipped: AF_XDP testbed tests need root");
+    false
+}
+
+pub fn bed(config: TestbedConfig) -> Testbed {
+    Testbed::new(&config).expect("building the testbed")
+}
+
+/// Opens a port on `host`'s interface, inside its namespace.
+pub fn open(host: &Host, queue: u32, config: &PortConfig) -> xskit::Result<Port> {
+    let ifname = host.ifname.clone();
+    host.ns
+        .run(|| Port::open(&ifname, queue, config))
+        .expect("entering the namespace")
+}
+
+pub fn addrs(from: &Host, to: &Host) -> ProbeAddrs {
+    ProbeAddrs {
+        src_mac: from.mac,
+        dst_mac: to.mac,
+        src_ip: from.ip.octets(),
+        dst_ip: to.ip.octets(),
+    }
+}
+
+/// Sends probes from `tx` to `rx` on two threads; returns how many were sent and what arrived.
+pub fn transfer(
+    rx: &mut Port,
+    tx: &mut Port,
+    addrs: &ProbeAddrs,
+    send: &SendOptions,
+    recv: &ReceiveOptions,
+) -> (u64, ReceiveReport) {
+    let seen = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let receiver = s.spawn(|| probe::receive(rx, recv, &seen, &stop).expect("receiving"));
+        let sent = probe::send(tx, addrs, send, &seen, &stop).expect("sending");
+        stop.store(true, Ordering::Relaxed);
+        (sent, receiver.join().expect("receiver thread"))
+    })
+}
+
+/// Number of open file descriptors of this process.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// The id of the XDP program attached to `host`'s interface, if any.
+pub fn attached_program(host: &Host) -> Option<u32> {
+    let ifname = host.ifname.clone();
+    host.ns
+        .run(|| {
+            xskit::Interface::by_name(&ifname)
+                .and_then(|i| i.link_info())
+                .map(|l| l.xdp.any())
+        })
+        .expect("entering the namespace")
+        .expect("reading link info")
+}
