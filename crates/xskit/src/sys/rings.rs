@@ -228,7 +228,10 @@ impl TxRing {
 
     /// Submits raw descriptors as they are, with no checks; returns how many fit.
     ///
-    /// This exists to test how the kernel treats malformed descriptors.
+    /// This exists to test how the kernel treats malformed descriptors. In copy mode the
+    /// kernel stops transmitting at an invalid descriptor and drops just that one when it
+    /// returns, so valid descriptors queued behind it wait for the next wakeup: keep calling
+    /// [`TxRing::wakeup`] until [`TxRing::pending`] is zero.
     ///
     /// # Safety
     /// Every descriptor the kernel accepts comes back through the completion ring as a new
