@@ -1,0 +1,315 @@
+//! Program lifecycle and error handling: every failure says what is wrong and leaves nothing
+//! attached; a killed process leaves no program behind; another program is never replaced.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use xskit::{
+    AttachMode, Error, Interface, Mode, Port, PortConfig, SocketConfig, UmemConfig, XdpProgram,
+};
+use xskit_testbed::{Host, TestbedConfig};
+
+/// Run by a child process (see `spawn_child`): opens a port as XSKIT_CHILD asks and reports on
+/// stdout. Ignored in normal runs.
+#[test]
+#[ignore = "entry point for child processes of other tests"]
+fn child_entry() {
+    let (Ok(action), Ok(iface)) = (
+        std::env::var("XSKIT_CHILD"),
+        std::env::var("XSKIT_CHILD_IFACE"),
+    ) else {
+        return;
+    };
+    let config = match action.as_str() {
+        // 64 MiB: far over an 8 MiB locked-memory limit.
+        "big-umem" => PortConfig {
+            umem: UmemConfig {
+                frame_count: 16384,
+                ..UmemConfig::default()
+            },
+            ..PortConfig::default()
+        },
+        _ => PortConfig {
+            mode: Mode::Skb,
+            ..PortConfig::default()
+        },
+    };
+    match Port::open(&iface, 0, &config) {
+        Ok(port) => {
+            println!("XSKIT-CHILD-READY");
+            if action == "hold" {
+                std::thread::sleep(Duration::from_secs(60));
+            }
+            drop(port);
+        }
+        Err(e) => println!("XSKIT-CHILD-ERROR: {e}"),
+    }
+}
+
+/// Starts this test binary in `host`'s namespace, wrapped in `wrapper` (e.g. setpriv), running
+/// `child_entry` with `action`.
+fn spawn_child(host: &Host, action: &str, wrapper: &[&str]) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_str().unwrap();
+    let mut cmd = if wrapper.is_empty() {
+        host.ns.command(exe)
+    } else {
+        let mut c = host.ns.command(wrapper[0]);
+        c.args(&wrapper[1..]).arg(exe);
+        c
+    };
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "child_entry",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("XSKIT_CHILD", action)
+    .env("XSKIT_CHILD_IFACE", &host.ifname)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("starting the child")
+}
+
+/// The child's first report line, without its prefix tag.
+fn child_report(child: &mut Child) -> String {
+    let stdout = child.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        // libtest writes "test child_entry ... " in front of the child's first line.
+        if let Some(at) = line.find("XSKIT-CHILD-") {
+            return line[at + "XSKIT-CHILD-".len()..].to_string();
+        }
+    }
+    "no report".into()
+}
+
+#[test]
+fn sigkill_leaves_no_program_attached() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let mut child = spawn_child(&bed.b, "hold", &[]);
+    assert_eq!(child_report(&mut child), "READY");
+    assert!(
+        attached_program(&bed.b).is_some(),
+        "the child attached its program"
+    );
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while attached_program(&bed.b).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        attached_program(&bed.b),
+        None,
+        "the bpf_link died with the process"
+    );
+}
+
+#[test]
+fn missing_privileges_are_explained() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let mut child = spawn_child(
+        &bed.b,
+        "open",
+        &["setpriv", "--bounding-set=-all", "--inh-caps=-all"],
+    );
+    let report = child_report(&mut child);
+    child.wait().unwrap();
+    assert!(report.starts_with("ERROR:"), "{report}");
+    assert!(
+        report.contains("permission denied") && report.contains("run as root"),
+        "{report}"
+    );
+    assert_eq!(attached_program(&bed.b), None);
+}
+
+#[test]
+fn umem_over_memlock_limit_is_explained() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    // Without CAP_IPC_LOCK the UMEM is charged against RLIMIT_MEMLOCK (8 MiB here).
+    let wrapper = [
+        "setpriv",
+        "--bounding-set=-ipc_lock",
+        "prlimit",
+        "--memlock=8388608:8388608",
+    ];
+    let mut child = spawn_child(&bed.b, "big-umem", &wrapper);
+    let report = child_report(&mut child);
+    child.wait().unwrap();
+    assert!(
+        report.contains("RLIMIT_MEMLOCK") && report.contains("ulimit -l"),
+        "{report}"
+    );
+    assert_eq!(attached_program(&bed.b), None);
+}
+
+#[test]
+fn another_program_is_named_and_not_replaced() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let ifname = bed.b.ifname.clone();
+    let first = bed
+        .b
+        .ns
+        .run(|| {
+            XdpProgram::attach(
+                &Interface::by_name(&ifname).unwrap(),
+                AttachMode::Skb,
+                false,
+            )
+        })
+        .unwrap()
+        .unwrap();
+    let id = attached_program(&bed.b).expect("attached");
+    let err = open(&bed.b, 0, &PortConfig::default()).unwrap_err();
+    match &err {
+        Error::ProgramAttached {
+            id: named,
+            name,
+            mode,
+            ..
+        } => {
+            assert_eq!(*named, id);
+            assert_eq!(name, "xskit_redirect");
+            assert_eq!(*mode, "generic");
+        }
+        other => panic!("expected ProgramAttached, got {other}"),
+    }
+    assert!(
+        err.to_string().contains("xdp off"),
+        "says how to remove it: {err}"
+    );
+    assert_eq!(
+        attached_program(&bed.b),
+        Some(id),
+        "the first program is still there"
+    );
+    drop(first);
+    assert_eq!(attached_program(&bed.b), None, "detached on drop");
+}
+
+/// Each bad request fails with its own error and leaves no program attached.
+#[test]
+fn errors_are_clear_and_leave_nothing_attached() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let cases: Vec<(&str, PortConfig, u32, &str)> = vec![
+        (
+            "queue out of range",
+            PortConfig::default(),
+            3,
+            "queue 3 does not exist on xsk-b, which has 1",
+        ),
+        (
+            "ring size",
+            PortConfig {
+                socket: SocketConfig {
+                    rx_size: 1000,
+                    ..SocketConfig::default()
+                },
+                ..PortConfig::default()
+            },
+            0,
+            "not a power of two",
+        ),
+        (
+            "frame size",
+            PortConfig {
+                umem: UmemConfig {
+                    frame_size: 3000,
+                    ..UmemConfig::default()
+                },
+                ..PortConfig::default()
+            },
+            0,
+            "power of two",
+        ),
+        (
+            "headroom",
+            PortConfig {
+                umem: UmemConfig {
+                    headroom: 3900,
+                    ..UmemConfig::default()
+                },
+                ..PortConfig::default()
+            },
+            0,
+            "headroom 3900 is too large",
+        ),
+        (
+            "zero-copy on veth",
+            PortConfig {
+                mode: Mode::ZeroCopy,
+                ..PortConfig::default()
+            },
+            0,
+            "zero-copy is not available on xsk-b",
+        ),
+    ];
+    for (what, config, queue, expected) in cases {
+        let err = open(&bed.b, queue, &config).unwrap_err().to_string();
+        assert!(err.contains(expected), "{what}: {err}");
+        assert_eq!(
+            attached_program(&bed.b),
+            None,
+            "{what}: nothing left attached"
+        );
+    }
+    let err = open(&bed.b, 0, &PortConfig::default());
+    assert!(
+        err.is_ok(),
+        "the interface is still usable: {:?}",
+        err.err()
+    );
+}
+
+#[test]
+fn no_such_interface() {
+    let err = Port::open("xskit-nope0", 0, &PortConfig::default()).unwrap_err();
+    assert!(matches!(err, Error::NoSuchInterface { .. }));
+    assert!(err.to_string().contains("ip link"), "{err}");
+}
+
+#[test]
+fn queue_in_use_is_reported() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let ifname = bed.b.ifname.clone();
+    let result = bed
+        .b
+        .ns
+        .run(|| -> xskit::Result<()> {
+            let iface = Interface::by_name(&ifname)?;
+            let program = std::sync::Arc::new(XdpProgram::attach(&iface, AttachMode::Skb, false)?);
+            let _first = Port::open_with(program.clone(), 0, &PortConfig::default())?;
+            let second = Port::open_with(program, 0, &PortConfig::default());
+            match second {
+                Err(Error::QueueBusy { queue: 0, .. }) => Ok(()),
+                other => panic!("expected QueueBusy, got {other:?}"),
+            }
+        })
+        .unwrap();
+    result.unwrap();
+    assert_eq!(attached_program(&bed.b), None);
+}
