@@ -1,0 +1,173 @@
+//! The `xskit` binary end to end.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use xskit_testbed::{Testbed, TestbedConfig};
+
+const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
+
+fn privileged() -> bool {
+    if xskit_testbed::have_privileges() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
+        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
+    );
+    eprintln!("skipped: needs root");
+    false
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("xskit-{pid}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn demo_passes_in_skb_and_drv_and_cleans_up() {
+    if !privileged() {
+        return;
+    }
+    let child = Command::new(XSKIT)
+        .args(["demo", "-n", "3000"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    assert!(
+        out.contains("skb  xdp-skb copy: sent 3000 received 3000"),
+        "{out}"
+    );
+    assert!(
+        out.contains("drv  xdp-drv copy: sent 3000 received 3000"),
+        "{out}"
+    );
+    assert_eq!(out.matches("[OK]").count(), 2, "{out}");
+    assert!(
+        out.contains("rx_fill_ring_empty_descs="),
+        "prints the kernel statistics: {out}"
+    );
+}
+
+#[test]
+fn demo_removes_its_testbed_on_sigint() {
+    if !privileged() {
+        return;
+    }
+    let mut child = Command::new(XSKIT)
+        .args(["demo", "-n", "50000000", "-m", "skb"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("testbed:"), "{first}");
+    assert_eq!(namespaces_of(pid).len(), 2, "the testbed is up");
+    let _ = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "exit status after SIGINT");
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left: {:?}",
+        namespaces_of(pid)
+    );
+}
+
+#[test]
+fn zero_copy_demo_on_veth_fails_clearly_and_cleans_up() {
+    if !privileged() {
+        return;
+    }
+    let child = Command::new(XSKIT)
+        .args(["demo", "-n", "10", "-m", "zc"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("zero-copy is not available") && err.contains("use mode `drv`"),
+        "{err}"
+    );
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left: {:?}",
+        namespaces_of(pid)
+    );
+}
+
+#[test]
+fn info_reports_veth_capabilities() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig {
+        queues: 4,
+        ..TestbedConfig::default()
+    })
+    .unwrap();
+    let out = bed
+        .b
+        .ns
+        .command(XSKIT)
+        .args(["info", "-i", &bed.b.ifname])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "native XDP        yes",
+        "AF_XDP zero-copy  no",
+        "rx queues         4",
+        "xdp program       none",
+        "redirect",
+    ] {
+        assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
+    }
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    for (args, expected) in [
+        (
+            vec!["info", "-i", "xskit-nope0"],
+            "no interface named 'xskit-nope0'",
+        ),
+        (vec!["demo", "-m", "fast"], "unknown mode 'fast'"),
+        (vec!["demo", "-s", "10"], "packet size 10 is out of range"),
+        (vec!["demo", "-n", "0"], "--count must be at least 1"),
+    ] {
+        let out = Command::new(XSKIT).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let out = Command::new(XSKIT)
+        .args(["demo", "--bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap usage error");
+}
