@@ -301,3 +301,69 @@ fn duplex(
     }
     check
 }
+
+#[test]
+fn tx_skb_budget_and_tx_metadata_room() {
+    if !privileged() {
+        return;
+    }
+    let cfg = PortConfig {
+        umem: UmemConfig {
+            tx_metadata_len: 16,
+            ..UmemConfig::default()
+        },
+        socket: SocketConfig {
+            tx_skb_budget: Some(32),
+            ..SocketConfig::default()
+        },
+        ..PortConfig::default()
+    };
+    for mode in [Mode::Skb, Mode::Drv] {
+        check_delivery(
+            mode,
+            PortConfig::default(),
+            cfg,
+            ReceiveOptions::default(),
+            64,
+        );
+    }
+}
+
+/// A UMEM on huge pages. The test reserves a few 2 MiB pages for its duration and gives them
+/// back; where none can be reserved it checks the error instead.
+#[test]
+fn huge_page_umem() {
+    if !privileged() {
+        return;
+    }
+    const KNOB: &str = "/proc/sys/vm/nr_hugepages";
+    let before: u64 = std::fs::read_to_string(KNOB)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::write(KNOB, self.0.to_string());
+        }
+    }
+    let _restore = Restore(before);
+    let _ = std::fs::write(KNOB, (before + 8).to_string());
+    let cfg = PortConfig {
+        umem: UmemConfig {
+            frame_count: 2048,
+            huge_pages: true,
+            ..UmemConfig::default()
+        },
+        ..PortConfig::default()
+    };
+    match xskit::Umem::new(cfg.umem) {
+        Ok(umem) => {
+            drop(umem);
+            for mode in [Mode::Skb, Mode::Drv] {
+                check_delivery(mode, cfg, cfg, ReceiveOptions::default(), 1500);
+            }
+        }
+        Err(e) => assert!(e.to_string().contains("nr_hugepages"), "{e}"),
+    }
+}

@@ -260,3 +260,31 @@ fn shared_umem_across_two_queues_drv() {
     }
     drop(program);
 }
+
+/// A second socket on the same (device, queue) shares the first one's fill and completion
+/// rings: it gets none of its own.
+#[test]
+fn shared_umem_on_the_same_queue() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let ifname = bed.b.ifname.clone();
+    bed.b
+        .ns
+        .run(|| -> xskit::Result<()> {
+            let iface = Interface::by_name(&ifname)?;
+            let umem = Umem::new(UmemConfig::default())?;
+            let mut sockets = Socket::bind_shared(
+                &umem,
+                &[(iface.clone(), 0), (iface, 0)],
+                &SocketConfig::default(),
+            )?;
+            assert!(sockets[0].fill().is_some() && sockets[0].completion().is_some());
+            assert!(sockets[1].fill().is_none() && sockets[1].completion().is_none());
+            assert!(sockets[1].rx().is_some() && sockets[1].tx().is_some());
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+}
