@@ -4,7 +4,11 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["xsk_redirect", "xsk_redirect_frags"];
+/// (object name, source file, extra clang arguments)
+const PROGRAMS: &[(&str, &str, &[&str])] = &[
+    ("xsk_redirect", "xsk_redirect", &[]),
+    ("xsk_redirect_frags", "xsk_redirect", &["-DXSKIT_FRAGS"]),
+];
 
 fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -13,13 +17,14 @@ fn main() {
         "-I/usr/include/{}-linux-gnu",
         env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into())
     );
-    for name in PROGRAMS {
-        let src = format!("bpf/{name}.c");
+    for (name, source, defines) in PROGRAMS {
+        let src = format!("bpf/{source}.c");
         println!("cargo:rerun-if-changed={src}");
         let out = out_dir.join(format!("{name}.o"));
         let status = Command::new(&clang)
             .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-c"])
             .arg(&arch_include)
+            .args(defines.iter())
             .arg(&src)
             .arg("-o")
             .arg(&out)

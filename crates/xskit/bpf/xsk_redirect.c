@@ -4,6 +4,12 @@
  * AF_XDP socket registered at index q of xsks_map; a queue with no socket
  * falls back to XDP_PASS (the flags argument of bpf_redirect_map), so the
  * kernel stack keeps working for everything xskit does not own.
+ *
+ * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer variant. A
+ * program in section "xdp.frags" declares that it copes with packets spread
+ * over several buffers, which the kernel requires before it hands such
+ * packets to a socket bound with XDP_USE_SG (and before veth accepts an MTU
+ * above a page with a native program).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -17,15 +23,15 @@ struct {
 	__type(value, __u32);
 } xsks_map SEC(".maps");
 
-static __always_inline int redirect_to_queue_socket(struct xdp_md *ctx)
-{
-	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
-}
-
+#ifdef XSKIT_FRAGS
+SEC("xdp.frags")
+int xskit_redirect_frags(struct xdp_md *ctx)
+#else
 SEC("xdp")
 int xskit_redirect(struct xdp_md *ctx)
+#endif
 {
-	return redirect_to_queue_socket(ctx);
+	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

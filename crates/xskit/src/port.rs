@@ -101,23 +101,12 @@ impl Port {
     /// Opens queue `queue` of `iface`: attaches the program, creates the UMEM, binds the socket
     /// and gives the kernel frames to receive into.
     pub fn open(iface: &str, queue: u32, config: &PortConfig) -> Result<Port> {
-        let iface = Interface::by_name(iface)?;
-        let program = Arc::new(XdpProgram::attach(
-            &iface,
-            attach_mode(config.mode),
-            config.socket.multi_buffer,
-        )?);
-        Port::open_with(program, queue, config)
+        Port::open_with(attach_for(iface, config)?, queue, config)
     }
 
     /// Opens one port per queue in `queues`, all fed by one program.
     pub fn open_queues(iface: &str, queues: &[u32], config: &PortConfig) -> Result<Vec<Port>> {
-        let iface = Interface::by_name(iface)?;
-        let program = Arc::new(XdpProgram::attach(
-            &iface,
-            attach_mode(config.mode),
-            config.socket.multi_buffer,
-        )?);
+        let program = attach_for(iface, config)?;
         queues
             .iter()
             .map(|&q| Port::open_with(program.clone(), q, config))
@@ -273,6 +262,16 @@ impl Port {
     pub fn tx_in_flight(&self) -> usize {
         self.tx_pending
     }
+}
+
+/// Attaches the program a port of `config` needs to `iface`.
+fn attach_for(iface: &str, config: &PortConfig) -> Result<Arc<XdpProgram>> {
+    let iface = Interface::by_name(iface)?;
+    Ok(Arc::new(XdpProgram::attach(
+        &iface,
+        attach_mode(config.mode),
+        config.socket.multi_buffer,
+    )?))
 }
 
 fn attach_mode(mode: Mode) -> AttachMode {

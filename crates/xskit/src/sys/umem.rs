@@ -61,7 +61,7 @@ impl UmemConfig {
     /// Checks the layout against the kernel's rules, saying what to change.
     pub fn validate(&self) -> Result<()> {
         let fs = self.frame_size;
-        if fs < MIN_FRAME_SIZE || fs > MAX_FRAME_SIZE {
+        if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&fs) {
             return Err(Error::FrameSize {
                 size: fs,
                 reason: if fs > MAX_FRAME_SIZE {

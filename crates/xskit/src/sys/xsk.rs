@@ -270,8 +270,20 @@ pub(crate) fn set_busy_poll(
     )
 }
 
+/// A wakeup call's result: the errors that only mean "busy, try again" are not errors here.
+fn wakeup_result(ret: isize, call: &'static str) -> Result<(), SyscallError> {
+    if ret >= 0 {
+        return Ok(());
+    }
+    let err = SyscallError::last(call);
+    match err.errno() {
+        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(()),
+        _ => Err(err),
+    }
+}
+
 /// Kicks the kernel to transmit (or, with busy polling, to run the driver): a zero-length
-/// `sendto` with MSG_DONTWAIT. The errors that only mean "busy, try again" are not errors here.
+/// `sendto` with MSG_DONTWAIT.
 pub(crate) fn kick_tx(fd: BorrowedFd<'_>) -> Result<(), SyscallError> {
     // SAFETY: a zero-length send with null buffer and address reads no memory.
     let ret = unsafe {
@@ -284,17 +296,7 @@ pub(crate) fn kick_tx(fd: BorrowedFd<'_>) -> Result<(), SyscallError> {
             0,
         )
     };
-    if ret >= 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(()),
-        _ => Err(SyscallError {
-            call: "sendto(AF_XDP wakeup)",
-            source: err,
-        }),
-    }
+    wakeup_result(ret, "sendto(AF_XDP wakeup)")
 }
 
 /// Wakes the kernel to refill from the fill ring: a zero-length non-blocking `recvfrom`.
@@ -310,17 +312,7 @@ pub(crate) fn kick_rx(fd: BorrowedFd<'_>) -> Result<(), SyscallError> {
             std::ptr::null_mut(),
         )
     };
-    if ret >= 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(()),
-        _ => Err(SyscallError {
-            call: "recvfrom(AF_XDP wakeup)",
-            source: err,
-        }),
-    }
+    wakeup_result(ret, "recvfrom(AF_XDP wakeup)")
 }
 
 /// Waits up to `timeout_ms` (-1: forever) for `events` on the socket; returns the events seen.
