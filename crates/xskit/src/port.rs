@@ -179,24 +179,35 @@ impl Port {
         self.socket.statistics()
     }
 
-    /// Tops up the fill ring from the pool, waking the kernel if it asked.
-    pub fn refill(&mut self) -> Result<()> {
+    /// Tops up the fill ring from the pool when at least a few slots are free.
+    pub fn refill(&mut self) {
         let Some(fill) = self.socket.fill() else {
-            return Ok(());
+            return;
         };
         if !self.pool.is_empty() && fill.free(FILL_THRESHOLD) >= FILL_THRESHOLD {
             fill.fill(&mut self.pool, usize::MAX);
         }
-        if fill.needs_wakeup() {
-            fill.wakeup()?;
+    }
+
+    /// Wakes the kernel's receive path if it asked (need_wakeup), as xdpsock does: only after
+    /// a receive came back empty, so a busy port makes no system call.
+    fn wake_fill_if_needed(&mut self) -> Result<()> {
+        if let Some(fill) = self.socket.fill() {
+            if fill.needs_wakeup() {
+                fill.wakeup()?;
+            }
         }
         Ok(())
     }
 
     /// Receives up to `max` frames into `out`, refilling the fill ring first; returns how many.
     pub fn receive(&mut self, out: &mut Vec<Frame>, max: usize) -> Result<usize> {
-        self.refill()?;
-        Ok(self.socket.rx().map_or(0, |rx| rx.receive(out, max)))
+        self.refill();
+        let n = self.socket.rx().map_or(0, |rx| rx.receive(out, max));
+        if n == 0 {
+            self.wake_fill_if_needed()?;
+        }
+        Ok(n)
     }
 
     /// Waits up to `timeout_ms` for packets, then receives like [`Port::receive`].
@@ -206,11 +217,12 @@ impl Port {
         max: usize,
         timeout_ms: i32,
     ) -> Result<usize> {
-        self.refill()?;
+        self.refill();
         let Some(rx) = self.socket.rx() else {
             return Ok(0);
         };
         if rx.available() == 0 {
+            // poll() itself wakes the kernel's receive path, so no separate wakeup is needed.
             rx.poll(timeout_ms)?;
         }
         Ok(rx.receive(out, max))
