@@ -53,10 +53,8 @@ fn rx_dropped_when_headroom_leaves_no_room() {
         return;
     }
     for mode in [Mode::Skb, Mode::Drv] {
-        let bed = bed(TestbedConfig::default());
         // 2048-byte frames with 1024 bytes of headroom (plus the kernel's 256) hold 768 bytes.
         let rx_cfg = PortConfig {
-            mode,
             umem: UmemConfig {
                 frame_size: 2048,
                 headroom: 1024,
@@ -64,16 +62,7 @@ fn rx_dropped_when_headroom_leaves_no_room() {
             },
             ..PortConfig::default()
         };
-        let mut rx = open(&bed.b, 0, &rx_cfg).unwrap();
-        let mut tx = open(
-            &bed.a,
-            0,
-            &PortConfig {
-                mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (mut rx, mut tx, bed) = receiver_and_sender(mode, rx_cfg);
         assert_eq!(blast(&mut tx, &bed, 50, 1000), 50);
         let s = wait_for(|| rx.statistics().unwrap(), |s| s.rx_dropped >= 50);
         assert_eq!(s.rx_dropped, 50, "{mode:?}: {s}");
@@ -92,9 +81,7 @@ fn rx_ring_full_when_rx_ring_is_smaller_than_fill_ring() {
         return;
     }
     for mode in [Mode::Skb, Mode::Drv] {
-        let bed = bed(TestbedConfig::default());
         let rx_cfg = PortConfig {
-            mode,
             socket: SocketConfig {
                 rx_size: 64,
                 fill_size: 2048,
@@ -102,16 +89,7 @@ fn rx_ring_full_when_rx_ring_is_smaller_than_fill_ring() {
             },
             ..PortConfig::default()
         };
-        let rx = open(&bed.b, 0, &rx_cfg).unwrap();
-        let mut tx = open(
-            &bed.a,
-            0,
-            &PortConfig {
-                mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (rx, mut tx, bed) = receiver_and_sender(mode, rx_cfg);
         // Nobody reads the rx ring: after 64 packets it is full and the rest are dropped.
         blast(&mut tx, &bed, 300, 64);
         let s = wait_for(|| rx.statistics().unwrap(), |s| s.rx_ring_full > 0);
@@ -166,25 +144,7 @@ fn invalid_tx_descriptors_are_dropped_and_valid_ones_arrive() {
         return;
     }
     for mode in [Mode::Skb, Mode::Drv] {
-        let bed = bed(TestbedConfig::default());
-        let mut rx = open(
-            &bed.b,
-            0,
-            &PortConfig {
-                mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let mut tx = open(
-            &bed.a,
-            0,
-            &PortConfig {
-                mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (mut rx, mut tx, bed) = receiver_and_sender(mode, PortConfig::default());
         let umem = tx.umem().clone();
         let umem_len = umem.config().len();
         let a2b = addrs(&bed.a, &bed.b);

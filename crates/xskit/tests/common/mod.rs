@@ -41,6 +41,23 @@ pub fn addrs(from: &Host, to: &Host) -> ProbeAddrs {
     }
 }
 
+/// A fresh testbed with a receiving port on host b (configured by `rx`) and a default sending
+/// port on host a, both in `mode`. Returned as (receiver, sender, testbed).
+pub fn receiver_and_sender(mode: xskit::Mode, rx: PortConfig) -> (Port, Port, Testbed) {
+    let bed = bed(TestbedConfig::default());
+    let rx = open(&bed.b, 0, &PortConfig { mode, ..rx }).expect("receiver port");
+    let tx = open(
+        &bed.a,
+        0,
+        &PortConfig {
+            mode,
+            ..PortConfig::default()
+        },
+    )
+    .expect("sender port");
+    (rx, tx, bed)
+}
+
 /// Sends probes from `tx` to `rx` on two threads; returns how many were sent and what arrived.
 pub fn transfer(
     rx: &mut Port,
