@@ -1,0 +1,114 @@
+//! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
+
+/// Adds `data` to a running one's-complement sum (32-bit accumulator, not yet folded).
+#[inline]
+pub fn accumulate(mut sum: u32, data: &[u8]) -> u32 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
+        // Fold early enough that 32 bits never overflow, even for 64 KiB inputs.
+        if sum & 0x8000_0000 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+    }
+    if let [last] = chunks.remainder() {
+        sum = sum.wrapping_add(u32::from(*last) << 8);
+    }
+    sum
+}
+
+/// Folds a running sum to 16 bits.
+#[inline]
+pub fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The checksum of `data`: the complement of its folded one's-complement sum.
+#[inline]
+pub fn checksum(data: &[u8]) -> u16 {
+    !fold(accumulate(0, data))
+}
+
+/// The IPv4 pseudo-header sum for an upper-layer checksum.
+#[inline]
+pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, length: u16) -> u32 {
+    let mut sum = accumulate(0, &src);
+    sum = accumulate(sum, &dst);
+    sum + u32::from(protocol) + u32::from(length)
+}
+
+/// The IPv6 pseudo-header sum for an upper-layer checksum.
+#[inline]
+pub fn pseudo_header_v6(src: [u8; 16], dst: [u8; 16], next_header: u8, length: u32) -> u32 {
+    let mut sum = accumulate(0, &src);
+    sum = accumulate(sum, &dst);
+    sum.wrapping_add(length >> 16)
+        .wrapping_add(length & 0xffff)
+        .wrapping_add(u32::from(next_header))
+}
+
+/// RFC 1624 eqn. 3: the new checksum after a 16-bit field changes from `old` to `new`,
+/// without touching the rest of the data: HC' = ~(~HC + ~m + m').
+#[inline]
+pub fn update(checksum: u16, old: u16, new: u16) -> u16 {
+    let sum = u32::from(!checksum) + u32::from(!old) + u32::from(new);
+    !fold(sum)
+}
+
+/// [`update`] for a 32-bit field (an IPv4 address), as two 16-bit words.
+#[inline]
+pub fn update_u32(checksum: u16, old: u32, new: u32) -> u16 {
+    let c = update(checksum, (old >> 16) as u16, (new >> 16) as u16);
+    update(c, old as u16, new as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 section 3: 0001 f203 f4f5 f6f7 sums to ddf2.
+        assert_eq!(
+            fold(accumulate(
+                0,
+                &[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]
+            )),
+            0xddf2
+        );
+    }
+
+    #[test]
+    fn odd_length_pads_with_zero() {
+        assert_eq!(fold(accumulate(0, &[0x12, 0x34, 0x56])), 0x1234 + 0x5600);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn incremental_update_matches_recompute(
+            mut data in proptest::collection::vec(proptest::prelude::any::<u8>(), 2..200),
+            at in 0usize..100,
+            new in proptest::prelude::any::<u16>(),
+        ) {
+            let at = (at % (data.len() / 2)) * 2;
+            let before = checksum(&data);
+            let old = u16::from_be_bytes([data[at], data[at + 1]]);
+            data[at..at + 2].copy_from_slice(&new.to_be_bytes());
+            let after = checksum(&data);
+            let updated = update(before, old, new);
+            // 0x0000 and 0xffff are the same one's-complement value.
+            proptest::prop_assert!(updated == after || (updated ^ after) == 0xffff && (after == 0 || after == 0xffff));
+        }
+
+        #[test]
+        fn large_inputs_do_not_overflow(data in proptest::collection::vec(0xffu8..=0xff, 0..70000)) {
+            let naive: u64 = data.chunks(2).map(|c| u64::from(c[0]) << 8 | u64::from(*c.get(1).unwrap_or(&0))).sum();
+            let mut n = naive;
+            while n > 0xffff { n = (n & 0xffff) + (n >> 16); }
+            proptest::prop_assert_eq!(u64::from(fold(accumulate(0, &data))), n);
+        }
+    }
+}

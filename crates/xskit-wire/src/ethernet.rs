@@ -1,0 +1,143 @@
+//! Ethernet II frames.
+
+use crate::{get_u16, set_u16, Error, EtherType, Result};
+
+mod field {
+    use core::ops::{Range, RangeFrom};
+    pub(super) const DESTINATION: Range<usize> = 0..6;
+    pub(super) const SOURCE: Range<usize> = 6..12;
+    pub(super) const ETHERTYPE: Range<usize> = 12..14;
+    pub(super) const PAYLOAD: RangeFrom<usize> = 14..;
+}
+
+/// Bytes of an Ethernet header (without FCS).
+pub const HEADER_LEN: usize = field::PAYLOAD.start;
+
+/// A view over an Ethernet frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Frame<T> {
+    /// Wraps `buffer` without checks.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Frame { buffer }
+    }
+
+    /// Wraps `buffer`, checking it holds a header.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let f = Self::new_unchecked(buffer);
+        f.check_len()?;
+        Ok(f)
+    }
+
+    /// Checks the buffer holds a whole header.
+    pub fn check_len(&self) -> Result<()> {
+        if self.buffer.as_ref().len() < HEADER_LEN {
+            Err(Error)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The underlying buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// Destination MAC.
+    pub fn dst_addr(&self) -> [u8; 6] {
+        let mut a = [0; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
+        a
+    }
+
+    /// Source MAC.
+    pub fn src_addr(&self) -> [u8; 6] {
+        let mut a = [0; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
+        a
+    }
+
+    /// The EtherType (the first one; see [`crate::vlan`] for tags).
+    pub fn ethertype(&self) -> EtherType {
+        get_u16(self.buffer.as_ref(), field::ETHERTYPE.start).into()
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
+    /// The bytes after the header.
+    pub fn payload(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[field::PAYLOAD]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    /// Sets the destination MAC.
+    pub fn set_dst_addr(&mut self, a: [u8; 6]) {
+        self.buffer.as_mut()[field::DESTINATION].copy_from_slice(&a);
+    }
+
+    /// Sets the source MAC.
+    pub fn set_src_addr(&mut self, a: [u8; 6]) {
+        self.buffer.as_mut()[field::SOURCE].copy_from_slice(&a);
+    }
+
+    /// Swaps source and destination MACs in place (l2fwd).
+    pub fn swap_addrs(&mut self) {
+        let b = self.buffer.as_mut();
+        for i in 0..6 {
+            b.swap(i, 6 + i);
+        }
+    }
+
+    /// Sets the EtherType.
+    pub fn set_ethertype(&mut self, t: EtherType) {
+        set_u16(self.buffer.as_mut(), field::ETHERTYPE.start, t.into());
+    }
+
+    /// The bytes after the header, writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PAYLOAD]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static FRAME: [u8; 18] = [
+        0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00, 0xaa, 0xbb, 0xcc, 0xdd,
+    ];
+
+    #[test]
+    fn deconstruct() {
+        let f = Frame::new_checked(&FRAME[..]).unwrap();
+        assert_eq!(f.dst_addr(), [2, 0, 0, 0, 0, 2]);
+        assert_eq!(f.src_addr(), [2, 0, 0, 0, 0, 1]);
+        assert_eq!(f.ethertype(), EtherType::Ipv4);
+        assert_eq!(f.payload(), &[0xaa, 0xbb, 0xcc, 0xdd]);
+    }
+
+    #[test]
+    fn construct_and_swap() {
+        let mut buf = [0u8; 18];
+        let mut f = Frame::new_unchecked(&mut buf[..]);
+        f.set_dst_addr([2, 0, 0, 0, 0, 2]);
+        f.set_src_addr([2, 0, 0, 0, 0, 1]);
+        f.set_ethertype(EtherType::Ipv4);
+        f.payload_mut().copy_from_slice(&[0xaa, 0xbb, 0xcc, 0xdd]);
+        assert_eq!(buf, FRAME);
+        let mut f = Frame::new_unchecked(&mut buf[..]);
+        f.swap_addrs();
+        assert_eq!(f.dst_addr(), [2, 0, 0, 0, 0, 1]);
+        assert_eq!(EtherType::from(0x1234), EtherType::Unknown(0x1234));
+        assert_eq!(u16::from(EtherType::Unknown(0x1234)), 0x1234);
+    }
+
+    #[test]
+    fn truncated() {
+        assert_eq!(Frame::new_checked(&FRAME[..13]), Err(Error));
+    }
+}

@@ -1,0 +1,164 @@
+//! IPv6 packets (the fixed header; extension headers are walked by the caller through
+//! `next_header`).
+
+use crate::checksum;
+use crate::{get_u16, set_u16, Error, Result};
+
+mod field {
+    pub(super) const VER_TC_FLOW: core::ops::Range<usize> = 0..4;
+    pub(super) const LENGTH: usize = 4;
+    pub(super) const NXT_HDR: usize = 6;
+    pub(super) const HOP_LIMIT: usize = 7;
+    pub(super) const SRC_ADDR: core::ops::Range<usize> = 8..24;
+    pub(super) const DST_ADDR: core::ops::Range<usize> = 24..40;
+}
+
+/// Bytes of the fixed IPv6 header.
+pub const HEADER_LEN: usize = field::DST_ADDR.end;
+
+/// A view over an IPv6 packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps `buffer` without checks.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+    /// Wraps `buffer`, checking the header and the payload length.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+    /// Checks version 6 and a payload length that fits in the buffer.
+    pub fn check_len(&self) -> Result<()> {
+        let b = self.buffer.as_ref();
+        if b.len() < HEADER_LEN || self.version() != 6 {
+            return Err(Error);
+        }
+        if HEADER_LEN + usize::from(self.payload_len()) > b.len() {
+            return Err(Error);
+        }
+        Ok(())
+    }
+    /// The version field.
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[0] >> 4
+    }
+    /// The flow label.
+    pub fn flow_label(&self) -> u32 {
+        let b = &self.buffer.as_ref()[field::VER_TC_FLOW];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x000f_ffff
+    }
+    /// The payload length field.
+    pub fn payload_len(&self) -> u16 {
+        get_u16(self.buffer.as_ref(), field::LENGTH)
+    }
+    /// The next header.
+    pub fn next_header(&self) -> u8 {
+        self.buffer.as_ref()[field::NXT_HDR]
+    }
+    /// The hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        self.buffer.as_ref()[field::HOP_LIMIT]
+    }
+    /// Source address.
+    pub fn src_addr(&self) -> [u8; 16] {
+        let mut a = [0; 16];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SRC_ADDR]);
+        a
+    }
+    /// Destination address.
+    pub fn dst_addr(&self) -> [u8; 16] {
+        let mut a = [0; 16];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DST_ADDR]);
+        a
+    }
+    /// The pseudo-header sum for an upper-layer checksum directly after this header.
+    pub fn pseudo_header(&self) -> u32 {
+        checksum::pseudo_header_v6(
+            self.src_addr(),
+            self.dst_addr(),
+            self.next_header(),
+            u32::from(self.payload_len()),
+        )
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// The payload, as far as the payload length says (after `check_len`).
+    pub fn payload(&self) -> &'a [u8] {
+        let b = self.buffer.as_ref();
+        let end = (HEADER_LEN + usize::from(get_u16(b, field::LENGTH))).min(b.len());
+        &b[HEADER_LEN.min(end)..end]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Writes a fresh header: version 6, no traffic class, `flow_label`, hop limit 64.
+    pub fn init(
+        &mut self,
+        payload_len: u16,
+        next_header: u8,
+        src: [u8; 16],
+        dst: [u8; 16],
+        flow_label: u32,
+    ) {
+        let b = self.buffer.as_mut();
+        let vtf = (6u32 << 28) | (flow_label & 0x000f_ffff);
+        b[field::VER_TC_FLOW].copy_from_slice(&vtf.to_be_bytes());
+        set_u16(b, field::LENGTH, payload_len);
+        b[field::NXT_HDR] = next_header;
+        b[field::HOP_LIMIT] = 64;
+        b[field::SRC_ADDR].copy_from_slice(&src);
+        b[field::DST_ADDR].copy_from_slice(&dst);
+    }
+    /// Sets the source address.
+    pub fn set_src_addr(&mut self, a: [u8; 16]) {
+        self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a);
+    }
+    /// Sets the destination address.
+    pub fn set_dst_addr(&mut self, a: [u8; 16]) {
+        self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a);
+    }
+    /// Sets the hop limit.
+    pub fn set_hop_limit(&mut self, v: u8) {
+        self.buffer.as_mut()[field::HOP_LIMIT] = v;
+    }
+    /// The payload, writable (after `check_len`, or once the header is written).
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let b = self.buffer.as_mut();
+        let end = (HEADER_LEN + usize::from(get_u16(b, field::LENGTH))).min(b.len());
+        &mut b[HEADER_LEN.min(end)..end]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_and_parse() {
+        let mut buf = [0u8; 48];
+        let src = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let mut dst = src;
+        dst[15] = 2;
+        Packet::new_unchecked(&mut buf[..]).init(8, 17, src, dst, 0xabcde);
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!((p.version(), p.next_header(), p.hop_limit()), (6, 17, 64));
+        assert_eq!(p.flow_label(), 0xabcde);
+        assert_eq!(p.payload().len(), 8);
+        assert_eq!(p.dst_addr(), dst);
+    }
+
+    #[test]
+    fn lying_payload_length_is_rejected() {
+        let mut buf = [0u8; 48];
+        Packet::new_unchecked(&mut buf[..]).init(9, 17, [0; 16], [0; 16], 0);
+        assert_eq!(Packet::new_checked(&buf[..]), Err(Error));
+        assert_eq!(Packet::new_checked(&buf[..39]), Err(Error));
+    }
+}

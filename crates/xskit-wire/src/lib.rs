@@ -1,0 +1,140 @@
+//! Typed, bounds-checked views over packet headers.
+//!
+//! Each protocol is a view `Packet<T: AsRef<[u8]>>` over a byte buffer (a frame in a UMEM, a
+//! slice, an array), in the style of smoltcp:
+//!
+//! - `Packet::new_unchecked(buf)` wraps without checking;
+//! - `Packet::check_len()` verifies the buffer holds the header and what its length fields
+//!   claim;
+//! - `Packet::new_checked(buf)` does both. After it succeeds no accessor panics, whatever the
+//!   bytes say.
+//!
+//! Getters need `T: AsRef<[u8]>`, setters `T: AsMut<[u8]>`. Nothing allocates. When *emitting*
+//! into a reused buffer, use `new_unchecked` and set every field: the stale bytes of an old
+//! packet must not be trusted as lengths.
+//!
+//! ```
+//! use xskit_wire::{ethernet, ipv4, udp, EtherType};
+//! let mut frame = [0u8; 64];
+//! let mut eth = ethernet::Frame::new_unchecked(&mut frame[..]);
+//! eth.set_ethertype(EtherType::Ipv4);
+//! let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
+//! ip.init(20 + 8 + 8, 17, [198, 51, 100, 1], [198, 51, 100, 2]);
+//! let mut u = udp::Packet::new_unchecked(ip.payload_mut());
+//! u.set_src_port(9);
+//! # Ok::<(), xskit_wire::Error>(())
+//! ```
+#![no_std]
+#![deny(unsafe_code)]
+
+pub mod checksum;
+pub mod ethernet;
+pub mod ipv4;
+pub mod ipv6;
+pub mod udp;
+pub mod vlan;
+
+/// A buffer too short for what it claims to hold, or a field with an impossible value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Error;
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("truncated or malformed packet")
+    }
+}
+
+/// Results of packet parsing.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// EtherType values xskit knows; others round-trip as `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EtherType {
+    /// IPv4 (0x0800).
+    Ipv4,
+    /// ARP (0x0806).
+    Arp,
+    /// IPv6 (0x86dd).
+    Ipv6,
+    /// 802.1Q VLAN tag (0x8100).
+    Vlan,
+    /// 802.1ad service tag (0x88a8).
+    QinQ,
+    /// Anything else.
+    Unknown(u16),
+}
+
+impl From<u16> for EtherType {
+    fn from(v: u16) -> Self {
+        match v {
+            0x0800 => EtherType::Ipv4,
+            0x0806 => EtherType::Arp,
+            0x86dd => EtherType::Ipv6,
+            0x8100 => EtherType::Vlan,
+            0x88a8 => EtherType::QinQ,
+            other => EtherType::Unknown(other),
+        }
+    }
+}
+
+impl From<EtherType> for u16 {
+    fn from(v: EtherType) -> u16 {
+        match v {
+            EtherType::Ipv4 => 0x0800,
+            EtherType::Arp => 0x0806,
+            EtherType::Ipv6 => 0x86dd,
+            EtherType::Vlan => 0x8100,
+            EtherType::QinQ => 0x88a8,
+            EtherType::Unknown(other) => other,
+        }
+    }
+}
+
+/// IP protocol numbers used here.
+pub mod ip_protocol {
+    /// ICMP.
+    pub const ICMP: u8 = 1;
+    /// TCP.
+    pub const TCP: u8 = 6;
+    /// UDP.
+    pub const UDP: u8 = 17;
+    /// ICMPv6.
+    pub const ICMPV6: u8 = 58;
+}
+
+#[inline]
+pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+#[inline]
+pub(crate) fn set_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Whatever the bytes, a view that passed its check answers every getter without panic.
+        #[test]
+        fn no_accessor_panics_after_check(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok(f) = ethernet::Frame::new_checked(&data[..]) {
+                let _ = (f.dst_addr(), f.src_addr(), f.ethertype(), f.payload());
+            }
+            if let Ok(t) = vlan::Tag::new_checked(&data[..]) {
+                let _ = (t.vid(), t.priority(), t.ethertype(), t.payload());
+            }
+            if let Ok(p) = ipv4::Packet::new_checked(&data[..]) {
+                let _ = (p.options(), p.payload(), p.verify_checksum(), p.pseudo_header(), p.frag_offset());
+            }
+            if let Ok(p) = ipv6::Packet::new_checked(&data[..]) {
+                let _ = (p.payload(), p.pseudo_header(), p.flow_label());
+            }
+            if let Ok(p) = udp::Packet::new_checked(&data[..]) {
+                let _ = (p.payload(), p.verify_checksum(0), p.is_empty());
+            }
+        }
+    }
+}
