@@ -75,3 +75,15 @@ pub(crate) fn memlock_limit() -> Option<u64> {
         Some(lim.rlim_cur)
     }
 }
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every namespace on the machine, so a send
+/// timestamp taken in one namespace can be compared with a receive time in another.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,23 +1,24 @@
-//! Sequence-numbered probe frames: valid Ethernet/IPv4/UDP packets whose payload carries a magic
-//! number, a sequence number and a pattern derived from it, so a receiver can check order and
-//! content of every packet. Used by the demo, the tests and the benchmarks.
+//! Probe traffic: numbered, timestamped UDP packets (see [`Template`]) and the loops that send
+//! and receive them through ports. The demo, the tests and the benchmarks all use these.
 
+mod packet;
+
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use packet::{
+    check, Endpoints, Flows, Probe, Template, MAGIC, MAX_LEN, PAYLOAD_HEADER_LEN, PORT,
+};
+
 use crate::error::{Error, Result};
 use crate::port::Port;
+use crate::sys::monotonic_ns;
 
-/// Marks xskit probe payloads ("XSKP").
-pub const MAGIC: u32 = 0x5853_4b50;
-/// Ethernet + IPv4 + UDP header bytes.
-pub const HEADER_LEN: usize = 14 + 20 + 8;
-/// The smallest probe: headers, magic and sequence number.
-pub const MIN_LEN: usize = HEADER_LEN + 12;
-/// The UDP port probes are sent to and from.
-pub const PORT: u16 = 9;
+/// The smallest IPv4 probe without a VLAN tag.
+pub const MIN_LEN: usize = 14 + 20 + 8 + PAYLOAD_HEADER_LEN;
 
-/// Addresses of a probe stream.
+/// Addresses of a single-flow IPv4 probe stream, the common case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeAddrs {
     /// Source MAC.
@@ -30,122 +31,34 @@ pub struct ProbeAddrs {
     pub dst_ip: [u8; 4],
 }
 
-/// RFC 1071 one's-complement sum of `data`, folded to 16 bits (not inverted).
-pub fn ones_complement_sum(data: &[u8], mut sum: u32) -> u16 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+impl ProbeAddrs {
+    /// The template for single-flow IPv4 probes of `len` bytes between these addresses.
+    pub fn template(&self, len: usize) -> Result<Template> {
+        Template::new(
+            Endpoints {
+                src_mac: self.src_mac,
+                dst_mac: self.dst_mac,
+                src_ip: IpAddr::from(self.src_ip),
+                dst_ip: IpAddr::from(self.dst_ip),
+                src_port: PORT,
+                dst_port: PORT,
+            },
+            Flows::default(),
+            None,
+            len,
+        )
     }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
 }
 
-fn pattern_byte(seq: u64, i: usize) -> u8 {
-    (seq as u8).wrapping_mul(31).wrapping_add(i as u8)
-}
-
-/// Writes a probe of `len` bytes (at least [`MIN_LEN`]) with sequence number `seq` into `buf`;
-/// returns the length written, or `None` if `buf` is too small or `len` too short.
+/// Writes a single-flow IPv4 probe of `len` bytes with sequence number `seq`, stamped now;
+/// returns the length, or `None` if `len` is out of range or `buf` too small.
 pub fn write(buf: &mut [u8], len: usize, seq: u64, a: &ProbeAddrs) -> Option<usize> {
-    if len < MIN_LEN || buf.len() < len || len - 14 > usize::from(u16::MAX) {
-        return None;
-    }
-    let frame = &mut buf[..len];
-    frame[0..6].copy_from_slice(&a.dst_mac);
-    frame[6..12].copy_from_slice(&a.src_mac);
-    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (len - 14) as u16;
-    let ip = &mut frame[14..34];
-    ip.copy_from_slice(&[
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    ]);
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[12..16].copy_from_slice(&a.src_ip);
-    ip[16..20].copy_from_slice(&a.dst_ip);
-    let csum = !ones_complement_sum(ip, 0);
-    ip[10..12].copy_from_slice(&csum.to_be_bytes());
-    let udp_len = ip_len - 20;
-    {
-        let udp = &mut frame[34..42];
-        udp[0..2].copy_from_slice(&PORT.to_be_bytes());
-        udp[2..4].copy_from_slice(&PORT.to_be_bytes());
-        udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        udp[6..8].copy_from_slice(&[0, 0]);
-    }
-    let payload = &mut frame[42..];
-    payload[0..4].copy_from_slice(&MAGIC.to_be_bytes());
-    payload[4..12].copy_from_slice(&seq.to_be_bytes());
-    for (i, b) in payload[12..].iter_mut().enumerate() {
-        *b = pattern_byte(seq, i);
-    }
-    let sum = udp_pseudo_sum(&a.src_ip, &a.dst_ip, udp_len);
-    let csum = !ones_complement_sum(&frame[34..], sum);
-    let csum = if csum == 0 { 0xffff } else { csum };
-    frame[40..42].copy_from_slice(&csum.to_be_bytes());
-    Some(len)
+    a.template(len).ok()?.write(buf, seq, monotonic_ns())
 }
 
-fn udp_pseudo_sum(src: &[u8; 4], dst: &[u8; 4], udp_len: u16) -> u32 {
-    let mut pseudo = [0u8; 12];
-    pseudo[0..4].copy_from_slice(src);
-    pseudo[4..8].copy_from_slice(dst);
-    pseudo[9] = 17;
-    pseudo[10..12].copy_from_slice(&udp_len.to_be_bytes());
-    u32::from(ones_complement_sum(&pseudo, 0))
-}
-
-/// What a receiver learns from a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Probe {
-    /// A probe whose headers, checksums and payload are all intact.
-    Valid {
-        /// Its sequence number.
-        seq: u64,
-    },
-    /// A probe that arrived damaged (bad checksum, length or pattern).
-    Corrupt {
-        /// Its sequence number, as read.
-        seq: u64,
-    },
-    /// Not a probe (other traffic).
-    Foreign,
-}
-
-/// Classifies a received frame. Never panics, whatever the bytes.
-pub fn check(frame: &[u8]) -> Probe {
-    if frame.len() < MIN_LEN
-        || frame[12..14] != [0x08, 0x00]
-        || frame[14] != 0x45
-        || frame[23] != 17
-        || frame[42..46] != MAGIC.to_be_bytes()
-    {
-        return Probe::Foreign;
-    }
-    let mut seq_bytes = [0u8; 8];
-    seq_bytes.copy_from_slice(&frame[46..54]);
-    let seq = u64::from_be_bytes(seq_bytes);
-    let ip_len = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
-    let udp_len = u16::from_be_bytes([frame[38], frame[39]]);
-    let src: [u8; 4] = [frame[26], frame[27], frame[28], frame[29]];
-    let dst: [u8; 4] = [frame[30], frame[31], frame[32], frame[33]];
-    let ok = ip_len + 14 == frame.len()
-        && usize::from(udp_len) + 34 == frame.len()
-        && ones_complement_sum(&frame[14..34], 0) == 0xffff
-        && ones_complement_sum(&frame[34..], udp_pseudo_sum(&src, &dst, udp_len)) == 0xffff
-        && frame[54..]
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == pattern_byte(seq, i));
-    if ok {
-        Probe::Valid { seq }
-    } else {
-        Probe::Corrupt { seq }
-    }
+/// The current CLOCK_MONOTONIC time in ns, the clock probes are stamped with.
+pub fn now_ns() -> u64 {
+    monotonic_ns()
 }
 
 /// Counts what a receiver saw of a probe stream that should arrive as 0, 1, 2, ...
@@ -161,13 +74,32 @@ pub struct SequenceCheck {
     pub out_of_order: u64,
     /// Frames that were not probes.
     pub foreign: u64,
+    /// Sum, minimum and maximum of one-way latencies seen by [`SequenceCheck::observe_at`], ns.
+    pub latency_sum_ns: u64,
+    /// Smallest latency seen (u64::MAX before any).
+    pub latency_min_ns: u64,
+    /// Largest latency seen.
+    pub latency_max_ns: u64,
 }
 
 impl SequenceCheck {
     /// Accounts for one received frame.
     pub fn observe(&mut self, frame: &[u8]) {
+        self.observe_at(frame, None);
+    }
+
+    /// Accounts for one received frame that arrived at `now_ns` (for latency), if given.
+    pub fn observe_at(&mut self, frame: &[u8], now_ns: Option<u64>) {
         match check(frame) {
-            Probe::Valid { seq } => {
+            Probe::Valid { seq, sent_ns } => {
+                if let Some(now) = now_ns {
+                    let lat = now.saturating_sub(sent_ns);
+                    if self.valid == 0 || lat < self.latency_min_ns {
+                        self.latency_min_ns = lat;
+                    }
+                    self.latency_max_ns = self.latency_max_ns.max(lat);
+                    self.latency_sum_ns = self.latency_sum_ns.saturating_add(lat);
+                }
                 self.valid += 1;
                 if seq != self.next {
                     self.out_of_order += 1;
@@ -182,6 +114,11 @@ impl SequenceCheck {
     /// Probes seen, intact or not.
     pub fn probes(&self) -> u64 {
         self.valid + self.corrupt
+    }
+
+    /// Mean one-way latency in ns, if any was measured.
+    pub fn latency_mean_ns(&self) -> Option<u64> {
+        (self.latency_sum_ns > 0 && self.valid > 0).then(|| self.latency_sum_ns / self.valid)
     }
 
     /// True if exactly `count` probes arrived, all intact and in order.
@@ -229,6 +166,7 @@ pub fn send(
     stop: &AtomicBool,
 ) -> Result<u64> {
     let umem = tx.umem().clone();
+    let template = addrs.template(opts.size)?;
     let mut batch = Vec::with_capacity(opts.batch);
     let mut seq = 0u64;
     let mut last_progress = Instant::now();
@@ -241,8 +179,9 @@ pub fn send(
                 .min(opts.count - seq)
                 .min(opts.batch as u64);
             tx.alloc(&mut batch, room as usize);
+            let now = monotonic_ns();
             for frame in batch.iter_mut() {
-                let len = write(umem.buffer_mut(frame), opts.size, seq, addrs).ok_or(
+                let len = template.write(umem.buffer_mut(frame), seq, now).ok_or(
                     Error::FrameOverflow {
                         len: opts.size,
                         capacity: umem.capacity(frame),
@@ -324,8 +263,9 @@ pub fn receive(
             None => rx.receive(&mut batch, opts.batch)?,
         };
         if n > 0 {
+            let now = monotonic_ns();
             for frame in &batch {
-                check.observe(umem.data(frame));
+                check.observe_at(umem.data(frame), Some(now));
             }
             rx.recycle(&mut batch);
             seen.store(check.probes(), Ordering::Release);
@@ -357,7 +297,10 @@ mod tests {
         let mut buf = [0u8; 1600];
         for len in [MIN_LEN, 64, 65, 512, 1500] {
             assert_eq!(write(&mut buf, len, 77, &A), Some(len));
-            assert_eq!(check(&buf[..len]), Probe::Valid { seq: 77 }, "len {len}");
+            assert!(
+                matches!(check(&buf[..len]), Probe::Valid { seq: 77, .. }),
+                "len {len}"
+            );
         }
     }
 
@@ -378,16 +321,97 @@ mod tests {
             Probe::Corrupt { seq: 5 },
             "truncated"
         );
-        assert_eq!(check(&buf[..20]), Probe::Foreign);
+
         assert_eq!(check(&[]), Probe::Foreign);
     }
 
     #[test]
-    fn checksum_matches_rfc1071_example() {
-        // RFC 1071 section 3: the sum of 0001 f203 f4f5 f6f7 is 0xddf2.
+    fn ipv6_vlan_and_flow_ranges() {
+        let ends = Endpoints {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: "2001:db8::1".parse().unwrap(),
+            dst_ip: "2001:db8::2".parse().unwrap(),
+            src_port: 1000,
+            dst_port: 2000,
+        };
+        let flows = Flows {
+            src_ports: 4,
+            dst_ips: 3,
+            ..Flows::default()
+        };
+        let t = Template::new(ends, flows, Some(42), 200).unwrap();
+        assert_eq!(t.flows().total(), 12);
+        let mut buf = [0u8; 200];
+        let mut seen = std::collections::HashSet::new();
+        for seq in 0..24 {
+            t.write(&mut buf, seq, 5).unwrap();
+            assert_eq!(check(&buf), Probe::Valid { seq, sent_ns: 5 });
+            let tag = xskit_wire::vlan::Tag::new_checked(&buf[14..]).unwrap();
+            assert_eq!(tag.vid(), 42);
+            let ip = xskit_wire::ipv6::Packet::new_checked(&buf[18..]).unwrap();
+            let u = xskit_wire::udp::Packet::new_checked(ip.payload()).unwrap();
+            seen.insert((ip.dst_addr(), u.src_port()));
+        }
+        assert_eq!(seen.len(), 12, "every flow appears");
+    }
+
+    #[test]
+    fn template_rejects_bad_options() {
+        let v4 = A.template(64).unwrap();
+        assert_eq!(v4.len(), 64);
+        assert!(A.template(MIN_LEN - 1).is_err());
+        assert!(A.template(MAX_LEN + 1).is_err());
+        let mixed = Endpoints {
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            src_ip: "198.51.100.1".parse().unwrap(),
+            dst_ip: "2001:db8::2".parse().unwrap(),
+            src_port: 9,
+            dst_port: 9,
+        };
+        let err = Template::new(mixed, Flows::default(), None, 100)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("both be IPv4 or both IPv6"), "{err}");
+        let ports = Flows {
+            src_ports: 65535,
+            ..Flows::default()
+        };
+        let ends = Endpoints {
+            src_ip: "198.51.100.1".parse().unwrap(),
+            dst_ip: "198.51.100.2".parse().unwrap(),
+            ..mixed
+        };
+        assert!(
+            Template::new(ends, ports, None, 100).is_err(),
+            "port range past 65535"
+        );
+        assert!(
+            Template::new(ends, Flows::default(), Some(4095), 100).is_err(),
+            "bad VLAN id"
+        );
+    }
+
+    #[test]
+    fn checksums_match_rfc1071_definition() {
+        // Verify the UDP checksum independently: the RFC 1071 sum over pseudo-header and
+        // datagram, written out here without the wire crate.
+        let mut buf = [0u8; 100];
+        write(&mut buf, 100, 3, &A).unwrap();
+        let udp = &buf[34..];
+        let mut words: Vec<u32> = vec![0xc633, 0x6401, 0xc633, 0x6402, 17, udp.len() as u32];
+        words.extend(
+            udp.chunks(2)
+                .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))),
+        );
+        let mut sum: u32 = words.iter().sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
         assert_eq!(
-            ones_complement_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7], 0),
-            0xddf2
+            sum, 0xffff,
+            "the sum over a datagram with a correct checksum is all ones"
         );
     }
 

@@ -1,0 +1,346 @@
+//! Probe packets: UDP over IPv4 or IPv6, optionally 802.1Q-tagged, spread over flows by
+//! MAC/IP/port ranges, each carrying a magic number, a sequence number, its send time
+//! (CLOCK_MONOTONIC ns) and a payload pattern derived from the sequence number, so that a
+//! receiver can tell loss, reordering, damage and latency.
+
+use std::net::IpAddr;
+
+use xskit_wire::{checksum, ethernet, ip_protocol, ipv4, ipv6, udp, vlan, EtherType};
+
+use crate::error::{Error, Result};
+
+/// Marks probe payloads ("XSKP").
+pub const MAGIC: u32 = 0x5853_4b50;
+/// Magic, sequence number and send time at the start of the UDP payload.
+pub const PAYLOAD_HEADER_LEN: usize = 20;
+/// The UDP port probes use unless told otherwise (discard).
+pub const PORT: u16 = 9;
+/// The largest probe: a 9000-byte MTU plus the Ethernet header and one tag.
+pub const MAX_LEN: usize = 9000 + ethernet::HEADER_LEN + vlan::HEADER_LEN;
+
+/// Where probes come from and go to (the first flow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoints {
+    /// Source MAC.
+    pub src_mac: [u8; 6],
+    /// Destination MAC.
+    pub dst_mac: [u8; 6],
+    /// Source address; the family chooses IPv4 or IPv6.
+    pub src_ip: IpAddr,
+    /// Destination address, of the same family.
+    pub dst_ip: IpAddr,
+    /// Source UDP port.
+    pub src_port: u16,
+    /// Destination UDP port.
+    pub dst_port: u16,
+}
+
+/// How many consecutive values each field takes; a stream cycles through their product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flows {
+    /// Source MACs (the low bytes count up).
+    pub src_macs: u32,
+    /// Source addresses.
+    pub src_ips: u32,
+    /// Destination addresses.
+    pub dst_ips: u32,
+    /// Source ports.
+    pub src_ports: u32,
+    /// Destination ports.
+    pub dst_ports: u32,
+}
+
+impl Default for Flows {
+    fn default() -> Self {
+        Flows {
+            src_macs: 1,
+            src_ips: 1,
+            dst_ips: 1,
+            src_ports: 1,
+            dst_ports: 1,
+        }
+    }
+}
+
+impl Flows {
+    /// The number of distinct flows.
+    pub fn total(&self) -> u64 {
+        [
+            self.src_macs,
+            self.src_ips,
+            self.dst_ips,
+            self.src_ports,
+            self.dst_ports,
+        ]
+        .iter()
+        .map(|&n| u64::from(n.max(1)))
+        .product()
+    }
+}
+
+/// A validated description of a probe stream; writes and checks its packets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Template {
+    ends: Endpoints,
+    flows: Flows,
+    vlan: Option<u16>,
+    size: usize,
+    l3_offset: usize,
+}
+
+impl Template {
+    /// The smallest probe with these options.
+    pub fn min_len(ipv6: bool, vlan: bool) -> usize {
+        ethernet::HEADER_LEN
+            + if vlan { vlan::HEADER_LEN } else { 0 }
+            + if ipv6 {
+                ipv6::HEADER_LEN
+            } else {
+                ipv4::HEADER_LEN
+            }
+            + udp::HEADER_LEN
+            + PAYLOAD_HEADER_LEN
+    }
+
+    /// Checks the options and builds the template. `size` is the frame length without FCS.
+    pub fn new(ends: Endpoints, flows: Flows, vlan: Option<u16>, size: usize) -> Result<Self> {
+        let ipv6 = match (ends.src_ip, ends.dst_ip) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => false,
+            (IpAddr::V6(_), IpAddr::V6(_)) => true,
+            _ => {
+                return Err(Error::InvalidConfig(
+                    "source and destination addresses must both be IPv4 or both IPv6".into(),
+                ))
+            }
+        };
+        let min = Self::min_len(ipv6, vlan.is_some());
+        if size < min || size > MAX_LEN {
+            return Err(Error::InvalidConfig(format!(
+                "packet size {size} is out of range: {} probes with these options take {min} to {MAX_LEN} bytes",
+                if ipv6 { "IPv6" } else { "IPv4" }
+            )));
+        }
+        if let Some(vid) = vlan {
+            if vid == 0 || vid >= 4095 {
+                return Err(Error::InvalidConfig(format!(
+                    "VLAN id {vid} is out of range 1..4094"
+                )));
+            }
+        }
+        let counts = [
+            flows.src_macs,
+            flows.src_ips,
+            flows.dst_ips,
+            flows.src_ports,
+            flows.dst_ports,
+        ];
+        if counts.contains(&0) {
+            return Err(Error::InvalidConfig(
+                "every flow range needs at least one value".into(),
+            ));
+        }
+        if u64::from(ends.src_port) + u64::from(flows.src_ports) > 65536
+            || u64::from(ends.dst_port) + u64::from(flows.dst_ports) > 65536
+        {
+            return Err(Error::InvalidConfig("a port range runs past 65535".into()));
+        }
+        let l3_offset = ethernet::HEADER_LEN + if vlan.is_some() { vlan::HEADER_LEN } else { 0 };
+        Ok(Template {
+            ends,
+            flows,
+            vlan,
+            size,
+            l3_offset,
+        })
+    }
+
+    /// Frame length of every probe.
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// True for a zero-length template (never: `new` refuses it).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// The flows.
+    pub fn flows(&self) -> &Flows {
+        &self.flows
+    }
+
+    /// Writes probe `seq` (of flow `seq % flows`) sent at `sent_ns` into `buf`; returns its
+    /// length, or `None` if `buf` is too small.
+    pub fn write(&self, buf: &mut [u8], seq: u64, sent_ns: u64) -> Option<usize> {
+        let frame = buf.get_mut(..self.size)?;
+        let f = &self.flows;
+        let mut flow = seq % f.total();
+        let mut next = |n: u32| {
+            let v = flow % u64::from(n);
+            flow /= u64::from(n);
+            v
+        };
+        let (sport, sip, dip, dport, smac) = (
+            next(f.src_ports),
+            next(f.src_ips),
+            next(f.dst_ips),
+            next(f.dst_ports),
+            next(f.src_macs),
+        );
+        let mut eth = ethernet::Frame::new_unchecked(&mut frame[..]);
+        eth.set_dst_addr(self.ends.dst_mac);
+        eth.set_src_addr(add_mac(self.ends.src_mac, smac));
+        let l3_type = if self.ends.src_ip.is_ipv6() {
+            EtherType::Ipv6
+        } else {
+            EtherType::Ipv4
+        };
+        match self.vlan {
+            Some(vid) => {
+                eth.set_ethertype(EtherType::Vlan);
+                let mut tag = vlan::Tag::new_unchecked(eth.payload_mut());
+                tag.set_tci(0, vid);
+                tag.set_ethertype(l3_type);
+            }
+            None => eth.set_ethertype(l3_type),
+        }
+        let l3 = &mut frame[self.l3_offset..];
+        let l3_len = l3.len();
+        let (udp_bytes, pseudo) = match (self.ends.src_ip, self.ends.dst_ip) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let src = (u32::from(s).wrapping_add(sip as u32)).to_be_bytes();
+                let dst = (u32::from(d).wrapping_add(dip as u32)).to_be_bytes();
+                let mut ip = ipv4::Packet::new_unchecked(&mut l3[..]);
+                ip.init(l3_len as u16, ip_protocol::UDP, src, dst);
+                ip.set_ident(seq as u16);
+                ip.fill_checksum();
+                let udp_len = (l3_len - ipv4::HEADER_LEN) as u16;
+                let pseudo = checksum::pseudo_header_v4(src, dst, ip_protocol::UDP, udp_len);
+                (&mut l3[ipv4::HEADER_LEN..], pseudo)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let src = (u128::from(s).wrapping_add(u128::from(sip))).to_be_bytes();
+                let dst = (u128::from(d).wrapping_add(u128::from(dip))).to_be_bytes();
+                let payload_len = (l3_len - ipv6::HEADER_LEN) as u16;
+                let mut ip = ipv6::Packet::new_unchecked(&mut l3[..]);
+                ip.init(payload_len, ip_protocol::UDP, src, dst, 0);
+                let pseudo =
+                    checksum::pseudo_header_v6(src, dst, ip_protocol::UDP, u32::from(payload_len));
+                (&mut l3[ipv6::HEADER_LEN..], pseudo)
+            }
+            _ => return None,
+        };
+        let udp_len = udp_bytes.len() as u16;
+        let mut u = udp::Packet::new_unchecked(&mut udp_bytes[..]);
+        u.set_src_port(self.ends.src_port.wrapping_add(sport as u16));
+        u.set_dst_port(self.ends.dst_port.wrapping_add(dport as u16));
+        u.set_len(udp_len);
+        let payload = u.payload_mut();
+        payload[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+        payload[4..12].copy_from_slice(&seq.to_be_bytes());
+        payload[12..20].copy_from_slice(&sent_ns.to_be_bytes());
+        for (i, b) in payload[PAYLOAD_HEADER_LEN..].iter_mut().enumerate() {
+            *b = pattern_byte(seq, i);
+        }
+        u.fill_checksum(pseudo);
+        Some(self.size)
+    }
+}
+
+fn add_mac(mac: [u8; 6], n: u64) -> [u8; 6] {
+    let low = u32::from_be_bytes([0, mac[3], mac[4], mac[5]]).wrapping_add(n as u32) & 0x00ff_ffff;
+    let b = low.to_be_bytes();
+    [mac[0], mac[1], mac[2], b[1], b[2], b[3]]
+}
+
+fn pattern_byte(seq: u64, i: usize) -> u8 {
+    (seq as u8).wrapping_mul(31).wrapping_add(i as u8)
+}
+
+/// What a receiver learns from a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// A probe whose headers, checksums, lengths and payload are all intact.
+    Valid {
+        /// Its sequence number.
+        seq: u64,
+        /// When it was sent (CLOCK_MONOTONIC ns).
+        sent_ns: u64,
+    },
+    /// A probe that arrived damaged (bad checksum, length or payload).
+    Corrupt {
+        /// Its sequence number, as read.
+        seq: u64,
+    },
+    /// Not a probe: other traffic.
+    Foreign,
+}
+
+/// Finds the UDP datagram of a frame, following one VLAN tag; lengths not yet trusted.
+fn locate_udp(frame: &[u8]) -> Option<(usize, bool)> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    let (mut ethertype, mut at) = (eth.ethertype(), ethernet::HEADER_LEN);
+    if matches!(ethertype, EtherType::Vlan | EtherType::QinQ) {
+        ethertype = vlan::Tag::new_checked(frame.get(at..)?).ok()?.ethertype();
+        at += vlan::HEADER_LEN;
+    }
+    match ethertype {
+        EtherType::Ipv4 => {
+            let hl = usize::from(*frame.get(at)? & 0x0f) * 4;
+            (*frame.get(at + 9)? == ip_protocol::UDP && hl >= ipv4::HEADER_LEN)
+                .then_some((at, false))
+        }
+        EtherType::Ipv6 => (*frame.get(at + 6)? == ip_protocol::UDP).then_some((at, true)),
+        _ => None,
+    }
+}
+
+/// Classifies a received frame. Never panics, whatever the bytes.
+pub fn check(frame: &[u8]) -> Probe {
+    let Some((l3, is_v6)) = locate_udp(frame) else {
+        return Probe::Foreign;
+    };
+    let hl = if is_v6 {
+        ipv6::HEADER_LEN
+    } else {
+        usize::from(frame[l3] & 0x0f) * 4
+    };
+    let payload_at = l3 + hl + udp::HEADER_LEN;
+    let Some(head) = frame.get(payload_at..payload_at + PAYLOAD_HEADER_LEN) else {
+        return Probe::Foreign;
+    };
+    if head[0..4] != MAGIC.to_be_bytes() {
+        return Probe::Foreign;
+    }
+    let seq = u64::from_be_bytes(head[4..12].try_into().unwrap_or_default());
+    let sent_ns = u64::from_be_bytes(head[12..20].try_into().unwrap_or_default());
+    let l3_bytes = &frame[l3..];
+    let intact = if is_v6 {
+        ipv6::Packet::new_checked(l3_bytes).ok().is_some_and(|ip| {
+            ipv6::HEADER_LEN + usize::from(ip.payload_len()) == l3_bytes.len()
+                && udp::Packet::new_checked(ip.payload()).is_ok_and(|u| {
+                    usize::from(u.len()) == ip.payload().len()
+                        && u.checksum() != 0
+                        && u.verify_checksum(ip.pseudo_header())
+                })
+        })
+    } else {
+        ipv4::Packet::new_checked(l3_bytes).ok().is_some_and(|ip| {
+            usize::from(ip.total_len()) == l3_bytes.len()
+                && ip.verify_checksum()
+                && udp::Packet::new_checked(ip.payload()).is_ok_and(|u| {
+                    usize::from(u.len()) == ip.payload().len()
+                        && u.verify_checksum(ip.pseudo_header())
+                })
+        })
+    };
+    let pattern_ok = frame[payload_at + PAYLOAD_HEADER_LEN..]
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern_byte(seq, i));
+    if intact && pattern_ok {
+        Probe::Valid { seq, sent_ns }
+    } else {
+        Probe::Corrupt { seq }
+    }
+}
