@@ -11,7 +11,10 @@ macro_rules! out {
 }
 
 mod demo;
+mod gen;
 mod info;
+mod opts;
+mod recv;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +32,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Show an interface's XDP and AF_XDP capabilities and attached program.
     Info(info::InfoArgs),
+    /// Transmit UDP probe traffic (IPv4/IPv6, flow ranges, rate limit) on an xskit socket.
+    Gen(gen::GenArgs),
+    /// Receive probe traffic and report loss, reordering, damage and latency.
+    Recv(recv::RecvArgs),
 }
 
 fn main() {
@@ -36,6 +43,8 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Info(args) => info::run(&args),
+        Command::Gen(args) => gen::run(&args),
+        Command::Recv(args) => recv::run(&args),
     };
     match result {
         Ok(0) => {}

@@ -29,6 +29,17 @@
 //! ```
 #![deny(unsafe_code)]
 
+/// Clocks for measurements.
+pub mod clock {
+    /// CLOCK_MONOTONIC in nanoseconds (the clock probes are stamped with).
+    pub fn monotonic_ns() -> u64 {
+        crate::sys::monotonic_ns()
+    }
+    /// CPU time (user + system) of this whole process, in nanoseconds.
+    pub fn process_cpu_ns() -> u64 {
+        crate::sys::process_cpu_ns()
+    }
+}
 mod error;
 mod interface;
 pub mod netlink;

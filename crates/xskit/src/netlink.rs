@@ -10,6 +10,7 @@ const NLA_TYPE_MASK: u16 = 0x3fff;
 
 const RTM_GETLINK: u16 = 18;
 const RTM_NEWLINK: u16 = 16;
+const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
@@ -71,6 +72,8 @@ pub struct LinkInfo {
     pub name: String,
     /// The MTU.
     pub mtu: u32,
+    /// The hardware address, for Ethernet-like devices.
+    pub mac: Option<[u8; 6]>,
     /// Receive queues.
     pub rx_queues: u32,
     /// Transmit queues.
@@ -292,6 +295,7 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
     };
     for (kind, payload) in attrs(data) {
         match kind {
+            IFLA_ADDRESS => info.mac = payload.try_into().ok(),
             IFLA_IFNAME => {
                 let name = payload.split(|&b| b == 0).next().unwrap_or(&[]);
                 info.name = String::from_utf8_lossy(name).into_owned();

@@ -42,8 +42,8 @@ impl std::str::FromStr for Mode {
 /// What a port actually got: the program's attach mode, copy or zero-copy, and why it fell back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModeInfo {
-    /// Where the XDP program runs.
-    pub attach: AttachedMode,
+    /// Where the XDP program runs (`None` for a transmit-only port, which has none).
+    pub attach: Option<AttachedMode>,
     /// Zero-copy, as XDP_OPTIONS reports it.
     pub zero_copy: bool,
     /// Reasons for each fallback taken.
@@ -52,12 +52,11 @@ pub struct ModeInfo {
 
 impl fmt::Display for ModeInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {}",
-            self.attach,
-            if self.zero_copy { "zero-copy" } else { "copy" }
-        )
+        let copy = if self.zero_copy { "zero-copy" } else { "copy" };
+        match self.attach {
+            Some(attach) => write!(f, "{attach} {copy}"),
+            None => write!(f, "tx-only {copy}"),
+        }
     }
 }
 
@@ -70,6 +69,9 @@ pub struct PortConfig {
     pub umem: UmemConfig,
     /// Ring sizes and socket options (the bind mode is set from `mode`).
     pub socket: SocketConfig,
+    /// Transmit only: no XDP program is attached (the interface's traffic is left alone) and
+    /// the socket has no rx ring.
+    pub tx_only: bool,
 }
 
 /// One socket with its own UMEM and frame pool, and the XDP program that feeds it.
@@ -87,7 +89,7 @@ pub struct PortConfig {
 #[derive(Debug)]
 pub struct Port {
     socket: Socket,
-    program: Arc<XdpProgram>,
+    program: Option<Arc<XdpProgram>>,
     umem: Umem,
     pool: Vec<Frame>,
     mode: ModeInfo,
@@ -101,7 +103,22 @@ impl Port {
     /// Opens queue `queue` of `iface`: attaches the program, creates the UMEM, binds the socket
     /// and gives the kernel frames to receive into.
     pub fn open(iface: &str, queue: u32, config: &PortConfig) -> Result<Port> {
+        if config.tx_only {
+            return Port::open_tx_only(iface, queue, config);
+        }
         Port::open_with(attach_for(iface, config)?, queue, config)
+    }
+
+    fn open_tx_only(iface: &str, queue: u32, config: &PortConfig) -> Result<Port> {
+        let iface = Interface::by_name(iface)?;
+        let mut socket_cfg = config.socket;
+        socket_cfg.rx_size = 0;
+        socket_cfg.bind_mode = match config.mode {
+            Mode::ZeroCopy => BindMode::ZeroCopy,
+            Mode::Auto => BindMode::Auto,
+            Mode::Skb | Mode::Drv => BindMode::Copy,
+        };
+        Port::assemble(None, &iface, queue, config.umem, &socket_cfg)
     }
 
     /// Opens one port per queue in `queues`, all fed by one program.
@@ -115,15 +132,28 @@ impl Port {
 
     /// Opens a queue of the program's interface and registers it with the program.
     pub fn open_with(program: Arc<XdpProgram>, queue: u32, config: &PortConfig) -> Result<Port> {
-        let umem = Umem::new(config.umem)?;
         let mut socket_cfg = config.socket;
         socket_cfg.bind_mode = match (config.mode, program.mode()) {
             (Mode::ZeroCopy, _) => BindMode::ZeroCopy,
             (Mode::Auto, AttachedMode::Drv) => BindMode::Auto,
             _ => BindMode::Copy,
         };
-        let mut socket = Socket::bind(&umem, program.interface(), queue, &socket_cfg)?;
-        program.register(&socket)?;
+        let iface = program.interface().clone();
+        Port::assemble(Some(program), &iface, queue, config.umem, &socket_cfg)
+    }
+
+    fn assemble(
+        program: Option<Arc<XdpProgram>>,
+        iface: &Interface,
+        queue: u32,
+        umem_cfg: UmemConfig,
+        socket_cfg: &SocketConfig,
+    ) -> Result<Port> {
+        let umem = Umem::new(umem_cfg)?;
+        let mut socket = Socket::bind(&umem, iface, queue, socket_cfg)?;
+        if let Some(p) = &program {
+            p.register(&socket)?;
+        }
         let mut pool = umem.take_frames().unwrap_or_default();
         if socket_cfg.rx_size > 0 {
             let fill = socket.fill().map_or(0, |f| f.size()) as usize;
@@ -134,13 +164,14 @@ impl Port {
             }
         }
         let mut fallbacks: Vec<String> = program
-            .fallback_reason()
+            .as_ref()
+            .and_then(|p| p.fallback_reason())
             .map(str::to_string)
             .into_iter()
             .collect();
         fallbacks.extend(socket.fallback_reason().map(str::to_string));
         let mode = ModeInfo {
-            attach: program.mode(),
+            attach: program.as_ref().map(|p| p.mode()),
             zero_copy: socket.is_zero_copy(),
             fallbacks,
         };
@@ -166,9 +197,9 @@ impl Port {
     pub fn socket(&mut self) -> &mut Socket {
         &mut self.socket
     }
-    /// The program feeding this port.
-    pub fn program(&self) -> &Arc<XdpProgram> {
-        &self.program
+    /// The program feeding this port (`None` for a transmit-only port).
+    pub fn program(&self) -> Option<&Arc<XdpProgram>> {
+        self.program.as_ref()
     }
     /// Free frames held by the port.
     pub fn pool_len(&self) -> usize {

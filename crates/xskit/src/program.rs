@@ -85,6 +85,24 @@ fn program_error(what: &str, e: impl fmt::Display) -> Error {
     }
 }
 
+/// Explains a refused native attach. ERANGE is the kernel's "MTU too large for a program
+/// without multi-buffer support" (veth, and drivers with page-sized buffers).
+fn native_error(iface: &Interface, mtu: u32, multi_buffer: bool, reason: &str) -> Error {
+    if reason.contains("os error 34") && !multi_buffer {
+        return Error::NativeXdpUnsupported {
+            iface: iface.name().to_string(),
+            reason: format!(
+                "its MTU {mtu} is too large for a single-buffer XDP program: enable multi-buffer \
+                 (--frags) or lower the MTU; kernel said: {reason}"
+            ),
+        };
+    }
+    Error::NativeXdpUnsupported {
+        iface: iface.name().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
 /// The full error chain of an aya error, so messages keep the kernel's reason.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -151,10 +169,8 @@ impl XdpProgram {
                 (AttachedMode::Skb, None)
             }
             AttachMode::Drv => {
-                attach(program, XdpMode::Driver).map_err(|e| Error::NativeXdpUnsupported {
-                    iface: iface.name().to_string(),
-                    reason: chain(&e),
-                })?;
+                attach(program, XdpMode::Driver)
+                    .map_err(|e| native_error(iface, link.mtu, multi_buffer, &chain(&e)))?;
                 (AttachedMode::Drv, None)
             }
             AttachMode::Auto => match attach(program, XdpMode::Driver) {

@@ -96,7 +96,7 @@ fn jumbo_packets_through_multi_buffer() {
         };
         let mut rx = open(&bed.b, 0, &cfg).unwrap();
         let mut tx = open(&bed.a, 0, &cfg).unwrap();
-        assert!(rx.program().is_multi_buffer());
+        assert!(rx.program().is_some_and(|p| p.is_multi_buffer()));
         let seen = AtomicU64::new(0);
         let count = 300;
         let ab = addrs(&bed.a, &bed.b);

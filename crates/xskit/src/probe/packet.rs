@@ -113,19 +113,19 @@ impl Template {
                 ))
             }
         };
-        let min = Self::min_len(ipv6, vlan.is_some());
-        if size < min || size > MAX_LEN {
-            return Err(Error::InvalidConfig(format!(
-                "packet size {size} is out of range: {} probes with these options take {min} to {MAX_LEN} bytes",
-                if ipv6 { "IPv6" } else { "IPv4" }
-            )));
-        }
         if let Some(vid) = vlan {
             if vid == 0 || vid >= 4095 {
                 return Err(Error::InvalidConfig(format!(
                     "VLAN id {vid} is out of range 1..4094"
                 )));
             }
+        }
+        let min = Self::min_len(ipv6, vlan.is_some());
+        if size < min || size > MAX_LEN {
+            return Err(Error::InvalidConfig(format!(
+                "packet size {size} is out of range: {} probes with these options take {min} to {MAX_LEN} bytes",
+                if ipv6 { "IPv6" } else { "IPv4" }
+            )));
         }
         let counts = [
             flows.src_macs,

@@ -76,14 +76,23 @@ pub(crate) fn memlock_limit() -> Option<u64> {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: one clock for every namespace on the machine, so a send
-/// timestamp taken in one namespace can be compared with a receive time in another.
-pub(crate) fn monotonic_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: ts is a valid, writable timespec; the clocks used here always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every namespace on the machine, so a send
+/// timestamp taken in one namespace can be compared with a receive time in another.
+pub(crate) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time (user + system) consumed by all threads of this process, in nanoseconds.
+pub(crate) fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }

@@ -1,0 +1,308 @@
+//! `xskit gen`: a transmit-only traffic generator on an xskit socket.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use xskit::clock::monotonic_ns;
+use xskit::probe::{Endpoints, Flows, Template};
+use xskit::{Frame, Interface, Port};
+
+use crate::opts::{parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
+
+#[derive(Args, Debug)]
+pub(crate) struct GenArgs {
+    #[command(flatten)]
+    port: PortArgs,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Frame size in bytes without FCS, up to 9018; above the frame size packets go out as
+    /// multi-buffer chains (default: 64, or the smallest probe the options allow).
+    #[arg(short = 's', long = "packet-size")]
+    size: Option<usize>,
+    /// Packets to send (default: until --duration or Ctrl-C).
+    #[arg(short = 'n', long)]
+    count: Option<u64>,
+    /// Packets per second (0: as fast as possible).
+    #[arg(short = 'r', long, default_value_t = 0)]
+    rate: u64,
+    /// IPv6 (default addresses 2001:db8::1 -> 2001:db8::2).
+    #[arg(short = '6', long)]
+    ipv6: bool,
+    /// Source MAC (default: the interface's).
+    #[arg(long)]
+    src_mac: Option<String>,
+    /// Destination MAC (default: broadcast).
+    #[arg(long)]
+    dst_mac: Option<String>,
+    /// Source address (default 198.51.100.1 or 2001:db8::1).
+    #[arg(long)]
+    src_ip: Option<IpAddr>,
+    /// Destination address (default 198.51.100.2 or 2001:db8::2).
+    #[arg(long)]
+    dst_ip: Option<IpAddr>,
+    /// First source port.
+    #[arg(long, default_value_t = 9)]
+    src_port: u16,
+    /// First destination port.
+    #[arg(long, default_value_t = 9)]
+    dst_port: u16,
+    /// Source MACs to cycle through.
+    #[arg(long, default_value_t = 1)]
+    src_macs: u32,
+    /// Source addresses to cycle through.
+    #[arg(long, default_value_t = 1)]
+    src_ips: u32,
+    /// Destination addresses to cycle through.
+    #[arg(long, default_value_t = 1)]
+    dst_ips: u32,
+    /// Source ports to cycle through.
+    #[arg(long, default_value_t = 1)]
+    src_ports: u32,
+    /// Destination ports to cycle through.
+    #[arg(long, default_value_t = 1)]
+    dst_ports: u32,
+    /// N flows: shorthand for --src-ports N.
+    #[arg(long)]
+    flows: Option<u32>,
+    /// 802.1Q VLAN id to tag packets with.
+    #[arg(long)]
+    vlan: Option<u16>,
+}
+
+#[derive(Serialize)]
+struct GenReport {
+    command: &'static str,
+    interface: String,
+    queue: u32,
+    mode: String,
+    packet_size: usize,
+    flows: u64,
+    rate_pps: u64,
+    duration_s: f64,
+    tx_packets: u64,
+    tx_pps: f64,
+    tx_bytes: u64,
+    wakeups: u64,
+    statistics: serde_json::Value,
+}
+
+pub(crate) fn stats_json(s: &xskit::Statistics) -> serde_json::Value {
+    serde_json::Value::Object(
+        s.fields()
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+            .collect(),
+    )
+}
+
+fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
+    let src_mac = match &args.src_mac {
+        Some(m) => parse_mac(m)?,
+        None => iface.link_info()?.mac.unwrap_or([0x02, 0, 0, 0, 0, 1]),
+    };
+    let dst_mac = match &args.dst_mac {
+        Some(m) => parse_mac(m)?,
+        None => [0xff; 6],
+    };
+    let (default_src, default_dst): (IpAddr, IpAddr) = if args.ipv6 {
+        ("2001:db8::1".parse()?, "2001:db8::2".parse()?)
+    } else {
+        ("198.51.100.1".parse()?, "198.51.100.2".parse()?)
+    };
+    let flows = Flows {
+        src_macs: args.src_macs,
+        src_ips: args.src_ips,
+        dst_ips: args.dst_ips,
+        src_ports: args.flows.unwrap_or(args.src_ports),
+        dst_ports: args.dst_ports,
+    };
+    let ends = Endpoints {
+        src_mac,
+        dst_mac,
+        src_ip: args.src_ip.unwrap_or(default_src),
+        dst_ip: args.dst_ip.unwrap_or(default_dst),
+        src_port: args.src_port,
+        dst_port: args.dst_port,
+    };
+    let size = args
+        .size
+        .unwrap_or_else(|| Template::min_len(args.ipv6, args.vlan.is_some()).max(64));
+    Ok(Template::new(ends, flows, args.vlan, size)?)
+}
+
+/// Writes packet `seq` into frames taken from the port: one frame, or a chain for packets
+/// larger than a frame. Returns false if the pool had too few frames.
+fn build(
+    port: &mut Port,
+    t: &Template,
+    seq: u64,
+    now: u64,
+    scratch: &mut [u8],
+    out: &mut Vec<Frame>,
+) -> Result<bool> {
+    let umem = port.umem().clone();
+    let first = out.len();
+    if port.alloc(out, 1) == 0 {
+        return Ok(false);
+    }
+    if t.len() <= umem.capacity(&out[first]) {
+        let frame = &mut out[first];
+        let len = t
+            .write(umem.buffer_mut(frame), seq, now)
+            .context("frame too small")?;
+        umem.set_len(frame, len)?;
+        return Ok(true);
+    }
+    let len = t.write(scratch, seq, now).context("scratch too small")?;
+    let mut rest = &scratch[..len];
+    loop {
+        let frame = out.last_mut().expect("allocated above");
+        let take = rest.len().min(umem.capacity(frame));
+        umem.write(frame, &rest[..take])?;
+        rest = &rest[take..];
+        frame.set_continued(!rest.is_empty());
+        if rest.is_empty() {
+            return Ok(true);
+        }
+        if port.alloc(out, 1) == 0 {
+            // Give the partial chain back; the caller retries after completions.
+            let mut partial: Vec<Frame> = out.drain(first..).collect();
+            port.recycle(&mut partial);
+            return Ok(false);
+        }
+    }
+}
+
+pub(crate) fn run(args: &GenArgs) -> Result<i32> {
+    let ifname = args.port.interface()?.to_string();
+    let iface = Interface::by_name(&ifname)?;
+    let t = template(args, &iface)?;
+    let duration = args.run.duration()?;
+    let interval = args.run.interval()?;
+    let multi_buffer = t.len() > args.port.frame_size as usize;
+    let config = args.port.config(multi_buffer, true)?;
+    let mut port = Port::open(&ifname, args.port.queue, &config)
+        .with_context(|| format!("opening {ifname} queue {}", args.port.queue))?;
+    let stop = stop_flag()?;
+    let batch = args.port.batch;
+    let mut pending: Vec<Frame> = Vec::with_capacity(batch * 8);
+    let mut scratch = vec![0u8; t.len()];
+    let (mut seq, mut sent) = (0u64, 0u64);
+    let start = Instant::now();
+    let (mut tick, mut sent_at_tick) = (start, 0u64);
+    let limit = args.count.unwrap_or(u64::MAX);
+    let header = format!(
+        "{ifname}:{} gen {} {} bytes, {} flow(s)",
+        args.port.queue,
+        port.mode(),
+        t.len(),
+        t.flows().total()
+    );
+    if args.run.json {
+        eprintln!("{header}");
+    } else {
+        out!("{header}");
+    }
+    loop {
+        let now = Instant::now();
+        if stopped(&stop) || duration.is_some_and(|d| now - start >= d) {
+            break;
+        }
+        if pending.is_empty() && seq >= limit {
+            break;
+        }
+        if pending.is_empty() {
+            let mut budget = batch as u64;
+            if args.rate > 0 {
+                let allowed = (args.rate as f64 * (now - start).as_secs_f64()) as u64 + 1;
+                budget = budget.min(allowed.saturating_sub(seq));
+                if budget == 0 {
+                    port.complete();
+                    if allowed + 1000 < seq + args.rate / 1000 {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    continue;
+                }
+            }
+            budget = budget.min(limit - seq);
+            let stamp = monotonic_ns();
+            for _ in 0..budget {
+                if !build(&mut port, &t, seq, stamp, &mut scratch, &mut pending)? {
+                    break;
+                }
+                seq += 1;
+            }
+        }
+        let before = pending.len();
+        port.send(&mut pending)?;
+        let frames_sent = before - pending.len();
+        if frames_sent > 0 {
+            // Count whole packets: a chain is one packet.
+            sent = seq - count_packets(&pending);
+        } else {
+            port.complete();
+        }
+        if !args.run.json && now - tick >= interval {
+            let secs = (now - tick).as_secs_f64();
+            out!(
+                "{ifname}:{}  tx {:>12} pps  total {:>14}",
+                args.port.queue,
+                thousands(((sent - sent_at_tick) as f64 / secs) as u64),
+                thousands(sent)
+            );
+            tick = now;
+            sent_at_tick = sent;
+        }
+    }
+    // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
+    sent = seq - count_packets(&pending);
+    port.recycle(&mut pending);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while port.tx_in_flight() > 0 && Instant::now() < deadline {
+        port.complete();
+        if let Some(tx) = port.socket().tx() {
+            tx.wakeup_if_needed()?;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = port.statistics()?;
+    let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
+    let report = GenReport {
+        command: "gen",
+        interface: ifname.clone(),
+        queue: args.port.queue,
+        mode: port.mode().to_string(),
+        packet_size: t.len(),
+        flows: t.flows().total(),
+        rate_pps: args.rate,
+        duration_s: elapsed,
+        tx_packets: sent,
+        tx_pps: sent as f64 / elapsed.max(1e-9),
+        tx_bytes: sent * t.len() as u64,
+        wakeups,
+        statistics: stats_json(&stats),
+    };
+    if args.run.json {
+        out!("{}", serde_json::to_string(&report)?);
+    } else {
+        out!(
+            "sent {} packets in {:.2} s: {} pps; kernel {}",
+            thousands(sent),
+            elapsed,
+            thousands(report.tx_pps as u64),
+            stats
+        );
+    }
+    if args.count.is_some_and(|n| sent < n) && !stopped(&stop) && duration.is_none() {
+        bail!("only {sent} of {} packets could be sent", limit);
+    }
+    Ok(0)
+}
+
+/// Packets among `frames`: a chain counts once.
+fn count_packets(frames: &[Frame]) -> u64 {
+    frames.iter().filter(|f| !f.is_continued()).count() as u64
+}

@@ -1,0 +1,162 @@
+//! Options shared by the commands that open a port, named as in xdpsock and xdp-tools. A short
+//! flag means the same thing in every command.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use xskit::{BusyPoll, Mode, PortConfig, SocketConfig, UmemConfig};
+
+#[derive(Args, Clone, Debug)]
+pub(crate) struct PortArgs {
+    /// The interface.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub(crate) interface: Option<String>,
+    /// The queue.
+    #[arg(short = 'q', long, default_value_t = 0)]
+    pub(crate) queue: u32,
+    /// auto (zero-copy, else native copy, else skb), skb, drv or zc.
+    #[arg(short = 'm', long, default_value = "auto")]
+    pub(crate) mode: String,
+    /// Descriptors per ring operation.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 64)]
+    pub(crate) batch: usize,
+    /// Sleep in poll() when there is nothing to do, instead of spinning.
+    #[arg(short = 'p', long)]
+    pub(crate) poll: bool,
+    /// Busy polling (SO_PREFER_BUSY_POLL, SO_BUSY_POLL 20 us, budget = batch size).
+    #[arg(short = 'B', long = "busy-poll")]
+    pub(crate) busy_poll: bool,
+    /// Turn need_wakeup off: the kernel is kicked on every batch.
+    #[arg(short = 'W', long = "no-need-wakeup")]
+    pub(crate) no_need_wakeup: bool,
+    /// Frame size: 2048 or 4096 (any size between them with --unaligned).
+    #[arg(short = 'f', long = "frame-size", default_value_t = 4096)]
+    pub(crate) frame_size: u32,
+    /// Unaligned-chunk UMEM.
+    #[arg(short = 'u', long)]
+    pub(crate) unaligned: bool,
+    /// Frames in the UMEM.
+    #[arg(long, default_value_t = 4096)]
+    pub(crate) frames: u32,
+    /// Entries in each ring.
+    #[arg(long = "ring-size", default_value_t = 2048)]
+    pub(crate) ring_size: u32,
+}
+
+impl PortArgs {
+    pub(crate) fn mode(&self) -> Result<Mode> {
+        Ok(self.mode.parse::<Mode>()?)
+    }
+
+    pub(crate) fn interface(&self) -> Result<&str> {
+        match &self.interface {
+            Some(i) => Ok(i),
+            None => bail!("this command needs an interface: -i IFACE"),
+        }
+    }
+
+    pub(crate) fn config(&self, multi_buffer: bool, tx_only: bool) -> Result<PortConfig> {
+        if self.batch == 0 || self.batch > 4096 {
+            bail!("batch size {} is out of range: use 1 to 4096", self.batch);
+        }
+        Ok(PortConfig {
+            mode: self.mode()?,
+            umem: UmemConfig {
+                frame_size: self.frame_size,
+                frame_count: self.frames,
+                unaligned: self.unaligned,
+                ..UmemConfig::default()
+            },
+            socket: SocketConfig {
+                rx_size: self.ring_size,
+                tx_size: self.ring_size,
+                fill_size: self.ring_size,
+                completion_size: self.ring_size,
+                need_wakeup: !self.no_need_wakeup,
+                multi_buffer,
+                busy_poll: self.busy_poll.then_some(BusyPoll {
+                    timeout_us: 20,
+                    budget: self.batch as u32,
+                }),
+                ..SocketConfig::default()
+            },
+            tx_only,
+        })
+    }
+}
+
+/// How long a command runs: a count, a duration, or until interrupted.
+#[derive(Args, Clone, Debug)]
+pub(crate) struct RunArgs {
+    /// Stop after this many seconds.
+    #[arg(short = 'd', long, value_name = "SECONDS")]
+    pub(crate) duration: Option<f64>,
+    /// Seconds between progress lines.
+    #[arg(short = 'I', long, default_value_t = 1.0)]
+    pub(crate) interval: f64,
+    /// Print one JSON object at the end instead of progress lines.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl RunArgs {
+    pub(crate) fn duration(&self) -> Result<Option<Duration>> {
+        match self.duration {
+            Some(d) if !(d > 0.0 && d < 1e6) => {
+                bail!("--duration {d} must be a positive number of seconds")
+            }
+            Some(d) => Ok(Some(Duration::from_secs_f64(d))),
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn interval(&self) -> Result<Duration> {
+        if !(self.interval >= 0.05 && self.interval < 1e6) {
+            bail!("--interval {} must be at least 0.05 seconds", self.interval);
+        }
+        Ok(Duration::from_secs_f64(self.interval))
+    }
+}
+
+/// Set by SIGINT or SIGTERM: long-running commands stop cleanly, print their summary and drop
+/// their ports (detaching programs) instead of dying mid-run.
+pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).context("installing a signal handler")?;
+    }
+    Ok(flag)
+}
+
+pub(crate) fn stopped(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::Relaxed)
+}
+
+/// Parses "02:00:00:00:00:01".
+pub(crate) fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let parts: Vec<_> = s.split(':').collect();
+    if parts.len() != 6 {
+        bail!("'{s}' is not a MAC address (expected six hex bytes like 02:00:00:00:00:01)");
+    }
+    let mut mac = [0u8; 6];
+    for (b, p) in mac.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16).with_context(|| format!("'{s}' is not a MAC address"))?;
+    }
+    Ok(mac)
+}
+
+/// Groups digits by thousands: 1234567 -> "1,234,567".
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,153 @@
+//! `xskit recv`: receive probe traffic (from `xskit gen`) and report loss, reordering, damage
+//! and one-way latency.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+use xskit::clock::monotonic_ns;
+use xskit::probe::SequenceCheck;
+use xskit::Port;
+
+use crate::gen::stats_json;
+use crate::opts::{stop_flag, stopped, thousands, PortArgs, RunArgs};
+
+#[derive(Args, Debug)]
+pub(crate) struct RecvArgs {
+    #[command(flatten)]
+    port: PortArgs,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Stop after this many probes.
+    #[arg(short = 'n', long)]
+    count: Option<u64>,
+    /// Multi-buffer: accept packets larger than a frame as frame chains.
+    #[arg(short = 'F', long)]
+    frags: bool,
+}
+
+#[derive(Serialize)]
+struct RecvReport {
+    command: &'static str,
+    interface: String,
+    queue: u32,
+    mode: String,
+    duration_s: f64,
+    rx_packets: u64,
+    rx_pps: f64,
+    valid: u64,
+    corrupt: u64,
+    out_of_order: u64,
+    lost: u64,
+    foreign: u64,
+    latency_min_us: Option<f64>,
+    latency_mean_us: Option<f64>,
+    latency_max_us: Option<f64>,
+    statistics: serde_json::Value,
+}
+
+pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
+    let ifname = args.port.interface()?.to_string();
+    let duration = args.run.duration()?;
+    let interval = args.run.interval()?;
+    let config = args.port.config(args.frags, false)?;
+    let mut port = Port::open(&ifname, args.port.queue, &config)
+        .with_context(|| format!("opening {ifname} queue {}", args.port.queue))?;
+    let stop = stop_flag()?;
+    let umem = port.umem().clone();
+    let mut frames = Vec::with_capacity(args.port.batch);
+    let mut packet = Vec::new();
+    let mut check = SequenceCheck::default();
+    let mut packets = 0u64;
+    let start = Instant::now();
+    let (mut tick, mut at_tick) = (start, 0u64);
+    let limit = args.count.unwrap_or(u64::MAX);
+    // The header goes to stderr under --json, so a driver can wait for readiness and still
+    // read one JSON object from stdout.
+    let header = format!("{ifname}:{} recv {}", args.port.queue, port.mode());
+    if args.run.json {
+        eprintln!("{header}");
+    } else {
+        out!("{header}");
+    }
+    while !stopped(&stop) && check.probes() < limit {
+        let now = Instant::now();
+        if duration.is_some_and(|d| now - start >= d) {
+            break;
+        }
+        let n = if args.port.poll {
+            port.poll_receive(&mut frames, args.port.batch, 100)?
+        } else {
+            port.receive(&mut frames, args.port.batch)?
+        };
+        if n > 0 {
+            let stamp = monotonic_ns();
+            for f in &frames {
+                if f.is_continued() || !packet.is_empty() {
+                    packet.extend_from_slice(umem.data(f));
+                    if !f.is_continued() {
+                        check.observe_at(&packet, Some(stamp));
+                        packet.clear();
+                        packets += 1;
+                    }
+                } else {
+                    check.observe_at(umem.data(f), Some(stamp));
+                    packets += 1;
+                }
+            }
+            port.recycle(&mut frames);
+        }
+        if !args.run.json && now - tick >= interval {
+            out!(
+                "{ifname}:{}  rx {:>12} pps  total {:>14}  lost {}  corrupt {}",
+                args.port.queue,
+                thousands(((packets - at_tick) as f64 / (now - tick).as_secs_f64()) as u64),
+                thousands(packets),
+                check.next.saturating_sub(check.valid),
+                check.corrupt
+            );
+            tick = now;
+            at_tick = packets;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = port.statistics()?;
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let report = RecvReport {
+        command: "recv",
+        interface: ifname,
+        queue: args.port.queue,
+        mode: port.mode().to_string(),
+        duration_s: elapsed,
+        rx_packets: packets,
+        rx_pps: packets as f64 / elapsed.max(1e-9),
+        valid: check.valid,
+        corrupt: check.corrupt,
+        out_of_order: check.out_of_order,
+        lost: check.next.saturating_sub(check.valid),
+        foreign: check.foreign,
+        latency_min_us: (check.valid > 0).then(|| us(check.latency_min_ns)),
+        latency_mean_us: check.latency_mean_ns().map(us),
+        latency_max_us: (check.valid > 0).then(|| us(check.latency_max_ns)),
+        statistics: stats_json(&stats),
+    };
+    if args.run.json {
+        out!("{}", serde_json::to_string(&report)?);
+    } else {
+        out!(
+            "received {} packets: {} valid, {} corrupt, {} out of order, {} lost, {} other; latency us min/mean/max {:.1}/{:.1}/{:.1}; kernel {}",
+            thousands(packets),
+            check.valid,
+            check.corrupt,
+            check.out_of_order,
+            report.lost,
+            check.foreign,
+            report.latency_min_us.unwrap_or(0.0),
+            report.latency_mean_us.unwrap_or(0.0),
+            report.latency_max_us.unwrap_or(0.0),
+            stats
+        );
+    }
+    Ok(0)
+}
