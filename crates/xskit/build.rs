@@ -8,6 +8,7 @@ use std::process::Command;
 const PROGRAMS: &[(&str, &str, &[&str])] = &[
     ("xsk_redirect", "xsk_redirect", &[]),
     ("xsk_redirect_frags", "xsk_redirect", &["-DXSKIT_FRAGS"]),
+    ("xdp_count_drop", "xdp_count_drop", &[]),
 ];
 
 fn main() {

@@ -10,6 +10,7 @@ macro_rules! out {
     }};
 }
 
+mod bench;
 mod demo;
 mod gen;
 mod info;
@@ -36,6 +37,9 @@ enum Command {
     Gen(gen::GenArgs),
     /// Receive probe traffic and report loss, reordering, damage and latency.
     Recv(recv::RecvArgs),
+    /// Benchmarks: rxdrop, txpush, l2fwd (and AF_PACKET / XDP_DROP baselines) on -i IFACE;
+    /// without -i, all of them on a testbed, as a table.
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -45,6 +49,7 @@ fn main() {
         Command::Info(args) => info::run(&args),
         Command::Gen(args) => gen::run(&args),
         Command::Recv(args) => recv::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(0) => {}

@@ -40,6 +40,11 @@ pub mod clock {
         crate::sys::process_cpu_ns()
     }
 }
+/// Baselines xskit is measured against: AF_PACKET with a TPACKET_V3 receive ring and a
+/// `sendmmsg` transmitter, written as a tuned AF_PACKET application would.
+pub mod baseline {
+    pub use crate::sys::afpacket::{PacketRxRing, PacketTx};
+}
 mod error;
 mod interface;
 pub mod netlink;
@@ -53,7 +58,7 @@ mod sys;
 pub use error::{Error, Result};
 pub use interface::Interface;
 pub use port::{Mode, ModeInfo, Port, PortConfig};
-pub use program::{AttachMode, AttachedMode, XdpProgram};
+pub use program::{AttachMode, AttachedMode, XdpDropCounter, XdpProgram};
 pub use socket::{BindMode, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts, Statistics};
 pub use sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
 pub use sys::umem::{Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, XDP_PACKET_HEADROOM};

@@ -13,6 +13,8 @@ use crate::socket::Socket;
 
 static REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
+static COUNT_DROP_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
 static REDIRECT_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect_frags.o"));
 
@@ -115,6 +117,122 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// A loaded, attached object: the link lives as long as `ebpf`.
+struct Attached {
+    ebpf: Ebpf,
+    mode: AttachedMode,
+    fallback: Option<String>,
+}
+
+/// Loads program `prog_name` of `obj` and attaches it to `iface` in `mode`, after making sure
+/// no other program is there (which is named in the error, never replaced).
+fn attach_object(
+    iface: &Interface,
+    obj: &[u8],
+    prog_name: &str,
+    mode: AttachMode,
+    multi_buffer: bool,
+) -> Result<Attached> {
+    let link = iface.link_info()?;
+    if let Some(id) = link.xdp.any() {
+        return Err(Error::ProgramAttached {
+            iface: iface.name().to_string(),
+            id,
+            name: program_name(id),
+            mode: link.xdp.mode_name(),
+        });
+    }
+    let mut ebpf = Ebpf::load(obj).map_err(|e| program_error("loading", chain(&e)))?;
+    let program: &mut Xdp = ebpf
+        .program_mut(prog_name)
+        .ok_or_else(|| Error::Program(format!("the embedded object has no program {prog_name}")))?
+        .try_into()
+        .map_err(|e| Error::Program(format!("{prog_name}: {e}")))?;
+    program
+        .load()
+        .map_err(|e| program_error("verifying", chain(&e)))?;
+    let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
+    let (mode, fallback) = match mode {
+        AttachMode::Skb => {
+            attach(program, XdpMode::Skb)
+                .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
+            (AttachedMode::Skb, None)
+        }
+        AttachMode::Drv => {
+            attach(program, XdpMode::Driver)
+                .map_err(|e| native_error(iface, link.mtu, multi_buffer, &chain(&e)))?;
+            (AttachedMode::Drv, None)
+        }
+        AttachMode::Auto => match attach(program, XdpMode::Driver) {
+            Ok(_) => (AttachedMode::Drv, None),
+            Err(native) => {
+                attach(program, XdpMode::Skb)
+                    .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
+                (
+                    AttachedMode::Skb,
+                    Some(format!(
+                        "native XDP refused ({}), using SKB mode",
+                        chain(&native)
+                    )),
+                )
+            }
+        },
+    };
+    Ok(Attached {
+        ebpf,
+        mode,
+        fallback,
+    })
+}
+
+/// The kernel's ceiling for receive benchmarks: a program that counts packets per CPU and
+/// drops them. Detached on drop, like every xskit program.
+pub struct XdpDropCounter {
+    counts: aya::maps::PerCpuArray<MapData, u64>,
+    _ebpf: Ebpf,
+    mode: AttachedMode,
+}
+
+impl fmt::Debug for XdpDropCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("XdpDropCounter")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpDropCounter {
+    /// Attaches the counting drop program to `iface`.
+    pub fn attach(iface: &Interface, mode: AttachMode) -> Result<Self> {
+        let mut attached = attach_object(iface, COUNT_DROP_OBJ, "xskit_count_drop", mode, false)?;
+        let counts = attached
+            .ebpf
+            .take_map("drop_count")
+            .ok_or_else(|| Error::Program("the embedded object has no drop_count".into()))?
+            .try_into()
+            .map_err(|e| Error::Program(format!("drop_count: {e}")))?;
+        Ok(XdpDropCounter {
+            counts,
+            _ebpf: attached.ebpf,
+            mode: attached.mode,
+        })
+    }
+
+    /// Packets dropped so far, summed over CPUs.
+    pub fn dropped(&self) -> Result<u64> {
+        let per_cpu = self
+            .counts
+            .get(&0, 0)
+            .map_err(|e| Error::Program(format!("reading drop_count: {}", chain(&e))))?;
+        Ok(per_cpu.iter().sum())
+    }
+
+    /// The mode the program runs in.
+    pub fn mode(&self) -> AttachedMode {
+        self.mode
+    }
+}
+
 /// The name of the loaded program with id `id`, if it can be found.
 fn program_name(id: u32) -> String {
     aya::programs::loaded_programs()
@@ -130,70 +248,24 @@ impl XdpProgram {
     /// Refuses, naming the other program, if one is already attached. With `multi_buffer` the
     /// program is the `xdp.frags` variant, needed for sockets bound with multi-buffer.
     pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
-        let link = iface.link_info()?;
-        if let Some(id) = link.xdp.any() {
-            return Err(Error::ProgramAttached {
-                iface: iface.name().to_string(),
-                id,
-                name: program_name(id),
-                mode: link.xdp.mode_name(),
-            });
-        }
         let (obj, prog_name) = if multi_buffer {
             (REDIRECT_FRAGS_OBJ, "xskit_redirect_frags")
         } else {
             (REDIRECT_OBJ, "xskit_redirect")
         };
-        let mut ebpf = Ebpf::load(obj).map_err(|e| program_error("loading", chain(&e)))?;
-        let xsks: XskMap<MapData> = ebpf
+        let mut attached = attach_object(iface, obj, prog_name, mode, multi_buffer)?;
+        let xsks: XskMap<MapData> = attached
+            .ebpf
             .take_map("xsks_map")
             .ok_or_else(|| Error::Program("the embedded object has no xsks_map".into()))?
             .try_into()
             .map_err(|e| Error::Program(format!("xsks_map: {e}")))?;
-        let program: &mut Xdp = ebpf
-            .program_mut(prog_name)
-            .ok_or_else(|| {
-                Error::Program(format!("the embedded object has no program {prog_name}"))
-            })?
-            .try_into()
-            .map_err(|e| Error::Program(format!("{prog_name}: {e}")))?;
-        program
-            .load()
-            .map_err(|e| program_error("verifying", chain(&e)))?;
-
-        let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
-        let (mode, fallback) = match mode {
-            AttachMode::Skb => {
-                attach(program, XdpMode::Skb)
-                    .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
-                (AttachedMode::Skb, None)
-            }
-            AttachMode::Drv => {
-                attach(program, XdpMode::Driver)
-                    .map_err(|e| native_error(iface, link.mtu, multi_buffer, &chain(&e)))?;
-                (AttachedMode::Drv, None)
-            }
-            AttachMode::Auto => match attach(program, XdpMode::Driver) {
-                Ok(_) => (AttachedMode::Drv, None),
-                Err(native) => {
-                    attach(program, XdpMode::Skb)
-                        .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
-                    (
-                        AttachedMode::Skb,
-                        Some(format!(
-                            "native XDP refused ({}), using SKB mode",
-                            chain(&native)
-                        )),
-                    )
-                }
-            },
-        };
         Ok(XdpProgram {
-            _ebpf: Mutex::new(ebpf),
+            _ebpf: Mutex::new(attached.ebpf),
             xsks: Mutex::new(xsks),
             iface: iface.clone(),
-            mode,
-            fallback,
+            mode: attached.mode,
+            fallback: attached.fallback,
             multi_buffer,
         })
     }

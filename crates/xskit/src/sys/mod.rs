@@ -4,6 +4,7 @@
 //! single-producer/single-consumer rings, [`xsk`] the AF_XDP socket calls and [`netlink`] the
 //! route and generic netlink sockets used to query devices.
 
+pub(crate) mod afpacket;
 pub(crate) mod mmap;
 pub(crate) mod netlink;
 pub(crate) mod ring;

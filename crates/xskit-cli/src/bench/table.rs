@@ -1,0 +1,386 @@
+//! `xskit bench` with no interface: every benchmark on a testbed, generator and benchmark in
+//! separate processes pinned to different CPUs, printed as seed 000's table.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use xskit_testbed::{Host, Testbed, TestbedConfig};
+
+use super::{BenchArgs, BenchResult, Kind};
+
+const GEN_CPU: &str = "0";
+const BENCH_CPU: &str = "1";
+
+/// One row of the table: a benchmark in a mode, with every run's Mpps.
+#[derive(Serialize, Clone, Debug)]
+struct Cell {
+    bench: String,
+    mode: String,
+    size: usize,
+    mpps: Vec<f64>,
+    cpu_ns_per_packet: Vec<f64>,
+}
+
+impl Cell {
+    fn median(&self) -> f64 {
+        median(&self.mpps)
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn spread(v: &[f64]) -> f64 {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if v.is_empty() {
+        0.0
+    } else {
+        hi - lo
+    }
+}
+
+struct Runner {
+    exe: String,
+    secs: f64,
+    bed: Testbed,
+}
+
+impl Runner {
+    fn command(&self, host: &Host, cpu: &str, args: &[String]) -> Command {
+        let mut cmd = host.ns.command("taskset");
+        cmd.args(["-c", cpu, &self.exe]).args(args);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Starts a `--json` command and waits for its header on stderr (its port is open).
+    fn start(&self, host: &Host, cpu: &str, args: &[String]) -> Result<Child> {
+        let mut child = self
+            .command(host, cpu, args)
+            .spawn()
+            .context("starting a benchmark process (is taskset installed?)")?;
+        let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+        let mut header = String::new();
+        stderr.read_line(&mut header)?;
+        if header.starts_with("xskit:") || header.is_empty() {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{} {}: {}{}",
+                args[0],
+                args.get(1).map_or("", |s| s.as_str()),
+                header.trim(),
+                rest.trim()
+            );
+        }
+        Ok(child)
+    }
+
+    fn finish(child: Child) -> Result<serde_json::Value> {
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "a benchmark process failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        serde_json::from_slice(&out.stdout).context("reading a benchmark's JSON")
+    }
+
+    fn bench_args(&self, kind: Kind, host: &Host, mode: &str, size: usize) -> Vec<String> {
+        [
+            "bench",
+            kind.name(),
+            "-i",
+            &host.ifname,
+            "-m",
+            mode,
+            "-s",
+            &size.to_string(),
+            "-d",
+            &self.secs.to_string(),
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// A receive-side benchmark on b, fed by `xskit gen` flat out from a.
+    fn receive_side(&self, kind: Kind, mode: &str, size: usize) -> Result<(BenchResult, f64)> {
+        let (a, b) = (&self.bed.a, &self.bed.b);
+        let receiver = self.start(b, BENCH_CPU, &self.bench_args(kind, b, mode, size))?;
+        let mac: Vec<String> = b.mac.iter().map(|x| format!("{x:02x}")).collect();
+        let gen_mode = if mode == "drv" { "drv" } else { "skb" };
+        let gen_args: Vec<String> = [
+            "gen",
+            "-i",
+            &a.ifname,
+            "-m",
+            gen_mode,
+            "--dst-mac",
+            &mac.join(":"),
+            "-s",
+            &size.to_string(),
+            "-d",
+            &(self.secs + 2.0).to_string(),
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let generator = self.start(a, GEN_CPU, &gen_args)?;
+        let result: BenchResult = serde_json::from_value(Self::finish(receiver)?)?;
+        // The measurement is over: stop the generator early and collect its rate.
+        let _ = Command::new("kill")
+            .args(["-INT", &generator.id().to_string()])
+            .status();
+        let gen = Self::finish(generator)?;
+        Ok((result, gen["tx_pps"].as_f64().unwrap_or(0.0)))
+    }
+
+    /// A transmit-side benchmark on a.
+    fn transmit_side(&self, kind: Kind, mode: &str, size: usize) -> Result<BenchResult> {
+        let a = &self.bed.a;
+        let child = self.start(a, GEN_CPU, &self.bench_args(kind, a, mode, size))?;
+        Ok(serde_json::from_value(Self::finish(child)?)?)
+    }
+}
+
+#[derive(Serialize)]
+struct Table {
+    seconds_per_cell: f64,
+    runs: usize,
+    cells: Vec<Cell>,
+    ratios: Vec<(String, f64)>,
+}
+
+pub(super) fn run(args: &BenchArgs) -> Result<i32> {
+    if !xskit_testbed::have_privileges() {
+        bail!("xskit bench without -i builds a testbed of network namespaces: run it as root (e.g. with sudo), or give -i IFACE");
+    }
+    if args.runs == 0 || args.runs > 20 {
+        bail!("--runs {} is out of range: use 1 to 20", args.runs);
+    }
+    if args.port.mode != "auto" {
+        bail!("without -i the table covers both skb and drv mode; --mode applies only with -i");
+    }
+    let secs = args
+        .run
+        .duration()?
+        .unwrap_or(Duration::from_secs(3))
+        .as_secs_f64();
+    let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+    let bed = Testbed::new(&TestbedConfig::default()).context("building the testbed")?;
+    let runner = Runner { exe, secs, bed };
+    // (kind, mode, size): the plan, interleaved across runs so that drift hits every cell alike.
+    let mut plan: Vec<(Kind, &str, usize)> = Vec::new();
+    let wanted = |k: Kind| args.kind.is_none_or(|w| w == k);
+    if args.sizes {
+        for size in [64, 512, 1024, 1500] {
+            for mode in ["skb", "drv"] {
+                plan.push((Kind::Txpush, mode, size));
+            }
+        }
+    } else {
+        for kind in [Kind::Rxdrop, Kind::Txpush, Kind::L2fwd] {
+            for mode in ["skb", "drv"] {
+                if wanted(kind) {
+                    plan.push((kind, mode, args.size));
+                }
+            }
+        }
+        for (kind, mode) in [
+            (Kind::AfpacketRx, "skb"),
+            (Kind::AfpacketTx, "skb"),
+            (Kind::XdpDrop, "drv"),
+        ] {
+            if wanted(kind) {
+                plan.push((kind, mode, args.size));
+            }
+        }
+    }
+    let mut cells: Vec<Cell> = plan
+        .iter()
+        .map(|(k, m, s)| Cell {
+            bench: k.name().into(),
+            mode: (*m).into(),
+            size: *s,
+            mpps: vec![],
+            cpu_ns_per_packet: vec![],
+        })
+        .collect();
+    let mut generator = Cell {
+        bench: "generator (xskit gen)".into(),
+        mode: "-".into(),
+        size: args.size,
+        mpps: vec![],
+        cpu_ns_per_packet: vec![],
+    };
+    if !args.run.json {
+        out!(
+            "testbed {} <-> {}: {} cell(s) x {} run(s), {:.1} s each; generator on CPU {GEN_CPU}, benchmark on CPU {BENCH_CPU}",
+            runner.bed.a.ns.name(),
+            runner.bed.b.ns.name(),
+            plan.len(),
+            args.runs,
+            secs
+        );
+    }
+    for run in 0..args.runs {
+        for (i, &(kind, mode, size)) in plan.iter().enumerate() {
+            let (result, gen_pps) = match kind {
+                Kind::Txpush | Kind::AfpacketTx => (runner.transmit_side(kind, mode, size)?, 0.0),
+                _ => runner.receive_side(kind, mode, size)?,
+            };
+            let pps = match kind {
+                Kind::Txpush | Kind::AfpacketTx | Kind::L2fwd => result.tx_pps,
+                _ => result.rx_pps,
+            };
+            cells[i].mpps.push(pps / 1e6);
+            cells[i].cpu_ns_per_packet.push(result.cpu_ns_per_packet);
+            if gen_pps > 0.0 && kind == Kind::Rxdrop {
+                generator.mpps.push(gen_pps / 1e6);
+            }
+            if !args.run.json {
+                out!(
+                    "  run {} {:<11} {:<4} {:>5} B  {:>7.3} Mpps",
+                    run + 1,
+                    kind.name(),
+                    mode,
+                    size,
+                    pps / 1e6
+                );
+            }
+        }
+    }
+    if !generator.mpps.is_empty() {
+        cells.push(generator);
+    }
+    let find = |bench: &str, mode: &str| {
+        cells
+            .iter()
+            .find(|c| c.bench == bench && c.mode == mode)
+            .map(Cell::median)
+    };
+    let mut ratios = Vec::new();
+    if let (Some(x), Some(p)) = (find("rxdrop", "drv"), find("afpacket-rx", "skb")) {
+        ratios.push(("rxdrop drv / AF_PACKET rx".to_string(), x / p));
+    }
+    if let (Some(x), Some(p)) = (find("rxdrop", "drv"), find("xdp-drop", "drv")) {
+        ratios.push(("rxdrop drv / XDP_DROP ceiling".to_string(), x / p));
+    }
+    if let (Some(x), Some(p)) = (find("txpush", "skb"), find("afpacket-tx", "skb")) {
+        ratios.push(("txpush skb / AF_PACKET tx".to_string(), x / p));
+    }
+    let table = Table {
+        seconds_per_cell: secs,
+        runs: args.runs,
+        cells,
+        ratios,
+    };
+    if args.run.json {
+        out!("{}", serde_json::to_string(&table)?);
+    } else {
+        out!("");
+        out!(
+            "{:<24} {:>6} {:>6} {:>10} {:>10} {:>12}",
+            "benchmark",
+            "mode",
+            "bytes",
+            "Mpps",
+            "spread",
+            "CPU ns/pkt"
+        );
+        for c in &table.cells {
+            out!(
+                "{:<24} {:>6} {:>6} {:>10.3} {:>10.3} {:>12.0}",
+                c.bench,
+                c.mode,
+                c.size,
+                c.median(),
+                spread(&c.mpps),
+                median(&c.cpu_ns_per_packet)
+            );
+        }
+        for (name, r) in &table.ratios {
+            out!("{name:<32} {r:>6.2}x");
+        }
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, svg(&table)).with_context(|| format!("writing {}", path.display()))?;
+        if !args.run.json {
+            out!("chart written to {}", path.display());
+        }
+    }
+    Ok(0)
+}
+
+/// A horizontal bar chart of the medians.
+fn svg(table: &Table) -> String {
+    let rows = &table.cells;
+    let max = rows
+        .iter()
+        .map(Cell::median)
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let (left, width, bar, gap) = (260.0, 420.0, 22.0, 8.0);
+    let height = 50.0 + rows.len() as f64 * (bar + gap);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="13">"#,
+        w = left + width + 90.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="22" font-size="15">xskit bench on veth: Mpps (median of {} run(s))</text>"#,
+        table.runs
+    );
+    for (i, c) in rows.iter().enumerate() {
+        let y = 40.0 + i as f64 * (bar + gap);
+        let w = c.median() / max * width;
+        let colour = match c.mode.as_str() {
+            "skb" => "#4e79a7",
+            "drv" => "#f28e2b",
+            _ => "#8c8c8c",
+        };
+        let label = format!("{} {} {}B", c.bench, c.mode, c.size);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            y + bar * 0.7,
+            label
+        );
+        let _ = writeln!(
+            s,
+            r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{bar}" fill="{colour}"/>"#
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{}">{:.3}</text>"#,
+            left + w + 6.0,
+            y + bar * 0.7,
+            c.median()
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
