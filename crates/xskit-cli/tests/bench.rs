@@ -1,0 +1,317 @@
+//! `xskit bench` end to end: every benchmark on a testbed interface, l2fwd's MAC swap, the JSON
+//! fields, and the testbed table.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use xskit::probe::{self, ProbeAddrs};
+use xskit::{Mode, Port, PortConfig};
+use xskit_testbed::{Host, Testbed, TestbedConfig};
+
+const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
+
+fn privileged() -> bool {
+    if xskit_testbed::have_privileges() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
+        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
+    );
+    eprintln!("skipped: needs root");
+    false
+}
+
+/// Starts `xskit ARGS --json` in `host`'s namespace and waits for its header (port open).
+fn start(host: &Host, args: &[&str]) -> Child {
+    let mut child = host
+        .ns
+        .command(XSKIT)
+        .args(args)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut header = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut header)
+        .unwrap();
+    assert!(
+        !header.starts_with("xskit:") && !header.is_empty(),
+        "{args:?}: {header}"
+    );
+    child
+}
+
+fn json_of(child: Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+fn mac(h: &Host) -> String {
+    h.mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+const FIELDS: [&str; 16] = [
+    "bench",
+    "mode",
+    "interface",
+    "queue",
+    "duration_s",
+    "rx_pps",
+    "tx_pps",
+    "rx_packets",
+    "tx_packets",
+    "cpu_ns_per_packet",
+    "rx_dropped",
+    "rx_invalid_descs",
+    "tx_invalid_descs",
+    "rx_ring_full",
+    "rx_fill_ring_empty_descs",
+    "tx_ring_empty_descs",
+];
+
+#[test]
+fn every_benchmark_runs_and_reports_json() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    for (kind, mode, receives) in [
+        ("rxdrop", "skb", true),
+        ("rxdrop", "drv", true),
+        ("l2fwd", "drv", true),
+        ("afpacket-rx", "skb", true),
+        ("xdp-drop", "drv", true),
+        ("txpush", "skb", false),
+        ("afpacket-tx", "skb", false),
+    ] {
+        let (host, peer) = if receives {
+            (&bed.b, &bed.a)
+        } else {
+            (&bed.a, &bed.b)
+        };
+        let bench = start(
+            host,
+            &["bench", kind, "-i", &host.ifname, "-m", mode, "-d", "1"],
+        );
+        let generator = receives.then(|| {
+            start(
+                peer,
+                &[
+                    "gen",
+                    "-i",
+                    &peer.ifname,
+                    "-m",
+                    "skb",
+                    "--dst-mac",
+                    &mac(host),
+                    "-r",
+                    "200000",
+                    "-d",
+                    "1.5",
+                ],
+            )
+        });
+        let r = json_of(bench);
+        if let Some(g) = generator {
+            json_of(g);
+        }
+        for f in FIELDS {
+            assert!(r.get(f).is_some(), "{kind}: JSON lacks {f}: {r}");
+        }
+        assert_eq!(r["bench"], kind);
+        let moved = if receives {
+            &r["rx_packets"]
+        } else {
+            &r["tx_packets"]
+        };
+        assert!(
+            moved.as_u64().unwrap() > 10_000,
+            "{kind} {mode} moved too little: {r}"
+        );
+    }
+}
+
+#[test]
+fn l2fwd_returns_every_frame_with_macs_swapped() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let fwd = start(
+        &bed.b,
+        &[
+            "bench",
+            "l2fwd",
+            "-i",
+            &bed.b.ifname,
+            "-m",
+            "drv",
+            "-d",
+            "4",
+        ],
+    );
+    let ifname = bed.a.ifname.clone();
+    let cfg = PortConfig {
+        mode: Mode::Drv,
+        ..PortConfig::default()
+    };
+    let mut port = bed
+        .a
+        .ns
+        .run(|| Port::open(&ifname, 0, &cfg))
+        .unwrap()
+        .unwrap();
+    let addrs = ProbeAddrs {
+        src_mac: bed.a.mac,
+        dst_mac: bed.b.mac,
+        src_ip: bed.a.ip.octets(),
+        dst_ip: bed.b.ip.octets(),
+    };
+    let template = addrs.template(64).unwrap();
+    let umem = port.umem().clone();
+    let (count, mut seq, mut back) = (5000u64, 0u64, 0u64);
+    let mut out = Vec::new();
+    let mut inbox = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while back < count && Instant::now() < deadline {
+        if out.is_empty() && seq < count && seq - back < 128 {
+            port.alloc(&mut out, 32.min((count - seq) as usize));
+            for f in out.iter_mut() {
+                let len = template.write(umem.buffer_mut(f), seq, 0).unwrap();
+                umem.set_len(f, len).unwrap();
+                seq += 1;
+            }
+        }
+        port.send(&mut out).unwrap();
+        port.receive(&mut inbox, 64).unwrap();
+        for f in &inbox {
+            let data = umem.data(f);
+            assert_eq!(
+                &data[0..6],
+                &bed.a.mac,
+                "destination is the original source"
+            );
+            assert_eq!(&data[6..12], &bed.b.mac, "source is the forwarder");
+            assert!(
+                matches!(probe::check(data), probe::Probe::Valid { seq, .. } if seq == back),
+                "frame {back} intact and in order"
+            );
+            back += 1;
+        }
+        port.recycle(&mut inbox);
+    }
+    assert_eq!(back, count, "every frame came back");
+    drop(port);
+    let r = json_of(fwd);
+    assert!(r["tx_packets"].as_u64().unwrap() >= count, "{r}");
+}
+
+#[test]
+fn extra_stats_lines() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let out = bed
+        .b
+        .ns
+        .command(XSKIT)
+        .args([
+            "bench",
+            "rxdrop",
+            "-i",
+            &bed.b.ifname,
+            "-m",
+            "skb",
+            "-d",
+            "1.3",
+            "-I",
+            "0.5",
+            "-x",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let lines: Vec<_> = text.lines().filter(|l| l.contains(" pps ")).collect();
+    assert!(lines.len() >= 2, "one line per interval: {text}");
+    assert!(
+        lines[0].contains("rx_fill_ring_empty_descs=") && lines[0].contains("empty_polls="),
+        "{text}"
+    );
+}
+
+#[test]
+fn testbed_table_and_plot() {
+    if !privileged() {
+        return;
+    }
+    let svg = std::env::temp_dir().join(format!("xskit-bench-{}.svg", std::process::id()));
+    let out = std::process::Command::new(XSKIT)
+        .args(["bench", "-d", "0.4", "--json", "--plot"])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = t["cells"].as_array().unwrap();
+    for (bench, mode) in [
+        ("rxdrop", "skb"),
+        ("rxdrop", "drv"),
+        ("txpush", "skb"),
+        ("txpush", "drv"),
+        ("l2fwd", "skb"),
+        ("l2fwd", "drv"),
+        ("afpacket-rx", "skb"),
+        ("afpacket-tx", "skb"),
+        ("xdp-drop", "drv"),
+    ] {
+        let cell = cells
+            .iter()
+            .find(|c| c["bench"] == bench && c["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {bench} {mode}"));
+        assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
+    }
+    assert_eq!(t["ratios"].as_array().unwrap().len(), 3);
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg") && chart.matches("<rect").count() >= 9);
+    let _ = std::fs::remove_file(&svg);
+}
+
+#[test]
+fn bench_errors_are_clear() {
+    for (args, expected) in [
+        (vec!["bench", "-i", "lo"], "say which benchmark"),
+        (
+            vec!["bench", "rxdrop", "-i", "xskit-nope0"],
+            "no interface named",
+        ),
+        (vec!["bench", "-m", "drv"], "--mode applies only with -i"),
+        (vec!["bench", "--runs", "0"], "--runs 0"),
+    ] {
+        let out = std::process::Command::new(XSKIT)
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
