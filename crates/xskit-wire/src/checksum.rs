@@ -1,20 +1,30 @@
 //! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
 
-/// Adds `data` to a running one's-complement sum (32-bit accumulator, not yet folded).
+/// Adds `data` to a running one's-complement sum (32-bit accumulator, not yet folded to 16).
+///
+/// Sums big-endian 32-bit words into 64 bits and folds the carries back at the end, which
+/// RFC 1071 section 2 allows ("sum in larger words, then fold"); it is several times faster
+/// than 16 bits at a time.
 #[inline]
-pub fn accumulate(mut sum: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-        // Fold early enough that 32 bits never overflow, even for 64 KiB inputs.
-        if sum & 0x8000_0000 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
+pub fn accumulate(sum: u32, data: &[u8]) -> u32 {
+    let mut acc = u64::from(sum);
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        sum = sum.wrapping_add(u32::from(*last) << 8);
+    let rest = words.remainder();
+    let mut pairs = rest.chunks_exact(2);
+    for p in &mut pairs {
+        acc += u64::from(u16::from_be_bytes([p[0], p[1]]));
     }
-    sum
+    if let [last] = pairs.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    // Fold 64 -> 32 bits with end-around carry; the 16-bit fold happens in `fold`.
+    while acc > 0xffff_ffff {
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+    }
+    acc as u32
 }
 
 /// Folds a running sum to 16 bits.
@@ -84,6 +94,14 @@ mod tests {
     #[test]
     fn odd_length_pads_with_zero() {
         assert_eq!(fold(accumulate(0, &[0x12, 0x34, 0x56])), 0x1234 + 0x5600);
+        assert_eq!(
+            fold(accumulate(0, &[0x12, 0x34, 0x56, 0x78, 0x9a])),
+            fold(0x1234 + 0x5678 + 0x9a00)
+        );
+        assert_eq!(
+            fold(accumulate(7, &[0xff, 0xff, 0xff, 0xff])),
+            fold(7 + 0xffff + 0xffff)
+        );
     }
 
     proptest::proptest! {

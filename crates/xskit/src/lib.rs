@@ -45,6 +45,12 @@ pub mod clock {
 pub mod baseline {
     pub use crate::sys::afpacket::{PacketRxRing, PacketTx};
 }
+/// Rings over plain memory with a fake kernel, for tests and benchmarks of the ring code.
+pub mod testing {
+    pub use crate::sys::testing::{
+        completion_ring, fill_ring, rx_ring, tx_ring, FakeKernel, RawPair,
+    };
+}
 mod error;
 mod interface;
 pub mod netlink;

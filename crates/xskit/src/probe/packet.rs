@@ -239,9 +239,7 @@ impl Template {
         payload[0..4].copy_from_slice(&MAGIC.to_be_bytes());
         payload[4..12].copy_from_slice(&seq.to_be_bytes());
         payload[12..20].copy_from_slice(&sent_ns.to_be_bytes());
-        for (i, b) in payload[PAYLOAD_HEADER_LEN..].iter_mut().enumerate() {
-            *b = pattern_byte(seq, i);
-        }
+        write_pattern(&mut payload[PAYLOAD_HEADER_LEN..], seq);
         u.fill_checksum(pseudo);
         Some(self.size)
     }
@@ -253,8 +251,35 @@ fn add_mac(mac: [u8; 6], n: u64) -> [u8; 6] {
     [mac[0], mac[1], mac[2], b[1], b[2], b[3]]
 }
 
-fn pattern_byte(seq: u64, i: usize) -> u8 {
-    (seq as u8).wrapping_mul(31).wrapping_add(i as u8)
+/// Byte i of a probe's pattern is `seq * 31 + i` (mod 256): a ramp, so it is copied from a
+/// precomputed one instead of computed byte by byte.
+const RAMP: [u8; 512] = {
+    let mut r = [0u8; 512];
+    let mut i = 0;
+    while i < 512 {
+        r[i] = i as u8;
+        i += 1;
+    }
+    r
+};
+
+fn pattern_start(seq: u64) -> usize {
+    usize::from((seq as u8).wrapping_mul(31))
+}
+
+fn write_pattern(dst: &mut [u8], seq: u64) {
+    let start = pattern_start(seq);
+    for (n, chunk) in dst.chunks_mut(256).enumerate() {
+        let off = (start + n * 256) % 256;
+        chunk.copy_from_slice(&RAMP[off..off + chunk.len()]);
+    }
+}
+
+fn pattern_matches(src: &[u8], seq: u64) -> bool {
+    let start = pattern_start(seq);
+    src.chunks(256)
+        .enumerate()
+        .all(|(n, chunk)| chunk == &RAMP[(start + n * 256) % 256..][..chunk.len()])
 }
 
 /// What a receiver learns from a frame.
@@ -334,13 +359,33 @@ pub fn check(frame: &[u8]) -> Probe {
                 })
         })
     };
-    let pattern_ok = frame[payload_at + PAYLOAD_HEADER_LEN..]
-        .iter()
-        .enumerate()
-        .all(|(i, &b)| b == pattern_byte(seq, i));
+    let pattern_ok = pattern_matches(&frame[payload_at + PAYLOAD_HEADER_LEN..], seq);
     if intact && pattern_ok {
         Probe::Valid { seq, sent_ns }
     } else {
         Probe::Corrupt { seq }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_the_ramp_whatever_the_length() {
+        for seq in [0u64, 1, 9, 255, 256, 1 << 40] {
+            for len in [0usize, 1, 255, 256, 257, 1000, 9000] {
+                let mut buf = vec![0u8; len];
+                write_pattern(&mut buf, seq);
+                for (i, b) in buf.iter().enumerate() {
+                    assert_eq!(*b, (seq as u8).wrapping_mul(31).wrapping_add(i as u8));
+                }
+                assert!(pattern_matches(&buf, seq));
+                if len > 0 {
+                    buf[len - 1] ^= 1;
+                    assert!(!pattern_matches(&buf, seq));
+                }
+            }
+        }
     }
 }

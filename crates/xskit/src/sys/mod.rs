@@ -9,6 +9,7 @@ pub(crate) mod mmap;
 pub(crate) mod netlink;
 pub(crate) mod ring;
 pub(crate) mod rings;
+pub(crate) mod testing;
 pub(crate) mod umem;
 pub(crate) mod xsk;
 
