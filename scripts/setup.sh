@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs everything xskit needs on a fresh Debian machine, builds it, and runs one job:
-#   scripts/setup.sh demo   -- the main job: xskit demo on a testbed it builds itself
+#   scripts/setup.sh bench  -- the main job: xskit bench, the benchmark table on a testbed it
+#                              builds itself (rxdrop/txpush/l2fwd in SKB and DRV mode, the
+#                              AF_PACKET baselines and the XDP_DROP ceiling)
+#   scripts/setup.sh demo   -- xskit demo: probes across a testbed, checked one by one
 #   scripts/setup.sh test   -- every test (unit, doc, and veth testbed integration tests)
 # Run as root: XDP, AF_XDP and network namespaces need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-job="${1:-demo}"
-case "$job" in demo | test) ;; *)
-    echo "usage: $0 demo|test" >&2
+job="${1:-bench}"
+case "$job" in bench | demo | test) ;; *)
+    echo "usage: $0 bench|demo|test" >&2
     exit 2
     ;;
 esac
@@ -18,7 +21,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping linux-libc-dev ca-certificates curl)
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux linux-libc-dev ca-certificates curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,9 +43,9 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 case "$job" in
-demo)
+bench | demo)
     cargo build --release --locked --bin xskit
-    exec ./target/release/xskit demo
+    exec ./target/release/xskit "$job"
     ;;
 test)
     cargo fmt --all -- --check

@@ -14,7 +14,7 @@ use xskit::probe::ProbeAddrs;
 use xskit::{AttachMode, Interface, Mode, Port, Statistics, XdpDropCounter};
 use xskit_wire::ethernet;
 
-use crate::opts::{stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
 mod table;
 
@@ -59,6 +59,10 @@ pub(crate) struct BenchArgs {
     /// Frame size for txpush and afpacket-tx (and the generator in testbed mode).
     #[arg(short = 's', long = "packet-size", default_value_t = 64)]
     size: usize,
+    /// Destination MAC of txpush and afpacket-tx frames. The default is a unicast address no
+    /// host owns, so the receiving side drops frames at layer 2, as xdpsock and testpmd do.
+    #[arg(long, default_value = "02:00:00:00:00:00")]
+    dst_mac: String,
     /// Add the six kernel statistics and app counters to each line.
     #[arg(short = 'x', long = "extra-stats")]
     extra: bool,
@@ -101,6 +105,9 @@ struct Meter {
     label: String,
     interval: Duration,
     start: Instant,
+    /// When traffic was first seen: rates are measured from here, so the time before an
+    /// external generator starts does not count (testpmd and xdpsock measure the same way).
+    first: Option<Instant>,
     tick: Instant,
     last: (u64, u64),
     quiet: bool,
@@ -115,6 +122,7 @@ impl Meter {
             label,
             interval,
             start: now,
+            first: None,
             tick: now,
             last: (0, 0),
             quiet,
@@ -123,7 +131,11 @@ impl Meter {
         }
     }
 
-    fn due(&self) -> bool {
+    /// Checks the interval, and notes when traffic first appeared.
+    fn due(&mut self, packets: u64) -> bool {
+        if self.first.is_none() && packets > 0 {
+            self.first = Some(Instant::now());
+        }
         self.tick.elapsed() >= self.interval
     }
 
@@ -245,7 +257,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let mut rx = 0;
             while running() {
                 rx += ring.receive(100, |_| {})?;
-                if meter.due() {
+                if meter.due(rx) {
                     meter.line(rx, 0, None, 0, 0);
                 }
             }
@@ -254,13 +266,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         Kind::AfpacketTx => {
             let iface = Interface::by_name(&ifname)?;
             let tx_sock = PacketTx::open(iface.index()).context("opening the AF_PACKET socket")?;
-            let frame = probe_frame(&iface, args.size)?;
+            let frame = probe_frame(&iface, args.size, parse_mac(&args.dst_mac)?)?;
             announce(args, &format!("{label} sendmmsg"));
             let mut meter = Meter::new(label, interval, args.run.json, args.extra);
             let mut tx = 0;
             while running() {
                 tx += tx_sock.send_copies(&frame, args.port.batch)? as u64;
-                if meter.due() {
+                if meter.due(tx) {
                     meter.line(0, tx, None, 0, 0);
                 }
             }
@@ -280,7 +292,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             while running() {
                 std::thread::sleep(Duration::from_millis(20));
                 rx = counter.dropped()?;
-                if meter.due() {
+                if meter.due(rx) {
                     meter.line(rx, 0, None, 0, 0);
                 }
             }
@@ -312,10 +324,10 @@ fn announce(args: &BenchArgs, header: &str) {
     }
 }
 
-fn probe_frame(iface: &Interface, size: usize) -> Result<Vec<u8>> {
+fn probe_frame(iface: &Interface, size: usize, dst_mac: [u8; 6]) -> Result<Vec<u8>> {
     let addrs = ProbeAddrs {
         src_mac: iface.link_info()?.mac.unwrap_or([2, 0, 0, 0, 0, 1]),
-        dst_mac: [0xff; 6],
+        dst_mac,
         src_ip: [198, 51, 100, 1],
         dst_ip: [198, 51, 100, 2],
     };
@@ -347,7 +359,7 @@ fn rxdrop(
             rx += n as u64;
             port.recycle(&mut frames);
         }
-        if meter.due() {
+        if meter.due(rx) {
             let s = port.statistics().ok();
             meter.line(rx, 0, s, empty, 0);
         }
@@ -363,7 +375,11 @@ fn txpush(
     running: &dyn Fn() -> bool,
 ) -> Result<(u64, u64, u64)> {
     let umem = port.umem().clone();
-    let frame = probe_frame(&Interface::by_name(ifname)?, args.size)?;
+    let frame = probe_frame(
+        &Interface::by_name(ifname)?,
+        args.size,
+        parse_mac(&args.dst_mac)?,
+    )?;
     if frame.len() > umem.config().frame_size as usize {
         bail!("txpush sends single-frame packets: use a packet size up to the frame size");
     }
@@ -388,7 +404,7 @@ fn txpush(
             empty += 1;
         }
         submitted += n as u64;
-        if meter.due() {
+        if meter.due(submitted) {
             let done = submitted - port.tx_in_flight() as u64;
             let s = port.statistics().ok();
             let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
@@ -422,7 +438,7 @@ fn l2fwd(
         }
         rx += n as u64;
         submitted += port.send(&mut frames)? as u64;
-        if meter.due() {
+        if meter.due(rx) {
             let done = submitted - port.tx_in_flight() as u64;
             let s = port.statistics().ok();
             let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());

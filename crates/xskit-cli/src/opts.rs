@@ -39,11 +39,16 @@ pub(crate) struct PortArgs {
     #[arg(short = 'u', long)]
     pub(crate) unaligned: bool,
     /// Frames in the UMEM.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 8192)]
     pub(crate) frames: u32,
-    /// Entries in each ring.
+    /// Entries in the rx, tx and completion rings; the fill ring gets twice as many, as in
+    /// xdpsock, so a burst never finds it empty.
     #[arg(long = "ring-size", default_value_t = 2048)]
     pub(crate) ring_size: u32,
+    /// Frames one transmit system call may send in copy mode (XDP_MAX_TX_SKB_BUDGET, clamped
+    /// to the ring size); 0 keeps the kernel's default of 32.
+    #[arg(long = "tx-budget", value_name = "N", default_value_t = xskit::DEFAULT_TX_SKB_BUDGET)]
+    pub(crate) tx_budget: u32,
 }
 
 impl PortArgs {
@@ -73,10 +78,11 @@ impl PortArgs {
             socket: SocketConfig {
                 rx_size: self.ring_size,
                 tx_size: self.ring_size,
-                fill_size: self.ring_size,
+                fill_size: self.ring_size.saturating_mul(2),
                 completion_size: self.ring_size,
                 need_wakeup: !self.no_need_wakeup,
                 multi_buffer,
+                tx_skb_budget: (self.tx_budget > 0).then_some(self.tx_budget),
                 busy_poll: self.busy_poll.then_some(BusyPoll {
                     timeout_us: 20,
                     budget: self.batch as u32,

@@ -65,7 +65,10 @@ pub use error::{Error, Result};
 pub use interface::Interface;
 pub use port::{Mode, ModeInfo, Port, PortConfig};
 pub use program::{AttachMode, AttachedMode, XdpDropCounter, XdpProgram};
-pub use socket::{BindMode, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts, Statistics};
+pub use socket::{
+    BindMode, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts, Statistics,
+    DEFAULT_TX_SKB_BUDGET,
+};
 pub use sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
 pub use sys::umem::{Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, XDP_PACKET_HEADROOM};
 pub use sys::SyscallError;
