@@ -4,9 +4,9 @@
 #   sudo bash bench/peers.sh            # RUNS=3 SECS=3 by default
 #
 # Pairs, each run interleaved xskit, peer, xskit, peer, ...:
-#   rxdrop  vs testpmd rxonly   (receiver on CPU 1, xskit gen on CPU 0 feeding both)
+#   rxdrop  vs testpmd rxonly   (receiver on CPU 1; xskit gen --engine live on CPU 0 feeds both)
 #   txpush  vs testpmd txonly   (sender on CPU 1)
-#   l2fwd   vs testpmd macswap  (forwarder on CPU 1, xskit gen on CPU 0)
+#   l2fwd   vs testpmd macswap  (forwarder on CPU 1, the same generator)
 # Both sides run in native (DRV) copy mode: testpmd 22.11 cannot choose, and takes native.
 # testpmd gets busy_budget=0, its faster setting on veth. Prints every run, then each
 # xskit/peer ratio with its median and spread (min..max).
@@ -52,7 +52,7 @@ OUT=$(mktemp -d)
 json() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
 gen_start() { # flat-out generator on CPU 0 into xp-b
-    ip netns exec "$A" taskset -c 0 "$XSKIT" gen -i xp-a -m drv --dst-mac "$MAC_B" -d $((SECS + 4)) --json >"$OUT/gen.json" 2>/dev/null &
+    ip netns exec "$A" taskset -c 0 "$XSKIT" gen --engine live -i xp-a --dst-mac "$MAC_B" -d $((SECS + 4)) --json >"$OUT/gen.json" 2>/dev/null &
     GEN=$!
 }
 gen_stop() { kill -INT "$GEN" 2>/dev/null || true; wait "$GEN" 2>/dev/null || true; }

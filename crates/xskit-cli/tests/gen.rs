@@ -210,6 +210,26 @@ fn json_has_every_field() {
     }
 }
 
+/// The live-frames engine sends copies of one probe; a native receiver counts every one intact.
+#[test]
+fn live_frames_engine() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let recv = start_recv(&bed.b, &["-m", "drv", "-n", "20000", "-d", "10"]);
+    let g = gen(
+        &bed.a,
+        &bed.b,
+        &["--engine", "live", "-n", "20000", "-r", "100000"],
+    );
+    assert_eq!(g["tx_packets"], 20000, "{g}");
+    assert_eq!(g["mode"], "live-frames");
+    let r = json_of(recv);
+    assert_eq!(r["valid"], 20000, "every copy arrives intact: {r}");
+    assert_eq!(r["corrupt"], 0);
+}
+
 #[test]
 fn native_attach_with_jumbo_mtu_explains_multi_buffer() {
     if !privileged() {

@@ -64,7 +64,7 @@ mod sys;
 pub use error::{Error, Result};
 pub use interface::Interface;
 pub use port::{Mode, ModeInfo, Port, PortConfig};
-pub use program::{AttachMode, AttachedMode, XdpDropCounter, XdpProgram};
+pub use program::{AttachMode, AttachedMode, LiveFrames, XdpDropCounter, XdpProgram};
 pub use socket::{
     BindMode, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts, Statistics,
     DEFAULT_TX_SKB_BUDGET,

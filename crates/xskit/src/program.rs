@@ -15,6 +15,8 @@ static REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
 static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
+static LIVE_REDIRECT_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
 static REDIRECT_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect_frags.o"));
 
@@ -230,6 +232,73 @@ impl XdpDropCounter {
     /// The mode the program runs in.
     pub fn mode(&self) -> AttachedMode {
         self.mode
+    }
+}
+
+/// A generator that needs no socket: the kernel's live-frames test run sends copies of one
+/// frame out of an interface in a tight loop (several Mpps on one core). The frames are
+/// redirected at the XDP level, so the receiving device must run native XDP, or have GRO on
+/// (veth), or it drops them silently. Nothing is attached to any interface.
+pub struct LiveFrames {
+    ebpf: Ebpf,
+    target: Interface,
+}
+
+impl fmt::Debug for LiveFrames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveFrames")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveFrames {
+    /// Prepares the program that transmits out of `target` (in this thread's namespace).
+    pub fn new(target: &Interface) -> Result<Self> {
+        let index = target.index();
+        let mut ebpf = aya::EbpfLoader::new()
+            .override_global("target_ifindex", &index, true)
+            .load(LIVE_REDIRECT_OBJ)
+            .map_err(|e| program_error("loading", chain(&e)))?;
+        let program: &mut Xdp = ebpf
+            .program_mut("xskit_live_redirect")
+            .ok_or_else(|| Error::Program("the embedded object has no xskit_live_redirect".into()))?
+            .try_into()
+            .map_err(|e| Error::Program(format!("xskit_live_redirect: {e}")))?;
+        program
+            .load()
+            .map_err(|e| program_error("verifying", chain(&e)))?;
+        Ok(LiveFrames {
+            ebpf,
+            target: target.clone(),
+        })
+    }
+
+    /// Transmits `count` copies of `frame`; returns when the kernel is done.
+    pub fn send(&mut self, frame: &[u8], count: u32) -> Result<()> {
+        let program: &mut Xdp = self
+            .ebpf
+            .program_mut("xskit_live_redirect")
+            .ok_or_else(|| Error::Program("xskit_live_redirect is gone".into()))?
+            .try_into()
+            .map_err(|e| Error::Program(format!("xskit_live_redirect: {e}")))?;
+        let fd = program
+            .fd()
+            .map_err(|e| Error::Program(format!("xskit_live_redirect: {e}")))?;
+        crate::sys::bpf::test_run_live(std::os::fd::AsFd::as_fd(fd), frame, count, 64).map_err(|e| match e.errno() {
+            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what: "running the live-frames generator" },
+            Some(libc::EINVAL) => Error::Program(format!(
+                "the kernel refused live frames ({}): it needs Linux 5.18 or later and a frame of 14 to {} bytes",
+                e.source,
+                4096 - 256 - 320
+            )),
+            _ => Error::Syscall(e),
+        })
+    }
+
+    /// The interface frames leave from.
+    pub fn target(&self) -> &Interface {
+        &self.target
     }
 }
 

@@ -5,6 +5,7 @@
 //! route and generic netlink sockets used to query devices.
 
 pub(crate) mod afpacket;
+pub(crate) mod bpf;
 pub(crate) mod mmap;
 pub(crate) mod netlink;
 pub(crate) mod ring;
