@@ -188,22 +188,6 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
         .as_secs_f64();
     let exe = std::env::current_exe()?.to_string_lossy().into_owned();
     let bed = Testbed::new(&TestbedConfig::default()).context("building the testbed")?;
-    // Frames redirected at the XDP level (the live-frames generator) reach a veth that runs
-    // no native program only through its GRO/NAPI path: SKB-mode and AF_PACKET receivers need it.
-    let gro = bed
-        .b
-        .ns
-        .command("ethtool")
-        .args(["-K", &bed.b.ifname, "gro", "on"])
-        .output()
-        .context("running ethtool (install it: apt-get install ethtool)")?;
-    if !gro.status.success() {
-        bail!(
-            "ethtool -K {} gro on failed: {}",
-            bed.b.ifname,
-            String::from_utf8_lossy(&gro.stderr)
-        );
-    }
     let runner = Runner { exe, secs, bed };
     // (kind, mode, size): the plan, interleaved across runs so that drift hits every cell alike.
     let mut plan: Vec<(Kind, &str, usize)> = Vec::new();
