@@ -388,6 +388,124 @@ impl Drop for Testbed {
     }
 }
 
+/// Three hosts in a row, a — m — c, with m routing between 198.51.100.0/24 (a's side) and
+/// 203.0.113.0/24 (c's side): traffic from a to c is forwarded, never delivered to a local
+/// socket on the way. Dropping it removes all three namespaces.
+#[derive(Debug)]
+pub struct Chain {
+    /// The first host, 198.51.100.1, routing everything via m.
+    pub a: Host,
+    /// m's interface towards a, 198.51.100.2.
+    pub m_a: Host,
+    /// m's interface towards c, 203.0.113.1.
+    pub m_c: Host,
+    /// The last host, 203.0.113.2, routing everything via m.
+    pub c: Host,
+}
+
+impl Chain {
+    /// Builds the three namespaces, both links, addresses, routes and forwarding on m.
+    pub fn new() -> io::Result<Chain> {
+        install_signal_cleanup();
+        sweep_stale();
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let mut guard = NsGuard(Vec::new());
+        let mut make = |tag: &str| -> io::Result<Netns> {
+            let ns = Netns {
+                name: format!("{NS_PREFIX}{pid}-{id}-{tag}"),
+            };
+            LIVE.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(ns.name.clone());
+            guard.0.push(ns.name.clone());
+            ip(&["netns", "add", &ns.name])?;
+            ns.run(|| -> io::Result<()> {
+                for scope in ["default", "all"] {
+                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1")?;
+                }
+                Ok(())
+            })??;
+            Ok(ns)
+        };
+        let (ns_a, ns_m, ns_c) = (make("a")?, make("m")?, make("c")?);
+        let host = |ns: &Netns, ifname: &str, ip: Ipv4Addr, last: u8| Host {
+            ns: ns.clone(),
+            ifname: ifname.into(),
+            ip,
+            mac: [0x02, 0x58, 0x53, 0x4b, 0x01, last],
+        };
+        let a = host(&ns_a, "xsk-a", Ipv4Addr::new(198, 51, 100, 1), 1);
+        let m_a = host(&ns_m, "xsk-ma", Ipv4Addr::new(198, 51, 100, 2), 2);
+        let m_c = host(&ns_m, "xsk-mc", Ipv4Addr::new(203, 0, 113, 1), 3);
+        let c = host(&ns_c, "xsk-c", Ipv4Addr::new(203, 0, 113, 2), 4);
+        for (x, y) in [(&a, &m_a), (&m_c, &c)] {
+            ip(&[
+                "link",
+                "add",
+                &x.ifname,
+                "netns",
+                &x.ns.name,
+                "address",
+                &mac_string(&x.mac),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &y.ifname,
+                "netns",
+                &y.ns.name,
+                "address",
+                &mac_string(&y.mac),
+            ])?;
+        }
+        for h in [&a, &m_a, &m_c, &c] {
+            ip(&[
+                "-n",
+                &h.ns.name,
+                "addr",
+                "add",
+                &format!("{}/24", h.ip),
+                "dev",
+                &h.ifname,
+            ])?;
+            ip(&["-n", &h.ns.name, "link", "set", "lo", "up"])?;
+            ip(&["-n", &h.ns.name, "link", "set", &h.ifname, "up"])?;
+        }
+        ip(&[
+            "-n",
+            &a.ns.name,
+            "route",
+            "add",
+            "default",
+            "via",
+            &m_a.ip.to_string(),
+        ])?;
+        ip(&[
+            "-n",
+            &c.ns.name,
+            "route",
+            "add",
+            "default",
+            "via",
+            &m_c.ip.to_string(),
+        ])?;
+        ns_m.run(|| std::fs::write("/proc/sys/net/ipv4/ip_forward", "1"))??;
+        std::mem::take(&mut guard.0);
+        Ok(Chain { a, m_a, m_c, c })
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        drop(NsGuard(vec![
+            self.a.ns.name.clone(),
+            self.m_a.ns.name.clone(),
+            self.c.ns.name.clone(),
+        ]));
+    }
+}
+
 /// Whether this process may build testbeds (it runs as root).
 pub fn have_privileges() -> bool {
     nix::unistd::geteuid().is_root()
@@ -450,6 +568,33 @@ mod tests {
         assert!(
             !exists(&a) && !exists(&b),
             "namespaces removed while unwinding"
+        );
+    }
+
+    #[test]
+    fn chain_forwards_from_a_to_c() {
+        if !have_privileges() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let chain = Chain::new().unwrap();
+        let names = [chain.a.ns.clone(), chain.m_a.ns.clone(), chain.c.ns.clone()];
+        let out = chain
+            .a
+            .ns
+            .command("ping")
+            .args(["-c", "1", "-W", "2", &chain.c.ip.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "a reaches c through m: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        drop(chain);
+        assert!(
+            names.iter().all(|n| !exists(n)),
+            "all three namespaces removed"
         );
     }
 

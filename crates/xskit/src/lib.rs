@@ -60,6 +60,7 @@ mod program;
 mod socket;
 #[allow(unsafe_code)]
 mod sys;
+pub mod zerocopy;
 
 pub use error::{Error, Result};
 pub use interface::Interface;

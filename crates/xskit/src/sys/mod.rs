@@ -13,6 +13,7 @@ pub(crate) mod rings;
 pub(crate) mod testing;
 pub(crate) mod umem;
 pub(crate) mod xsk;
+pub(crate) mod zerocopy;
 
 use std::io;
 
