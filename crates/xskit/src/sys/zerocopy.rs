@@ -90,11 +90,10 @@ pub(crate) fn read_completions(
             let is_recverr = (header.cmsg_level == libc::SOL_IP
                 && header.cmsg_type == libc::IP_RECVERR)
                 || (header.cmsg_level == libc::SOL_IPV6 && header.cmsg_type == libc::IPV6_RECVERR);
-            let needed = std::mem::size_of::<libc::sock_extended_err>();
-            // SAFETY: CMSG_LEN only computes a length.
-            if is_recverr
-                && header.cmsg_len as usize >= unsafe { libc::CMSG_LEN(needed as u32) } as usize
-            {
+            let needed = std::mem::size_of::<libc::sock_extended_err>() as u32;
+            // SAFETY: CMSG_LEN only computes a length from its argument.
+            let min_len = unsafe { libc::CMSG_LEN(needed) } as usize;
+            if is_recverr && header.cmsg_len as usize >= min_len {
                 // SAFETY: the data holds at least a sock_extended_err (length checked above);
                 // read_unaligned because cmsg data has no alignment guarantee for the struct.
                 let ee = unsafe {
