@@ -27,6 +27,8 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+pub use crate::sys::uring_zc::UringZeroCopySender;
+
 use crate::error::{Error, Result};
 use crate::sys::zerocopy::{self as sys_zc, Completion};
 use crate::sys::{xsk, SyscallError};

@@ -221,3 +221,105 @@ fn sockets_without_zero_copy_get_a_clear_error() {
         "{err}"
     );
 }
+
+mod uring {
+    use super::*;
+    use xskit::zerocopy::UringZeroCopySender;
+
+    /// Sends `count` slots of `len` bytes, each filled with `fill(seq)`; returns the hash of
+    /// everything sent and the stats.
+    fn send_all(
+        sender: &mut UringZeroCopySender,
+        count: u64,
+        len: usize,
+    ) -> (u64, xskit::zerocopy::ZeroCopyStats) {
+        let mut hash = std::collections::hash_map::DefaultHasher::new();
+        let mut seq = 0;
+        while seq < count {
+            match sender.take_slot() {
+                Some(idx) => {
+                    let buf = &mut sender.slot_mut(idx)[..len];
+                    fill(buf, seq);
+                    hash.write(buf);
+                    sender.send(idx, len).unwrap();
+                    seq += 1;
+                }
+                None => {
+                    sender.wait().unwrap();
+                }
+            }
+        }
+        sender.flush(Duration::from_secs(10)).unwrap();
+        (hash.finish(), sender.stats().clone())
+    }
+
+    #[test]
+    fn tcp_stream_intact_and_copy_reported() {
+        if !privileged() {
+            return;
+        }
+        let bed = bed(TestbedConfig::default());
+        let addr = SocketAddr::new(bed.b.ip.into(), 9001);
+        let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
+        let receiver = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut hash = std::collections::hash_map::DefaultHasher::new();
+            let mut buf = vec![0u8; BUF];
+            loop {
+                let n = conn.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                hash.write(&buf[..n]);
+            }
+            hash.finish()
+        });
+        let (sent, stats) = bed
+            .a
+            .ns
+            .run(move || {
+                let stream = TcpStream::connect(addr).unwrap();
+                let mut sender =
+                    UringZeroCopySender::new(stream.try_clone().unwrap(), 8, BUF).unwrap();
+                let out = send_all(&mut sender, 300, BUF);
+                drop(sender);
+                stream.shutdown(std::net::Shutdown::Write).unwrap();
+                out
+            })
+            .unwrap();
+        assert_eq!(receiver.join().unwrap(), sent, "the stream arrived intact");
+        assert_eq!(stats.zerocopy_calls, 300);
+        assert_eq!(
+            stats.zerocopy_completions + stats.copied_completions,
+            300,
+            "one notification per send: {stats:?}"
+        );
+        assert!(
+            stats.copied_completions > 0,
+            "local delivery copies: {stats:?}"
+        );
+        assert_eq!(stats.duplicate_completions, 0);
+    }
+
+    #[test]
+    fn udp_forwarded_then_dropped_is_zero_copy() {
+        if !privileged() {
+            return;
+        }
+        let (chain, sink) = chain_with_sink();
+        let dst = SocketAddr::new(chain.c.ip.into(), 9);
+        let stats = chain
+            .a
+            .ns
+            .run(move || {
+                let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
+                socket.connect(dst).unwrap();
+                let mut sender = UringZeroCopySender::new(socket, 16, 1400).unwrap();
+                send_all(&mut sender, 300, 1400).1
+            })
+            .unwrap();
+        assert_eq!(stats.zerocopy_completions, 300, "{stats:?}");
+        assert_eq!(stats.copied_completions, 0, "{stats:?}");
+        assert!(sink.dropped().unwrap() >= 300);
+    }
+}

@@ -12,6 +12,7 @@ pub(crate) mod ring;
 pub(crate) mod rings;
 pub(crate) mod testing;
 pub(crate) mod umem;
+pub(crate) mod uring_zc;
 pub(crate) mod xsk;
 pub(crate) mod zerocopy;
 

@@ -1,0 +1,257 @@
+//! io_uring SEND_ZC with registered buffers: each send completes twice, first with its result
+//! (flagged MORE), then with a notification (flagged NOTIF) once the kernel has let go of the
+//! pages; with IORING_SEND_ZC_REPORT_USAGE the notification says whether it copied after all.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, types, IoUring};
+
+use crate::error::{Error, Result};
+use crate::sys::SyscallError;
+use crate::zerocopy::ZeroCopyStats;
+
+const REPORT_USAGE: u16 = 1 << 3; // IORING_SEND_ZC_REPORT_USAGE
+const USAGE_COPIED: i32 = i32::MIN; // IORING_NOTIF_USAGE_ZC_COPIED (bit 31 of res)
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    busy: bool,
+    send_done: bool,
+    notif_done: bool,
+    len: u32,
+    sent_at: Option<Instant>,
+}
+
+/// A socket sending from registered buffers with io_uring SEND_ZC.
+///
+/// Buffers are slots of one region registered with the ring: take a free slot, write into
+/// it, send it, and it becomes free again only after both of its completions have arrived.
+pub struct UringZeroCopySender {
+    ring: IoUring,
+    fd: OwnedFd,
+    region: Box<[u8]>,
+    slot_size: usize,
+    slots: Vec<Slot>,
+    free: Vec<u16>,
+    stats: ZeroCopyStats,
+}
+
+impl std::fmt::Debug for UringZeroCopySender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringZeroCopySender")
+            .field("slots", &self.slots.len())
+            .field("free", &self.free.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn uring_error(call: &'static str, source: std::io::Error) -> Error {
+    match source.raw_os_error() {
+        Some(libc::ENOSYS) => Error::InvalidConfig(format!("{call}: io_uring is not available (kernel too old or disabled by sysctl kernel.io_uring_disabled)")),
+        Some(libc::EPERM) => Error::NotPermitted { what: "setting up io_uring" },
+        Some(libc::ENOMEM) => Error::InvalidConfig(format!(
+            "{call}: the kernel could not pin the registered buffers (ENOMEM): they count against RLIMIT_MEMLOCK; use fewer or smaller slots, or raise the limit"
+        )),
+        _ => Error::Syscall(SyscallError { call, source }),
+    }
+}
+
+impl UringZeroCopySender {
+    /// Takes a connected TCP or UDP socket and registers `slots` buffers of `slot_size` bytes.
+    pub fn new(socket: impl Into<OwnedFd>, slots: u16, slot_size: usize) -> Result<Self> {
+        if slots == 0 || slot_size == 0 || slot_size > u32::MAX as usize {
+            return Err(Error::InvalidConfig(
+                "io_uring sender needs at least one slot of at least one byte".into(),
+            ));
+        }
+        let ring = IoUring::new(u32::from(slots).next_power_of_two().max(8) * 2)
+            .map_err(|e| uring_error("io_uring_setup", e))?;
+        let mut region = vec![0u8; usize::from(slots) * slot_size].into_boxed_slice();
+        let iovecs: Vec<libc::iovec> = region
+            .chunks_mut(slot_size)
+            .map(|c| libc::iovec {
+                iov_base: c.as_mut_ptr().cast(),
+                iov_len: c.len(),
+            })
+            .collect();
+        // SAFETY: every iovec points into `region`, which is owned by the sender, never
+        // reallocated, and outlives the ring (the ring is dropped first, unregistering them).
+        unsafe { ring.submitter().register_buffers(&iovecs) }
+            .map_err(|e| uring_error("io_uring register_buffers", e))?;
+        Ok(UringZeroCopySender {
+            ring,
+            fd: socket.into(),
+            region,
+            slot_size,
+            slots: vec![Slot::default(); usize::from(slots)],
+            free: (0..slots).rev().collect(),
+            stats: ZeroCopyStats::default(),
+        })
+    }
+
+    /// What the sender did so far (`zerocopy_calls` counts SEND_ZC operations).
+    pub fn stats(&self) -> &ZeroCopyStats {
+        &self.stats
+    }
+
+    /// Bytes per slot.
+    pub fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    /// A free slot to write into, if any.
+    pub fn take_slot(&mut self) -> Option<u16> {
+        let idx = self.free.pop()?;
+        self.slots[usize::from(idx)] = Slot {
+            busy: true,
+            ..Slot::default()
+        };
+        Some(idx)
+    }
+
+    /// The bytes of a slot taken with [`UringZeroCopySender::take_slot`] and not yet sent.
+    pub fn slot_mut(&mut self, idx: u16) -> &mut [u8] {
+        let i = usize::from(idx);
+        if self
+            .slots
+            .get(i)
+            .is_some_and(|s| s.busy && s.sent_at.is_none())
+        {
+            &mut self.region[i * self.slot_size..(i + 1) * self.slot_size]
+        } else {
+            &mut []
+        }
+    }
+
+    /// Sends the first `len` bytes of slot `idx` (all of them, retried by the kernel for TCP).
+    pub fn send(&mut self, idx: u16, len: usize) -> Result<()> {
+        let i = usize::from(idx);
+        let slot = self
+            .slots
+            .get_mut(i)
+            .filter(|s| s.busy && s.sent_at.is_none());
+        let Some(slot) = slot else {
+            return Err(Error::InvalidConfig(format!(
+                "slot {idx} is not taken, or already sent"
+            )));
+        };
+        let len = len.min(self.slot_size);
+        slot.len = len as u32;
+        slot.sent_at = Some(Instant::now());
+        let ptr = self.region[i * self.slot_size..].as_ptr();
+        let sqe = opcode::SendZc::new(types::Fd(self.fd.as_raw_fd()), ptr, len as u32)
+            .buf_index(Some(idx))
+            .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
+            .zc_flags(REPORT_USAGE)
+            .build()
+            .user_data(u64::from(idx));
+        loop {
+            // SAFETY: the buffer lies in the registered region, which stays valid and unwritten
+            // (slot_mut refuses a sent slot) until both completions free the slot.
+            if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+                break;
+            }
+            self.ring
+                .submit()
+                .map_err(|e| uring_error("io_uring_enter", e))?;
+            self.process()?;
+        }
+        self.ring
+            .submit()
+            .map_err(|e| uring_error("io_uring_enter", e))?;
+        self.stats.zerocopy_calls += 1;
+        self.stats.buffers += 1;
+        self.stats.bytes += len as u64;
+        Ok(())
+    }
+
+    fn process(&mut self) -> Result<()> {
+        let mut first_error = None;
+        for cqe in self.ring.completion() {
+            let idx = cqe.user_data() as usize;
+            let Some(slot) = self.slots.get_mut(idx).filter(|s| s.busy) else {
+                self.stats.duplicate_completions += 1;
+                continue;
+            };
+            if cqueue::notif(cqe.flags()) {
+                if slot.notif_done {
+                    self.stats.duplicate_completions += 1;
+                }
+                slot.notif_done = true;
+                if cqe.result() & USAGE_COPIED != 0 {
+                    self.stats.copied_completions += 1;
+                } else {
+                    self.stats.zerocopy_completions += 1;
+                }
+            } else {
+                if slot.send_done {
+                    self.stats.duplicate_completions += 1;
+                }
+                slot.send_done = true;
+                if cqe.result() < 0 && first_error.is_none() {
+                    first_error = Some(std::io::Error::from_raw_os_error(-cqe.result()));
+                }
+                // Without MORE no notification will follow (the send failed before pinning).
+                if !cqueue::more(cqe.flags()) {
+                    slot.notif_done = true;
+                }
+            }
+            if slot.send_done && slot.notif_done {
+                if let Some(t) = slot.sent_at {
+                    let ns = t.elapsed().as_nanos() as u64;
+                    self.stats.notify_latency_sum_ns += ns;
+                    self.stats.notify_latency_max_ns = self.stats.notify_latency_max_ns.max(ns);
+                }
+                *slot = Slot::default();
+                self.free.push(idx as u16);
+            }
+        }
+        match first_error {
+            Some(e) => Err(Error::Syscall(SyscallError {
+                call: "io_uring SEND_ZC",
+                source: e,
+            })),
+            None => Ok(()),
+        }
+    }
+
+    /// Settles every completion that has arrived; returns the number of free slots.
+    pub fn reap(&mut self) -> Result<usize> {
+        self.process()?;
+        Ok(self.free.len())
+    }
+
+    /// Waits for at least one completion, then settles them.
+    pub fn wait(&mut self) -> Result<usize> {
+        if self.free.len() < self.slots.len() {
+            self.ring
+                .submit_and_wait(1)
+                .map_err(|e| uring_error("io_uring_enter", e))?;
+        }
+        self.reap()
+    }
+
+    /// Waits up to `timeout` until every slot is free.
+    pub fn flush(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while self.free.len() < self.slots.len() {
+            if Instant::now() > deadline {
+                return Err(Error::Syscall(SyscallError {
+                    call: "waiting for SEND_ZC notifications",
+                    source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+                }));
+            }
+            let ts = types::Timespec::new().nsec(10_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
+                Err(e) => return Err(uring_error("io_uring_enter", e)),
+            }
+            self.process()?;
+        }
+        Ok(())
+    }
+}
