@@ -9,6 +9,7 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
     ("xsk_redirect", "xsk_redirect", &[]),
     ("xsk_redirect_frags", "xsk_redirect", &["-DXSKIT_FRAGS"]),
     ("xdp_count_drop", "xdp_count_drop", &[]),
+    ("xdp_count_drop_frags", "xdp_count_drop", &["-DXSKIT_FRAGS"]),
     ("xdp_live_redirect", "xdp_live_redirect", &[]),
 ];
 

@@ -285,7 +285,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
                 Mode::Drv | Mode::ZeroCopy => AttachMode::Drv,
                 Mode::Auto => AttachMode::Auto,
             };
-            let counter = XdpDropCounter::attach(&iface, attach)?;
+            let counter = XdpDropCounter::attach(&iface, attach, false)?;
             announce(args, &format!("{label} {}", counter.mode()));
             let mut meter = Meter::new(label, interval, args.run.json, args.extra);
             let mut rx = 0;

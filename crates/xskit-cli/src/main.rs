@@ -16,6 +16,7 @@ mod gen;
 mod info;
 mod opts;
 mod recv;
+mod zcsend;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +41,9 @@ enum Command {
     /// Benchmarks: rxdrop, txpush, l2fwd (and AF_PACKET / XDP_DROP baselines) on -i IFACE;
     /// without -i, all of them on a testbed, as a table.
     Bench(bench::BenchArgs),
+    /// Zero-copy sends on TCP/UDP sockets (MSG_ZEROCOPY or io_uring SEND_ZC); --table for
+    /// seed 001's CPU comparison.
+    Zcsend(zcsend::ZcArgs),
 }
 
 fn main() {
@@ -50,6 +54,7 @@ fn main() {
         Command::Gen(args) => gen::run(&args),
         Command::Recv(args) => recv::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Zcsend(args) => zcsend::run(&args),
     };
     match result {
         Ok(0) => {}

@@ -406,6 +406,11 @@ pub struct Chain {
 impl Chain {
     /// Builds the three namespaces, both links, addresses, routes and forwarding on m.
     pub fn new() -> io::Result<Chain> {
+        Chain::with_mtu(None)
+    }
+
+    /// As [`Chain::new`], with every link's MTU set (up to 65535 on veth).
+    pub fn with_mtu(mtu: Option<u32>) -> io::Result<Chain> {
         install_signal_cleanup();
         sweep_stale();
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -460,6 +465,17 @@ impl Chain {
             ])?;
         }
         for h in [&a, &m_a, &m_c, &c] {
+            if let Some(mtu) = mtu {
+                ip(&[
+                    "-n",
+                    &h.ns.name,
+                    "link",
+                    "set",
+                    &h.ifname,
+                    "mtu",
+                    &mtu.to_string(),
+                ])?;
+            }
             ip(&[
                 "-n",
                 &h.ns.name,

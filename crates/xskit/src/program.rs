@@ -13,6 +13,8 @@ use crate::socket::Socket;
 
 static REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
+static COUNT_DROP_FRAGS_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop_frags.o"));
 static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
 static LIVE_REDIRECT_OBJ: &[u8] =
@@ -204,9 +206,15 @@ impl fmt::Debug for XdpDropCounter {
 }
 
 impl XdpDropCounter {
-    /// Attaches the counting drop program to `iface`.
-    pub fn attach(iface: &Interface, mode: AttachMode) -> Result<Self> {
-        let mut attached = attach_object(iface, COUNT_DROP_OBJ, "xskit_count_drop", mode, false)?;
+    /// Attaches the counting drop program to `iface`; with `multi_buffer`, the `xdp.frags`
+    /// variant, which native XDP needs on links with an MTU above a page.
+    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+        let (obj, name) = if multi_buffer {
+            (COUNT_DROP_FRAGS_OBJ, "xskit_count_drop_frags")
+        } else {
+            (COUNT_DROP_OBJ, "xskit_count_drop")
+        };
+        let mut attached = attach_object(iface, obj, name, mode, multi_buffer)?;
         let counts = attached
             .ebpf
             .take_map("drop_count")

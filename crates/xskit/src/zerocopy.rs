@@ -275,6 +275,11 @@ impl ZeroCopySender {
         Ok(n)
     }
 
+    /// Corks or uncorks a UDP socket: while corked, sends build one datagram, sent on uncork.
+    pub fn set_cork(&mut self, on: bool) -> Result<()> {
+        Ok(sys_zc::set_udp_cork(self.fd.as_fd(), on)?)
+    }
+
     /// Waits up to `timeout` for every buffer to be released, moving them into `out`.
     pub fn flush(&mut self, timeout: Duration, out: &mut Vec<Vec<u8>>) -> Result<()> {
         let deadline = Instant::now() + timeout;

@@ -123,7 +123,7 @@ fn chain_with_sink() -> (Chain, XdpDropCounter) {
     let sink = chain
         .c
         .ns
-        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, AttachMode::Drv))
+        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, AttachMode::Drv, false))
         .unwrap()
         .unwrap();
     (chain, sink)

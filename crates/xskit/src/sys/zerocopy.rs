@@ -115,3 +115,19 @@ pub(crate) fn read_completions(
         }
     }
 }
+
+/// Turns UDP_CORK on or off: while corked, sends accumulate into one datagram.
+pub(crate) fn set_udp_cork(fd: BorrowedFd<'_>, on: bool) -> Result<(), SyscallError> {
+    let v: libc::c_int = on.into();
+    // SAFETY: `v` is a live c_int of the size passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_UDP,
+            libc::UDP_CORK,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, "setsockopt(UDP_CORK)").map(drop)
+}
