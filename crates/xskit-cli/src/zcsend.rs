@@ -175,8 +175,7 @@ fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
     };
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
-    let stats: ZeroCopyStats;
-    if args.uring && zerocopy {
+    let stats: ZeroCopyStats = if args.uring && zerocopy {
         let fd: std::os::fd::OwnedFd = match (&tcp, &udp) {
             (Some(t), _) => t.try_clone()?.into(),
             (_, Some(u)) => u.try_clone()?.into(),
@@ -197,7 +196,7 @@ fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
             }
         }
         sender.flush(Duration::from_secs(10))?;
-        stats = sender.stats().clone();
+        sender.stats().clone()
     } else {
         let fd: std::os::fd::OwnedFd = match (&tcp, &udp) {
             (Some(t), _) => t.try_clone()?.into(),
@@ -220,7 +219,7 @@ fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
                 continue;
             };
             fill(&mut buf, seq);
-            let corked = args.cork && seq % 4 == 0;
+            let corked = args.cork && seq.is_multiple_of(4);
             if corked {
                 sender.set_cork(true)?;
             }
@@ -234,8 +233,8 @@ fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
             sender.set_cork(false)?;
         }
         sender.flush(Duration::from_secs(10), &mut free)?;
-        stats = sender.stats().clone();
-    }
+        sender.stats().clone()
+    };
     let secs = start.elapsed().as_secs_f64();
     let cpu = (process_cpu_ns() - cpu_start) as f64 / 1e9;
     if let Some(t) = tcp {
@@ -370,7 +369,9 @@ fn table(args: &ZcArgs) -> Result<i32> {
     }
     let secs = args.duration.clamp(0.2, 60.0);
     let sizes = [4096usize, 16384, 65536, 262144, 1 << 20];
-    let mut rows: Vec<(String, usize, Option<(f64, f64, bool)>)> = Vec::new();
+    // (path, write size, (copy s/GB, zero-copy s/GB, COPIED reported) or None if impossible)
+    type Row = (&'static str, usize, Option<(f64, f64, bool)>);
+    let mut rows: Vec<Row> = Vec::new();
 
     // Path 1: UDP from a, routed by m, dropped by XDP on c: no local delivery, no copy. The
     // links carry 64K datagrams whole: IP fragmentation would copy the pages (and say COPIED).
@@ -393,14 +394,14 @@ fn table(args: &ZcArgs) -> Result<i32> {
         .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, AttachMode::Drv, true))??;
     for size in sizes {
         if size > 65536 {
-            rows.push(("udp, forwarded, XDP drop".into(), size, None));
+            rows.push(("udp, forwarded, XDP drop", size, None));
             continue;
         }
         let datagram = size.min(65507);
         let copy = sender_run(&chain.a, "udp", chain.c.ip.into(), datagram, false, secs)?;
         let zc = sender_run(&chain.a, "udp", chain.c.ip.into(), datagram, true, secs)?;
         rows.push((
-            "udp, forwarded, XDP drop".into(),
+            "udp, forwarded, XDP drop",
             size,
             Some((
                 copy["cpu_s_per_gb"].as_f64().unwrap_or(0.0),
@@ -454,7 +455,7 @@ fn table(args: &ZcArgs) -> Result<i32> {
             }
         }
         rows.push((
-            "tcp, local delivery".into(),
+            "tcp, local delivery",
             size,
             Some((cells[0], cells[1], copied)),
         ));
