@@ -109,6 +109,21 @@ impl std::fmt::Debug for ZeroCopySender {
     }
 }
 
+/// Without CAP_IPC_LOCK, pinned pages also count against RLIMIT_MEMLOCK, which fails the same
+/// way; say so when that may be the cause.
+fn memlock_hint() -> String {
+    if crate::sys::geteuid() == 0 {
+        return String::new();
+    }
+    match crate::sys::memlock_limit() {
+        Some(limit) => format!(
+            ". Not running as root, the pinned pages are also charged to RLIMIT_MEMLOCK ({limit} bytes): \
+             raise it (ulimit -l) or grant CAP_IPC_LOCK"
+        ),
+        None => String::new(),
+    }
+}
+
 /// True if `id` lies in the wrapping range `lo..=hi`.
 fn in_range(id: u32, lo: u32, hi: u32) -> bool {
     id.wrapping_sub(lo) <= hi.wrapping_sub(lo)
@@ -179,12 +194,12 @@ impl ZeroCopySender {
                     self.stats.backpressure_waits += 1;
                     waits += 1;
                     if waits > 200 {
-                        return Err(Error::InvalidConfig(
+                        return Err(Error::InvalidConfig(format!(
                             "MSG_ZEROCOPY sends keep failing with ENOBUFS: the socket's option memory \
                              (sysctl net.core.optmem_max) is full of unreleased sends; raise it or send \
-                             fewer, larger buffers"
-                                .into(),
-                        ));
+                             fewer, larger buffers{}",
+                            memlock_hint()
+                        )));
                     }
                     self.wait_for_completions(Duration::from_millis(10))?;
                 }
