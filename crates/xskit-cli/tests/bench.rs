@@ -1,67 +1,15 @@
 //! `xskit bench` end to end: every benchmark on a testbed interface, l2fwd's MAC swap, the JSON
 //! fields, and the testbed table.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+mod common;
+
+use common::*;
+
 use std::time::{Duration, Instant};
 
 use xskit::probe::{self, ProbeAddrs};
 use xskit::{Mode, Port, PortConfig};
-use xskit_testbed::{Host, Testbed, TestbedConfig};
-
-const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
-
-fn privileged() -> bool {
-    if xskit_testbed::have_privileges() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
-        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
-    );
-    eprintln!("skipped: needs root");
-    false
-}
-
-/// Starts `xskit ARGS --json` in `host`'s namespace and waits for its header (port open).
-fn start(host: &Host, args: &[&str]) -> Child {
-    let mut child = host
-        .ns
-        .command(XSKIT)
-        .args(args)
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut header = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut header)
-        .unwrap();
-    assert!(
-        !header.starts_with("xskit:") && !header.is_empty(),
-        "{args:?}: {header}"
-    );
-    child
-}
-
-fn json_of(child: Child) -> serde_json::Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
-}
-
-fn mac(h: &Host) -> String {
-    h.mac
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
+use xskit_testbed::{Testbed, TestbedConfig};
 
 const FIELDS: [&str; 16] = [
     "bench",
@@ -104,7 +52,17 @@ fn every_benchmark_runs_and_reports_json() {
         };
         let bench = start(
             host,
-            &["bench", kind, "-i", &host.ifname, "-m", mode, "-d", "1"],
+            &[
+                "bench",
+                kind,
+                "-i",
+                &host.ifname,
+                "-m",
+                mode,
+                "-d",
+                "1",
+                "--json",
+            ],
         );
         let generator = receives.then(|| {
             start(
@@ -121,6 +79,7 @@ fn every_benchmark_runs_and_reports_json() {
                     "200000",
                     "-d",
                     "1.5",
+                    "--json",
                 ],
             )
         });
@@ -161,6 +120,7 @@ fn l2fwd_returns_every_frame_with_macs_swapped() {
             "drv",
             "-d",
             "4",
+            "--json",
         ],
     );
     let ifname = bed.a.ifname.clone();

@@ -1,23 +1,13 @@
 //! The `xskit` binary end to end.
 
+mod common;
+
+use common::*;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use xskit_testbed::{Testbed, TestbedConfig};
-
-const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
-
-fn privileged() -> bool {
-    if xskit_testbed::have_privileges() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
-        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
-    );
-    eprintln!("skipped: needs root");
-    false
-}
 
 fn namespaces_of(pid: u32) -> Vec<String> {
     let prefix = format!("xskit-{pid}-");

@@ -1,62 +1,19 @@
 //! `xskit gen` to `xskit recv` across a testbed: exact counts, order, intact payloads and
 //! checksums, the rate limit, and the JSON output.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use common::*;
+
+use std::process::{Child, Command};
 
 use xskit_testbed::{Host, Testbed, TestbedConfig};
 
-const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
-
-fn privileged() -> bool {
-    if xskit_testbed::have_privileges() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
-        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
-    );
-    eprintln!("skipped: needs root");
-    false
-}
-
-fn mac(h: &Host) -> String {
-    h.mac
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// Starts `xskit recv --json` on `host` and waits until its port is open.
 fn start_recv(host: &Host, extra: &[&str]) -> Child {
-    let mut child = host
-        .ns
-        .command(XSKIT)
-        .args(["recv", "-i", &host.ifname, "--json"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut header = String::new();
-    stderr.read_line(&mut header).unwrap();
-    assert!(
-        header.contains(" recv "),
-        "receiver did not start: {header}"
-    );
-    child
-}
-
-fn json_of(child: Child) -> serde_json::Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+    let mut args = vec!["recv", "-i", &host.ifname, "--json"];
+    args.extend_from_slice(extra);
+    start(host, &args)
 }
 
 fn gen(host: &Host, to: &Host, args: &[&str]) -> serde_json::Value {

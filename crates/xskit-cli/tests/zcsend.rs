@@ -1,23 +1,13 @@
 //! `xskit zcsend` end to end.
 
+mod common;
+
+use common::*;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use xskit_testbed::{Testbed, TestbedConfig};
-
-const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
-
-fn privileged() -> bool {
-    if xskit_testbed::have_privileges() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
-        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
-    );
-    eprintln!("skipped: needs root");
-    false
-}
 
 /// A TCP receiver in b and a sender in a: every byte arrives; the kernel's copy on local
 /// delivery is reported and zero-copy switched off; the same over io_uring.

@@ -527,6 +527,21 @@ pub fn have_privileges() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// For tests that need a testbed: true if they may run. Without root they skip with a message,
+/// unless XSKIT_REQUIRE_PRIVILEGES is set (as in CI), where a skip would hide a failure, so
+/// this panics instead.
+pub fn privileged_or_skip() -> bool {
+    if have_privileges() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_none(),
+        "XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root"
+    );
+    eprintln!("skipped: testbed tests need root");
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

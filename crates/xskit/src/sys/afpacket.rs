@@ -62,23 +62,13 @@ fn bind(fd: &OwnedFd, ifindex: u32) -> Result<(), SyscallError> {
     cvt(ret, "bind(AF_PACKET)").map(drop)
 }
 
-fn setsockopt<T>(
+fn packet_opt<T>(
     fd: &OwnedFd,
     name: libc::c_int,
     value: &T,
     call: &'static str,
 ) -> Result<(), SyscallError> {
-    // SAFETY: value points to a live T of the size passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            SOL_PACKET,
-            name,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, call).map(drop)
+    super::setsockopt(std::os::fd::AsFd::as_fd(fd), SOL_PACKET, name, value, call)
 }
 
 /// A TPACKET_V3 receive ring bound to one interface: 64 blocks of 1 MiB.
@@ -93,7 +83,7 @@ impl PacketRxRing {
     /// Opens the ring on the interface with index `ifindex` (in this thread's namespace).
     pub fn open(ifindex: u32) -> Result<Self, SyscallError> {
         let fd = packet_socket()?;
-        setsockopt(
+        packet_opt(
             &fd,
             PACKET_VERSION,
             &TPACKET_V3,
@@ -110,7 +100,7 @@ impl PacketRxRing {
             0,
             0,
         ];
-        setsockopt(&fd, PACKET_RX_RING, &req, "setsockopt(PACKET_RX_RING)")?;
+        packet_opt(&fd, PACKET_RX_RING, &req, "setsockopt(PACKET_RX_RING)")?;
         let map = Mmap::shared(
             std::os::fd::AsFd::as_fd(&fd),
             (BLOCK_SIZE * BLOCK_NR) as usize,
@@ -201,7 +191,7 @@ impl PacketTx {
     pub fn open(ifindex: u32) -> Result<Self, SyscallError> {
         let fd = packet_socket()?;
         let one: libc::c_int = 1;
-        setsockopt(
+        packet_opt(
             &fd,
             PACKET_QDISC_BYPASS,
             &one,

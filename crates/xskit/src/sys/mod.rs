@@ -52,6 +52,28 @@ pub(crate) fn cvt(ret: libc::c_int, call: &'static str) -> Result<libc::c_int, S
     }
 }
 
+/// Sets a socket option from a plain value.
+pub(crate) fn setsockopt<T>(
+    fd: std::os::fd::BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+    call: &'static str,
+) -> Result<(), SyscallError> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: value points to a live T of the size passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    cvt(ret, call).map(drop)
+}
+
 /// The index of the interface called `name` in the calling thread's network namespace.
 pub(crate) fn if_nametoindex(name: &str) -> Option<u32> {
     let c_name = std::ffi::CString::new(name).ok()?;

@@ -3,7 +3,7 @@
 use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use super::{cvt, SyscallError};
+use super::{cvt, setsockopt, SyscallError};
 
 /// `XDP_MAX_TX_SKB_BUDGET` from `if_xdp.h` (Linux 6.16), not yet in the libc crate.
 pub(crate) const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
@@ -20,26 +20,6 @@ pub(crate) fn socket() -> Result<OwnedFd, SyscallError> {
     )?;
     // SAFETY: fd is a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn setsockopt<T>(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-    call: &'static str,
-) -> Result<(), SyscallError> {
-    // SAFETY: value points to a live T of the size passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    cvt(ret, call).map(drop)
 }
 
 /// Reads a socket option into a zeroed `T`; returns it and the length the kernel wrote.

@@ -7,18 +7,7 @@ use xskit::probe::{self, ProbeAddrs, ReceiveOptions, ReceiveReport, SendOptions}
 use xskit::{Port, PortConfig};
 use xskit_testbed::{Host, Testbed, TestbedConfig};
 
-/// True if the test may run. Without root it skips with a message, unless
-/// XSKIT_REQUIRE_PRIVILEGES is set (as in CI), where a skip would hide a failure.
-pub fn privileged() -> bool {
-    if xskit_testbed::have_privileges() {
-        return true;
-    }
-    if std::env::var_os("XSKIT_REQUIRE_PRIVILEGES").is_some() {
-        panic!("XSKIT_REQUIRE_PRIVILEGES is set but the tests do not run as root");
-    }
-    eprintln!("skipped: AF_XDP testbed tests need root");
-    false
-}
+pub use xskit_testbed::privileged_or_skip as privileged;
 
 pub fn bed(config: TestbedConfig) -> Testbed {
     Testbed::new(&config).expect("building the testbed")
