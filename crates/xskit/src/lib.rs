@@ -54,6 +54,7 @@ pub mod testing {
 mod error;
 mod interface;
 pub mod netlink;
+pub mod pipeline;
 mod port;
 pub mod probe;
 mod program;
