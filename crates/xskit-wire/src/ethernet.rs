@@ -66,7 +66,42 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 }
 
+/// A frame's payload once its VLAN tags are followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Untagged<'a> {
+    /// The EtherType of the payload.
+    pub ethertype: EtherType,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// VLAN ids, outermost first.
+    pub vids: [Option<u16>; 2],
+}
+
 impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
+    /// Follows up to two VLAN tags (802.1ad outer, 802.1Q inner).
+    pub fn untagged(&self) -> Result<Untagged<'a>> {
+        let mut ethertype = self.ethertype();
+        let mut rest = self.payload();
+        let mut vids = [None; 2];
+        for vid in vids.iter_mut() {
+            if !matches!(ethertype, EtherType::Vlan | EtherType::QinQ) {
+                break;
+            }
+            let tag = crate::vlan::Tag::new_checked(rest)?;
+            *vid = Some(tag.vid());
+            ethertype = tag.ethertype();
+            rest = tag.payload();
+        }
+        if matches!(ethertype, EtherType::Vlan | EtherType::QinQ) {
+            return Err(Error);
+        }
+        Ok(Untagged {
+            ethertype,
+            payload: rest,
+            vids,
+        })
+    }
+
     /// The bytes after the header.
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[field::PAYLOAD]
@@ -134,6 +169,32 @@ mod tests {
         assert_eq!(f.dst_addr(), [2, 0, 0, 0, 0, 1]);
         assert_eq!(EtherType::from(0x1234), EtherType::Unknown(0x1234));
         assert_eq!(u16::from(EtherType::Unknown(0x1234)), 0x1234);
+    }
+
+    #[test]
+    fn stacked_tags() {
+        let mut buf = [0u8; 26];
+        let mut f = Frame::new_unchecked(&mut buf[..]);
+        f.set_ethertype(EtherType::QinQ);
+        let mut outer = crate::vlan::Tag::new_unchecked(f.payload_mut());
+        outer.set_tci(0, 100);
+        outer.set_ethertype(EtherType::Vlan);
+        let mut inner = crate::vlan::Tag::new_unchecked(outer.payload_mut());
+        inner.set_tci(0, 200);
+        inner.set_ethertype(EtherType::Ipv4);
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        let (t, payload, vids) = f.untagged().unwrap();
+        assert_eq!(
+            (t, payload.len(), vids),
+            (EtherType::Ipv4, 4, [Some(100), Some(200)])
+        );
+        // A third tag is not followed.
+        let mut three = buf;
+        three[20..22].copy_from_slice(&0x8100u16.to_be_bytes());
+        assert_eq!(
+            Frame::new_checked(&three[..]).unwrap().untagged(),
+            Err(Error)
+        );
     }
 
     #[test]

@@ -88,7 +88,47 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+/// IPv6 extension headers that [`Packet::upper_layer`] walks through.
+pub mod ext {
+    /// Hop-by-hop options.
+    pub const HOP_BY_HOP: u8 = 0;
+    /// Routing.
+    pub const ROUTING: u8 = 43;
+    /// Fragment.
+    pub const FRAGMENT: u8 = 44;
+    /// Authentication header.
+    pub const AUTH: u8 = 51;
+    /// Destination options.
+    pub const DEST_OPTS: u8 = 60;
+}
+
+/// At most this many extension headers are walked before a packet counts as malformed.
+pub const MAX_EXT_HEADERS: usize = 8;
+
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// The upper-layer protocol and its bytes, after walking the extension headers (hop-by-hop,
+    /// routing, fragment, destination options, AH). Errors on truncated or too many headers.
+    pub fn upper_layer(&self) -> Result<(u8, &'a [u8])> {
+        let mut next = self.next_header();
+        let mut rest = self.payload();
+        for _ in 0..=MAX_EXT_HEADERS {
+            let len = match next {
+                ext::HOP_BY_HOP | ext::ROUTING | ext::DEST_OPTS => {
+                    usize::from(*rest.get(1).ok_or(Error)?) * 8 + 8
+                }
+                ext::FRAGMENT => 8,
+                ext::AUTH => usize::from(*rest.get(1).ok_or(Error)?) * 4 + 8,
+                proto => return Ok((proto, rest)),
+            };
+            if rest.len() < len {
+                return Err(Error);
+            }
+            next = rest[0];
+            rest = &rest[len..];
+        }
+        Err(Error)
+    }
+
     /// The payload, as far as the payload length says (after `check_len`).
     pub fn payload(&self) -> &'a [u8] {
         let b = self.buffer.as_ref();
@@ -152,6 +192,25 @@ mod tests {
         assert_eq!(p.flow_label(), 0xabcde);
         assert_eq!(p.payload().len(), 8);
         assert_eq!(p.dst_addr(), dst);
+    }
+
+    #[test]
+    fn extension_headers_are_walked() {
+        let mut buf = [0u8; 40 + 8 + 8 + 8];
+        // hop-by-hop (8 bytes) -> fragment (8 bytes) -> UDP
+        Packet::new_unchecked(&mut buf[..]).init(24, ext::HOP_BY_HOP, [0; 16], [0; 16], 0);
+        buf[40] = ext::FRAGMENT;
+        buf[41] = 0;
+        buf[48] = 17;
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        let (proto, upper) = p.upper_layer().unwrap();
+        assert_eq!((proto, upper.len()), (17, 8));
+        // A hop-by-hop header claiming more than there is.
+        buf[41] = 9;
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().upper_layer(),
+            Err(Error)
+        );
     }
 
     #[test]

@@ -27,10 +27,13 @@
 #![no_std]
 #![deny(unsafe_code)]
 
+pub mod arp;
 pub mod checksum;
 pub mod ethernet;
+pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod tcp;
 pub mod udp;
 pub mod vlan;
 
@@ -134,6 +137,21 @@ mod tests {
             }
             if let Ok(p) = udp::Packet::new_checked(&data[..]) {
                 let _ = (p.payload(), p.verify_checksum(0), p.is_empty());
+            }
+            if let Ok(p) = tcp::Packet::new_checked(&data[..]) {
+                let _ = (p.options(), p.payload(), p.verify_checksum(0), p.flags(), p.seq(), p.ack());
+            }
+            if let Ok(p) = arp::Packet::new_checked(&data[..]) {
+                let _ = (p.operation(), p.sender_mac(), p.sender_ip(), p.target_mac(), p.target_ip());
+            }
+            if let Ok(p) = icmp::Packet::new_checked(&data[..]) {
+                let _ = (p.kind(), p.code(), p.payload(), p.verify_checksum(0), p.echo_seq());
+            }
+            if let Ok(f) = ethernet::Frame::new_checked(&data[..]) {
+                let _ = f.untagged();
+            }
+            if let Ok(p) = ipv6::Packet::new_checked(&data[..]) {
+                let _ = p.upper_layer();
             }
         }
     }
