@@ -183,9 +183,9 @@ mod tests {
         inner.set_tci(0, 200);
         inner.set_ethertype(EtherType::Ipv4);
         let f = Frame::new_checked(&buf[..]).unwrap();
-        let (t, payload, vids) = f.untagged().unwrap();
+        let u = f.untagged().unwrap();
         assert_eq!(
-            (t, payload.len(), vids),
+            (u.ethertype, u.payload.len(), u.vids),
             (EtherType::Ipv4, 4, [Some(100), Some(200)])
         );
         // A third tag is not followed.
