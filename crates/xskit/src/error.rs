@@ -151,6 +151,14 @@ pub enum Error {
         /// The frame's room.
         capacity: usize,
     },
+    /// A capture file could not be read or written.
+    #[error("capture file {path}: {reason}")]
+    Pcap {
+        /// The file.
+        path: String,
+        /// What went wrong, and what to do.
+        reason: String,
+    },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),

@@ -33,9 +33,11 @@
 //! ```
 
 mod mem_port;
+mod pcap;
 mod pool;
 
 pub use mem_port::{mem_port_pair, MemPort};
+pub use pcap::{PcapSink, PcapSource};
 pub use pool::{FramePool, PoolStats, SharedFrames};
 
 use crate::sys::umem::{Frame, Umem};

@@ -145,6 +145,19 @@ impl FramePool {
     }
 }
 
+impl Drop for FramePool {
+    /// A worker that goes away gives its cached frames back to the shared ring, so none is lost.
+    fn drop(&mut self) {
+        let mut cache = std::mem::take(&mut self.cache);
+        let mut ring = self
+            .shared
+            .ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        ring.append(&mut cache);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +189,18 @@ mod tests {
         assert_eq!(pool.alloc(&mut out, 1000), 80);
         assert!(pool.stats().alloc_empty >= 1);
         assert_eq!(shared.len() + pool.cached() + out.len(), 100);
+    }
+
+    #[test]
+    fn a_dropped_pool_returns_its_cache() {
+        let shared = shared(50);
+        let mut pool = shared.pool(32);
+        let mut out = Vec::new();
+        pool.alloc(&mut out, 10);
+        pool.free(&mut out);
+        assert!(pool.cached() > 0);
+        drop(pool);
+        assert_eq!(shared.len(), 50);
     }
 
     #[test]
