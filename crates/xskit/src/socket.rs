@@ -409,10 +409,11 @@ impl Socket {
         };
         let mut fallback = None;
         if shared_fd.is_some() {
-            xsk::bind(fd.as_fd(), iface.index(), queue, flags, shared_fd).map_err(bind_err)?;
+            xsk::bind_retrying(fd.as_fd(), iface.index(), queue, flags, shared_fd)
+                .map_err(bind_err)?;
         } else {
             match config.bind_mode {
-                BindMode::Copy => xsk::bind(
+                BindMode::Copy => xsk::bind_retrying(
                     fd.as_fd(),
                     iface.index(),
                     queue,
@@ -420,7 +421,7 @@ impl Socket {
                     None,
                 )
                 .map_err(bind_err)?,
-                BindMode::ZeroCopy => xsk::bind(
+                BindMode::ZeroCopy => xsk::bind_retrying(
                     fd.as_fd(),
                     iface.index(),
                     queue,
@@ -435,7 +436,7 @@ impl Socket {
                     },
                 })?,
                 BindMode::Auto => {
-                    match xsk::bind(
+                    match xsk::bind_retrying(
                         fd.as_fd(),
                         iface.index(),
                         queue,
@@ -454,7 +455,7 @@ impl Socket {
                         Err(e) => {
                             fallback =
                                 Some(format!("zero-copy refused ({}), using copy mode", e.source));
-                            xsk::bind(
+                            xsk::bind_retrying(
                                 fd.as_fd(),
                                 iface.index(),
                                 queue,

@@ -185,6 +185,28 @@ pub(crate) fn bind(
     cvt(ret, "bind(AF_XDP)").map(drop)
 }
 
+/// [`bind`], retried for up to half a second while the kernel answers EBUSY: a socket that
+/// was bound to the queue a moment ago (say, by a process that just exited) is released
+/// asynchronously, and binding in that window fails though nothing holds the queue.
+pub(crate) fn bind_retrying(
+    fd: BorrowedFd<'_>,
+    ifindex: u32,
+    queue: u32,
+    flags: u16,
+    shared_umem_fd: Option<BorrowedFd<'_>>,
+) -> Result<(), SyscallError> {
+    let mut tries = 0;
+    loop {
+        match bind(fd, ifindex, queue, flags, shared_umem_fd) {
+            Err(e) if e.errno() == Some(libc::EBUSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The six XDP_STATISTICS counters.
 pub(crate) fn statistics(fd: BorrowedFd<'_>) -> Result<libc::xdp_statistics, SyscallError> {
     getsockopt(
