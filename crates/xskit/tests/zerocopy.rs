@@ -287,12 +287,19 @@ mod uring {
                 out
             })
             .unwrap();
-        assert_eq!(receiver.join().unwrap(), sent, "the stream arrived intact");
-        assert_eq!(stats.zerocopy_calls, 300);
+        assert_eq!(
+            receiver.join().unwrap(),
+            sent,
+            "the stream arrived intact: {stats:?}"
+        );
+        assert_eq!(stats.buffers, 300);
+        // A short send (full socket buffer) is continued by another SEND_ZC from where it
+        // stopped: submissions can exceed buffers, and each has its own notification.
+        assert!(stats.zerocopy_calls >= 300, "{stats:?}");
         assert_eq!(
             stats.zerocopy_completions + stats.copied_completions,
-            300,
-            "one notification per send: {stats:?}"
+            stats.zerocopy_calls,
+            "one notification per submission: {stats:?}"
         );
         assert!(
             stats.copied_completions > 0,

@@ -17,9 +17,11 @@ const USAGE_COPIED: i32 = i32::MIN; // IORING_NOTIF_USAGE_ZC_COPIED (bit 31 of r
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
     busy: bool,
-    send_done: bool,
-    notif_done: bool,
+    /// Bytes to send, and bytes the kernel has taken so far.
     len: u32,
+    done: u32,
+    /// Notifications still to come: one per SEND_ZC that reported MORE.
+    notifs: u32,
     sent_at: Option<Instant>,
 }
 
@@ -34,6 +36,11 @@ pub struct UringZeroCopySender {
     slot_size: usize,
     slots: Vec<Slot>,
     free: Vec<u16>,
+    /// The slot whose send result has not arrived yet. Only one send is in flight at a time:
+    /// io_uring may run concurrent sends on one socket out of order (a send that cannot finish
+    /// inline is punted to a worker thread), which would reorder a TCP stream. Notifications,
+    /// the long part, still overlap freely.
+    sending: Option<usize>,
     stats: ZeroCopyStats,
 }
 
@@ -87,6 +94,7 @@ impl UringZeroCopySender {
             slot_size,
             slots: vec![Slot::default(); usize::from(slots)],
             free: (0..slots).rev().collect(),
+            sending: None,
             stats: ZeroCopyStats::default(),
         })
     }
@@ -125,8 +133,16 @@ impl UringZeroCopySender {
         }
     }
 
-    /// Sends the first `len` bytes of slot `idx` (all of them, retried by the kernel for TCP).
+    /// Sends the first `len` bytes of slot `idx`, after the previous send has finished, so
+    /// sends keep their order. A short send (a full TCP buffer) is continued by another
+    /// SEND_ZC from where it stopped.
     pub fn send(&mut self, idx: u16, len: usize) -> Result<()> {
+        while self.sending.is_some() {
+            self.ring
+                .submit_and_wait(1)
+                .map_err(|e| uring_error("io_uring_enter", e))?;
+            self.process()?;
+        }
         let i = usize::from(idx);
         let slot = self
             .slots
@@ -137,68 +153,97 @@ impl UringZeroCopySender {
                 "slot {idx} is not taken, or already sent"
             )));
         };
-        let len = len.min(self.slot_size);
-        slot.len = len as u32;
+        slot.len = len.min(self.slot_size) as u32;
         slot.sent_at = Some(Instant::now());
-        let ptr = self.region[i * self.slot_size..].as_ptr();
-        let sqe = opcode::SendZc::new(types::Fd(self.fd.as_raw_fd()), ptr, len as u32)
-            .buf_index(Some(idx))
-            .flags(libc::MSG_WAITALL | libc::MSG_NOSIGNAL)
+        self.stats.buffers += 1;
+        self.stats.bytes += u64::from(slot.len);
+        self.submit_rest(i)?;
+        // Finish this send (all of its bytes) before the next may start.
+        while self.sending.is_some() {
+            self.ring
+                .submit_and_wait(1)
+                .map_err(|e| uring_error("io_uring_enter", e))?;
+            self.process()?;
+        }
+        Ok(())
+    }
+
+    /// Submits a SEND_ZC for the bytes of slot `i` not yet sent.
+    fn submit_rest(&mut self, i: usize) -> Result<()> {
+        let slot = self.slots[i];
+        let start = i * self.slot_size + slot.done as usize;
+        let ptr = self.region[start..].as_ptr();
+        let sqe = opcode::SendZc::new(types::Fd(self.fd.as_raw_fd()), ptr, slot.len - slot.done)
+            .buf_index(Some(i as u16))
+            .flags(libc::MSG_NOSIGNAL)
             .zc_flags(REPORT_USAGE)
             .build()
-            .user_data(u64::from(idx));
+            .user_data(i as u64);
         loop {
-            // SAFETY: the buffer lies in the registered region, which stays valid and unwritten
-            // (slot_mut refuses a sent slot) until both completions free the slot.
+            // SAFETY: the bytes lie in the registered region, which stays valid and unwritten
+            // (slot_mut refuses a sent slot) until the slot's last notification frees it.
             if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
                 break;
             }
             self.ring
                 .submit()
                 .map_err(|e| uring_error("io_uring_enter", e))?;
-            self.process()?;
         }
         self.ring
             .submit()
             .map_err(|e| uring_error("io_uring_enter", e))?;
+        self.sending = Some(i);
         self.stats.zerocopy_calls += 1;
-        self.stats.buffers += 1;
-        self.stats.bytes += len as u64;
         Ok(())
     }
 
     fn process(&mut self) -> Result<()> {
         let mut first_error = None;
-        for cqe in self.ring.completion() {
-            let idx = cqe.user_data() as usize;
-            let Some(slot) = self.slots.get_mut(idx).filter(|s| s.busy) else {
+        let mut resubmit = None;
+        let cqes: Vec<(u64, i32, u32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result(), c.flags()))
+            .collect();
+        for (user_data, res, flags) in cqes {
+            let idx = user_data as usize;
+            let Some(slot) = self
+                .slots
+                .get_mut(idx)
+                .filter(|s| s.busy && s.sent_at.is_some())
+            else {
                 self.stats.duplicate_completions += 1;
                 continue;
             };
-            if cqueue::notif(cqe.flags()) {
-                if slot.notif_done {
+            if cqueue::notif(flags) {
+                if slot.notifs == 0 {
                     self.stats.duplicate_completions += 1;
+                } else {
+                    slot.notifs -= 1;
                 }
-                slot.notif_done = true;
-                if cqe.result() & USAGE_COPIED != 0 {
+                if res & USAGE_COPIED != 0 {
                     self.stats.copied_completions += 1;
                 } else {
                     self.stats.zerocopy_completions += 1;
                 }
             } else {
-                if slot.send_done {
-                    self.stats.duplicate_completions += 1;
+                // The send's own result; MORE means a notification for it will follow.
+                if cqueue::more(flags) {
+                    slot.notifs += 1;
                 }
-                slot.send_done = true;
-                if cqe.result() < 0 && first_error.is_none() {
-                    first_error = Some(std::io::Error::from_raw_os_error(-cqe.result()));
+                if res < 0 {
+                    first_error.get_or_insert(std::io::Error::from_raw_os_error(-res));
+                    slot.done = slot.len; // give up on the rest
+                } else {
+                    slot.done = (slot.done + res as u32).min(slot.len);
                 }
-                // Without MORE no notification will follow (the send failed before pinning).
-                if !cqueue::more(cqe.flags()) {
-                    slot.notif_done = true;
+                if slot.done < slot.len {
+                    resubmit = Some(idx);
+                } else if self.sending == Some(idx) {
+                    self.sending = None;
                 }
             }
-            if slot.send_done && slot.notif_done {
+            if slot.done == slot.len && slot.notifs == 0 && self.sending != Some(idx) {
                 if let Some(t) = slot.sent_at {
                     let ns = t.elapsed().as_nanos() as u64;
                     self.stats.notify_latency_sum_ns += ns;
@@ -207,6 +252,9 @@ impl UringZeroCopySender {
                 *slot = Slot::default();
                 self.free.push(idx as u16);
             }
+        }
+        if let Some(idx) = resubmit {
+            self.submit_rest(idx)?;
         }
         match first_error {
             Some(e) => Err(Error::Syscall(SyscallError {
