@@ -238,7 +238,9 @@ impl ZeroCopySender {
         self.completions.clear();
         sys_zc::read_completions(self.fd.as_fd(), &mut self.completions).map_err(Error::from)?;
         let now = Instant::now();
-        for c in std::mem::take(&mut self.completions) {
+        // Index loop: the vector keeps its capacity from call to call.
+        for i in 0..self.completions.len() {
+            let c = self.completions[i];
             let n = u64::from(c.hi.wrapping_sub(c.lo)) + 1;
             if c.copied {
                 self.stats.copied_completions += n;

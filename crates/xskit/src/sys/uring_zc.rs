@@ -41,6 +41,8 @@ pub struct UringZeroCopySender {
     /// inline is punted to a worker thread), which would reorder a TCP stream. Notifications,
     /// the long part, still overlap freely.
     sending: Option<usize>,
+    /// Completions drained from the ring, reused from call to call.
+    cqes: Vec<(u64, i32, u32)>,
     stats: ZeroCopyStats,
 }
 
@@ -95,6 +97,7 @@ impl UringZeroCopySender {
             slots: vec![Slot::default(); usize::from(slots)],
             free: (0..slots).rev().collect(),
             sending: None,
+            cqes: Vec::with_capacity(64),
             stats: ZeroCopyStats::default(),
         })
     }
@@ -200,12 +203,14 @@ impl UringZeroCopySender {
     fn process(&mut self) -> Result<()> {
         let mut first_error = None;
         let mut resubmit = None;
-        let cqes: Vec<(u64, i32, u32)> = self
-            .ring
-            .completion()
-            .map(|c| (c.user_data(), c.result(), c.flags()))
-            .collect();
-        for (user_data, res, flags) in cqes {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.clear();
+        cqes.extend(
+            self.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        for &(user_data, res, flags) in &cqes {
             let idx = user_data as usize;
             let Some(slot) = self
                 .slots
@@ -253,6 +258,7 @@ impl UringZeroCopySender {
                 self.free.push(idx as u16);
             }
         }
+        self.cqes = cqes;
         if let Some(idx) = resubmit {
             self.submit_rest(idx)?;
         }
