@@ -11,6 +11,7 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
     ("xdp_count_drop", "xdp_count_drop", &[]),
     ("xdp_count_drop_frags", "xdp_count_drop", &["-DXSKIT_FRAGS"]),
     ("xdp_live_redirect", "xdp_live_redirect", &[]),
+    ("xdp_filter", "xdp_filter", &[]),
 ];
 
 fn main() {

@@ -66,7 +66,10 @@ pub mod zerocopy;
 pub use error::{Error, Result};
 pub use interface::Interface;
 pub use port::{Mode, ModeInfo, Port, PortConfig};
-pub use program::{AttachMode, AttachedMode, LiveFrames, XdpDropCounter, XdpProgram};
+pub use program::{
+    Action, AttachMode, AttachedMode, LiveFrames, Rule, RuleCounter, XdpDropCounter, XdpProgram,
+    MAX_RULES,
+};
 pub use socket::{
     BindMode, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts, Statistics,
     DEFAULT_TX_SKB_BUDGET,

@@ -10,6 +10,7 @@ use aya::Ebpf;
 use crate::error::{Error, Result};
 use crate::interface::Interface;
 use crate::socket::Socket;
+use crate::sys::filter::{ConfigRepr, CounterRepr, RuleRepr};
 
 static REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
@@ -17,6 +18,7 @@ static COUNT_DROP_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop_frags.o"));
 static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
+static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
 static LIVE_REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
 static REDIRECT_FRAGS_OBJ: &[u8] =
@@ -60,6 +62,7 @@ impl fmt::Display for AttachedMode {
 pub struct XdpProgram {
     // Owns the loaded program and its link; dropping it detaches the program.
     _ebpf: Mutex<Ebpf>,
+    filter: Option<Mutex<FilterMaps>>,
     xsks: Mutex<XskMap<MapData>>,
     iface: Interface,
     mode: AttachedMode,
@@ -119,6 +122,95 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// Rules the kernel filter holds at most (MAX_RULES in bpf/xdp_filter.c).
+pub const MAX_RULES: usize = 64;
+
+/// What the in-kernel filter does with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Action {
+    /// Hand it to the kernel stack.
+    Pass = 0,
+    /// Drop it (DoS filtering).
+    Drop = 1,
+    /// Redirect it to the AF_XDP socket of its queue (the kernel stack if there is none).
+    Redirect = 2,
+}
+
+/// One filter rule; every field left `None` matches anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Destination prefix (address, length), IPv4 or IPv6.
+    pub prefix: Option<(std::net::IpAddr, u8)>,
+    /// IP protocol number (6 TCP, 17 UDP, ...).
+    pub protocol: Option<u8>,
+    /// Destination port range, inclusive (TCP and UDP).
+    pub dst_ports: Option<(u16, u16)>,
+    /// What to do on a match.
+    pub action: Action,
+}
+
+impl Rule {
+    fn repr(&self) -> Result<RuleRepr> {
+        let mut r = RuleRepr {
+            action: self.action as u8,
+            protocol: self.protocol.unwrap_or(0),
+            port_lo: 0,
+            port_hi: u16::MAX,
+            ..RuleRepr::default()
+        };
+        if let Some((lo, hi)) = self.dst_ports {
+            if lo > hi {
+                return Err(Error::InvalidConfig(format!(
+                    "port range {lo}-{hi} is empty"
+                )));
+            }
+            (r.port_lo, r.port_hi) = (lo, hi);
+        }
+        if let Some((addr, len)) = self.prefix {
+            let (bytes, max): (Vec<u8>, u8) = match addr {
+                std::net::IpAddr::V4(a) => (a.octets().to_vec(), 32),
+                std::net::IpAddr::V6(a) => (a.octets().to_vec(), 128),
+            };
+            if len > max {
+                return Err(Error::InvalidConfig(format!(
+                    "prefix length /{len} is longer than /{max}"
+                )));
+            }
+            r.family = if max == 32 { 4 } else { 6 };
+            for (i, chunk) in bytes.chunks(4).enumerate() {
+                let word_bits = (u32::from(len)).saturating_sub(i as u32 * 32).min(32);
+                let mask = if word_bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - word_bits)
+                };
+                let word = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+                // The program compares words as loaded from the packet: network byte order.
+                r.mask[i] = mask.to_be();
+                r.addr[i] = (word & mask).to_be();
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// Packets and bytes that matched a rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleCounter {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+struct FilterMaps {
+    rules: aya::maps::Array<MapData, RuleRepr>,
+    config: aya::maps::Array<MapData, ConfigRepr>,
+    counters: aya::maps::PerCpuArray<MapData, CounterRepr>,
+    installed: usize,
 }
 
 /// A loaded, attached object: the link lives as long as `ebpf`.
@@ -339,12 +431,132 @@ impl XdpProgram {
             .map_err(|e| Error::Program(format!("xsks_map: {e}")))?;
         Ok(XdpProgram {
             _ebpf: Mutex::new(attached.ebpf),
+            filter: None,
             xsks: Mutex::new(xsks),
             iface: iface.clone(),
             mode: attached.mode,
             fallback: attached.fallback,
             multi_buffer,
         })
+    }
+
+    /// Loads the filtering program (stage 0 in the kernel) and attaches it to `iface`. It starts
+    /// with no rules and the default action [`Action::Redirect`], so it behaves like
+    /// [`XdpProgram::attach`] until [`XdpProgram::set_rules`] is called.
+    pub fn attach_filter(iface: &Interface, mode: AttachMode) -> Result<Self> {
+        let mut attached = attach_object(iface, FILTER_OBJ, "xskit_filter", mode, false)?;
+        fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+            ebpf: &mut Ebpf,
+            name: &str,
+        ) -> Result<T> {
+            ebpf.take_map(name)
+                .ok_or_else(|| Error::Program(format!("the embedded filter has no {name}")))?
+                .try_into()
+                .map_err(|e| Error::Program(format!("{name}: {e}")))
+        }
+        let xsks: XskMap<MapData> = take(&mut attached.ebpf, "xsks_map")?;
+        let mut maps = FilterMaps {
+            rules: take(&mut attached.ebpf, "rules")?,
+            config: take(&mut attached.ebpf, "config")?,
+            counters: take(&mut attached.ebpf, "counters")?,
+            installed: 0,
+        };
+        maps.config
+            .set(
+                0,
+                ConfigRepr {
+                    rule_count: 0,
+                    default_action: Action::Redirect as u32,
+                },
+                0,
+            )
+            .map_err(|e| Error::Program(format!("writing the filter config: {}", chain(&e))))?;
+        Ok(XdpProgram {
+            _ebpf: Mutex::new(attached.ebpf),
+            filter: Some(Mutex::new(maps)),
+            xsks: Mutex::new(xsks),
+            iface: iface.clone(),
+            mode: attached.mode,
+            fallback: attached.fallback,
+            multi_buffer: false,
+        })
+    }
+
+    /// Replaces the filter's rules (evaluated in order, first match wins) and its default
+    /// action, while the program keeps running. During the update packets see no rule and
+    /// take the new default.
+    pub fn set_rules(&self, rules: &[Rule], default: Action) -> Result<()> {
+        let filter = self.filter.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "this program has no rules: attach it with XdpProgram::attach_filter".into(),
+            )
+        })?;
+        if rules.len() > MAX_RULES {
+            return Err(Error::InvalidConfig(format!(
+                "{} rules given; the kernel filter holds at most {MAX_RULES}",
+                rules.len()
+            )));
+        }
+        let reprs = rules.iter().map(Rule::repr).collect::<Result<Vec<_>>>()?;
+        let mut maps = filter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map_err =
+            |e: aya::maps::MapError| Error::Program(format!("updating the filter: {}", chain(&e)));
+        maps.config
+            .set(
+                0,
+                ConfigRepr {
+                    rule_count: 0,
+                    default_action: default as u32,
+                },
+                0,
+            )
+            .map_err(map_err)?;
+        for (i, r) in reprs.iter().enumerate() {
+            maps.rules.set(i as u32, *r, 0).map_err(map_err)?;
+        }
+        maps.config
+            .set(
+                0,
+                ConfigRepr {
+                    rule_count: reprs.len() as u32,
+                    default_action: default as u32,
+                },
+                0,
+            )
+            .map_err(map_err)?;
+        maps.installed = reprs.len();
+        Ok(())
+    }
+
+    /// Packets and bytes per rule, in rule order, then the default action's as the last entry.
+    pub fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
+        let filter = self.filter.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "this program has no rules: attach it with XdpProgram::attach_filter".into(),
+            )
+        })?;
+        let maps = filter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let read = |i: u32| -> Result<RuleCounter> {
+            let per_cpu = maps
+                .counters
+                .get(&i, 0)
+                .map_err(|e| Error::Program(format!("reading rule counters: {}", chain(&e))))?;
+            Ok(per_cpu
+                .iter()
+                .fold(RuleCounter::default(), |acc, c| RuleCounter {
+                    packets: acc.packets + c.packets,
+                    bytes: acc.bytes + c.bytes,
+                }))
+        };
+        let mut out = (0..maps.installed as u32)
+            .map(read)
+            .collect::<Result<Vec<_>>>()?;
+        out.push(read(MAX_RULES as u32)?);
+        Ok(out)
     }
 
     /// Sends packets of the socket's queue to the socket.
@@ -399,5 +611,55 @@ impl XdpProgram {
     /// True for the `xdp.frags` (multi-buffer) variant.
     pub fn is_multi_buffer(&self) -> bool {
         self.multi_buffer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_become_network_order_prefixes() {
+        let r = Rule {
+            prefix: Some(("198.51.100.77".parse().unwrap(), 24)),
+            protocol: Some(17),
+            dst_ports: Some((1000, 2000)),
+            action: Action::Drop,
+        }
+        .repr()
+        .unwrap();
+        assert_eq!(r.family, 4);
+        assert_eq!(r.addr[0].to_ne_bytes(), [198, 51, 100, 0]);
+        assert_eq!(r.mask[0].to_ne_bytes(), [255, 255, 255, 0]);
+        assert_eq!(
+            (r.port_lo, r.port_hi, r.protocol, r.action),
+            (1000, 2000, 17, 1)
+        );
+        let v6 = Rule {
+            prefix: Some(("2001:db8::1".parse().unwrap(), 40)),
+            protocol: None,
+            dst_ports: None,
+            action: Action::Pass,
+        }
+        .repr()
+        .unwrap();
+        assert_eq!(
+            (v6.family, v6.mask[1].to_ne_bytes(), v6.mask[2]),
+            (6, [255, 0, 0, 0], 0)
+        );
+        let bad = Rule {
+            prefix: Some(("198.51.100.0".parse().unwrap(), 33)),
+            protocol: None,
+            dst_ports: None,
+            action: Action::Pass,
+        };
+        assert!(bad.repr().unwrap_err().to_string().contains("/33"));
+        let empty = Rule {
+            prefix: None,
+            protocol: None,
+            dst_ports: Some((9, 8)),
+            action: Action::Pass,
+        };
+        assert!(empty.repr().is_err());
     }
 }

@@ -6,6 +6,7 @@
 
 pub(crate) mod afpacket;
 pub(crate) mod bpf;
+pub(crate) mod filter;
 pub(crate) mod mmap;
 pub(crate) mod netlink;
 pub(crate) mod ring;

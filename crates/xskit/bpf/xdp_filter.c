@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Stage 0 of an xskit pipeline, in the kernel: ordered rules matched on the
+ * destination IPv4/IPv6 prefix, the protocol and the destination port range
+ * decide each packet before user space sees it: pass to the kernel stack,
+ * drop (DoS), or redirect to the AF_XDP socket of the packet's queue. The
+ * first matching rule wins; no match takes the default action. Rules and the
+ * default live in maps, so they change at run time without reattaching.
+ * Every rule (and the default, at index MAX_RULES) counts packets and bytes.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_RULES 64
+#define ACTION_PASS 0
+#define ACTION_DROP 1
+#define ACTION_REDIRECT 2
+
+struct rule {
+	__u32 addr[4];  /* network byte order; IPv4 uses addr[0] */
+	__u32 mask[4];
+	__u8 family;    /* 4, 6, or 0 for any */
+	__u8 protocol;  /* 0 for any */
+	__u8 action;
+	__u8 pad;
+	__u16 port_lo;  /* host byte order; 0..65535 for any */
+	__u16 port_hi;
+};
+
+struct counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct config {
+	__u32 rule_count;
+	__u32 default_action;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_RULES + 1);
+	__type(key, __u32);
+	__type(value, struct counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_map SEC(".maps");
+
+SEC("xdp")
+int xskit_filter(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 dst[4] = {0, 0, 0, 0};
+	__u8 family = 0, proto = 0;
+	__u16 dport = 0;
+	void *l4 = 0;
+	__u32 zero = 0, i, hit = MAX_RULES, action;
+	struct config *cfg;
+
+	if ((void *)(eth + 1) > end)
+		return XDP_PASS;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->ihl < 5)
+			return XDP_PASS;
+		family = 4;
+		proto = ip->protocol;
+		dst[0] = ip->daddr;
+		/* Ports only in the first fragment. */
+		if (!(ip->frag_off & bpf_htons(0x1fff)))
+			l4 = (void *)ip + ip->ihl * 4;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end)
+			return XDP_PASS;
+		family = 6;
+		proto = ip6->nexthdr;
+		__builtin_memcpy(dst, &ip6->daddr, 16);
+		l4 = ip6 + 1;
+	}
+	if (l4 && (proto == 6 || proto == 17) && l4 + 4 <= end)
+		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	action = cfg->default_action;
+	for (i = 0; i < MAX_RULES; i++) {
+		struct rule *r;
+		__u32 k = i;
+
+		if (i >= cfg->rule_count)
+			break;
+		r = bpf_map_lookup_elem(&rules, &k);
+		if (!r)
+			break;
+		if (r->family && r->family != family)
+			continue;
+		if (r->protocol && r->protocol != proto)
+			continue;
+		if ((dst[0] & r->mask[0]) != r->addr[0] || (dst[1] & r->mask[1]) != r->addr[1] ||
+		    (dst[2] & r->mask[2]) != r->addr[2] || (dst[3] & r->mask[3]) != r->addr[3])
+			continue;
+		if (dport < r->port_lo || dport > r->port_hi)
+			continue;
+		hit = i;
+		action = r->action;
+		break;
+	}
+	{
+		struct counter *c = bpf_map_lookup_elem(&counters, &hit);
+		if (c) {
+			c->packets++;
+			c->bytes += end - data;
+		}
+	}
+	if (action == ACTION_DROP)
+		return XDP_DROP;
+	if (action == ACTION_REDIRECT)
+		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	return XDP_PASS;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";
