@@ -35,10 +35,12 @@
 mod mem_port;
 mod pcap;
 mod pool;
+mod xsk_port;
 
 pub use mem_port::{mem_port_pair, MemPort};
 pub use pcap::{PcapSink, PcapSource};
 pub use pool::{FramePool, PoolStats, SharedFrames};
+pub use xsk_port::XskPort;
 
 use crate::sys::umem::{Frame, Umem};
 
