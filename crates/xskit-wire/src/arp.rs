@@ -13,23 +13,12 @@ pub mod operation {
     pub const REPLY: u16 = 2;
 }
 
-/// A view over an ARP packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an ARP packet.
+    Packet
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wraps `buffer`, checking it is a whole Ethernet/IPv4 ARP packet.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
     /// Checks length, hardware type 1, protocol 0x0800, and address lengths 6 and 4.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();

@@ -13,25 +13,12 @@ mod field {
 /// Bytes of an Ethernet header (without FCS).
 pub const HEADER_LEN: usize = field::PAYLOAD.start;
 
-/// A view over an Ethernet frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an Ethernet frame.
+    Frame
 }
 
 impl<T: AsRef<[u8]>> Frame<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Frame { buffer }
-    }
-
-    /// Wraps `buffer`, checking it holds a header.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let f = Self::new_unchecked(buffer);
-        f.check_len()?;
-        Ok(f)
-    }
-
     /// Checks the buffer holds a whole header.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
@@ -39,11 +26,6 @@ impl<T: AsRef<[u8]>> Frame<T> {
         } else {
             Ok(())
         }
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Destination MAC.

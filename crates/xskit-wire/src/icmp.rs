@@ -24,24 +24,13 @@ pub mod kind {
     pub const V6_NEIGHBOR_ADVERT: u8 = 136;
 }
 
-/// A view over an ICMP or ICMPv6 message (the same layout; only the checksum differs: ICMPv6
-/// covers an IPv6 pseudo-header, ICMP none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an ICMP or ICMPv6 message (the same layout; only the checksum differs: ICMPv6
+    /// covers an IPv6 pseudo-header, ICMP none).
+    Packet
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wraps `buffer`, checking it holds a header.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
     /// Checks the buffer holds a whole header.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {

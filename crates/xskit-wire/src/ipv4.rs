@@ -19,23 +19,12 @@ mod field {
 /// Bytes of an IPv4 header without options.
 pub const HEADER_LEN: usize = field::DST_ADDR.end;
 
-/// A view over an IPv4 packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an IPv4 packet.
+    Packet
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wraps `buffer`, checking the header, its options and the total length.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
     /// Checks version 4, a header length of at least 20 that fits, and a total length that
     /// covers the header and fits in the buffer.
     pub fn check_len(&self) -> Result<()> {

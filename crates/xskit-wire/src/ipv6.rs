@@ -16,23 +16,12 @@ mod field {
 /// Bytes of the fixed IPv6 header.
 pub const HEADER_LEN: usize = field::DST_ADDR.end;
 
-/// A view over an IPv6 packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over an IPv6 packet.
+    Packet
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wraps `buffer`, checking the header and the payload length.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
     /// Checks version 6 and a payload length that fits in the buffer.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();

@@ -27,6 +27,37 @@
 #![no_std]
 #![deny(unsafe_code)]
 
+/// Declares a view type over a byte buffer with the constructors every view shares;
+/// the module then supplies `check_len` and the accessors.
+macro_rules! view {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps `buffer` without checks.
+            pub const fn new_unchecked(buffer: T) -> Self {
+                $name { buffer }
+            }
+
+            /// Wraps `buffer`, checking it with `check_len`: after this no accessor panics.
+            pub fn new_checked(buffer: T) -> $crate::Result<Self> {
+                let view = Self::new_unchecked(buffer);
+                view.check_len()?;
+                Ok(view)
+            }
+
+            /// The underlying buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;

@@ -20,10 +20,9 @@ pub mod flags {
     pub const ACK: u8 = 0x10;
 }
 
-/// A view over a TCP segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over a TCP segment.
+    Packet
 }
 
 fn get_u32(b: &[u8], at: usize) -> u32 {
@@ -31,16 +30,6 @@ fn get_u32(b: &[u8], at: usize) -> u32 {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wraps `buffer`, checking the header and its data offset.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
     /// Checks a data offset of at least 5 words that fits in the buffer.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();

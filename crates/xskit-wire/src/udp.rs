@@ -13,23 +13,12 @@ mod field {
 /// Bytes of a UDP header.
 pub const HEADER_LEN: usize = 8;
 
-/// A view over a UDP datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over a UDP datagram.
+    Packet
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wraps `buffer`, checking the header and the length field.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
     /// Checks the buffer holds the header and as many bytes as the length field says.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();

@@ -6,23 +6,12 @@ use crate::{get_u16, set_u16, Error, EtherType, Result};
 /// Bytes of one tag.
 pub const HEADER_LEN: usize = 4;
 
-/// A view over one VLAN tag and what follows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tag<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A view over one VLAN tag and what follows it.
+    Tag
 }
 
 impl<T: AsRef<[u8]>> Tag<T> {
-    /// Wraps `buffer` without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Tag { buffer }
-    }
-    /// Wraps `buffer`, checking it holds a tag.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let t = Self::new_unchecked(buffer);
-        t.check_len()?;
-        Ok(t)
-    }
     /// Checks the buffer holds a whole tag.
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {

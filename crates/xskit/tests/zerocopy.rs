@@ -24,18 +24,9 @@ fn fill(buf: &mut [u8], seq: u64) {
     }
 }
 
-/// TCP into another namespace: the kernel delivers to a local socket, so it copies and says
-/// COPIED; the sender must notice and stop zero-copy. Released buffers are poisoned at once
-/// and reused: if one were released early, the receiver would hash poison.
-#[test]
-fn tcp_local_delivery_reports_copied_and_stream_stays_intact() {
-    if !privileged() {
-        return;
-    }
-    let bed = bed(TestbedConfig::default());
-    let addr = SocketAddr::new(bed.b.ip.into(), 9000);
-    let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
-    let receiver = std::thread::spawn(move || {
+/// Accepts one connection and returns the hash and length of everything it carried.
+fn hash_receiver(listener: TcpListener) -> std::thread::JoinHandle<(u64, u64)> {
+    std::thread::spawn(move || {
         let (mut conn, _) = listener.accept().unwrap();
         let mut hash = std::collections::hash_map::DefaultHasher::new();
         let mut buf = vec![0u8; BUF];
@@ -49,7 +40,21 @@ fn tcp_local_delivery_reports_copied_and_stream_stays_intact() {
             total += n as u64;
         }
         (hash.finish(), total)
-    });
+    })
+}
+
+/// TCP into another namespace: the kernel delivers to a local socket, so it copies and says
+/// COPIED; the sender must notice and stop zero-copy. Released buffers are poisoned at once
+/// and reused: if one were released early, the receiver would hash poison.
+#[test]
+fn tcp_local_delivery_reports_copied_and_stream_stays_intact() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let addr = SocketAddr::new(bed.b.ip.into(), 9000);
+    let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
+    let receiver = hash_receiver(listener);
     let count = 400u64;
     let (sent_hash, stats) = bed
         .a
@@ -261,19 +266,7 @@ mod uring {
         let bed = bed(TestbedConfig::default());
         let addr = SocketAddr::new(bed.b.ip.into(), 9001);
         let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
-        let receiver = std::thread::spawn(move || {
-            let (mut conn, _) = listener.accept().unwrap();
-            let mut hash = std::collections::hash_map::DefaultHasher::new();
-            let mut buf = vec![0u8; BUF];
-            loop {
-                let n = conn.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                hash.write(&buf[..n]);
-            }
-            hash.finish()
-        });
+        let receiver = hash_receiver(listener);
         let (sent, stats) = bed
             .a
             .ns
@@ -287,11 +280,9 @@ mod uring {
                 out
             })
             .unwrap();
-        assert_eq!(
-            receiver.join().unwrap(),
-            sent,
-            "the stream arrived intact: {stats:?}"
-        );
+        let (received, total) = receiver.join().unwrap();
+        assert_eq!(total, 300 * BUF as u64);
+        assert_eq!(received, sent, "the stream arrived intact: {stats:?}");
         assert_eq!(stats.buffers, 300);
         // A short send (full socket buffer) is continued by another SEND_ZC from where it
         // stopped: submissions can exceed buffers, and each has its own notification.

@@ -88,7 +88,8 @@ impl PcapSource {
     }
 
     /// Reads up to `max` packets into frames from `pool`; returns how many (0 at the end of
-    /// the file, or when the pool is empty).
+    /// the file, or when the pool is empty). Each packet is copied once, from the reader's
+    /// buffer straight into its frame.
     pub fn receive(
         &mut self,
         umem: &Umem,
@@ -98,25 +99,35 @@ impl PcapSource {
     ) -> Result<usize> {
         let mut got = 0;
         while got < max && !self.done {
-            let next: Option<Vec<u8>> = match &mut self.reader {
+            // Take the frame first, so the packet can go from the reader's buffer into it.
+            if pool.alloc(out, 1) == 0 {
+                // Nothing to read into: as on a wire with an empty fill ring, stop for now.
+                break;
+            }
+            let mut frame = out.pop().expect("allocated one");
+            umem.reset(&mut frame);
+            // Some(fits) for a packet, None at the end of the file.
+            let stored: Result<Option<bool>> = match &mut self.reader {
                 Reader::Pcap(r) => match r.next_packet() {
-                    None => None,
-                    Some(Ok(p)) => Some(p.data.into_owned()),
-                    Some(Err(e)) => {
-                        return Err(pcap_error(
-                            &self.path,
-                            format!("truncated or corrupt packet record: {e}"),
-                        ))
-                    }
+                    None => Ok(None),
+                    Some(Ok(p)) => Ok(Some(umem.write(&mut frame, &p.data).is_ok())),
+                    Some(Err(e)) => Err(pcap_error(
+                        &self.path,
+                        format!("truncated or corrupt packet record: {e}"),
+                    )),
                 },
                 Reader::PcapNg(r) => loop {
                     match r.next_block() {
-                        None => break None,
-                        Some(Ok(Block::EnhancedPacket(p))) => break Some(p.data.into_owned()),
-                        Some(Ok(Block::SimplePacket(p))) => break Some(p.data.into_owned()),
+                        None => break Ok(None),
+                        Some(Ok(Block::EnhancedPacket(p))) => {
+                            break Ok(Some(umem.write(&mut frame, &p.data).is_ok()))
+                        }
+                        Some(Ok(Block::SimplePacket(p))) => {
+                            break Ok(Some(umem.write(&mut frame, &p.data).is_ok()))
+                        }
                         Some(Ok(_)) => continue,
                         Some(Err(e)) => {
-                            return Err(pcap_error(
+                            break Err(pcap_error(
                                 &self.path,
                                 format!("truncated or corrupt block: {e}"),
                             ))
@@ -124,24 +135,24 @@ impl PcapSource {
                     }
                 },
             };
-            let Some(data) = next else {
-                self.done = true;
-                break;
-            };
-            let mut frame = Vec::with_capacity(1);
-            if pool.alloc(&mut frame, 1) == 0 {
-                // Nothing to read into: the packet is lost, as on a wire with an empty fill ring.
-                break;
+            match stored {
+                Ok(Some(true)) => {
+                    out.push(frame);
+                    got += 1;
+                }
+                Ok(Some(false)) => {
+                    self.oversize += 1;
+                    pool.free_one(frame);
+                }
+                Ok(None) => {
+                    self.done = true;
+                    pool.free_one(frame);
+                }
+                Err(e) => {
+                    pool.free_one(frame);
+                    return Err(e);
+                }
             }
-            let mut frame = frame.pop().expect("allocated one");
-            umem.reset(&mut frame);
-            if umem.write(&mut frame, &data).is_err() {
-                self.oversize += 1;
-                pool.free(&mut vec![frame]);
-                continue;
-            }
-            out.push(frame);
-            got += 1;
         }
         Ok(got)
     }

@@ -134,6 +134,26 @@ impl FramePool {
         frames.clear();
     }
 
+    /// Takes one frame back (the cache if it has room, else the shared ring).
+    pub fn free_one(&mut self, frame: Frame) {
+        if self.cache.len() < self.cache_max {
+            self.stats.recycled_cache += 1;
+            self.cache.push(frame);
+            return;
+        }
+        let mut ring = self
+            .shared
+            .ring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if ring.len() < self.shared.capacity {
+            self.stats.recycled_ring += 1;
+            ring.push(frame);
+        } else {
+            self.stats.recycled_full += 1;
+        }
+    }
+
     /// Frames in this worker's cache.
     pub fn cached(&self) -> usize {
         self.cache.len()
