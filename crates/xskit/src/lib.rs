@@ -58,6 +58,7 @@ pub mod pipeline;
 mod port;
 pub mod probe;
 mod program;
+pub mod rules;
 mod socket;
 #[allow(unsafe_code)]
 mod sys;
