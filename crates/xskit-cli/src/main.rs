@@ -1,5 +1,5 @@
 //! The `xskit` command: `demo` proves AF_XDP works end to end on a testbed it builds itself;
-//! `info` shows what a device can do.
+//! `info` shows what a device can do; `fwd` forwards and filters.
 
 /// Prints a line to stdout, ignoring a closed stdout (`xskit ... | head`): the command keeps
 /// running to its normal end, so it still cleans up what it created.
@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod bench;
 mod demo;
+mod fwd;
 mod gen;
 mod info;
 mod opts;
@@ -44,6 +45,9 @@ enum Command {
     /// Zero-copy sends on TCP/UDP sockets (MSG_ZEROCOPY or io_uring SEND_ZC); --table for
     /// seed 001's CPU comparison.
     Zcsend(zcsend::ZcArgs),
+    /// Filtering forwarder: a bump in the wire between two interfaces (or --reflect on one)
+    /// with a TOML rules file, rate limits, --respond for ARP/ping, live counters.
+    Fwd(fwd::FwdArgs),
 }
 
 fn main() {
@@ -55,6 +59,7 @@ fn main() {
         Command::Recv(args) => recv::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Zcsend(args) => zcsend::run(&args),
+        Command::Fwd(args) => fwd::run(&args),
     };
     match result {
         Ok(0) => {}

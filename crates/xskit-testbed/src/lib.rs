@@ -411,6 +411,18 @@ impl Chain {
 
     /// As [`Chain::new`], with every link's MTU set (up to 65535 on veth).
     pub fn with_mtu(mtu: Option<u32>) -> io::Result<Chain> {
+        Chain::build(mtu, false)
+    }
+
+    /// Three hosts for a bump in the wire: a (198.51.100.1) and c (198.51.100.3) share one
+    /// subnet, and m's interfaces have no address and m does not route, so a and c reach each
+    /// other only through whatever m forwards at layer 2 (`xskit fwd`). `m_a.ip` and
+    /// `m_c.ip` are 0.0.0.0.
+    pub fn bridged() -> io::Result<Chain> {
+        Chain::build(None, true)
+    }
+
+    fn build(mtu: Option<u32>, bridged: bool) -> io::Result<Chain> {
         install_signal_cleanup();
         sweep_stale();
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -440,10 +452,21 @@ impl Chain {
             ip,
             mac: [0x02, 0x58, 0x53, 0x4b, 0x01, last],
         };
-        let a = host(&ns_a, "xsk-a", Ipv4Addr::new(198, 51, 100, 1), 1);
-        let m_a = host(&ns_m, "xsk-ma", Ipv4Addr::new(198, 51, 100, 2), 2);
-        let m_c = host(&ns_m, "xsk-mc", Ipv4Addr::new(203, 0, 113, 1), 3);
-        let c = host(&ns_c, "xsk-c", Ipv4Addr::new(203, 0, 113, 2), 4);
+        let (a, m_a, m_c, c) = if bridged {
+            (
+                host(&ns_a, "xsk-a", Ipv4Addr::new(198, 51, 100, 1), 1),
+                host(&ns_m, "xsk-ma", Ipv4Addr::UNSPECIFIED, 2),
+                host(&ns_m, "xsk-mc", Ipv4Addr::UNSPECIFIED, 3),
+                host(&ns_c, "xsk-c", Ipv4Addr::new(198, 51, 100, 3), 4),
+            )
+        } else {
+            (
+                host(&ns_a, "xsk-a", Ipv4Addr::new(198, 51, 100, 1), 1),
+                host(&ns_m, "xsk-ma", Ipv4Addr::new(198, 51, 100, 2), 2),
+                host(&ns_m, "xsk-mc", Ipv4Addr::new(203, 0, 113, 1), 3),
+                host(&ns_c, "xsk-c", Ipv4Addr::new(203, 0, 113, 2), 4),
+            )
+        };
         for (x, y) in [(&a, &m_a), (&m_c, &c)] {
             ip(&[
                 "link",
@@ -476,37 +499,41 @@ impl Chain {
                     &mtu.to_string(),
                 ])?;
             }
-            ip(&[
-                "-n",
-                &h.ns.name,
-                "addr",
-                "add",
-                &format!("{}/24", h.ip),
-                "dev",
-                &h.ifname,
-            ])?;
+            if !h.ip.is_unspecified() {
+                ip(&[
+                    "-n",
+                    &h.ns.name,
+                    "addr",
+                    "add",
+                    &format!("{}/24", h.ip),
+                    "dev",
+                    &h.ifname,
+                ])?;
+            }
             ip(&["-n", &h.ns.name, "link", "set", "lo", "up"])?;
             ip(&["-n", &h.ns.name, "link", "set", &h.ifname, "up"])?;
         }
-        ip(&[
-            "-n",
-            &a.ns.name,
-            "route",
-            "add",
-            "default",
-            "via",
-            &m_a.ip.to_string(),
-        ])?;
-        ip(&[
-            "-n",
-            &c.ns.name,
-            "route",
-            "add",
-            "default",
-            "via",
-            &m_c.ip.to_string(),
-        ])?;
-        ns_m.run(|| std::fs::write("/proc/sys/net/ipv4/ip_forward", "1"))??;
+        if !bridged {
+            ip(&[
+                "-n",
+                &a.ns.name,
+                "route",
+                "add",
+                "default",
+                "via",
+                &m_a.ip.to_string(),
+            ])?;
+            ip(&[
+                "-n",
+                &c.ns.name,
+                "route",
+                "add",
+                "default",
+                "via",
+                &m_c.ip.to_string(),
+            ])?;
+            ns_m.run(|| std::fs::write("/proc/sys/net/ipv4/ip_forward", "1"))??;
+        }
         std::mem::take(&mut guard.0);
         Ok(Chain { a, m_a, m_c, c })
     }

@@ -85,6 +85,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         set_u16(self.buffer.as_mut(), 4, ident);
         set_u16(self.buffer.as_mut(), 6, seq);
     }
+    /// Stores a checksum (after an incremental update, RFC 1624).
+    pub fn set_checksum(&mut self, v: u16) {
+        set_u16(self.buffer.as_mut(), 2, v);
+    }
+    /// The bytes after the 8-byte header, writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let b = self.buffer.as_mut();
+        let at = HEADER_LEN.min(b.len());
+        &mut b[at..]
+    }
     /// Computes and stores the checksum over the whole buffer.
     pub fn fill_checksum(&mut self, pseudo: u32) {
         set_u16(self.buffer.as_mut(), 2, 0);

@@ -162,6 +162,17 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// A frame went missing or was counted twice (`--check`): a bug in xskit or in a stage.
+    #[error("frame accounting broken: {0}")]
+    FrameAccounting(String),
+    /// The TAP device for kernel-bound frames could not be made.
+    #[error("TAP device {name}: {reason}")]
+    Tap {
+        /// The device name asked for.
+        name: String,
+        /// What went wrong, and what to do.
+        reason: String,
+    },
     /// A system call failed in a way not covered above.
     #[error(transparent)]
     Syscall(#[from] SyscallError),

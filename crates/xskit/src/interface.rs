@@ -43,6 +43,15 @@ impl Interface {
         })
     }
 
+    /// Receive queues the device uses now (its ethtool channels), which can be fewer than
+    /// [`LinkInfo::rx_queues`], the most it could use; that count when the driver does not say.
+    pub fn active_rx_queues(&self) -> Result<u32> {
+        match sys::ethtool::active_rx_queues(&self.name)? {
+            Some(n) => Ok(n),
+            None => Ok(self.link_info()?.rx_queues.max(1)),
+        }
+    }
+
     /// XDP and AF_XDP capabilities from the netdev netlink family.
     pub fn features(&self) -> Result<DeviceFeatures> {
         Ok(netlink::device_features(self.index)?)

@@ -52,6 +52,7 @@ pub mod testing {
     };
 }
 mod error;
+pub mod forward;
 mod interface;
 pub mod netlink;
 pub mod pipeline;

@@ -571,6 +571,13 @@ impl Socket {
         let ev = xsk::poll(self.fd.as_fd(), events, timeout_ms)?;
         Ok((ev & libc::POLLIN != 0, ev & libc::POLLOUT != 0))
     }
+    /// A handle for reading statistics from another thread.
+    pub fn handle(&self) -> SocketHandle {
+        SocketHandle {
+            fd: self.fd.clone(),
+            queue: self.queue,
+        }
+    }
     /// Takes the socket apart into its rings and a handle.
     pub fn into_parts(self) -> SocketParts {
         SocketParts {

@@ -64,7 +64,7 @@ impl Stage for Reflect {
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             if let Ok(mut eth) = ethernet::Frame::new_checked(umem.data_mut(f)) {
                 eth.swap_addrs();
-                *n = Next::Tx(0);
+                *n = Next::Back;
             }
         }
     }
@@ -130,16 +130,22 @@ fn stages_chain_and_rewrite_in_place() {
     // Two frames that are not probes go to the kernel.
     umem.write(&mut input[3], &[0u8; 60]).unwrap();
     umem.write(&mut input[7], &[1u8; 60]).unwrap();
-    let mut p = Pipeline::new(1);
+    let mut p = Pipeline::new(2);
     assert_eq!(p.add_stage(Box::new(Classify)), 0);
     assert_eq!(p.add_stage(Box::new(Reflect)), 1);
-    let mut out = Outputs::new(1);
-    p.process(&umem, &mut input, &mut out);
+    let mut out = Outputs::new(2);
+    // Received on port 1: Next::Back sends there.
+    p.process_from(&umem, 1, &mut input, &mut out);
     assert_eq!(
-        (out.tx[0].len(), out.kernel.len(), out.drop.len()),
-        (8, 2, 0)
+        (
+            out.tx[1].len(),
+            out.tx[0].len(),
+            out.kernel.len(),
+            out.drop.len()
+        ),
+        (8, 0, 2, 0)
     );
-    for f in &out.tx[0] {
+    for f in &out.tx[1] {
         let eth = ethernet::Frame::new_checked(umem.data(f)).unwrap();
         assert_eq!(
             (eth.dst_addr(), eth.src_addr()),

@@ -40,7 +40,7 @@ mod xsk_port;
 pub use mem_port::{mem_port_pair, MemPort};
 pub use pcap::{PcapSink, PcapSource};
 pub use pool::{FramePool, PoolStats, SharedFrames};
-pub use xsk_port::XskPort;
+pub use xsk_port::{RingOccupancy, XskPort};
 
 use crate::sys::umem::{Frame, Umem};
 
@@ -58,6 +58,8 @@ pub enum Next {
     Drop,
     /// Out of port N.
     Tx(u16),
+    /// Out of the port the vector came in on (see [`Pipeline::process_from`]).
+    Back,
     /// To the kernel stack (through a TAP device, where one is set up).
     Kernel,
 }
@@ -178,8 +180,20 @@ impl Pipeline {
     }
 
     /// Runs `input` (emptied) through the stages, from stage 0, and splits the results into
-    /// `out`. With no stage, everything is dropped.
+    /// `out`. With no stage, everything is dropped. The input counts as port 0's.
     pub fn process(&mut self, umem: &Umem, input: &mut Vec<Frame>, out: &mut Outputs) {
+        self.process_from(umem, 0, input, out)
+    }
+
+    /// Like [`Pipeline::process`] for a vector received on port `input_port`, which
+    /// [`Next::Back`] sends to.
+    pub fn process_from(
+        &mut self,
+        umem: &Umem,
+        input_port: u16,
+        input: &mut Vec<Frame>,
+        out: &mut Outputs,
+    ) {
         if self.stages.is_empty() {
             out.drop.append(input);
             return;
@@ -188,12 +202,12 @@ impl Pipeline {
             let n = input.len().min(self.vector);
             self.queues[0].extend(input.drain(..n));
             for s in 0..self.stages.len() {
-                self.run_stage(s, umem, out);
+                self.run_stage(s, umem, input_port, out);
             }
         }
     }
 
-    fn run_stage(&mut self, s: usize, umem: &Umem, out: &mut Outputs) {
+    fn run_stage(&mut self, s: usize, umem: &Umem, input_port: u16, out: &mut Outputs) {
         let mut frames = std::mem::take(&mut self.queues[s]);
         while !frames.is_empty() {
             let n = frames.len().min(self.vector);
@@ -205,6 +219,10 @@ impl Pipeline {
             c.frames += n as u64;
             // The one split: every frame moves once, to the vector of its next.
             for (frame, next) in frames.drain(..n).zip(self.nexts.iter().copied()) {
+                let next = match next {
+                    Next::Back => Next::Tx(input_port),
+                    other => other,
+                };
                 match next {
                     Next::Drop => {
                         c.dropped += 1;
@@ -217,7 +235,7 @@ impl Pipeline {
                         self.queues[usize::from(t)].push(frame)
                     }
                     Next::Kernel => out.kernel.push(frame),
-                    Next::Tx(_) | Next::Stage(_) => {
+                    Next::Tx(_) | Next::Stage(_) | Next::Back => {
                         c.bad_next += 1;
                         out.drop.push(frame);
                     }

@@ -59,6 +59,7 @@ impl SharedFrames {
             cache_max: cache,
             shared: self.clone(),
             stats: PoolStats::default(),
+            held: 0,
         }
     }
 }
@@ -70,9 +71,18 @@ pub struct FramePool {
     cache_max: usize,
     shared: SharedFrames,
     stats: PoolStats,
+    /// Frames taken from the shared ring and not given back: the cache plus every frame this
+    /// worker has out (in rings, in vectors).
+    held: usize,
 }
 
 impl FramePool {
+    /// Frames this pool has taken from the shared ring and not given back. A worker checks its
+    /// accounting by comparing this with the cache plus what its ports and vectors hold.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
     /// Moves up to `n` frames into `out`; returns how many.
     pub fn alloc(&mut self, out: &mut Vec<Frame>, n: usize) -> usize {
         let mut got = 0;
@@ -87,6 +97,7 @@ impl FramePool {
                 let at = ring.len() - take;
                 self.cache.extend(ring.drain(at..));
                 drop(ring);
+                self.held += take;
                 if self.cache.is_empty() {
                     self.stats.alloc_empty += 1;
                     break;
@@ -127,6 +138,7 @@ impl FramePool {
             .saturating_sub(ring.len())
             .min(frames.len());
         self.stats.recycled_ring += space as u64;
+        self.held -= space;
         ring.extend(frames.drain(..space));
         // Only possible with frames from elsewhere; counted, and the frames are dropped, which
         // loses them but never duplicates one.
@@ -148,6 +160,7 @@ impl FramePool {
             .unwrap_or_else(PoisonError::into_inner);
         if ring.len() < self.shared.capacity {
             self.stats.recycled_ring += 1;
+            self.held -= 1;
             ring.push(frame);
         } else {
             self.stats.recycled_full += 1;
@@ -209,6 +222,9 @@ mod tests {
         assert_eq!(pool.alloc(&mut out, 1000), 80);
         assert!(pool.stats().alloc_empty >= 1);
         assert_eq!(shared.len() + pool.cached() + out.len(), 100);
+        assert_eq!(pool.held(), pool.cached() + out.len());
+        pool.free(&mut out);
+        assert_eq!(pool.held(), pool.cached());
     }
 
     #[test]

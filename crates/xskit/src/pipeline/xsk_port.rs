@@ -13,14 +13,27 @@ use crate::sys::umem::{Frame, Umem};
 /// Below this many free fill slots a refill is not worth a ring update.
 const FILL_BATCH: u32 = 16;
 
+/// Frames a port's rings hold, read from the rings' indices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingOccupancy {
+    /// In the fill ring.
+    pub fill: usize,
+    /// In the rx ring.
+    pub rx: usize,
+    /// In the tx ring or the completion ring.
+    pub tx: usize,
+}
+
 /// One (interface, queue) of a pipeline, on a UMEM shared with the other ports.
 #[derive(Debug)]
 pub struct XskPort {
     socket: Socket,
     _program: Arc<XdpProgram>,
     fill_target: usize,
-    /// Frames handed to the kernel and not yet back: fill + rx + tx + completion rings.
-    in_kernel: usize,
+    /// Frames given to the fill ring and not yet received (fill ring, rx ring, or in between).
+    in_fill_rx: usize,
+    /// Frames given to the tx ring and not yet reaped from the completion ring.
+    in_tx: usize,
     /// Completed frames on their way to the pool, reused from call to call.
     done: Vec<Frame>,
 }
@@ -43,7 +56,8 @@ impl XskPort {
             fill_target: cfg.fill_size as usize / 2,
             socket,
             _program: program,
-            in_kernel: 0,
+            in_fill_rx: 0,
+            in_tx: 0,
             done: Vec::with_capacity(cfg.completion_size as usize),
         })
     }
@@ -57,7 +71,7 @@ impl XskPort {
         if want >= FILL_BATCH as usize {
             pool.alloc(scratch, want);
             let n = fill.fill(scratch, usize::MAX);
-            self.in_kernel += n;
+            self.in_fill_rx += n;
             pool.free(scratch);
         }
         if fill.needs_wakeup() {
@@ -69,8 +83,17 @@ impl XskPort {
     /// Moves up to `max` received frames into `out`; returns how many.
     pub fn receive(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
         let n = self.socket.rx().map_or(0, |rx| rx.receive(out, max));
-        self.in_kernel -= n;
+        self.in_fill_rx -= n;
         n
+    }
+
+    /// Gives `frames` (emptied) straight back to the fill ring, the way a dropped packet's
+    /// buffer is reused at once; what the ring cannot take goes to `pool`.
+    pub fn recycle(&mut self, frames: &mut Vec<Frame>, pool: &mut FramePool) {
+        if let Some(fill) = self.socket.fill() {
+            self.in_fill_rx += fill.fill(frames, usize::MAX);
+        }
+        pool.free(frames);
     }
 
     /// Transmits `frames` (emptied: what the ring cannot take goes back to `pool`); reaps
@@ -82,7 +105,7 @@ impl XskPort {
             return Ok(0);
         };
         let n = tx.send(frames, usize::MAX);
-        self.in_kernel += n;
+        self.in_tx += n;
         tx.wakeup_if_needed()?;
         // Frames that did not fit are dropped back to the pool, as a full NIC queue drops.
         pool.free(frames);
@@ -95,14 +118,34 @@ impl XskPort {
             Some(c) => c.complete(&mut self.done, usize::MAX),
             None => 0,
         };
-        self.in_kernel -= n;
+        self.in_tx -= n;
         pool.free(&mut self.done);
         n
     }
 
     /// Frames this port has handed to the kernel and not had back.
     pub fn in_kernel(&self) -> usize {
-        self.in_kernel
+        self.in_fill_rx + self.in_tx
+    }
+
+    /// Frames transmitted and not yet reaped.
+    pub fn tx_in_flight(&self) -> usize {
+        self.in_tx
+    }
+
+    /// What the kernel's ring indices say this port's rings hold, to check the ledger of
+    /// [`XskPort::in_kernel`] against: frames in the fill ring, in the rx ring, and in the tx
+    /// and completion rings together.
+    pub fn ring_occupancy(&mut self) -> RingOccupancy {
+        let fill = self.socket.fill().map_or(0, |f| f.pending()) as usize;
+        let rx = self.socket.rx().map_or(0, |r| r.available()) as usize;
+        let tx_ring = self.socket.tx().map_or(0, |t| t.pending()) as usize;
+        let completion = self.socket.completion().map_or(0, |c| c.available()) as usize;
+        RingOccupancy {
+            fill,
+            rx,
+            tx: tx_ring + completion,
+        }
     }
 
     /// The socket (statistics, rings).

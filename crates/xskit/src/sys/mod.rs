@@ -6,11 +6,13 @@
 
 pub(crate) mod afpacket;
 pub(crate) mod bpf;
+pub(crate) mod ethtool;
 pub(crate) mod filter;
 pub(crate) mod mmap;
 pub(crate) mod netlink;
 pub(crate) mod ring;
 pub(crate) mod rings;
+pub(crate) mod tap;
 pub(crate) mod testing;
 pub(crate) mod umem;
 pub(crate) mod uring_zc;
@@ -123,4 +125,21 @@ pub(crate) fn monotonic_ns() -> u64 {
 /// CPU time (user + system) consumed by all threads of this process, in nanoseconds.
 pub(crate) fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Pins the calling thread to CPU `cpu`.
+pub(crate) fn pin_current_thread(cpu: usize) -> Result<(), SyscallError> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(SyscallError {
+            call: "sched_setaffinity",
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    // SAFETY: `cpu` < CPU_SETSIZE was checked, so the bit is inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live cpu_set_t of the size passed; 0 means this thread.
+    let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    cvt(ret, "sched_setaffinity").map(drop)
 }

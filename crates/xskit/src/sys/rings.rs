@@ -143,6 +143,11 @@ impl CompletionRing {
         }
         n as usize
     }
+
+    /// Completed frames waiting to be reaped.
+    pub fn available(&mut self) -> u32 {
+        self.ring.available(u32::MAX)
+    }
 }
 
 impl RxRing {

@@ -1,0 +1,306 @@
+//! `xskit fwd`: a filtering bump in the wire between two interfaces, or a reflector on one,
+//! with a TOML rules file, live counters and a JSON summary.
+
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use xskit::forward::{Counters, ForwardConfig, Forwarder, Report};
+use xskit::rules::{RuleSet, Verdict};
+use xskit::{AttachMode, SocketConfig};
+
+use crate::opts::{stop_flag, thousands, RunArgs};
+
+#[derive(Args, Debug)]
+pub(crate) struct FwdArgs {
+    /// An interface; give two to forward between them (both directions), one with --reflect.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    interfaces: Vec<String>,
+    /// The rules file (TOML): see the README. Without it everything is forwarded.
+    #[arg(short = 'r', long, value_name = "FILE")]
+    rules: Option<std::path::PathBuf>,
+    /// auto (native, else skb), skb or drv.
+    #[arg(short = 'm', long, default_value = "auto")]
+    mode: String,
+    /// Queues to serve, a pinned worker each (default: every receive queue).
+    #[arg(short = 'Q', long)]
+    queues: Option<u32>,
+    /// CPUs for the workers, in queue order, e.g. 0,1 (default: not pinned).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+    /// Send forwarded packets back out of the interface they came in on, MACs swapped (l2fwd).
+    #[arg(long)]
+    reflect: bool,
+    /// Answer ARP and ICMP echo requests for this IPv4 address.
+    #[arg(long, value_name = "ADDR")]
+    respond: Option<Ipv4Addr>,
+    /// A TAP device (created) for packets passed to the kernel from user space and for this
+    /// host's own traffic.
+    #[arg(long, value_name = "NAME")]
+    tap: Option<String>,
+    /// Check the frame accounting after every vector and at exit; fail if a frame is lost.
+    #[arg(long)]
+    check: bool,
+    /// Packets per vector (1 to 256).
+    #[arg(long, default_value_t = 64)]
+    vector: usize,
+    /// Entries in each ring (the fill ring gets twice as many).
+    #[arg(long = "ring-size", default_value_t = 1024)]
+    ring_size: u32,
+    /// Print the rules and how they are split between the kernel and user space, then exit.
+    #[arg(long)]
+    explain: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Serialize)]
+struct FwdJson<'a> {
+    command: &'static str,
+    interfaces: &'a [String],
+    modes: Vec<String>,
+    warnings: &'a [String],
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+fn attach_mode(s: &str) -> Result<AttachMode> {
+    Ok(match s {
+        "auto" => AttachMode::Auto,
+        "skb" => AttachMode::Skb,
+        "drv" | "native" => AttachMode::Drv,
+        _ => bail!("unknown mode '{s}': use auto, skb or drv"),
+    })
+}
+
+fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the rules file {}", path.display()))?;
+    RuleSet::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+fn explain(rules: &RuleSet) {
+    let (kernel, _) = rules.kernel_rules();
+    for (i, (r, k)) in rules.rules().iter().zip(kernel.iter()).enumerate() {
+        let place = if rules.decided_in_kernel(i) {
+            "decided in the kernel".to_string()
+        } else if r.matcher.kernel_exact() {
+            "redirected to user space".to_string()
+        } else {
+            format!(
+                "the kernel redirects a superset ({:?}), user space decides",
+                k.prefix
+            )
+        };
+        out!(
+            "{:>3} {:<20} {:<10} {}",
+            i + 1,
+            r.name,
+            r.verdict().name(),
+            place
+        );
+    }
+    let default = rules.default_verdict();
+    out!(
+        "    {:<20} {:<10} {}",
+        "default",
+        default.name(),
+        if matches!(default, Verdict::Drop | Verdict::Pass) {
+            "decided in the kernel for packets no rule sent up"
+        } else {
+            "redirected to user space"
+        }
+    );
+}
+
+fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
+    let rate = |a: u64, b: u64| thousands(((a - b.min(a)) as f64 / secs) as u64);
+    for (p, q) in now.ports.iter().zip(last.ports.iter()) {
+        out!(
+            "{elapsed:7.1}s {:<12} rx {:>11} pps  tx {:>11} pps  xdp-drop {:>9}  xdp-pass {:>9}  kernel {:>7}  ring-full {}",
+            p.interface,
+            rate(p.rx_packets, q.rx_packets),
+            rate(p.tx_packets, q.tx_packets),
+            rate(p.xdp_dropped, q.xdp_dropped),
+            rate(p.xdp_passed, q.xdp_passed),
+            rate(p.to_kernel, q.to_kernel),
+            thousands(p.tx_ring_full + p.socket_rx_ring_full),
+        );
+    }
+    for (r, q) in now.rules.iter().zip(last.rules.iter()) {
+        out!(
+            "{elapsed:7.1}s   rule {:<18} {:<10} {:>11} pps  total {:>13}{}",
+            r.name,
+            r.action,
+            rate(r.packets, q.packets),
+            thousands(r.packets),
+            if r.over_rate > 0 {
+                format!("  over rate {}", thousands(r.over_rate))
+            } else {
+                String::new()
+            }
+        );
+    }
+    if now.arp_replies + now.echo_replies > 0 {
+        out!(
+            "{elapsed:7.1}s   answered ARP {}  echo {}",
+            thousands(now.arp_replies),
+            thousands(now.echo_replies)
+        );
+    }
+}
+
+pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
+    let duration = args.run.duration()?;
+    let interval = args.run.interval()?;
+    let rules = match &args.rules {
+        Some(path) => load_rules(path)?,
+        None => RuleSet::with_default(Verdict::Forward),
+    };
+    if args.explain {
+        explain(&rules);
+        return Ok(0);
+    }
+    if !args.ring_size.is_power_of_two() || !(64..=16384).contains(&args.ring_size) {
+        bail!(
+            "--ring-size {} must be a power of two from 64 to 16384",
+            args.ring_size
+        );
+    }
+    let config = ForwardConfig {
+        interfaces: args.interfaces.clone(),
+        mode: attach_mode(&args.mode)?,
+        queues: args.queues,
+        rules,
+        reflect: args.reflect,
+        respond: args.respond,
+        tap: args.tap.clone(),
+        check: args.check,
+        vector: args.vector,
+        frames: None,
+        cpus: args.cpus.clone(),
+        socket: SocketConfig {
+            rx_size: args.ring_size,
+            tx_size: args.ring_size,
+            fill_size: args.ring_size * 2,
+            completion_size: args.ring_size,
+            ..SocketConfig::default()
+        },
+    };
+    let stop = stop_flag()?;
+    let forwarder = Forwarder::new(config)
+        .with_context(|| format!("setting up forwarding on {}", args.interfaces.join(" and ")))?;
+    let (modes, warnings) = (forwarder.modes(), forwarder.warnings().to_vec());
+    let header = format!(
+        "xskit fwd: {} ({}){}{}{}; Ctrl-C stops",
+        args.interfaces.join(" <-> "),
+        modes.join(", "),
+        if args.reflect { ", reflecting" } else { "" },
+        args.respond
+            .map(|a| format!(", answering for {a}"))
+            .unwrap_or_default(),
+        args.tap
+            .as_ref()
+            .map(|t| format!(", kernel path via {t}"))
+            .unwrap_or_default(),
+    );
+    // Under --json stdout carries only the summary.
+    if args.run.json {
+        eprintln!("{header}");
+    } else {
+        out!("{header}");
+    }
+    for w in &warnings {
+        eprintln!("xskit fwd: note: {w}");
+    }
+    if let Some(d) = duration {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let start = Instant::now();
+    let mut last = Counters::default();
+    let mut last_at = Instant::now();
+    let json = args.run.json;
+    let report = forwarder
+        .run(&stop, interval, |c| {
+            if !json {
+                let secs = last_at.elapsed().as_secs_f64().max(1e-3);
+                if last.ports.is_empty() {
+                    last = Counters {
+                        ports: c.ports.iter().map(|_| Default::default()).collect(),
+                        rules: c.rules.iter().map(|_| Default::default()).collect(),
+                        ..Counters::default()
+                    };
+                }
+                print_tick(start.elapsed().as_secs_f64(), c, &last, secs);
+            }
+            last = c.clone();
+            last_at = Instant::now();
+        })
+        .context("forwarding")?;
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string(&FwdJson {
+                command: "fwd",
+                interfaces: &args.interfaces,
+                modes,
+                warnings: &warnings,
+                report: &report,
+            })?
+        );
+    } else {
+        out!(
+            "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {}{}",
+            report.seconds,
+            report.frames.total,
+            report.frames.pool,
+            report.frames.fill,
+            report.frames.rx,
+            report.frames.tx,
+            if report.frames.unaccounted == 0 {
+                String::new()
+            } else {
+                format!(" ({} unaccounted)", report.frames.unaccounted)
+            }
+        );
+        for p in &report.counters.ports {
+            out!(
+                "  {:<12} rx {}  tx {}  xdp-drop {}  xdp-pass {}  to-kernel {}  from-kernel {}",
+                p.interface,
+                thousands(p.rx_packets),
+                thousands(p.tx_packets),
+                thousands(p.xdp_dropped),
+                thousands(p.xdp_passed),
+                thousands(p.to_kernel),
+                thousands(p.from_kernel)
+            );
+        }
+        for r in &report.counters.rules {
+            out!(
+                "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}  over rate {}",
+                r.name,
+                r.action,
+                thousands(r.packets),
+                thousands(r.bytes),
+                thousands(r.in_kernel),
+                thousands(r.over_rate)
+            );
+        }
+    }
+    if report.frames.unaccounted != 0 {
+        eprintln!(
+            "xskit fwd: {} frames unaccounted at exit: a frame was lost or counted twice",
+            report.frames.unaccounted
+        );
+        if args.check {
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,671 @@
+//! A filtering forwarder, the application `xskit fwd` runs: a bump in the wire between two
+//! interfaces (both directions), or one interface that reflects.
+//!
+//! Rules (see [`crate::rules`]) are split: what the kernel can decide exactly (drop and pass
+//! by destination prefix, protocol and destination port) is decided by the XDP program; the
+//! rest comes up to the pipeline. Each queue gets a worker thread with both interfaces'
+//! sockets on that queue, one pipeline per input port, and its own frame pool, all on one
+//! UMEM, so forwarding moves descriptors and never copies.
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! use std::time::Duration;
+//! use xskit::forward::{ForwardConfig, Forwarder};
+//! use xskit::rules::RuleSet;
+//!
+//! let rules = RuleSet::from_toml("[[rule]]\nprotocol = \"udp\"\ndst_port = 53\naction = \"drop\"\n")?;
+//! let fwd = Forwarder::new(ForwardConfig {
+//!     interfaces: vec!["eth1".into(), "eth2".into()],
+//!     rules,
+//!     ..ForwardConfig::default()
+//! })?;
+//! let stop = AtomicBool::new(false);
+//! let report = fwd.run(&stop, Duration::from_secs(1), |c| println!("{:?}", c.ports))?;
+//! println!("{} frames unaccounted", report.frames.unaccounted);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod stages;
+mod worker;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::interface::Interface;
+use crate::pipeline::{Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR};
+use crate::program::{AttachMode, XdpProgram};
+use crate::rules::{RateLimiter, RuleSet, Verdict};
+use crate::socket::{SocketConfig, SocketHandle};
+use crate::sys::tap::TapFd;
+use crate::sys::umem::{Umem, UmemConfig};
+use stages::{Respond, RuleCells, Rules};
+use worker::{PortCells, TapPath, Worker, WorkerEnd};
+
+/// How to forward.
+#[derive(Clone, Debug)]
+pub struct ForwardConfig {
+    /// One or two interfaces. With two, what arrives on one leaves on the other.
+    pub interfaces: Vec<String>,
+    /// XDP attach mode.
+    pub mode: AttachMode,
+    /// Queues to serve (a worker each); `None` serves every receive queue.
+    pub queues: Option<u32>,
+    /// The rules.
+    pub rules: RuleSet,
+    /// Send forwarded packets back out of the interface they came in on, MACs swapped (l2fwd).
+    pub reflect: bool,
+    /// Answer ARP and ICMP echo requests for this address.
+    pub respond: Option<Ipv4Addr>,
+    /// A TAP device for packets the rules pass to the kernel from user space, and for the
+    /// forwarding host's own traffic.
+    pub tap: Option<String>,
+    /// Check the frame accounting after every vector; stop with an error if it is off.
+    pub check: bool,
+    /// Packets per vector (1 to 256).
+    pub vector: usize,
+    /// UMEM frames; `None` sizes the UMEM for every ring of every socket.
+    pub frames: Option<u32>,
+    /// CPUs to pin workers to, in queue order (wrapping); empty leaves them unpinned.
+    pub cpus: Vec<usize>,
+    /// Socket ring sizes and options.
+    pub socket: SocketConfig,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            interfaces: Vec::new(),
+            mode: AttachMode::Auto,
+            queues: None,
+            rules: RuleSet::with_default(Verdict::Forward),
+            reflect: false,
+            respond: None,
+            tap: None,
+            check: false,
+            vector: DEFAULT_VECTOR,
+            frames: None,
+            cpus: Vec::new(),
+            socket: SocketConfig::default(),
+        }
+    }
+}
+
+/// One rule's counts (or the default's, last).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuleCount {
+    /// The rule's name ("default" for the default).
+    pub name: String,
+    /// forward, drop, pass or rate-limit.
+    pub action: &'static str,
+    /// Packets that matched.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Of those, packets decided by the XDP program without reaching user space.
+    pub in_kernel: u64,
+    /// Packets a rate limit dropped.
+    pub over_rate: u64,
+}
+
+/// One interface's counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PortCount {
+    /// The interface.
+    pub interface: String,
+    /// xdp-skb or xdp-drv.
+    pub mode: String,
+    /// Packets that reached user space.
+    pub rx_packets: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Packets transmitted.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Packets dropped because the tx ring was full.
+    pub tx_ring_full: u64,
+    /// Packets the XDP program dropped by rule.
+    pub xdp_dropped: u64,
+    /// Packets the XDP program passed to the kernel stack by rule.
+    pub xdp_passed: u64,
+    /// Packets handed to the kernel through the TAP device.
+    pub to_kernel: u64,
+    /// Packets for the kernel that were dropped (no TAP device, or it was full).
+    pub to_kernel_dropped: u64,
+    /// Packets from the TAP device sent out of this interface.
+    pub from_kernel: u64,
+    /// The sockets' kernel counters, summed over queues.
+    pub socket_rx_dropped: u64,
+    /// Packets the kernel dropped because an rx ring was full.
+    pub socket_rx_ring_full: u64,
+    /// Times a fill ring was empty when a packet arrived.
+    pub socket_fill_ring_empty: u64,
+}
+
+/// Counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Per rule, in order, then the default.
+    pub rules: Vec<RuleCount>,
+    /// Per interface.
+    pub ports: Vec<PortCount>,
+    /// ARP replies sent (`respond`).
+    pub arp_replies: u64,
+    /// ICMP echo replies sent (`respond`).
+    pub echo_replies: u64,
+    /// The frame pools' counters, summed over workers.
+    pub pool: PoolCount,
+}
+
+/// The page_pool-style counters of [`PoolStats`], summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PoolCount {
+    /// Allocations served from a worker's cache.
+    pub alloc_fast: u64,
+    /// Allocations that refilled the cache from the shared ring.
+    pub alloc_slow: u64,
+    /// Allocations that found nothing.
+    pub alloc_empty: u64,
+    /// Frees into a worker's cache.
+    pub recycled_cache: u64,
+    /// Frees into the shared ring.
+    pub recycled_ring: u64,
+    /// Frees the shared ring could not take (must be 0).
+    pub recycled_full: u64,
+}
+
+impl PoolCount {
+    fn add(&mut self, s: &PoolStats) {
+        self.alloc_fast += s.alloc_fast;
+        self.alloc_slow += s.alloc_slow;
+        self.alloc_empty += s.alloc_empty;
+        self.recycled_cache += s.recycled_cache;
+        self.recycled_ring += s.recycled_ring;
+        self.recycled_full += s.recycled_full;
+    }
+}
+
+/// Where every UMEM frame was when the forwarder stopped. `unaccounted` is what the pool and
+/// the rings' own indices do not explain: 0 unless a frame was lost or duplicated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FrameReport {
+    /// Frames in the UMEM.
+    pub total: u64,
+    /// In the frame pool.
+    pub pool: u64,
+    /// In fill rings.
+    pub fill: u64,
+    /// In rx rings.
+    pub rx: u64,
+    /// In tx or completion rings.
+    pub tx: u64,
+    /// total − pool − fill − rx − tx.
+    pub unaccounted: i64,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// How long it ran.
+    pub seconds: f64,
+    /// Workers (queues) that ran.
+    pub workers: usize,
+    /// The counters at the end.
+    pub counters: Counters,
+    /// The frames at the end.
+    pub frames: FrameReport,
+}
+
+/// What each worker publishes, kept here to read while it runs.
+struct WorkerCells {
+    ports: Arc<Vec<PortCells>>,
+    /// One per input port.
+    rules: Vec<Arc<Vec<RuleCells>>>,
+    pool: Arc<Mutex<PoolStats>>,
+    sockets: Vec<SocketHandle>,
+}
+
+/// A forwarder, set up and ready to run.
+pub struct Forwarder {
+    rules: Arc<RuleSet>,
+    programs: Vec<Arc<XdpProgram>>,
+    names: Vec<String>,
+    shared: SharedFrames,
+    total: usize,
+    queues: u32,
+    workers: Vec<Worker>,
+    cells: Vec<WorkerCells>,
+    arp_replies: Arc<AtomicU64>,
+    echo_replies: Arc<AtomicU64>,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("interfaces", &self.names)
+            .field("queues", &self.queues)
+            .field("frames", &self.total)
+            .finish()
+    }
+}
+
+impl Forwarder {
+    /// Attaches the programs, installs the kernel's share of the rules, opens every socket and
+    /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
+    /// detaches everything.
+    pub fn new(config: ForwardConfig) -> Result<Self> {
+        let n = config.interfaces.len();
+        if n == 0 || n > 2 {
+            return Err(Error::InvalidConfig(format!(
+                "{n} interfaces given: forward between two, or reflect on one"
+            )));
+        }
+        if n == 2 && config.interfaces[0] == config.interfaces[1] {
+            return Err(Error::InvalidConfig(format!(
+                "both interfaces are {}: give two different ones, or one with reflect",
+                config.interfaces[0]
+            )));
+        }
+        let rules = &config.rules;
+        let forwards = rules.default_verdict() == Verdict::Forward
+            || rules
+                .rules()
+                .iter()
+                .any(|r| matches!(r.verdict(), Verdict::Forward | Verdict::RateLimit));
+        if n == 1 && !config.reflect && forwards {
+            return Err(Error::InvalidConfig(format!(
+                "with one interface ({}) forwarded packets have nowhere to go: give a second \
+                 interface, or reflect them back",
+                config.interfaces[0]
+            )));
+        }
+        if config.vector == 0 || config.vector > crate::pipeline::MAX_VECTOR {
+            return Err(Error::InvalidConfig(format!(
+                "vector size {} must be 1 to {}",
+                config.vector,
+                crate::pipeline::MAX_VECTOR
+            )));
+        }
+        config.socket.validate()?;
+        let ifaces = config
+            .interfaces
+            .iter()
+            .map(|name| Interface::by_name(name))
+            .collect::<Result<Vec<_>>>()?;
+        let infos = ifaces
+            .iter()
+            .map(Interface::link_info)
+            .collect::<Result<Vec<_>>>()?;
+        let active = ifaces
+            .iter()
+            .map(Interface::active_rx_queues)
+            .collect::<Result<Vec<_>>>()?;
+        let fewest = active.iter().copied().min().unwrap_or(1);
+        let queues = config.queues.unwrap_or(fewest);
+        let mut warnings = Vec::new();
+        if queues == 0 {
+            return Err(Error::InvalidConfig("0 queues: serve at least one".into()));
+        }
+        for (info, &active) in infos.iter().zip(active.iter()) {
+            if queues > active {
+                return Err(Error::QueueOutOfRange {
+                    iface: info.name.clone(),
+                    queue: queues - 1,
+                    queues: active,
+                });
+            }
+            if queues < active {
+                warnings.push(format!(
+                    "{} uses {active} receive queues and {queues} are served: packets on the \
+                     others go to the kernel stack",
+                    info.name
+                ));
+            }
+        }
+        let macs = infos
+            .iter()
+            .map(|i| {
+                i.mac.ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "{} has no MAC address: it is not Ethernet",
+                        i.name
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let user_pass = rules
+            .rules()
+            .iter()
+            .enumerate()
+            .any(|(i, r)| r.verdict() == Verdict::Pass && !rules.decided_in_kernel(i))
+            || (rules.default_verdict() == Verdict::Pass
+                && rules.rules().iter().any(|r| !r.matcher.kernel_exact()));
+        if user_pass && config.tap.is_none() {
+            warnings.push(
+                "some packets are passed to the kernel from user space (a pass rule on a source \
+                 address or port); without a TAP device they are dropped and counted: add a TAP \
+                 device"
+                    .into(),
+            );
+        }
+
+        let (kernel_rules, kernel_default) = rules.kernel_rules();
+        let mut programs = Vec::with_capacity(n);
+        for iface in &ifaces {
+            let program = XdpProgram::attach_filter(iface, config.mode)?;
+            program.set_rules(&kernel_rules, kernel_default)?;
+            if let Some(why) = program.fallback_reason() {
+                warnings.push(format!("{}: {why}", iface.name()));
+            }
+            programs.push(Arc::new(program));
+        }
+
+        let frames = config.frames.unwrap_or_else(|| {
+            queues * n as u32 * (config.socket.fill_size + config.socket.tx_size)
+        });
+        let umem = Umem::new(UmemConfig {
+            frame_count: frames,
+            ..UmemConfig::default()
+        })?;
+        let shared =
+            SharedFrames::new(umem.take_frames().ok_or_else(|| {
+                Error::InvalidConfig("the UMEM's frames were already taken".into())
+            })?);
+
+        let tap = match &config.tap {
+            None => None,
+            Some(name) => {
+                let fd = TapFd::open(name).map_err(|e| Error::Tap {
+                    name: name.clone(),
+                    reason: format!(
+                        "{e}: the name must be a free interface name of at most 15 characters, \
+                         and creating one needs CAP_NET_ADMIN"
+                    ),
+                })?;
+                let mac = Interface::by_name(fd.name())?
+                    .link_info()?
+                    .mac
+                    .ok_or_else(|| Error::Tap {
+                        name: name.clone(),
+                        reason: "it has no MAC address".into(),
+                    })?;
+                Some(Arc::new(TapPath {
+                    fd,
+                    mac,
+                    learnt: Mutex::new(HashMap::new()),
+                }))
+            }
+        };
+
+        let shared_rules = Arc::new(config.rules.clone());
+        let limiters: Arc<Vec<Option<RateLimiter>>> = Arc::new(
+            shared_rules
+                .rules()
+                .iter()
+                .map(|r| r.rate.map(|rate| rate.limiter()))
+                .collect(),
+        );
+        let (arp_replies, echo_replies) = (Arc::default(), Arc::default());
+        let mut workers = Vec::with_capacity(queues as usize);
+        let mut cells = Vec::with_capacity(queues as usize);
+        for q in 0..queues {
+            let mut ports = Vec::with_capacity(n);
+            for program in &programs {
+                ports.push(XskPort::open(&umem, program.clone(), q, &config.socket)?);
+            }
+            let sockets = ports.iter_mut().map(|p| p.socket().handle()).collect();
+            let port_cells: Arc<Vec<PortCells>> =
+                Arc::new((0..n).map(|_| PortCells::default()).collect());
+            let mut rule_cells = Vec::with_capacity(n);
+            let mut pipelines = Vec::with_capacity(n);
+            for (p, mac) in macs.iter().enumerate() {
+                let mut pipeline = Pipeline::new(n);
+                pipeline.set_vector_size(config.vector)?;
+                if let Some(addr) = config.respond {
+                    pipeline.add_stage(Box::new(Respond {
+                        addr: addr.octets(),
+                        mac: *mac,
+                        next: 1,
+                        arp_replies: Arc::clone(&arp_replies),
+                        echo_replies: Arc::clone(&echo_replies),
+                    }));
+                }
+                let rc: Arc<Vec<RuleCells>> = Arc::new(
+                    (0..=shared_rules.rules().len())
+                        .map(|_| RuleCells::default())
+                        .collect(),
+                );
+                pipeline.add_stage(Box::new(Rules {
+                    rules: Arc::clone(&shared_rules),
+                    limiters: Arc::clone(&limiters),
+                    cells: Arc::clone(&rc),
+                    local: vec![[0; 3]; shared_rules.rules().len() + 1],
+                    out: if n == 2 { 1 - p as u16 } else { 0 },
+                    reflect: config.reflect,
+                    local_mac: tap.as_ref().map(|t| t.mac),
+                }));
+                rule_cells.push(rc);
+                pipelines.push(pipeline);
+            }
+            let pool_stats = Arc::new(Mutex::new(PoolStats::default()));
+            cells.push(WorkerCells {
+                ports: Arc::clone(&port_cells),
+                rules: rule_cells,
+                pool: Arc::clone(&pool_stats),
+                sockets,
+            });
+            workers.push(Worker {
+                index: q as usize,
+                queue: q,
+                cpu: (!config.cpus.is_empty()).then(|| config.cpus[q as usize % config.cpus.len()]),
+                umem: umem.clone(),
+                ports,
+                pipelines,
+                pool: shared.pool(2 * crate::pipeline::MAX_VECTOR),
+                vector: config.vector,
+                check: config.check,
+                tap: tap.clone(),
+                port_cells,
+                pool_stats,
+                tap_frames: Vec::with_capacity(1),
+            });
+        }
+        Ok(Forwarder {
+            rules: shared_rules,
+            programs,
+            names: config.interfaces.clone(),
+            shared,
+            total: frames as usize,
+            queues,
+            workers,
+            cells,
+            arp_replies,
+            echo_replies,
+            warnings,
+        })
+    }
+
+    /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
+    /// rules without a TAP device).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The attach mode of each interface's program.
+    pub fn modes(&self) -> Vec<String> {
+        self.programs.iter().map(|p| p.mode().to_string()).collect()
+    }
+
+    /// The counters now (the kernel's rule counters and socket statistics are read by system
+    /// calls: call this about once a second, not per packet).
+    pub fn counters(&self) -> Result<Counters> {
+        let rules = self.rules.rules();
+        let default = rules.len();
+        let mut out = Counters {
+            rules: rules
+                .iter()
+                .map(|r| RuleCount {
+                    name: r.name.clone(),
+                    action: r.verdict().name(),
+                    ..RuleCount::default()
+                })
+                .chain(std::iter::once(RuleCount {
+                    name: "default".into(),
+                    action: self.rules.default_verdict().name(),
+                    ..RuleCount::default()
+                }))
+                .collect(),
+            ports: self
+                .names
+                .iter()
+                .zip(self.programs.iter())
+                .map(|(name, p)| PortCount {
+                    interface: name.clone(),
+                    mode: p.mode().to_string(),
+                    ..PortCount::default()
+                })
+                .collect(),
+            arp_replies: self.arp_replies.load(Ordering::Relaxed),
+            echo_replies: self.echo_replies.load(Ordering::Relaxed),
+            pool: PoolCount::default(),
+        };
+        for w in &self.cells {
+            for (p, (cells, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
+                count.rx_packets += cells.rx_packets.load(Ordering::Relaxed);
+                count.rx_bytes += cells.rx_bytes.load(Ordering::Relaxed);
+                count.tx_packets += cells.tx_packets.load(Ordering::Relaxed);
+                count.tx_bytes += cells.tx_bytes.load(Ordering::Relaxed);
+                count.tx_ring_full += cells.tx_ring_full.load(Ordering::Relaxed);
+                count.to_kernel += cells.to_kernel.load(Ordering::Relaxed);
+                count.to_kernel_dropped += cells.to_kernel_dropped.load(Ordering::Relaxed);
+                count.from_kernel += cells.from_kernel.load(Ordering::Relaxed);
+                let s = w.sockets[p].statistics()?;
+                count.socket_rx_dropped += s.rx_dropped;
+                count.socket_rx_ring_full += s.rx_ring_full;
+                count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
+            }
+            for direction in &w.rules {
+                for (cells, count) in direction.iter().zip(out.rules.iter_mut()) {
+                    count.packets += cells.packets.load(Ordering::Relaxed);
+                    count.bytes += cells.bytes.load(Ordering::Relaxed);
+                    count.over_rate += cells.over_rate.load(Ordering::Relaxed);
+                }
+            }
+            out.pool
+                .add(&w.pool.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+        let default_in_kernel =
+            matches!(self.rules.default_verdict(), Verdict::Drop | Verdict::Pass);
+        for (program, port) in self.programs.iter().zip(out.ports.iter_mut()) {
+            let kernel = program.rule_counters()?;
+            for (i, k) in kernel.iter().enumerate() {
+                let (index, verdict, decided) = if i < default {
+                    (i, rules[i].verdict(), self.rules.decided_in_kernel(i))
+                } else {
+                    (default, self.rules.default_verdict(), default_in_kernel)
+                };
+                if !decided {
+                    continue;
+                }
+                let count = &mut out.rules[index];
+                count.packets += k.packets;
+                count.bytes += k.bytes;
+                count.in_kernel += k.packets;
+                match verdict {
+                    Verdict::Drop => port.xdp_dropped += k.packets,
+                    _ => port.xdp_passed += k.packets,
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forwards until `stop` is set, calling `on_tick` with the counters every `interval`;
+    /// then stops redirecting, drains the rings, and reports. Everything is detached when it
+    /// returns, whether it succeeds or not.
+    pub fn run(
+        mut self,
+        stop: &AtomicBool,
+        interval: Duration,
+        mut on_tick: impl FnMut(&Counters),
+    ) -> Result<Report> {
+        let start = Instant::now();
+        let (worker_stop, drain) = (AtomicBool::new(false), AtomicBool::new(false));
+        let workers = std::mem::take(&mut self.workers);
+        let count = workers.len();
+        let mut tick_error = None;
+        let ends: Vec<std::thread::Result<Result<WorkerEnd>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = workers
+                .into_iter()
+                .map(|w| {
+                    let (worker_stop, drain) = (&worker_stop, &drain);
+                    s.spawn(move || w.run(worker_stop, drain))
+                })
+                .collect();
+            let mut next_tick = start + interval;
+            while !stop.load(Ordering::Relaxed) && !handles.iter().any(|h| h.is_finished()) {
+                std::thread::sleep(Duration::from_millis(10));
+                if Instant::now() >= next_tick {
+                    match self.counters() {
+                        Ok(c) => on_tick(&c),
+                        Err(e) => {
+                            tick_error = Some(e);
+                            break;
+                        }
+                    }
+                    next_tick += interval;
+                }
+            }
+            worker_stop.store(true, Ordering::Relaxed);
+            // No more redirects: what arrives from now on goes to the kernel stack, so the
+            // rings settle and the workers can account for every frame.
+            for program in &self.programs {
+                for q in 0..self.queues {
+                    let _ = program.unregister(q);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            drain.store(true, Ordering::Relaxed);
+            handles.into_iter().map(|h| h.join()).collect()
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        let mut frames = FrameReport {
+            total: self.total as u64,
+            ..FrameReport::default()
+        };
+        let mut first_error = tick_error;
+        for end in ends {
+            match end {
+                Ok(Ok(end)) => {
+                    frames.fill += end.rings.fill as u64;
+                    frames.rx += end.rings.rx as u64;
+                    frames.tx += end.rings.tx as u64;
+                }
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        // Every worker's pool has given its cache back by now.
+        frames.pool = self.shared.len() as u64;
+        frames.unaccounted =
+            frames.total as i64 - (frames.pool + frames.fill + frames.rx + frames.tx) as i64;
+        Ok(Report {
+            seconds,
+            workers: count,
+            counters: self.counters()?,
+            frames,
+        })
+    }
+}

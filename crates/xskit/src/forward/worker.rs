@@ -1,0 +1,334 @@
+//! One worker: both interfaces' sockets for one queue, a pipeline per input port, its own
+//! frame pool, and exact frame accounting.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, XskPort};
+use crate::sys::tap::TapFd;
+use crate::sys::umem::{Frame, Umem};
+
+/// Per-port counters of one worker.
+#[derive(Debug, Default)]
+pub(crate) struct PortCells {
+    pub(crate) rx_packets: AtomicU64,
+    pub(crate) rx_bytes: AtomicU64,
+    pub(crate) tx_packets: AtomicU64,
+    pub(crate) tx_bytes: AtomicU64,
+    /// Frames the tx ring had no room for.
+    pub(crate) tx_ring_full: AtomicU64,
+    /// Frames handed to the kernel through the TAP device.
+    pub(crate) to_kernel: AtomicU64,
+    /// Frames for the kernel that were dropped (no TAP device, or its queue was full).
+    pub(crate) to_kernel_dropped: AtomicU64,
+    /// Frames the kernel sent through the TAP device out of this port.
+    pub(crate) from_kernel: AtomicU64,
+}
+
+/// The TAP device and what it has learnt: which port each MAC address is behind.
+#[derive(Debug)]
+pub(crate) struct TapPath {
+    pub(crate) fd: TapFd,
+    pub(crate) mac: [u8; 6],
+    pub(crate) learnt: Mutex<HashMap<[u8; 6], u16>>,
+}
+
+impl TapPath {
+    fn learn(&self, frame: &[u8], port: u16) {
+        if frame.len() >= 12 {
+            let mut src = [0; 6];
+            src.copy_from_slice(&frame[6..12]);
+            if src[0] & 1 == 0 {
+                self.learnt
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(src, port);
+            }
+        }
+    }
+}
+
+/// What a worker leaves behind: its frames, by where they are.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WorkerEnd {
+    /// Frames its ports' ledgers say the kernel holds.
+    pub(crate) ledger_in_kernel: usize,
+    /// What the rings' indices say they hold.
+    pub(crate) rings: RingOccupancy,
+}
+
+pub(crate) struct Worker {
+    pub(crate) index: usize,
+    pub(crate) queue: u32,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) umem: Umem,
+    pub(crate) ports: Vec<XskPort>,
+    pub(crate) pipelines: Vec<Pipeline>,
+    pub(crate) pool: FramePool,
+    pub(crate) vector: usize,
+    pub(crate) check: bool,
+    pub(crate) tap: Option<Arc<TapPath>>,
+    pub(crate) port_cells: Arc<Vec<PortCells>>,
+    pub(crate) pool_stats: Arc<Mutex<PoolStats>>,
+    /// Frames on their way from the TAP device, reused from read to read.
+    pub(crate) tap_frames: Vec<Frame>,
+}
+
+/// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
+const SPIN_POLLS: u32 = 2000;
+const NAP: Duration = Duration::from_micros(50);
+/// TAP frames read per visit.
+const TAP_BATCH: usize = 32;
+/// Rounds between visits to the TAP device (a system call), so control traffic costs the
+/// data path little.
+const TAP_EVERY: u32 = 16;
+
+impl Worker {
+    /// Forwards until `stop`, then drains (once `drain` is set) and reports where the frames are.
+    pub(crate) fn run(mut self, stop: &AtomicBool, drain: &AtomicBool) -> Result<WorkerEnd> {
+        if let Some(cpu) = self.cpu {
+            crate::sys::pin_current_thread(cpu).map_err(Error::Syscall)?;
+        }
+        let nports = self.ports.len();
+        let mut input = Vec::with_capacity(self.vector);
+        let mut out = Outputs::new(nports);
+        let mut scratch = Vec::with_capacity(self.vector);
+        let mut idle = 0u32;
+        let mut last_publish = Instant::now();
+        let mut round = 0u32;
+        while !stop.load(Ordering::Relaxed) {
+            round = round.wrapping_add(1);
+            for port in self.ports.iter_mut() {
+                port.refill(&mut self.pool, &mut scratch)?;
+            }
+            let mut got = 0;
+            for p in 0..nports {
+                let n = self.ports[p].receive(&mut input, self.vector);
+                if n == 0 {
+                    continue;
+                }
+                got += n;
+                let cells = &self.port_cells[p];
+                cells.rx_packets.fetch_add(n as u64, Ordering::Relaxed);
+                let bytes: usize = input.iter().map(Frame::len).sum();
+                cells.rx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                if let Some(tap) = &self.tap {
+                    // Broadcast and multicast (ARP requests, neighbour discovery) are also
+                    // the forwarding host's business: its kernel gets a copy.
+                    for f in &input {
+                        let data = self.umem.data(f);
+                        if data.first().is_some_and(|b| b & 1 == 1) {
+                            tap.learn(data, p as u16);
+                            let _ = tap.fd.write(data);
+                        }
+                    }
+                }
+                self.pipelines[p].process_from(&self.umem, p as u16, &mut input, &mut out);
+                // Drops go straight back to the fill ring they came from.
+                self.ports[p].recycle(&mut out.drop, &mut self.pool);
+                self.to_kernel(p, &mut out.kernel)?;
+                if self.check {
+                    self.check_accounting(&input, &out)?;
+                }
+            }
+            if self.index == 0 && self.tap.is_some() && (round % TAP_EVERY == 0 || idle > 0) {
+                self.from_kernel(&mut out)?;
+            }
+            // One transmit (and wakeup) per port per round.
+            for p in 0..nports {
+                let n = out.tx[p].len();
+                if n == 0 {
+                    continue;
+                }
+                let bytes: usize = out.tx[p].iter().map(Frame::len).sum();
+                let sent = self.ports[p].send(&mut out.tx[p], &mut self.pool)?;
+                let cells = &self.port_cells[p];
+                cells.tx_packets.fetch_add(sent as u64, Ordering::Relaxed);
+                cells.tx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                cells
+                    .tx_ring_full
+                    .fetch_add((n - sent) as u64, Ordering::Relaxed);
+            }
+            for port in self.ports.iter_mut() {
+                port.complete(&mut self.pool);
+            }
+            if self.check {
+                self.check_accounting(&input, &out)?;
+            }
+            if got == 0 {
+                idle += 1;
+                if idle > SPIN_POLLS {
+                    std::thread::sleep(NAP);
+                }
+            } else {
+                idle = 0;
+            }
+            if last_publish.elapsed() > Duration::from_millis(100) {
+                *self
+                    .pool_stats
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = self.pool.stats();
+                last_publish = Instant::now();
+            }
+        }
+        // The programs no longer redirect to us once `drain` is set: take what is in the rx
+        // rings and wait for the transmits to complete.
+        while !drain.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let mut busy = false;
+            for port in self.ports.iter_mut() {
+                while port.receive(&mut input, usize::MAX) > 0 {
+                    self.pool.free(&mut input);
+                }
+                port.complete(&mut self.pool);
+                if port.tx_in_flight() > 0 {
+                    busy = true;
+                    let _ = port.socket().tx().map(|t| t.wakeup());
+                }
+            }
+            if !busy || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut end = WorkerEnd::default();
+        for port in self.ports.iter_mut() {
+            end.ledger_in_kernel += port.in_kernel();
+            let r = port.ring_occupancy();
+            end.rings.fill += r.fill;
+            end.rings.rx += r.rx;
+            end.rings.tx += r.tx;
+        }
+        *self
+            .pool_stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = self.pool.stats();
+        if self.pool.held() != self.pool.cached() + end.ledger_in_kernel {
+            return Err(Error::FrameAccounting(format!(
+                "worker {} (queue {}) at stop: holds {} frames, but {} are cached and {} in the kernel",
+                self.index,
+                self.queue,
+                self.pool.held(),
+                self.pool.cached(),
+                end.ledger_in_kernel
+            )));
+        }
+        Ok(end)
+    }
+
+    /// Every frame this worker took from the shared ring is in its cache, a ring, or a vector.
+    fn check_accounting(&self, input: &[Frame], out: &Outputs) -> Result<()> {
+        let in_kernel: usize = self.ports.iter().map(XskPort::in_kernel).sum();
+        let here = self.pool.cached() + in_kernel + input.len() + out.len();
+        if here != self.pool.held() {
+            return Err(Error::FrameAccounting(format!(
+                "worker {} (queue {}): holds {} frames, but counts {here} (cache {}, kernel {in_kernel}, vectors {})",
+                self.index,
+                self.queue,
+                self.pool.held(),
+                self.pool.cached(),
+                input.len() + out.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn to_kernel(&mut self, port: usize, frames: &mut Vec<Frame>) -> Result<()> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let cells = &self.port_cells[port];
+        match &self.tap {
+            Some(tap) => {
+                for f in frames.iter() {
+                    let data = self.umem.data(f);
+                    tap.learn(data, port as u16);
+                    if tap.fd.write(data).map_err(Error::Syscall)? {
+                        cells.to_kernel.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        cells.to_kernel_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            None => {
+                cells
+                    .to_kernel_dropped
+                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
+            }
+        }
+        self.ports[port].recycle(frames, &mut self.pool);
+        Ok(())
+    }
+
+    /// Frames the kernel sent through the TAP device go out of the port their destination was
+    /// learnt on, or every port when it is unknown or a group address.
+    fn from_kernel(&mut self, out: &mut Outputs) -> Result<()> {
+        let Some(tap) = self.tap.clone() else {
+            return Ok(());
+        };
+        let nports = self.ports.len();
+        for _ in 0..TAP_BATCH {
+            if self.pool.alloc(&mut self.tap_frames, 1) == 0 {
+                return Ok(());
+            }
+            let Some(mut f) = self.tap_frames.pop() else {
+                return Ok(());
+            };
+            let len = match tap.fd.read(self.umem.buffer_mut(&mut f)) {
+                Ok(Some(len)) if len >= 14 => len,
+                Ok(_) => {
+                    self.pool.free_one(f);
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.pool.free_one(f);
+                    return Err(Error::Syscall(e));
+                }
+            };
+            self.umem.set_len(&mut f, len)?;
+            let data = self.umem.data(&f);
+            let dst: [u8; 6] = data[..6].try_into().unwrap_or([0xff; 6]);
+            let port = if dst[0] & 1 == 0 {
+                tap.learnt
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&dst)
+                    .copied()
+            } else {
+                None
+            };
+            match port {
+                Some(p) if usize::from(p) < nports => {
+                    self.port_cells[usize::from(p)]
+                        .from_kernel
+                        .fetch_add(1, Ordering::Relaxed);
+                    out.tx[usize::from(p)].push(f);
+                }
+                _ => {
+                    // Flood: a copy for every port after the first.
+                    for p in 1..nports {
+                        self.pool.alloc(&mut self.tap_frames, 1);
+                        if let Some(mut c) = self.tap_frames.pop() {
+                            self.umem.write(&mut c, self.umem.data(&f))?;
+                            self.port_cells[p]
+                                .from_kernel
+                                .fetch_add(1, Ordering::Relaxed);
+                            out.tx[p].push(c);
+                        }
+                    }
+                    self.port_cells[0]
+                        .from_kernel
+                        .fetch_add(1, Ordering::Relaxed);
+                    out.tx[0].push(f);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,57 @@
+//! The one ethtool query xskit needs: how many queues a device is using now (its channels),
+//! which can be fewer than the queues it was created with (veth makes one per possible CPU
+//! and uses one).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::{cvt, SyscallError};
+
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+#[repr(C)]
+#[derive(Default)]
+struct Channels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// Receive queues in use (rx plus combined channels), or `None` if the driver does not say.
+pub(crate) fn active_rx_queues(name: &str) -> Result<Option<u32>, SyscallError> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Ok(None);
+    }
+    // SAFETY: plain socket(2).
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let raw = cvt(raw, "socket(AF_INET)")?;
+    // SAFETY: `raw` was just created and is owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut channels = Channels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Channels::default()
+    };
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut channels as *mut Channels).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GCHANNELS writes one ethtool_channels, which
+    // `channels` is and outlives the call.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    if ret < 0 {
+        let e = SyscallError::last("ioctl(ETHTOOL_GCHANNELS)");
+        return match e.errno() {
+            Some(libc::EOPNOTSUPP) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let n = channels.rx_count + channels.combined_count;
+    Ok((n > 0).then_some(n))
+}
