@@ -65,33 +65,29 @@ fn recv(host: &Host, extra: &[&str]) -> Child {
     start(host, &args)
 }
 
-fn rules_file(text: &str) -> tempfile_path::TempPath {
-    tempfile_path::TempPath::with(text)
+/// A rules file, removed on drop.
+struct RulesFile(std::path::PathBuf);
+
+impl RulesFile {
+    fn new(text: &str) -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "xskit-rules-{}-{}.toml",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&p, text).unwrap();
+        RulesFile(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
 }
 
-/// A file removed on drop.
-mod tempfile_path {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    pub struct TempPath(pub std::path::PathBuf);
-    static N: AtomicU32 = AtomicU32::new(0);
-    impl TempPath {
-        pub fn with(text: &str) -> Self {
-            let p = std::env::temp_dir().join(format!(
-                "xskit-rules-{}-{}.toml",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::write(&p, text).unwrap();
-            TempPath(p)
-        }
-        pub fn path(&self) -> &str {
-            self.0.to_str().unwrap()
-        }
-    }
-    impl Drop for TempPath {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
+impl Drop for RulesFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -154,7 +150,7 @@ fn forwards_intact_in_order_skb() {
 
 #[test]
 fn a_bad_rules_file_names_line_and_column() {
-    let rules = rules_file("default = \"forward\"\n[[rule]]\nprotocol = \"udp\"\ndst_port = \"9-x\"\naction = \"drop\"\n");
+    let rules = RulesFile::new("default = \"forward\"\n[[rule]]\nprotocol = \"udp\"\ndst_port = \"9-x\"\naction = \"drop\"\n");
     let out = Command::new(XSKIT)
         .args([
             "fwd",

@@ -129,13 +129,16 @@ impl Worker {
                 self.pipelines[p].process_from(&self.umem, p as u16, &mut input, &mut out);
                 // Drops go straight back to the fill ring they came from.
                 self.ports[p].recycle(&mut out.drop, &mut self.pool);
-                self.to_kernel(p, &mut out.kernel)?;
+                self.hand_to_kernel(p, &mut out.kernel)?;
                 if self.check {
                     self.check_accounting(&input, &out)?;
                 }
             }
-            if self.index == 0 && self.tap.is_some() && (round % TAP_EVERY == 0 || idle > 0) {
-                self.from_kernel(&mut out)?;
+            if self.index == 0
+                && self.tap.is_some()
+                && (round.is_multiple_of(TAP_EVERY) || idle > 0)
+            {
+                self.send_kernel_frames(&mut out)?;
             }
             // One transmit (and wakeup) per port per round.
             for p in 0..nports {
@@ -239,7 +242,7 @@ impl Worker {
         Ok(())
     }
 
-    fn to_kernel(&mut self, port: usize, frames: &mut Vec<Frame>) -> Result<()> {
+    fn hand_to_kernel(&mut self, port: usize, frames: &mut Vec<Frame>) -> Result<()> {
         if frames.is_empty() {
             return Ok(());
         }
@@ -268,7 +271,7 @@ impl Worker {
 
     /// Frames the kernel sent through the TAP device go out of the port their destination was
     /// learnt on, or every port when it is unknown or a group address.
-    fn from_kernel(&mut self, out: &mut Outputs) -> Result<()> {
+    fn send_kernel_frames(&mut self, out: &mut Outputs) -> Result<()> {
         let Some(tap) = self.tap.clone() else {
             return Ok(());
         };
