@@ -6,6 +6,7 @@ mod common;
 use common::*;
 
 use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 use xskit_testbed::{Chain, Host};
 
@@ -167,4 +168,371 @@ fn a_bad_rules_file_names_line_and_column() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 4, column 12"), "{err}");
     assert!(err.contains("\"x\" is not a port"), "{err}");
+}
+
+fn rule<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["counters"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no rule {name}: {report}"))
+}
+
+#[test]
+fn rule_counters_are_exact_in_the_kernel_and_in_user_space() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(
+        r#"
+[[rule]]
+name = "udp-7"
+protocol = "udp"
+dst_port = 7
+action = "drop"
+
+[[rule]]
+name = "from-a-udp-8"
+src = "198.51.100.1/32"
+protocol = "udp"
+dst_port = 8
+action = "drop"
+"#,
+    );
+    let fwd = start_fwd(&chain, &["-m", "drv", "--check", "-r", rules.path()]);
+    let receiver = recv(&chain.c, &["-m", "drv", "-n", "500", "-d", "20"]);
+    for (port, n) in [(7, "1000"), (8, "700"), (9, "500")] {
+        let g = gen(
+            &chain.a,
+            &chain.c,
+            port,
+            &["-m", "drv", "-n", n, "-r", "20000"],
+        );
+        assert_eq!(g["tx_packets"].to_string(), n, "{g}");
+    }
+    let r = json_of(receiver);
+    assert_eq!(r["valid"], 500, "only port 9 crosses: {r}");
+    let report = interrupt(fwd);
+    let (k, u, d) = (
+        rule(&report, "udp-7"),
+        rule(&report, "from-a-udp-8"),
+        rule(&report, "default"),
+    );
+    assert_eq!(
+        (&k["packets"], &k["in_kernel"]),
+        (&1000.into(), &1000.into()),
+        "{report}"
+    );
+    assert_eq!(k["bytes"], 1000 * 64, "{report}");
+    assert_eq!(
+        (&u["packets"], &u["in_kernel"]),
+        (&700.into(), &0.into()),
+        "{report}"
+    );
+    assert_eq!(d["packets"], 500, "{report}");
+    assert_eq!(
+        report["counters"]["ports"][0]["xdp_dropped"], 1000,
+        "{report}"
+    );
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+}
+
+#[test]
+fn rate_limit_holds_within_five_percent() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(
+        "[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"2kpps\"\nburst = 200\n",
+    );
+    let fwd = start_fwd(&chain, &["-m", "drv", "-r", rules.path()]);
+    let g = gen(
+        &chain.a,
+        &chain.c,
+        9,
+        &["-m", "drv", "-n", "30000", "-r", "10000"],
+    );
+    let seconds = g["duration_s"].as_f64().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let report = interrupt(fwd);
+    let limit = rule(&report, "limit");
+    assert_eq!(limit["packets"], 30000, "{report}");
+    let passed = 30000 - limit["over_rate"].as_u64().unwrap();
+    // The burst (100 ms at this rate) covers the forwarder being scheduled out while the test
+    // machine is busy: a policer that sees packets late sees them in bunches.
+    let expected = 2000.0 * seconds + 200.0;
+    assert!(
+        (passed as f64 - expected).abs() <= 0.05 * expected,
+        "{passed} passed in {seconds:.2} s, expected {expected:.0}: {report}"
+    );
+    // What crossed: the passed probes, and c's replies' ARP traffic (default rule).
+    let tx = report["counters"]["ports"][1]["tx_packets"]
+        .as_u64()
+        .unwrap();
+    let other = rule(&report, "default")["packets"].as_u64().unwrap();
+    assert!(passed <= tx && tx <= passed + other, "{report}");
+}
+
+#[test]
+fn respond_answers_arp_and_ping_from_both_sides() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let fwd = start_fwd(&chain, &["-m", "drv", "--respond", "198.51.100.254"]);
+    ok(&run(
+        &chain.a,
+        "ping",
+        &["-c", "3", "-i", "0.2", "-W", "2", "198.51.100.254"],
+    ));
+    ok(&run(
+        &chain.c,
+        "ping",
+        &["-c", "2", "-i", "0.2", "-W", "2", "198.51.100.254"],
+    ));
+    // a's kernel learnt the address from our ARP reply.
+    let neigh = run(&chain.a, "ip", &["neigh", "show", "198.51.100.254"]);
+    assert!(
+        String::from_utf8_lossy(&neigh.stdout).contains(&mac(&chain.m_a)),
+        "{}",
+        String::from_utf8_lossy(&neigh.stdout)
+    );
+    let report = interrupt(fwd);
+    assert_eq!(report["counters"]["echo_replies"], 5, "{report}");
+    assert!(
+        report["counters"]["arp_replies"].as_u64().unwrap() >= 2,
+        "{report}"
+    );
+}
+
+#[test]
+fn the_tap_device_carries_the_hosts_own_traffic_and_pass_rules() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(
+        "[[rule]]\nname = \"to-host\"\nsrc = \"198.51.100.1\"\nprotocol = \"udp\"\ndst_port = 7\naction = \"pass\"\n",
+    );
+    let fwd = start_fwd(
+        &chain,
+        &["-m", "drv", "--tap", "xskit-tap0", "-r", rules.path()],
+    );
+    ok(&run(
+        &chain.m_a,
+        "ip",
+        &["addr", "add", "198.51.100.253/24", "dev", "xskit-tap0"],
+    ));
+    // ARP to the TAP device's kernel and back, then echo through user space both ways.
+    ok(&run(
+        &chain.a,
+        "ping",
+        &["-c", "3", "-i", "0.2", "-W", "2", "198.51.100.253"],
+    ));
+    gen(
+        &chain.a,
+        &chain.c,
+        7,
+        &["-m", "drv", "-n", "100", "-r", "10000"],
+    );
+    let stats = run(
+        &chain.m_a,
+        "ip",
+        &["-s", "-j", "link", "show", "xskit-tap0"],
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let tap_rx = stats[0]["stats64"]["rx"]["packets"].as_u64().unwrap();
+    let report = interrupt(fwd);
+    assert_eq!(rule(&report, "to-host")["packets"], 100, "{report}");
+    let ports = &report["counters"]["ports"];
+    assert!(ports[0]["to_kernel"].as_u64().unwrap() >= 103, "{report}");
+    assert!(
+        ports[0]["from_kernel"].as_u64().unwrap() >= 4,
+        "ARP and echo replies: {report}"
+    );
+    assert!(tap_rx >= 103, "the kernel got {tap_rx} frames");
+}
+
+#[test]
+fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let fwd = start_fwd(&chain, &["-m", "drv"]);
+    let second = run(
+        &chain.m_a,
+        XSKIT,
+        &["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname],
+    );
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("xskit_filter") && err.contains("xsk-ma"),
+        "{err}"
+    );
+    ok(&run(
+        &chain.a,
+        "ping",
+        &["-c", "2", "-i", "0.2", "-W", "2", "198.51.100.3"],
+    ));
+    let report = interrupt(fwd);
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+}
+
+#[test]
+fn reflect_sends_every_packet_back_with_macs_swapped() {
+    use xskit::probe::{self, Endpoints, Flows, Probe, Template};
+    use xskit::{Mode, Port, PortConfig};
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let fwd = start(
+        &chain.m_a,
+        &[
+            "fwd",
+            "-i",
+            &chain.m_a.ifname,
+            "--reflect",
+            "-m",
+            "drv",
+            "--check",
+            "--json",
+        ],
+    );
+    let a_if = chain.a.ifname.clone();
+    let mut port = chain
+        .a
+        .ns
+        .run(|| {
+            Port::open(
+                &a_if,
+                0,
+                &PortConfig {
+                    mode: Mode::Drv,
+                    ..PortConfig::default()
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+    let template = Template::new(
+        Endpoints {
+            src_mac: chain.a.mac,
+            dst_mac: chain.m_a.mac,
+            src_ip: chain.a.ip.into(),
+            dst_ip: chain.c.ip.into(),
+            src_port: 40000,
+            dst_port: 9,
+        },
+        Flows::default(),
+        None,
+        64,
+    )
+    .unwrap();
+    let umem = port.umem().clone();
+    let count = 5000u64;
+    let (mut batch, mut got, mut seqs) = (Vec::new(), Vec::new(), Vec::new());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut next = 0;
+    while (seqs.len() as u64) < count && std::time::Instant::now() < deadline {
+        // A few in flight at a time, so no ring on the way overflows.
+        while next < count && next < seqs.len() as u64 + 64 {
+            port.alloc(&mut batch, 1);
+            let f = batch.last_mut().unwrap();
+            let len = template.write(umem.buffer_mut(f), next, 0).unwrap();
+            umem.set_len(f, len).unwrap();
+            next += 1;
+        }
+        while !batch.is_empty() {
+            port.send(&mut batch).unwrap();
+        }
+        port.complete();
+        port.receive(&mut got, 64).unwrap();
+        for f in &got {
+            let data = umem.data(f);
+            assert_eq!(
+                &data[..12],
+                &[chain.a.mac, chain.m_a.mac].concat()[..],
+                "swapped"
+            );
+            match probe::check(data) {
+                Probe::Valid { seq, .. } => seqs.push(seq),
+                other => panic!("{other:?}"),
+            }
+        }
+        port.recycle(&mut got);
+    }
+    assert_eq!(seqs, (0..count).collect::<Vec<_>>(), "all back, in order");
+    let report = interrupt(fwd);
+    assert_eq!(
+        report["counters"]["ports"][0]["tx_packets"], count,
+        "{report}"
+    );
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+}
+
+/// Load in both directions while the forwarder checks its accounting after every vector;
+/// `stop` ends it: its own timer, or SIGINT in the middle of the load.
+fn accounting_under_load(duration: Option<&str>) {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let mut args = vec!["-m", "drv", "--check"];
+    if let Some(d) = duration {
+        args.extend_from_slice(&["-d", d]);
+    }
+    let fwd = start_fwd(&chain, &args);
+    let seconds = duration
+        .map_or(3.0, |d| d.parse::<f64>().unwrap() - 1.0)
+        .to_string();
+    let (a, c) = (&chain.a, &chain.c);
+    let report = std::thread::scope(|s| {
+        let there = s.spawn(|| gen(a, c, 9, &["-m", "drv", "-d", &seconds]));
+        let back = s.spawn(|| gen(c, a, 9, &["-m", "drv", "-d", &seconds, "-r", "100000"]));
+        let report = match duration {
+            Some(_) => json_of(fwd),
+            None => {
+                std::thread::sleep(Duration::from_millis(1500));
+                interrupt(fwd)
+            }
+        };
+        there.join().unwrap();
+        back.join().unwrap();
+        report
+    });
+    let frames = &report["frames"];
+    assert_eq!(frames["unaccounted"], 0, "{report}");
+    assert_eq!(
+        frames["total"].as_u64().unwrap(),
+        ["pool", "fill", "rx", "tx"]
+            .iter()
+            .map(|k| frames[k].as_u64().unwrap())
+            .sum::<u64>()
+    );
+    let ports = report["counters"]["ports"].as_array().unwrap();
+    assert!(
+        ports[0]["rx_packets"].as_u64().unwrap() > 10_000,
+        "{report}"
+    );
+    assert!(
+        ports[1]["rx_packets"].as_u64().unwrap() > 10_000,
+        "{report}"
+    );
+    assert!(!xdp_attached(&chain.m_a) && !xdp_attached(&chain.m_c));
+}
+
+#[test]
+fn frame_accounting_is_exact_after_a_ten_second_run() {
+    accounting_under_load(Some("10"));
+}
+
+#[test]
+fn frame_accounting_is_exact_after_sigint_under_load() {
+    accounting_under_load(None);
 }

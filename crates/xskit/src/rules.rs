@@ -551,10 +551,12 @@ impl RuleSet {
                                 .ok()
                                 .filter(|&b| b > 0)
                                 .ok_or_else(|| at(b.span(), "burst must be at least 1".into()))?,
-                            // 10 ms worth, and at least one full-size frame.
+                            // 50 ms worth, and at least one full-size frame: a user-space
+                            // policer sees packets in bunches when its thread is scheduled
+                            // out, and a shorter burst would police the scheduler.
                             None => match unit {
-                                RateUnit::Packets => (per_second / 100).max(1),
-                                RateUnit::Bits => (per_second / 800).max(1514),
+                                RateUnit::Packets => (per_second / 20).max(1),
+                                RateUnit::Bits => (per_second / 160).max(1514),
                             },
                         };
                         Some(Rate {
@@ -721,7 +723,7 @@ rate = "10kpps"
         assert_eq!(k[1].action, Action::Drop);
         assert_eq!(k[2].action, Action::Redirect);
         assert!(!rs.decided_in_kernel(0) && rs.decided_in_kernel(1));
-        assert_eq!(rs.rules()[2].rate.unwrap().burst, 100);
+        assert_eq!(rs.rules()[2].rate.unwrap().burst, 500);
     }
 
     #[test]
