@@ -16,6 +16,7 @@ use xskit_wire::ethernet;
 
 use crate::opts::{parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
+mod pipeline;
 mod table;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -33,6 +34,11 @@ pub(crate) enum Kind {
     AfpacketTx,
     /// Kernel ceiling: an XDP program that counts and drops.
     XdpDrop,
+    /// In memory, no interface: verdict mixes through the pipeline, pool against per-packet
+    /// allocation (seed 003).
+    Pipeline,
+    /// Testbed only: `xskit fwd` between two namespaces, against the kernel's bridge.
+    Fwd,
 }
 
 impl Kind {
@@ -44,6 +50,8 @@ impl Kind {
             Kind::AfpacketRx => "afpacket-rx",
             Kind::AfpacketTx => "afpacket-tx",
             Kind::XdpDrop => "xdp-drop",
+            Kind::Pipeline => "pipeline",
+            Kind::Fwd => "fwd",
         }
     }
 }
@@ -75,6 +83,9 @@ pub(crate) struct BenchArgs {
     /// Testbed mode: runs per cell; the median is reported, with the spread.
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// bench pipeline: packets per case.
+    #[arg(long, default_value_t = 2_000_000)]
+    packets: u64,
 }
 
 /// One measurement, as printed by `--json`.
@@ -213,12 +224,18 @@ fn with_stats(mut r: BenchResult, s: &Statistics, empty_polls: u64, wakeups: u64
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
+    if args.kind == Some(Kind::Pipeline) {
+        return pipeline::run(args.runs, args.packets, args.run.json);
+    }
     let Some(ifname) = args.port.interface.clone() else {
         return table::run(args);
     };
     let Some(kind) = args.kind else {
         bail!("say which benchmark to run on {ifname}: rxdrop, txpush, l2fwd, afpacket-rx, afpacket-tx or xdp-drop");
     };
+    if kind == Kind::Fwd {
+        bail!("bench fwd builds its own testbed: run it without -i (`xskit fwd -i A -i B` prints the rates of a forwarder on your interfaces)");
+    }
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     let stop = stop_flag()?;
@@ -227,6 +244,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let queue = args.port.queue;
     let label = format!("{ifname}:{queue} {}", kind.name());
     let result = match kind {
+        Kind::Pipeline | Kind::Fwd => unreachable!("handled above"),
         Kind::Rxdrop | Kind::Txpush | Kind::L2fwd => {
             let config = args.port.config(false, false)?;
             let mut port = Port::open(&ifname, queue, &config)

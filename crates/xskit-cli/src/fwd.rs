@@ -256,13 +256,14 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         );
     } else {
         out!(
-            "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {}{}",
+            "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {} + held by the kernel {}{}",
             report.seconds,
             report.frames.total,
             report.frames.pool,
             report.frames.fill,
             report.frames.rx,
             report.frames.tx,
+            report.frames.kernel_held,
             if report.frames.unaccounted == 0 {
                 String::new()
             } else {

@@ -368,7 +368,10 @@ fn run_live(
             }
         }
         let n = chunk.min(limit - sent);
-        live.send(&frame, n as u32)?;
+        if !live.send(&frame, n as u32)? {
+            // SIGINT or SIGTERM during the chunk: its count is unknown, so it is not counted.
+            break;
+        }
         sent += n;
         if !args.run.json && tick.elapsed() >= interval {
             out!(

@@ -242,6 +242,9 @@ fn testbed_table_and_plot() {
         ("afpacket-rx", "skb"),
         ("afpacket-tx", "skb"),
         ("xdp-drop", "drv"),
+        ("fwd", "skb"),
+        ("fwd", "drv"),
+        ("kernel bridge", "-"),
     ] {
         let cell = cells
             .iter()
@@ -249,10 +252,38 @@ fn testbed_table_and_plot() {
             .unwrap_or_else(|| panic!("no {bench} {mode}"));
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
-    assert_eq!(t["ratios"].as_array().unwrap().len(), 3);
+    assert_eq!(t["ratios"].as_array().unwrap().len(), 5);
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg") && chart.matches("<rect").count() >= 9);
     let _ = std::fs::remove_file(&svg);
+}
+
+#[test]
+fn pipeline_measurements_run_in_memory() {
+    let out = std::process::Command::new(XSKIT)
+        .args(["bench", "pipeline", "--packets", "20000", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "vector_drop_ns",
+        "vector_forward_ns",
+        "vector_alternate_ns",
+        "per_packet_alternate_ns",
+        "pool_ns",
+        "shared_ring_per_frame_ns",
+        "heap_per_packet_ns",
+        "alternate_over_mean_of_pure",
+    ] {
+        let v = r[key].as_f64().unwrap_or(f64::NAN);
+        assert!(v.is_finite() && v > 0.0, "{key}: {r}");
+    }
+    assert_eq!(r["packets_per_case"], 20000);
 }
 
 #[test]

@@ -5,13 +5,13 @@ mod common;
 
 use common::*;
 
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use xskit_testbed::{Chain, Host};
 
 /// Starts `xskit fwd` between m's two interfaces with `extra` options and `--json`.
-fn start_fwd(chain: &Chain, extra: &[&str]) -> Child {
+fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
     let mut args = vec![
         "fwd",
         "-i",
@@ -21,17 +21,17 @@ fn start_fwd(chain: &Chain, extra: &[&str]) -> Child {
         "--json",
     ];
     args.extend_from_slice(extra);
-    start(&chain.m_a, &args)
+    KillOnDrop::new(start(&chain.m_a, &args))
 }
 
 /// SIGINT, then the JSON summary.
-fn interrupt(child: Child) -> serde_json::Value {
+fn interrupt(child: KillOnDrop) -> serde_json::Value {
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    json_of(child)
+    json_of(child.take())
 }
 
 fn run(host: &Host, program: &str, args: &[&str]) -> Output {
@@ -60,10 +60,10 @@ fn gen(from: &Host, to: &Host, dst_port: u16, extra: &[&str]) -> serde_json::Val
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
-fn recv(host: &Host, extra: &[&str]) -> Child {
+fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
     let mut args = vec!["recv", "-i", &host.ifname, "--json"];
     args.extend_from_slice(extra);
-    start(host, &args)
+    KillOnDrop::new(start(host, &args))
 }
 
 /// A rules file, removed on drop.
@@ -124,7 +124,7 @@ fn forwards_intact_in_order(mode: &str) {
         &["-m", mode, "-n", &n, "-r", "20000"],
     );
     assert_eq!(g["tx_packets"], count, "{g}");
-    let r = json_of(receiver);
+    let r = json_of(receiver.take());
     assert_eq!(r["valid"], count, "every probe crossed: {r}");
     assert_eq!(r["corrupt"], 0, "payloads unchanged: {r}");
     assert_eq!(r["out_of_order"], 0, "order kept: {r}");
@@ -212,7 +212,7 @@ action = "drop"
         );
         assert_eq!(g["tx_packets"].to_string(), n, "{g}");
     }
-    let r = json_of(receiver);
+    let r = json_of(receiver.take());
     assert_eq!(r["valid"], 500, "only port 9 crosses: {r}");
     let report = interrupt(fwd);
     let (k, u, d) = (
@@ -391,7 +391,7 @@ fn reflect_sends_every_packet_back_with_macs_swapped() {
         return;
     }
     let chain = Chain::bridged().unwrap();
-    let fwd = start(
+    let fwd = KillOnDrop::new(start(
         &chain.m_a,
         &[
             "fwd",
@@ -403,7 +403,7 @@ fn reflect_sends_every_packet_back_with_macs_swapped() {
             "--check",
             "--json",
         ],
-    );
+    ));
     let a_if = chain.a.ifname.clone();
     let mut port = chain
         .a
@@ -496,7 +496,7 @@ fn accounting_under_load(duration: Option<&str>) {
         let there = s.spawn(|| gen(a, c, 9, &["-m", "drv", "-d", &seconds]));
         let back = s.spawn(|| gen(c, a, 9, &["-m", "drv", "-d", &seconds, "-r", "100000"]));
         let report = match duration {
-            Some(_) => json_of(fwd),
+            Some(_) => json_of(fwd.take()),
             None => {
                 std::thread::sleep(Duration::from_millis(1500));
                 interrupt(fwd)
@@ -510,7 +510,7 @@ fn accounting_under_load(duration: Option<&str>) {
     assert_eq!(frames["unaccounted"], 0, "{report}");
     assert_eq!(
         frames["total"].as_u64().unwrap(),
-        ["pool", "fill", "rx", "tx"]
+        ["pool", "fill", "rx", "tx", "kernel_held"]
             .iter()
             .map(|k| frames[k].as_u64().unwrap())
             .sum::<u64>()

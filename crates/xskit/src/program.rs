@@ -374,8 +374,9 @@ impl LiveFrames {
         })
     }
 
-    /// Transmits `count` copies of `frame`; returns when the kernel is done.
-    pub fn send(&mut self, frame: &[u8], count: u32) -> Result<()> {
+    /// Transmits `count` copies of `frame`; returns when the kernel is done: true, or false if
+    /// a signal interrupted the run (the kernel does not say how many of the copies left).
+    pub fn send(&mut self, frame: &[u8], count: u32) -> Result<bool> {
         let program: &mut Xdp = self
             .ebpf
             .program_mut("xskit_live_redirect")
@@ -385,7 +386,11 @@ impl LiveFrames {
         let fd = program
             .fd()
             .map_err(|e| Error::Program(format!("xskit_live_redirect: {e}")))?;
-        crate::sys::bpf::test_run_live(std::os::fd::AsFd::as_fd(fd), frame, count, 64).map_err(|e| match e.errno() {
+        let run = crate::sys::bpf::test_run_live(std::os::fd::AsFd::as_fd(fd), frame, count, 64);
+        if run.as_ref().is_err_and(|e| e.errno() == Some(libc::EINTR)) {
+            return Ok(false);
+        }
+        run.map(|_| true).map_err(|e| match e.errno() {
             Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what: "running the live-frames generator" },
             Some(libc::EINVAL) => Error::Program(format!(
                 "the kernel refused live frames ({}): it needs Linux 5.18 or later and a frame of 14 to {} bytes",

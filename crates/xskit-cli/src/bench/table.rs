@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use xskit_testbed::{Host, Testbed, TestbedConfig};
+use xskit_testbed::{Chain, Host, Testbed, TestbedConfig};
 
 use super::{BenchArgs, BenchResult, Kind};
 
@@ -57,50 +57,111 @@ struct Runner {
     bed: Testbed,
 }
 
+/// `taskset -c CPU EXE ARGS` in `host`'s namespace, output piped.
+fn command(exe: &str, host: &Host, cpu: &str, args: &[String]) -> Command {
+    let mut cmd = host.ns.command("taskset");
+    cmd.args(["-c", cpu, exe]).args(args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A benchmark process, with the rest of its stderr read in the background so it never
+/// blocks on (or dies of) a full or closed pipe.
+struct Proc {
+    child: Child,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Starts a `--json` command and waits for its header on stderr (its port is open).
+fn start(exe: &str, host: &Host, cpu: &str, args: &[String]) -> Result<Proc> {
+    let mut child = command(exe, host, cpu, args)
+        .spawn()
+        .context("starting a benchmark process (is taskset installed?)")?;
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+    let mut header = String::new();
+    stderr.read_line(&mut header)?;
+    if header.starts_with("xskit:") || header.is_empty() {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!(
+            "{} {}: {}{}",
+            args[0],
+            args.get(1).map_or("", |s| s.as_str()),
+            header.trim(),
+            rest.trim()
+        );
+    }
+    let stderr = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        rest
+    });
+    Ok(Proc { child, stderr })
+}
+
+fn finish(proc: Proc) -> Result<serde_json::Value> {
+    let out = proc.child.wait_with_output()?;
+    let stderr = proc.stderr.join().unwrap_or_default();
+    if !out.status.success() {
+        bail!("a benchmark process failed ({}): {stderr}", out.status);
+    }
+    serde_json::from_slice(&out.stdout).context("reading a benchmark's JSON")
+}
+
+fn interrupt(proc: &Proc) {
+    let _ = Command::new("kill")
+        .args(["-INT", &proc.child.id().to_string()])
+        .status();
+}
+
+/// GRO on `host`'s interface. Frames redirected at the XDP level (the live-frames generator)
+/// reach a veth without a native program only through its GRO/NAPI path, so SKB-mode and
+/// AF_PACKET receivers need it; on a native receiver it only costs (about 15%).
+fn set_gro(host: &Host, on: bool) -> Result<()> {
+    let out = host
+        .ns
+        .command("ethtool")
+        .args(["-K", &host.ifname, "gro", if on { "on" } else { "off" }])
+        .output()
+        .context("running ethtool (install it: apt-get install ethtool)")?;
+    if !out.status.success() {
+        bail!(
+            "ethtool -K {} gro failed: {}",
+            host.ifname,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// The live-frames generator's arguments: flat out from `host` for `secs`.
+fn live_gen_args(host: &Host, dst_mac: &str, size: usize, secs: f64) -> Vec<String> {
+    [
+        "gen",
+        "--engine",
+        "live",
+        "-i",
+        &host.ifname,
+        "--dst-mac",
+        dst_mac,
+        "-s",
+        &size.to_string(),
+        "-d",
+        &secs.to_string(),
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 impl Runner {
-    fn command(&self, host: &Host, cpu: &str, args: &[String]) -> Command {
-        let mut cmd = host.ns.command("taskset");
-        cmd.args(["-c", cpu, &self.exe]).args(args);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd
-    }
-
-    /// Starts a `--json` command and waits for its header on stderr (its port is open).
-    fn start(&self, host: &Host, cpu: &str, args: &[String]) -> Result<Child> {
-        let mut child = self
-            .command(host, cpu, args)
-            .spawn()
-            .context("starting a benchmark process (is taskset installed?)")?;
-        let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
-        let mut header = String::new();
-        stderr.read_line(&mut header)?;
-        if header.starts_with("xskit:") || header.is_empty() {
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "{} {}: {}{}",
-                args[0],
-                args.get(1).map_or("", |s| s.as_str()),
-                header.trim(),
-                rest.trim()
-            );
-        }
-        Ok(child)
-    }
-
-    fn finish(child: Child) -> Result<serde_json::Value> {
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "a benchmark process failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        serde_json::from_slice(&out.stdout).context("reading a benchmark's JSON")
+    fn start(&self, host: &Host, cpu: &str, args: &[String]) -> Result<Proc> {
+        start(&self.exe, host, cpu, args)
     }
 
     fn bench_args(&self, kind: Kind, host: &Host, mode: &str, size: usize) -> Vec<String> {
@@ -122,36 +183,18 @@ impl Runner {
         .collect()
     }
 
-    /// A receive-side benchmark on b, fed by `xskit gen` flat out from a.
+    /// A receive-side benchmark on b, fed by the live-frames generator flat out from a.
     fn receive_side(&self, kind: Kind, mode: &str, size: usize) -> Result<(BenchResult, f64)> {
         let (a, b) = (&self.bed.a, &self.bed.b);
+        set_gro(b, kind == Kind::AfpacketRx || mode == "skb")?;
         let receiver = self.start(b, BENCH_CPU, &self.bench_args(kind, b, mode, size))?;
         let mac: Vec<String> = b.mac.iter().map(|x| format!("{x:02x}")).collect();
-        let gen_mode = if mode == "drv" { "drv" } else { "skb" };
-        let gen_args: Vec<String> = [
-            "gen",
-            "-i",
-            &a.ifname,
-            "-m",
-            gen_mode,
-            "--dst-mac",
-            &mac.join(":"),
-            "-s",
-            &size.to_string(),
-            "-d",
-            &(self.secs + 2.0).to_string(),
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let gen_args = live_gen_args(a, &mac.join(":"), size, self.secs + 2.0);
         let generator = self.start(a, GEN_CPU, &gen_args)?;
-        let result: BenchResult = serde_json::from_value(Self::finish(receiver)?)?;
+        let result: BenchResult = serde_json::from_value(finish(receiver)?)?;
         // The measurement is over: stop the generator early and collect its rate.
-        let _ = Command::new("kill")
-            .args(["-INT", &generator.id().to_string()])
-            .status();
-        let gen = Self::finish(generator)?;
+        interrupt(&generator);
+        let gen = finish(generator)?;
         Ok((result, gen["tx_pps"].as_f64().unwrap_or(0.0)))
     }
 
@@ -159,8 +202,141 @@ impl Runner {
     fn transmit_side(&self, kind: Kind, mode: &str, size: usize) -> Result<BenchResult> {
         let a = &self.bed.a;
         let child = self.start(a, GEN_CPU, &self.bench_args(kind, a, mode, size))?;
-        Ok(serde_json::from_value(Self::finish(child)?)?)
+        Ok(serde_json::from_value(finish(child)?)?)
     }
+}
+
+/// Packets `host`'s interface has received (its kernel counter).
+fn rx_packets(host: &Host) -> Result<u64> {
+    let out = host
+        .ns
+        .command("ip")
+        .args(["-s", "-j", "link", "show", "dev", &host.ifname])
+        .output()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("reading {}'s counters", host.ifname))?;
+    v[0]["stats64"]["rx"]["packets"]
+        .as_u64()
+        .with_context(|| format!("{} has no rx counter", host.ifname))
+}
+
+/// `xskit fwd` between m's two interfaces of a bridged chain, and the kernel's own bridge as
+/// the peer, measured alike: the live-frames generator sends flat out from a to a MAC nobody
+/// owns (c drops it at layer 2), and the rate is what reaches c's interface over the window.
+struct FwdRunner {
+    exe: String,
+    secs: f64,
+    chain: Chain,
+}
+
+impl FwdRunner {
+    fn ip_m(&self, args: &[&str]) -> Result<()> {
+        let out = self.chain.m_a.ns.command("ip").args(args).output()?;
+        if !out.status.success() {
+            bail!("ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+
+    /// Packets per second through m; `mode` is skb or drv for xskit fwd, or "bridge".
+    fn measure(&self, mode: &str, size: usize) -> Result<f64> {
+        let (a, m_a, m_c, c) = (
+            &self.chain.a,
+            &self.chain.m_a,
+            &self.chain.m_c,
+            &self.chain.c,
+        );
+        set_gro(m_a, mode != "drv")?;
+        let forwarder = if mode == "bridge" {
+            self.ip_m(&["link", "add", "xsk-br0", "type", "bridge"])?;
+            self.ip_m(&["link", "set", &m_a.ifname, "master", "xsk-br0"])?;
+            self.ip_m(&["link", "set", &m_c.ifname, "master", "xsk-br0"])?;
+            self.ip_m(&["link", "set", "xsk-br0", "up"])?;
+            None
+        } else {
+            let args: Vec<String> = [
+                "fwd",
+                "-i",
+                &m_a.ifname,
+                "-i",
+                &m_c.ifname,
+                "-m",
+                mode,
+                "--json",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            Some(start(&self.exe, m_a, BENCH_CPU, &args)?)
+        };
+        let gen = start(
+            &self.exe,
+            a,
+            GEN_CPU,
+            &live_gen_args(a, "02:00:00:00:00:00", size, self.secs + 3.0),
+        );
+        let window = gen.and_then(|gen| {
+            std::thread::sleep(Duration::from_millis(500));
+            let (c0, t0) = (rx_packets(c)?, std::time::Instant::now());
+            std::thread::sleep(Duration::from_secs_f64(self.secs));
+            let (c1, dt) = (rx_packets(c)?, t0.elapsed().as_secs_f64());
+            interrupt(&gen);
+            finish(gen)?;
+            Ok((c1 - c0) as f64 / dt)
+        });
+        let cleanup = match forwarder {
+            Some(child) => {
+                interrupt(&child);
+                finish(child).and_then(|r| {
+                    if r["frames"]["unaccounted"] != 0 {
+                        bail!("xskit fwd lost frames: {r}");
+                    }
+                    Ok(())
+                })
+            }
+            None => self.ip_m(&["link", "del", "xsk-br0"]),
+        };
+        let pps = window?;
+        cleanup?;
+        Ok(pps)
+    }
+}
+
+/// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
+fn fwd_cells(exe: &str, secs: f64, runs: usize, size: usize, json: bool) -> Result<Vec<Cell>> {
+    let runner = FwdRunner {
+        exe: exe.to_string(),
+        secs,
+        chain: Chain::bridged().context("building the three-namespace testbed")?,
+    };
+    let modes = [("fwd", "skb"), ("fwd", "drv"), ("kernel bridge", "bridge")];
+    let mut cells: Vec<Cell> = modes
+        .iter()
+        .map(|(bench, mode)| Cell {
+            bench: bench.to_string(),
+            mode: if *mode == "bridge" { "-" } else { mode }.to_string(),
+            size,
+            mpps: vec![],
+            cpu_ns_per_packet: vec![],
+        })
+        .collect();
+    for run in 0..runs {
+        for (cell, (bench, mode)) in cells.iter_mut().zip(modes.iter()) {
+            let pps = runner.measure(mode, size)?;
+            cell.mpps.push(pps / 1e6);
+            if !json {
+                out!(
+                    "  run {} {:<11} {:<6} {:>5} B  {:>7.3} Mpps",
+                    run + 1,
+                    bench,
+                    mode,
+                    size,
+                    pps / 1e6
+                );
+            }
+        }
+    }
+    Ok(cells)
 }
 
 #[derive(Serialize)]
@@ -273,6 +449,15 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
     if !generator.mpps.is_empty() {
         cells.push(generator);
     }
+    if wanted(Kind::Fwd) && !args.sizes {
+        cells.extend(fwd_cells(
+            &runner.exe,
+            secs,
+            args.runs,
+            args.size,
+            args.run.json,
+        )?);
+    }
     let find = |bench: &str, mode: &str| {
         cells
             .iter()
@@ -288,6 +473,11 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
     }
     if let (Some(x), Some(p)) = (find("txpush", "skb"), find("afpacket-tx", "skb")) {
         ratios.push(("txpush skb / AF_PACKET tx".to_string(), x / p));
+    }
+    for mode in ["skb", "drv"] {
+        if let (Some(x), Some(p)) = (find("fwd", mode), find("kernel bridge", "-")) {
+            ratios.push((format!("fwd {mode} / kernel bridge"), x / p));
+        }
     }
     let table = Table {
         seconds_per_cell: secs,

@@ -50,3 +50,31 @@ pub fn mac(h: &Host) -> String {
         .collect::<Vec<_>>()
         .join(":")
 }
+
+/// A child that is killed if the test fails before it is collected, so no process outlives
+/// the test (and keeps its namespace alive).
+pub struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    pub fn new(child: Child) -> Self {
+        KillOnDrop(Some(child))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// The child, no longer guarded.
+    pub fn take(mut self) -> Child {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

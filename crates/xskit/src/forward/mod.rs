@@ -191,8 +191,11 @@ impl PoolCount {
     }
 }
 
-/// Where every UMEM frame was when the forwarder stopped. `unaccounted` is what the pool and
-/// the rings' own indices do not explain: 0 unless a frame was lost or duplicated.
+/// Where every UMEM frame was when the forwarder stopped: total = pool + fill + rx + tx +
+/// kernel_held. The ring figures come from the rings' own indices; `kernel_held` is what the
+/// kernel took from a fill ring and keeps in its buffer pool (it does so when an rx ring is
+/// full), known from xskit's ledger of frames handed over and received back.
+/// `unaccounted` is what none of these explain: 0 unless a frame was lost or duplicated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FrameReport {
     /// Frames in the UMEM.
@@ -205,7 +208,9 @@ pub struct FrameReport {
     pub rx: u64,
     /// In tx or completion rings.
     pub tx: u64,
-    /// total − pool − fill − rx − tx.
+    /// Taken from a fill ring and held by the kernel.
+    pub kernel_held: u64,
+    /// total − pool − fill − rx − tx − kernel_held, or a ledger that disagrees with the rings.
     pub unaccounted: i64,
 }
 
@@ -641,12 +646,18 @@ impl Forwarder {
             ..FrameReport::default()
         };
         let mut first_error = tick_error;
+        let mut ledger_disagrees = 0i64;
         for end in ends {
             match end {
                 Ok(Ok(end)) => {
+                    let in_rings = end.rings.fill + end.rings.rx + end.rings.tx;
                     frames.fill += end.rings.fill as u64;
                     frames.rx += end.rings.rx as u64;
                     frames.tx += end.rings.tx as u64;
+                    match end.ledger_in_kernel.checked_sub(in_rings) {
+                        Some(held) => frames.kernel_held += held as u64,
+                        None => ledger_disagrees += (in_rings - end.ledger_in_kernel) as i64,
+                    }
                 }
                 Ok(Err(e)) => {
                     first_error.get_or_insert(e);
@@ -659,8 +670,9 @@ impl Forwarder {
         }
         // Every worker's pool has given its cache back by now.
         frames.pool = self.shared.len() as u64;
-        frames.unaccounted =
-            frames.total as i64 - (frames.pool + frames.fill + frames.rx + frames.tx) as i64;
+        frames.unaccounted = frames.total as i64
+            - (frames.pool + frames.fill + frames.rx + frames.tx + frames.kernel_held) as i64
+            + ledger_disagrees;
         Ok(Report {
             seconds,
             workers: count,

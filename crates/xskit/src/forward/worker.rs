@@ -79,7 +79,10 @@ pub(crate) struct Worker {
 
 /// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
 const SPIN_POLLS: u32 = 2000;
-const NAP: Duration = Duration::from_micros(50);
+/// The longest wait in poll(2) before the stop flag is looked at again.
+const WAIT_MS: i32 = 10;
+/// Rounds between looks at the clock for publishing the pool counters.
+const PUBLISH_ROUNDS: u32 = 1024;
 /// TAP frames read per visit.
 const TAP_BATCH: usize = 32;
 /// Rounds between visits to the TAP device (a system call), so control traffic costs the
@@ -99,6 +102,7 @@ impl Worker {
         let mut idle = 0u32;
         let mut last_publish = Instant::now();
         let mut round = 0u32;
+        let mut pfds = Vec::with_capacity(nports + 1);
         while !stop.load(Ordering::Relaxed) {
             round = round.wrapping_add(1);
             for port in self.ports.iter_mut() {
@@ -163,13 +167,17 @@ impl Worker {
             }
             if got == 0 {
                 idle += 1;
-                if idle > SPIN_POLLS {
-                    std::thread::sleep(NAP);
+                if idle > SPIN_POLLS && self.ports.iter().all(|p| p.tx_in_flight() == 0) {
+                    self.wait_for_packets(&mut pfds)?;
                 }
             } else {
                 idle = 0;
             }
-            if last_publish.elapsed() > Duration::from_millis(100) {
+            // Reading the clock every round costs more than a round's ring work in a VM: look
+            // at it once every PUBLISH_ROUNDS rounds.
+            if round.is_multiple_of(PUBLISH_ROUNDS)
+                && last_publish.elapsed() > Duration::from_millis(100)
+            {
                 *self
                     .pool_stats
                     .lock()
@@ -223,6 +231,20 @@ impl Worker {
             )));
         }
         Ok(end)
+    }
+
+    /// Sleeps in poll(2) until a socket (or the TAP device) has something, or for at most
+    /// WAIT_MS, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
+    /// for a fixed time would let a burst overflow the rx ring before the nap ends.
+    fn wait_for_packets(&self, pfds: &mut Vec<libc::pollfd>) -> Result<()> {
+        use std::os::fd::AsFd;
+        let mut fds: Vec<std::os::fd::BorrowedFd<'_>> =
+            self.ports.iter().map(|p| p.as_fd()).collect();
+        if let (0, Some(tap)) = (self.index, &self.tap) {
+            fds.push(tap.fd.as_fd());
+        }
+        crate::sys::xsk::poll_readable(&fds, pfds, WAIT_MS).map_err(Error::Syscall)?;
+        Ok(())
     }
 
     /// Every frame this worker took from the shared ring is in its cache, a ring, or a vector.

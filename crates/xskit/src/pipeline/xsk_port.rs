@@ -153,3 +153,10 @@ impl XskPort {
         &mut self.socket
     }
 }
+
+impl std::os::fd::AsFd for XskPort {
+    /// The socket's descriptor, to wait for packets with poll(2).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}

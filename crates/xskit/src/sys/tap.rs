@@ -88,6 +88,12 @@ impl TapFd {
     }
 }
 
+impl std::os::fd::AsFd for TapFd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
+    }
+}
+
 /// Sets IFF_UP on interface `name`.
 fn set_up(name: &str) -> Result<(), SyscallError> {
     // SAFETY: plain socket(2).

@@ -338,3 +338,31 @@ pub(crate) fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> Result<i
     }
     Ok(if ret == 0 { 0 } else { pfd.revents })
 }
+
+/// Waits up to `timeout_ms` until one of `fds` is readable; a signal ends the wait early.
+/// `pfds` is scratch space, reused between calls.
+pub(crate) fn poll_readable(
+    fds: &[BorrowedFd<'_>],
+    pfds: &mut Vec<libc::pollfd>,
+    timeout_ms: i32,
+) -> Result<bool, SyscallError> {
+    pfds.clear();
+    pfds.extend(fds.iter().map(|fd| libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }));
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds.
+    let ret = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    if ret < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINTR) {
+            return Ok(false);
+        }
+        return Err(SyscallError {
+            call: "poll(AF_XDP)",
+            source: err,
+        });
+    }
+    Ok(ret > 0)
+}
