@@ -411,7 +411,7 @@ impl Chain {
 
     /// As [`Chain::new`], with every link's MTU set (up to 65535 on veth).
     pub fn with_mtu(mtu: Option<u32>) -> io::Result<Chain> {
-        Chain::build(mtu, false)
+        Chain::build(mtu, false, 1)
     }
 
     /// Three hosts for a bump in the wire: a (198.51.100.1) and c (198.51.100.3) share one
@@ -419,10 +419,16 @@ impl Chain {
     /// other only through whatever m forwards at layer 2 (`xskit fwd`). `m_a.ip` and
     /// `m_c.ip` are 0.0.0.0.
     pub fn bridged() -> io::Result<Chain> {
-        Chain::build(None, true)
+        Chain::build(None, true, 1)
     }
 
-    fn build(mtu: Option<u32>, bridged: bool) -> io::Result<Chain> {
+    /// As [`Chain::bridged`], every link with `queues` receive and transmit queues (in DRV
+    /// mode what a veth sends on queue k arrives on its peer's queue k).
+    pub fn bridged_queues(queues: u32) -> io::Result<Chain> {
+        Chain::build(None, true, queues.max(1))
+    }
+
+    fn build(mtu: Option<u32>, bridged: bool, queues: u32) -> io::Result<Chain> {
         install_signal_cleanup();
         sweep_stale();
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -467,6 +473,7 @@ impl Chain {
                 host(&ns_c, "xsk-c", Ipv4Addr::new(203, 0, 113, 2), 4),
             )
         };
+        let q = queues.to_string();
         for (x, y) in [(&a, &m_a), (&m_c, &c)] {
             ip(&[
                 "link",
@@ -476,6 +483,10 @@ impl Chain {
                 &x.ns.name,
                 "address",
                 &mac_string(&x.mac),
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
                 "type",
                 "veth",
                 "peer",
@@ -485,6 +496,10 @@ impl Chain {
                 &y.ns.name,
                 "address",
                 &mac_string(&y.mac),
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
             ])?;
         }
         for h in [&a, &m_a, &m_c, &c] {
