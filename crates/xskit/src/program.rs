@@ -61,7 +61,7 @@ impl fmt::Display for AttachedMode {
 /// and also when the process dies, however it dies.
 pub struct XdpProgram {
     // Owns the loaded program and its link; dropping it detaches the program.
-    _ebpf: Mutex<Ebpf>,
+    ebpf: Mutex<Ebpf>,
     filter: Option<Mutex<FilterMaps>>,
     xsks: Mutex<XskMap<MapData>>,
     iface: Interface,
@@ -435,7 +435,7 @@ impl XdpProgram {
             .try_into()
             .map_err(|e| Error::Program(format!("xsks_map: {e}")))?;
         Ok(XdpProgram {
-            _ebpf: Mutex::new(attached.ebpf),
+            ebpf: Mutex::new(attached.ebpf),
             filter: None,
             xsks: Mutex::new(xsks),
             iface: iface.clone(),
@@ -477,7 +477,7 @@ impl XdpProgram {
             )
             .map_err(|e| Error::Program(format!("writing the filter config: {}", chain(&e))))?;
         Ok(XdpProgram {
-            _ebpf: Mutex::new(attached.ebpf),
+            ebpf: Mutex::new(attached.ebpf),
             filter: Some(Mutex::new(maps)),
             xsks: Mutex::new(xsks),
             iface: iface.clone(),
@@ -599,6 +599,28 @@ impl XdpProgram {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.unset(queue)
             .map_err(|e| Error::Program(format!("unregistering queue {queue}: {}", chain(&e))))
+    }
+
+    /// Runs the program once over `frame` without acting on the result (BPF_PROG_TEST_RUN) and
+    /// returns its verdict: 1 XDP_DROP, 2 XDP_PASS (also a redirect to a queue with no
+    /// socket), 4 XDP_REDIRECT. The filter's rule counters count the run, which is how a
+    /// dry run shows which rule a packet hits.
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
+        let ebpf = self
+            .ebpf
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (name, program) = ebpf
+            .programs()
+            .next()
+            .ok_or_else(|| Error::Program("the loaded object has no program".into()))?;
+        let fd = program
+            .fd()
+            .map_err(|e| Error::Program(format!("{name}: {e}")))?;
+        Ok(crate::sys::bpf::test_run(
+            std::os::fd::AsFd::as_fd(fd),
+            frame,
+        )?)
     }
 
     /// The interface the program is attached to.

@@ -203,3 +203,227 @@ fn rule_errors_are_clear() {
     assert!(plain.contains("attach_filter"), "{plain}");
     assert!(filter.contains("at most 64"), "{filter}");
 }
+
+mod split {
+    //! The kernel and user space agree on every packet: for random rule sets and packets, the
+    //! rule the XDP filter hits (read from its counters after a dry run) is the rule user
+    //! space picks when the kernel decides, and never later than it when the kernel sends the
+    //! packet up.
+
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    use xskit::rules::{PacketKey, RuleSet, Verdict};
+    use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
+
+    const DSTS: [&str; 5] = [
+        "",
+        "198.51.100.0/24",
+        "198.51.100.2/32",
+        "203.0.113.0/25",
+        "2001:db8::/32",
+    ];
+    const SRCS: [&str; 3] = ["", "198.51.100.1/32", "2001:db8::1/128"];
+    const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];
+    const PORTS: [&str; 3] = ["", "53", "\"1-100\""];
+    const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
+    const DEFAULTS: [&str; 3] = ["drop", "pass", "forward"];
+
+    fn rules_text(rules: &[(usize, usize, usize, usize, usize, usize)], default: usize) -> String {
+        let mut t = format!("default = \"{}\"\n", DEFAULTS[default]);
+        for &(dst, src, proto, dport, sport, action) in rules {
+            t.push_str("[[rule]]\n");
+            // A source of the other family than the destination can match nothing: skip it.
+            let src = if DSTS[dst].contains(':') != SRCS[src].contains(':') && !DSTS[dst].is_empty()
+            {
+                0
+            } else {
+                src
+            };
+            for (key, v) in [("dst", DSTS[dst]), ("src", SRCS[src])] {
+                if !v.is_empty() {
+                    t.push_str(&format!("{key} = \"{v}\"\n"));
+                }
+            }
+            if !PROTOS[proto].is_empty() {
+                t.push_str(&format!("protocol = \"{}\"\n", PROTOS[proto]));
+                if proto <= 2 {
+                    for (key, v) in [("dst_port", PORTS[dport]), ("src_port", PORTS[sport])] {
+                        if !v.is_empty() {
+                            t.push_str(&format!("{key} = {v}\n"));
+                        }
+                    }
+                }
+            }
+            t.push_str(&format!("action = \"{}\"\n", ACTIONS[action]));
+        }
+        t
+    }
+
+    const V4: [[u8; 4]; 3] = [[198, 51, 100, 1], [198, 51, 100, 2], [203, 0, 113, 9]];
+    const V6: [[u8; 16]; 2] = [
+        [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0x20, 0x01, 0x0d, 0xb9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    ];
+    const L4: [u8; 3] = [17, 6, 1];
+    const PORT_VALUES: [u16; 4] = [9, 53, 80, 1000];
+
+    /// (family 0 ARP/4/6, src, dst, l4, sport, dport, first fragment)
+    fn frame(p: (usize, usize, usize, usize, usize, usize, bool)) -> Vec<u8> {
+        let (family, src, dst, l4, sport, dport, first) = p;
+        let mut f = vec![0u8; 14 + 40 + 20 + 8];
+        let proto = L4[l4];
+        let l4_len = if proto == 6 { 20 } else { 8 };
+        let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+        eth.set_dst_addr([2, 0, 0, 0, 0, 2]);
+        eth.set_src_addr([2, 0, 0, 0, 0, 1]);
+        let l4_at = match family % 3 {
+            0 => {
+                eth.set_ethertype(EtherType::Arp);
+                return f[..14 + 28].to_vec();
+            }
+            1 => {
+                eth.set_ethertype(EtherType::Ipv4);
+                let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
+                ip.init(20 + l4_len, proto, V4[src % 3], V4[dst % 3]);
+                ip.fill_checksum();
+                14 + 20
+            }
+            _ => {
+                eth.set_ethertype(EtherType::Ipv6);
+                let mut ip = ipv6::Packet::new_unchecked(eth.payload_mut());
+                ip.init(l4_len, proto, V6[src % 2], V6[dst % 2], 0);
+                14 + 40
+            }
+        };
+        if !first && family % 3 == 1 {
+            // Fragment offset 64 bytes: the bytes where ports would be are payload.
+            f[14 + 6] = 0;
+            f[14 + 7] = 8;
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[14..]);
+            ip.fill_checksum();
+        }
+        f[l4_at..l4_at + 2].copy_from_slice(&PORT_VALUES[sport].to_be_bytes());
+        f[l4_at + 2..l4_at + 4].copy_from_slice(&PORT_VALUES[dport].to_be_bytes());
+        if proto == 6 {
+            f[l4_at + 12] = 5 << 4;
+        }
+        f.truncate(l4_at + usize::from(l4_len));
+        f
+    }
+
+    #[test]
+    fn kernel_and_user_space_agree() {
+        if !privileged() {
+            return;
+        }
+        let bed = bed(TestbedConfig::default());
+        let b_if = bed.b.ifname.clone();
+        // A socket on queue 0, so a redirect shows in a dry run as XDP_REDIRECT, not PASS.
+        let (program, _port) = bed
+            .b
+            .ns
+            .run(move || {
+                let iface = Interface::by_name(&b_if).unwrap();
+                let program = Arc::new(XdpProgram::attach_filter(&iface, AttachMode::Skb).unwrap());
+                let port = Port::open_with(
+                    program.clone(),
+                    0,
+                    &PortConfig {
+                        mode: Mode::Skb,
+                        ..PortConfig::default()
+                    },
+                )
+                .unwrap();
+                (program, port)
+            })
+            .unwrap();
+        let rule = (
+            0..5usize,
+            0..3usize,
+            0..4usize,
+            0..3usize,
+            0..3usize,
+            0..3usize,
+        );
+        let packet = (
+            0..3usize,
+            0..3usize,
+            0..3usize,
+            0..3usize,
+            0..4usize,
+            0..4usize,
+            prop::bool::weighted(0.8),
+        );
+        let case = (
+            prop::collection::vec(rule, 0..8),
+            0..3usize,
+            prop::collection::vec(packet, 1..24),
+        );
+        let mut runner = TestRunner::new(Config {
+            cases: 96,
+            ..Config::default()
+        });
+        runner
+            .run(&case, |(rules, default, packets)| {
+                let text = rules_text(&rules, default);
+                let rs = RuleSet::from_toml(&text).unwrap();
+                let (kernel_rules, kernel_default) = rs.kernel_rules();
+                program.set_rules(&kernel_rules, kernel_default).unwrap();
+                let n = rs.rules().len();
+                for p in packets {
+                    let f = frame(p);
+                    let before = program.rule_counters().unwrap();
+                    let verdict = program.test_run(&f).unwrap();
+                    let after = program.rule_counters().unwrap();
+                    let hit: Vec<usize> = (0..=n)
+                        .filter(|&i| after[i].packets != before[i].packets)
+                        .collect();
+                    prop_assert_eq!(hit.len(), 1, "one counter moves: {:?}", hit);
+                    let kernel = hit[0];
+                    let user = rs.classify(&PacketKey::parse(&f)).unwrap_or(n);
+                    let decided = if kernel == n {
+                        matches!(rs.default_verdict(), Verdict::Drop | Verdict::Pass)
+                    } else {
+                        rs.decided_in_kernel(kernel)
+                    };
+                    // What user space would do with the packet, had it seen it.
+                    let fate = if user == n {
+                        rs.default_verdict()
+                    } else {
+                        rs.rules()[user].verdict()
+                    };
+                    match verdict {
+                        1 => prop_assert!(
+                            decided && fate == Verdict::Drop,
+                            "dropped\n{}\n{:?}",
+                            text,
+                            f
+                        ),
+                        2 => prop_assert!(
+                            decided && fate == Verdict::Pass,
+                            "passed\n{}\n{:?}",
+                            text,
+                            f
+                        ),
+                        4 => prop_assert!(!decided, "redirected\n{}\n{:?}", text, f),
+                        other => prop_assert!(false, "verdict {}", other),
+                    }
+                    if decided {
+                        prop_assert_eq!(user, kernel, "{}\n{:?}", text, f);
+                    } else {
+                        prop_assert!(
+                            user >= kernel,
+                            "user {} kernel {}\n{}\n{:?}",
+                            user,
+                            kernel,
+                            text,
+                            f
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}
