@@ -82,20 +82,16 @@ fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
 }
 
 fn explain(rules: &RuleSet) {
-    let (kernel, _) = rules.kernel_rules();
-    for (i, (r, k)) in rules.rules().iter().zip(kernel.iter()).enumerate() {
+    for (i, r) in rules.rules().iter().enumerate() {
         let place = if rules.decided_in_kernel(i) {
-            "decided in the kernel".to_string()
+            "decided in the kernel (XDP)"
         } else if r.matcher.kernel_exact() {
-            "redirected to user space".to_string()
+            "matched in the kernel, carried out in user space"
         } else {
-            format!(
-                "the kernel redirects a superset ({:?}), user space decides",
-                k.prefix
-            )
+            "decided in user space (source address or port): the kernel sends up what could match"
         };
         out!(
-            "{:>3} {:<20} {:<10} {}",
+            "{:>3} {:<22} {:<10} {}",
             i + 1,
             r.name,
             r.verdict().name(),
@@ -104,13 +100,13 @@ fn explain(rules: &RuleSet) {
     }
     let default = rules.default_verdict();
     out!(
-        "    {:<20} {:<10} {}",
+        "    {:<22} {:<10} {}",
         "default",
         default.name(),
         if matches!(default, Verdict::Drop | Verdict::Pass) {
-            "decided in the kernel for packets no rule sent up"
+            "decided in the kernel, or in user space for packets a rule above sent up"
         } else {
-            "redirected to user space"
+            "carried out in user space"
         }
     );
 }

@@ -170,6 +170,29 @@ fn a_bad_rules_file_names_line_and_column() {
     assert!(err.contains("\"x\" is not a port"), "{err}");
 }
 
+#[test]
+fn explain_says_where_each_rule_is_decided() {
+    let rules = RulesFile::new(
+        "default = \"drop\"\n[[rule]]\nname = \"k\"\nprotocol = \"udp\"\ndst_port = 53\naction = \"drop\"\n\
+         [[rule]]\nname = \"u\"\nsrc = \"198.51.100.0/24\"\naction = \"pass\"\n\
+         [[rule]]\nname = \"f\"\nprotocol = \"tcp\"\naction = \"forward\"\n",
+    );
+    let out = Command::new(XSKIT)
+        .args(["fwd", "--explain", "-i", "xsk-none0", "-r", rules.path()])
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no {name}: {text}"))
+            .to_string()
+    };
+    assert!(line("k").contains("decided in the kernel"), "{text}");
+    assert!(line("u").contains("decided in user space"), "{text}");
+    assert!(line("f").contains("carried out in user space"), "{text}");
+}
+
 fn rule<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     report["counters"]["rules"]
         .as_array()
