@@ -26,8 +26,13 @@ fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
 
 /// SIGINT, then the JSON summary.
 fn interrupt(child: KillOnDrop) -> serde_json::Value {
+    signal(child, "-INT")
+}
+
+/// A signal (`-INT`, `-TERM`), then the JSON summary.
+fn signal(child: KillOnDrop, sig: &str) -> serde_json::Value {
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([sig, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -402,8 +407,54 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
         "ping",
         &["-c", "2", "-i", "0.2", "-W", "2", "198.51.100.3"],
     ));
-    let report = interrupt(fwd);
+    let report = signal(fwd, "-TERM");
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+    assert!(!xdp_attached(&chain.m_a) && !xdp_attached(&chain.m_c));
+}
+
+#[test]
+fn live_counters_per_interface_and_rule_every_interval() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules =
+        RulesFile::new("[[rule]]\nname = \"icmp\"\nprotocol = \"icmp\"\naction = \"forward\"\n");
+    let fwd = KillOnDrop::new(
+        chain
+            .m_a
+            .ns
+            .command(XSKIT)
+            .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
+            .args(["-m", "skb", "-r", rules.path(), "-I", "0.5", "-d", "3"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    ok(&run(
+        &chain.a,
+        "ping",
+        &["-c", "4", "-i", "0.2", "-W", "2", "198.51.100.3"],
+    ));
+    let out = fwd.take().wait_with_output().unwrap();
+    let text = ok(&out);
+    let ticks = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+    assert!(ticks("xsk-ma ") >= 4 && ticks("xsk-mc ") >= 4, "{text}");
+    assert!(
+        ticks("rule icmp") >= 4 && ticks("rule default") >= 4,
+        "{text}"
+    );
+    assert!(text.contains("stopped after"), "{text}");
+    let summary = text
+        .lines()
+        .find(|l| l.contains("rule icmp") && l.contains("packets"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        summary.contains("packets 8 "),
+        "4 requests and 4 replies: {summary}"
+    );
 }
 
 #[test]
