@@ -14,7 +14,7 @@ use xskit::probe::ProbeAddrs;
 use xskit::{AttachMode, Interface, Mode, Port, Statistics, XdpDropCounter};
 use xskit_wire::ethernet;
 
-use crate::opts::{parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
 mod pipeline;
 mod table;
@@ -249,7 +249,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let config = args.port.config(false, false)?;
             let mut port = Port::open(&ifname, queue, &config)
                 .with_context(|| format!("opening {ifname} queue {queue}"))?;
-            announce(args, &format!("{label} {}", port.mode()));
+            announce(args.run.json, &format!("{label} {}", port.mode()));
             let mut meter = Meter::new(label, interval, args.run.json, args.extra);
             let (rx, tx, empty) = match kind {
                 Kind::Rxdrop => rxdrop(&mut port, args, &mut meter, &running)?,
@@ -270,7 +270,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let iface = Interface::by_name(&ifname)?;
             let mut ring =
                 PacketRxRing::open(iface.index()).context("opening the TPACKET_V3 ring")?;
-            announce(args, &format!("{label} tpacket-v3"));
+            announce(args.run.json, &format!("{label} tpacket-v3"));
             let mut meter = Meter::new(label, interval, args.run.json, args.extra);
             let mut rx = 0;
             while running() {
@@ -285,7 +285,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let iface = Interface::by_name(&ifname)?;
             let tx_sock = PacketTx::open(iface.index()).context("opening the AF_PACKET socket")?;
             let frame = probe_frame(&iface, args.size, parse_mac(&args.dst_mac)?)?;
-            announce(args, &format!("{label} sendmmsg"));
+            announce(args.run.json, &format!("{label} sendmmsg"));
             let mut meter = Meter::new(label, interval, args.run.json, args.extra);
             let mut tx = 0;
             while running() {
@@ -304,7 +304,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
                 Mode::Auto => AttachMode::Auto,
             };
             let counter = XdpDropCounter::attach(&iface, attach, false)?;
-            announce(args, &format!("{label} {}", counter.mode()));
+            announce(args.run.json, &format!("{label} {}", counter.mode()));
             let mut meter = Meter::new(label, interval, args.run.json, args.extra);
             let mut rx = 0;
             while running() {
@@ -334,14 +334,6 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
 }
 
 /// The header: stdout normally, stderr under --json (a driver waits for it as "ready").
-fn announce(args: &BenchArgs, header: &str) {
-    if args.run.json {
-        eprintln!("{header}");
-    } else {
-        out!("{header}");
-    }
-}
-
 fn probe_frame(iface: &Interface, size: usize, dst_mac: [u8; 6]) -> Result<Vec<u8>> {
     let addrs = ProbeAddrs {
         src_mac: iface.link_info()?.mac.unwrap_or([2, 0, 0, 0, 0, 1]),

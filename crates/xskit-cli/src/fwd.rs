@@ -11,7 +11,7 @@ use xskit::forward::{Counters, ForwardConfig, Forwarder, Report};
 use xskit::rules::{RuleSet, Verdict};
 use xskit::{AttachMode, SocketConfig};
 
-use crate::opts::{stop_flag, thousands, RunArgs};
+use crate::opts::{announce, stop_flag, thousands, RunArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct FwdArgs {
@@ -202,14 +202,9 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             .map(|t| format!(", kernel path via {t}"))
             .unwrap_or_default(),
     );
-    // Under --json stdout carries only the summary.
-    if args.run.json {
-        eprintln!("{header}");
-    } else {
-        out!("{header}");
-    }
+    announce(args.run.json, &header);
     for w in &warnings {
-        eprintln!("xskit fwd: note: {w}");
+        note!("xskit fwd: note: {w}");
     }
     if let Some(d) = duration {
         let stop = stop.clone();
@@ -291,7 +286,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         }
     }
     if report.frames.unaccounted != 0 {
-        eprintln!(
+        note!(
             "xskit fwd: {} frames unaccounted at exit: a frame was lost or counted twice",
             report.frames.unaccounted
         );

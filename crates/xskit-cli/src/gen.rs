@@ -10,7 +10,7 @@ use xskit::clock::monotonic_ns;
 use xskit::probe::{Endpoints, Flows, Template};
 use xskit::{Frame, Interface, Port};
 
-use crate::opts::{parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
 /// How packets are sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -217,11 +217,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         t.len(),
         t.flows().total()
     );
-    if args.run.json {
-        eprintln!("{header}");
-    } else {
-        out!("{header}");
-    }
+    announce(args.run.json, &header);
     loop {
         let now = Instant::now();
         if stopped(&stop) || duration.is_some_and(|d| now - start >= d) {
@@ -345,11 +341,7 @@ fn run_live(
         args.port.queue,
         t.len()
     );
-    if args.run.json {
-        eprintln!("{header}");
-    } else {
-        out!("{header}");
-    }
+    announce(args.run.json, &header);
     let limit = args.count.unwrap_or(u64::MAX);
     let start = Instant::now();
     let (mut sent, mut tick, mut at_tick) = (0u64, start, 0u64);

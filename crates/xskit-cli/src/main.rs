@@ -10,6 +10,15 @@ macro_rules! out {
     }};
 }
 
+/// Prints a line to stderr, ignoring a closed stderr (a parent that read the header and went
+/// away): the command still runs to its end and cleans up.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod demo;
 mod fwd;

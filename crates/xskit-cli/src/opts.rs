@@ -141,6 +141,16 @@ pub(crate) fn stopped(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Relaxed)
 }
 
+/// Prints a command's header line: to stdout, or to stderr under --json, where stdout carries
+/// only the JSON (and a parent process waits for the header to know the command is ready).
+pub(crate) fn announce(json: bool, header: &str) {
+    if json {
+        note!("{header}");
+    } else {
+        out!("{header}");
+    }
+}
+
 /// Parses "02:00:00:00:00:01".
 pub(crate) fn parse_mac(s: &str) -> Result<[u8; 6]> {
     let parts: Vec<_> = s.split(':').collect();

@@ -11,7 +11,7 @@ use xskit::probe::SequenceCheck;
 use xskit::Port;
 
 use crate::gen::stats_json;
-use crate::opts::{stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{announce, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct RecvArgs {
@@ -66,11 +66,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
     // The header goes to stderr under --json, so a driver can wait for readiness and still
     // read one JSON object from stdout.
     let header = format!("{ifname}:{} recv {}", args.port.queue, port.mode());
-    if args.run.json {
-        eprintln!("{header}");
-    } else {
-        out!("{header}");
-    }
+    announce(args.run.json, &header);
     while !stopped(&stop) && check.probes() < limit {
         let now = Instant::now();
         if duration.is_some_and(|d| now - start >= d) {

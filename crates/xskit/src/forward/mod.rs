@@ -160,35 +160,7 @@ pub struct Counters {
     /// ICMP echo replies sent (`respond`).
     pub echo_replies: u64,
     /// The frame pools' counters, summed over workers.
-    pub pool: PoolCount,
-}
-
-/// The page_pool-style counters of [`PoolStats`], summed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PoolCount {
-    /// Allocations served from a worker's cache.
-    pub alloc_fast: u64,
-    /// Allocations that refilled the cache from the shared ring.
-    pub alloc_slow: u64,
-    /// Allocations that found nothing.
-    pub alloc_empty: u64,
-    /// Frees into a worker's cache.
-    pub recycled_cache: u64,
-    /// Frees into the shared ring.
-    pub recycled_ring: u64,
-    /// Frees the shared ring could not take (must be 0).
-    pub recycled_full: u64,
-}
-
-impl PoolCount {
-    fn add(&mut self, s: &PoolStats) {
-        self.alloc_fast += s.alloc_fast;
-        self.alloc_slow += s.alloc_slow;
-        self.alloc_empty += s.alloc_empty;
-        self.recycled_cache += s.recycled_cache;
-        self.recycled_ring += s.recycled_ring;
-        self.recycled_full += s.recycled_full;
-    }
+    pub pool: PoolStats,
 }
 
 /// Where every UMEM frame was when the forwarder stopped: total = pool + fill + rx + tx +
@@ -539,7 +511,7 @@ impl Forwarder {
                 .collect(),
             arp_replies: self.arp_replies.load(Ordering::Relaxed),
             echo_replies: self.echo_replies.load(Ordering::Relaxed),
-            pool: PoolCount::default(),
+            pool: PoolStats::default(),
         };
         for w in &self.cells {
             for (p, (cells, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
@@ -563,8 +535,7 @@ impl Forwarder {
                     count.over_rate += cells.over_rate.load(Ordering::Relaxed);
                 }
             }
-            out.pool
-                .add(&w.pool.lock().unwrap_or_else(PoisonError::into_inner));
+            out.pool += *w.pool.lock().unwrap_or_else(PoisonError::into_inner);
         }
         let default_in_kernel =
             matches!(self.rules.default_verdict(), Verdict::Drop | Verdict::Pass);

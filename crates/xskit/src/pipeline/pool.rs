@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::sys::umem::Frame;
 
 /// How a pool's frames came and went (the page_pool counters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PoolStats {
     /// Frames handed out from the local cache.
     pub alloc_fast: u64,
@@ -20,6 +20,18 @@ pub struct PoolStats {
     pub recycled_ring: u64,
     /// Frames the shared ring could not take (must stay 0: it is sized for every frame).
     pub recycled_full: u64,
+}
+
+impl std::ops::AddAssign for PoolStats {
+    /// Sums counters, e.g. over workers.
+    fn add_assign(&mut self, s: PoolStats) {
+        self.alloc_fast += s.alloc_fast;
+        self.alloc_slow += s.alloc_slow;
+        self.alloc_empty += s.alloc_empty;
+        self.recycled_cache += s.recycled_cache;
+        self.recycled_ring += s.recycled_ring;
+        self.recycled_full += s.recycled_full;
+    }
 }
 
 /// The frames no worker holds, shared by every worker's [`FramePool`].
