@@ -40,6 +40,10 @@ pub(crate) struct FwdArgs {
     /// host's own traffic.
     #[arg(long, value_name = "NAME")]
     tap: Option<String>,
+    /// Forward in XDP what the kernel can decide (XDP_REDIRECT between the interfaces): those
+    /// packets never reach user space. Not with --reflect, --respond or --tap.
+    #[arg(long = "xdp-forward")]
+    xdp_forward: bool,
     /// Check the frame accounting after every vector and at exit; fail if a frame is lost.
     #[arg(long)]
     check: bool,
@@ -103,7 +107,7 @@ fn explain(rules: &RuleSet) {
         "    {:<22} {:<10} {}",
         "default",
         default.name(),
-        if matches!(default, Verdict::Drop | Verdict::Pass) {
+        if rules.default_decided_in_kernel() {
             "decided in the kernel, or in user space for packets a rule above sent up"
         } else {
             "carried out in user space"
@@ -115,10 +119,11 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
     let rate = |a: u64, b: u64| thousands(((a - b.min(a)) as f64 / secs) as u64);
     for (p, q) in now.ports.iter().zip(last.ports.iter()) {
         out!(
-            "{elapsed:7.1}s {:<12} rx {:>11} pps  tx {:>11} pps  xdp-drop {:>9}  xdp-pass {:>9}  kernel {:>7}  ring-full {}",
+            "{elapsed:7.1}s {:<12} rx {:>11} pps  tx {:>11} pps  xdp-fwd {:>11}  xdp-drop {:>9}  xdp-pass {:>9}  kernel {:>7}  ring-full {}",
             p.interface,
             rate(p.rx_packets, q.rx_packets),
             rate(p.tx_packets, q.tx_packets),
+            rate(p.xdp_forwarded, q.xdp_forwarded),
             rate(p.xdp_dropped, q.xdp_dropped),
             rate(p.xdp_passed, q.xdp_passed),
             rate(p.to_kernel, q.to_kernel),
@@ -151,10 +156,11 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
 pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
-    let rules = match &args.rules {
+    let mut rules = match &args.rules {
         Some(path) => load_rules(path)?,
         None => RuleSet::with_default(Verdict::Forward),
     };
+    rules.set_forward_in_kernel(args.xdp_forward);
     if args.explain {
         explain(&rules);
         return Ok(0);
@@ -173,6 +179,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         reflect: args.reflect,
         respond: args.respond,
         tap: args.tap.clone(),
+        xdp_forward: args.xdp_forward,
         check: args.check,
         vector: args.vector,
         frames: None,
@@ -190,10 +197,15 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         .with_context(|| format!("setting up forwarding on {}", args.interfaces.join(" and ")))?;
     let (modes, warnings) = (forwarder.modes(), forwarder.warnings().to_vec());
     let header = format!(
-        "xskit fwd: {} ({}){}{}{}; Ctrl-C stops",
+        "xskit fwd: {} ({}){}{}{}{}; Ctrl-C stops",
         args.interfaces.join(" <-> "),
         modes.join(", "),
         if args.reflect { ", reflecting" } else { "" },
+        if args.xdp_forward {
+            ", forwarding in XDP where the rules allow"
+        } else {
+            ""
+        },
         args.respond
             .map(|a| format!(", answering for {a}"))
             .unwrap_or_default(),
@@ -263,10 +275,11 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         );
         for p in &report.counters.ports {
             out!(
-                "  {:<12} rx {}  tx {}  xdp-drop {}  xdp-pass {}  to-kernel {}  from-kernel {}",
+                "  {:<12} rx {}  tx {}  xdp-fwd {}  xdp-drop {}  xdp-pass {}  to-kernel {}  from-kernel {}",
                 p.interface,
                 thousands(p.rx_packets),
                 thousands(p.tx_packets),
+                thousands(p.xdp_forwarded),
                 thousands(p.xdp_dropped),
                 thousands(p.xdp_passed),
                 thousands(p.to_kernel),

@@ -244,6 +244,8 @@ fn testbed_table_and_plot() {
         ("xdp-drop", "drv"),
         ("fwd", "skb"),
         ("fwd", "drv"),
+        ("fwd --xdp-forward", "skb"),
+        ("fwd --xdp-forward", "drv"),
         ("kernel bridge", "-"),
     ] {
         let cell = cells
@@ -252,7 +254,7 @@ fn testbed_table_and_plot() {
             .unwrap_or_else(|| panic!("no {bench} {mode}"));
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
-    assert_eq!(t["ratios"].as_array().unwrap().len(), 5);
+    assert_eq!(t["ratios"].as_array().unwrap().len(), 7);
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg") && chart.matches("<rect").count() >= 9);
     let _ = std::fs::remove_file(&svg);

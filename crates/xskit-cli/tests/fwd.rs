@@ -672,3 +672,63 @@ fn one_pinned_worker_per_queue() {
     assert_eq!(report["workers"], 2, "{report}");
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
+
+#[test]
+fn xdp_forward_keeps_decided_packets_in_the_kernel() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(
+        "[[rule]]\nname = \"from-a-udp-8\"\nsrc = \"198.51.100.1\"\nprotocol = \"udp\"\ndst_port = 8\naction = \"drop\"\n",
+    );
+    let fwd = start_fwd(
+        &chain,
+        &["-m", "drv", "--check", "--xdp-forward", "-r", rules.path()],
+    );
+    // c's receiver attaches a native program, so xsk-c takes XDP frames from m_c.
+    let receiver = recv(&chain.c, &["-m", "drv", "-n", "500", "-d", "20"]);
+    for (port, n) in [(8, "300"), (9, "500")] {
+        let g = gen(
+            &chain.a,
+            &chain.c,
+            port,
+            &["-m", "drv", "-n", n, "-r", "20000"],
+        );
+        assert_eq!(g["tx_packets"].to_string(), n, "{g}");
+    }
+    let r = json_of(receiver.take());
+    assert_eq!(r["valid"], 500, "{r}");
+    assert_eq!(r["out_of_order"], 0, "{r}");
+    let report = interrupt(fwd);
+    let (u, d) = (rule(&report, "from-a-udp-8"), rule(&report, "default"));
+    assert_eq!(
+        (&u["packets"], &u["in_kernel"]),
+        (&300.into(), &0.into()),
+        "{report}"
+    );
+    assert_eq!(
+        (&d["packets"], &d["in_kernel"]),
+        (&500.into(), &500.into()),
+        "{report}"
+    );
+    let a_side = &report["counters"]["ports"][0];
+    assert_eq!(
+        a_side["rx_packets"], 300,
+        "only what user space decides comes up: {report}"
+    );
+    assert_eq!(a_side["xdp_forwarded"], 500, "{report}");
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+
+    let refused = run(
+        &chain.m_a,
+        XSKIT,
+        &["fwd", "-i", &chain.m_a.ifname, "--reflect", "--xdp-forward"],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("forwarding in XDP needs"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

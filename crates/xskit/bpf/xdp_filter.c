@@ -3,7 +3,8 @@
  * Stage 0 of an xskit pipeline, in the kernel: ordered rules matched on the
  * destination IPv4/IPv6 prefix, the protocol and the destination port range
  * decide each packet before user space sees it: pass to the kernel stack,
- * drop (DoS), or redirect to the AF_XDP socket of the packet's queue. The
+ * drop (DoS), redirect to the AF_XDP socket of the packet's queue, or forward
+ * it out of another interface (tx_port, a one-entry devmap). The
  * first matching rule wins; no match takes the default action. Rules and the
  * default live in maps, so they change at run time without reattaching.
  * Every rule (and the default, at index MAX_RULES) counts packets and bytes.
@@ -19,6 +20,7 @@
 #define ACTION_PASS 0
 #define ACTION_DROP 1
 #define ACTION_REDIRECT 2
+#define ACTION_FORWARD 3
 
 struct rule {
 	__u32 addr[4];  /* network byte order; IPv4 uses addr[0] */
@@ -68,6 +70,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xsks_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} tx_port SEC(".maps");
 
 SEC("xdp")
 int xskit_filter(struct xdp_md *ctx)
@@ -143,6 +152,8 @@ int xskit_filter(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (action == ACTION_REDIRECT)
 		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	if (action == ACTION_FORWARD)
+		return bpf_redirect_map(&tx_port, 0, XDP_PASS);
 	return XDP_PASS;
 }
 

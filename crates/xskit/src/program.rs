@@ -137,6 +137,9 @@ pub enum Action {
     Drop = 1,
     /// Redirect it to the AF_XDP socket of its queue (the kernel stack if there is none).
     Redirect = 2,
+    /// Transmit it out of the interface set with [`XdpProgram::set_forward_target`], without
+    /// user space (the kernel stack if none is set).
+    Forward = 3,
 }
 
 /// One filter rule; every field left `None` matches anything.
@@ -207,6 +210,7 @@ pub struct RuleCounter {
 }
 
 struct FilterMaps {
+    tx_port: aya::maps::DevMap<MapData>,
     rules: aya::maps::Array<MapData, RuleRepr>,
     config: aya::maps::Array<MapData, ConfigRepr>,
     counters: aya::maps::PerCpuArray<MapData, CounterRepr>,
@@ -461,6 +465,7 @@ impl XdpProgram {
         }
         let xsks: XskMap<MapData> = take(&mut attached.ebpf, "xsks_map")?;
         let mut maps = FilterMaps {
+            tx_port: take(&mut attached.ebpf, "tx_port")?,
             rules: take(&mut attached.ebpf, "rules")?,
             config: take(&mut attached.ebpf, "config")?,
             counters: take(&mut attached.ebpf, "counters")?,
@@ -533,6 +538,23 @@ impl XdpProgram {
             .map_err(map_err)?;
         maps.installed = reprs.len();
         Ok(())
+    }
+
+    /// Where [`Action::Forward`] sends packets: out of `target`, by XDP_REDIRECT through a
+    /// devmap. On veth, the far end of `target`'s pair must be able to take XDP frames (an XDP
+    /// program or GRO on it), or the kernel drops them.
+    pub fn set_forward_target(&self, target: &Interface) -> Result<()> {
+        let filter = self.filter.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "this program has no rules: attach it with XdpProgram::attach_filter".into(),
+            )
+        })?;
+        let mut maps = filter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        maps.tx_port
+            .set(0, target.index(), None, 0)
+            .map_err(|e| Error::Program(format!("setting the forward target: {}", chain(&e))))
     }
 
     /// Packets and bytes per rule, in rule order, then the default action's as the last entry.

@@ -396,6 +396,7 @@ impl PacketKey {
 pub struct RuleSet {
     rules: Vec<RuleSpec>,
     default: Verdict,
+    forward_in_kernel: bool,
 }
 
 #[derive(Deserialize)]
@@ -610,7 +611,11 @@ impl RuleSet {
                 ),
             ));
         }
-        Ok(RuleSet { rules, default })
+        Ok(RuleSet {
+            rules,
+            default,
+            forward_in_kernel: false,
+        })
     }
 
     /// A rule set with no rules: everything takes `default`.
@@ -618,6 +623,7 @@ impl RuleSet {
         RuleSet {
             rules: Vec::new(),
             default,
+            forward_in_kernel: false,
         }
     }
 
@@ -636,13 +642,39 @@ impl RuleSet {
         self.rules.iter().position(|r| r.matcher.matches(key))
     }
 
+    /// Lets the kernel carry out `forward` verdicts it can decide (XDP_REDIRECT out of the
+    /// other interface), so those packets never reach user space. Off by default.
+    pub fn set_forward_in_kernel(&mut self, on: bool) {
+        self.forward_in_kernel = on;
+    }
+
+    /// Whether the kernel carries out `forward` verdicts (see
+    /// [`RuleSet::set_forward_in_kernel`]).
+    pub fn forward_in_kernel(&self) -> bool {
+        self.forward_in_kernel
+    }
+
+    fn kernel_can(&self, v: Verdict) -> bool {
+        match v {
+            Verdict::Drop | Verdict::Pass => true,
+            Verdict::Forward => self.forward_in_kernel,
+            Verdict::RateLimit => false,
+        }
+    }
+
     /// True if the kernel filter settles rule `i` itself: its match is exact there and its
-    /// action is drop or pass. Such a rule's packets never reach user space, unless an earlier
-    /// rule that only user space can decide sent them up.
+    /// action is drop or pass (or forward, with [`RuleSet::set_forward_in_kernel`]). Such a
+    /// rule's packets never reach user space, unless an earlier rule that only user space can
+    /// decide sent them up.
     pub fn decided_in_kernel(&self, i: usize) -> bool {
-        self.rules.get(i).is_some_and(|r| {
-            r.matcher.kernel_exact() && matches!(r.action, Verdict::Drop | Verdict::Pass)
-        })
+        self.rules
+            .get(i)
+            .is_some_and(|r| r.matcher.kernel_exact() && self.kernel_can(r.action))
+    }
+
+    /// True if the kernel settles packets no rule matches.
+    pub fn default_decided_in_kernel(&self) -> bool {
+        self.kernel_can(self.default)
     }
 
     /// The kernel filter's rules (one per rule, same order) and default action.
@@ -654,6 +686,7 @@ impl RuleSet {
         let action = |v: Verdict| match v {
             Verdict::Drop => Action::Drop,
             Verdict::Pass => Action::Pass,
+            Verdict::Forward if self.forward_in_kernel => Action::Forward,
             Verdict::Forward | Verdict::RateLimit => Action::Redirect,
         };
         let rules = self

@@ -335,6 +335,8 @@ mod split {
                     },
                 )
                 .unwrap();
+                // Forwarding in XDP redirects to a devmap: any interface will do for dry runs.
+                program.set_forward_target(&iface).unwrap();
                 (program, port)
             })
             .unwrap();
@@ -359,15 +361,17 @@ mod split {
             prop::collection::vec(rule, 0..8),
             0..3usize,
             prop::collection::vec(packet, 1..24),
+            any::<bool>(),
         );
         let mut runner = TestRunner::new(Config {
             cases: 96,
             ..Config::default()
         });
         runner
-            .run(&case, |(rules, default, packets)| {
+            .run(&case, |(rules, default, packets, xdp_forward)| {
                 let text = rules_text(&rules, default);
-                let rs = RuleSet::from_toml(&text).unwrap();
+                let mut rs = RuleSet::from_toml(&text).unwrap();
+                rs.set_forward_in_kernel(xdp_forward);
                 let (kernel_rules, kernel_default) = rs.kernel_rules();
                 program.set_rules(&kernel_rules, kernel_default).unwrap();
                 let n = rs.rules().len();
@@ -383,7 +387,7 @@ mod split {
                     let kernel = hit[0];
                     let user = rs.classify(&PacketKey::parse(&f)).unwrap_or(n);
                     let decided = if kernel == n {
-                        matches!(rs.default_verdict(), Verdict::Drop | Verdict::Pass)
+                        rs.default_decided_in_kernel()
                     } else {
                         rs.decided_in_kernel(kernel)
                     };
@@ -406,7 +410,13 @@ mod split {
                             text,
                             f
                         ),
-                        4 => prop_assert!(!decided, "redirected\n{}\n{:?}", text, f),
+                        // To the socket (user space decides), or forwarded in XDP.
+                        4 => prop_assert!(
+                            !decided || fate == Verdict::Forward,
+                            "redirected\n{}\n{:?}",
+                            text,
+                            f
+                        ),
                         other => prop_assert!(false, "verdict {}", other),
                     }
                     if decided {

@@ -238,8 +238,9 @@ impl FwdRunner {
         Ok(())
     }
 
-    /// Packets per second through m; `mode` is skb or drv for xskit fwd, or "bridge".
-    fn measure(&self, mode: &str, size: usize) -> Result<f64> {
+    /// Packets per second through m; `mode` is skb or drv for xskit fwd (forwarding in XDP
+    /// with `xdp`), or "bridge".
+    fn measure(&self, mode: &str, xdp: bool, size: usize) -> Result<f64> {
         let (a, m_a, m_c, c) = (
             &self.chain.a,
             &self.chain.m_a,
@@ -247,6 +248,8 @@ impl FwdRunner {
             &self.chain.c,
         );
         set_gro(m_a, mode != "drv")?;
+        // XDP frames forwarded out of m_c reach c only through its GRO/NAPI path.
+        set_gro(c, xdp)?;
         let forwarder = if mode == "bridge" {
             self.ip_m(&["link", "add", "xsk-br0", "type", "bridge"])?;
             self.ip_m(&["link", "set", &m_a.ifname, "master", "xsk-br0"])?;
@@ -254,7 +257,7 @@ impl FwdRunner {
             self.ip_m(&["link", "set", "xsk-br0", "up"])?;
             None
         } else {
-            let args: Vec<String> = [
+            let mut args: Vec<String> = [
                 "fwd",
                 "-i",
                 &m_a.ifname,
@@ -267,6 +270,9 @@ impl FwdRunner {
             .iter()
             .map(|s| s.to_string())
             .collect();
+            if xdp {
+                args.push("--xdp-forward".into());
+            }
             Some(start(&self.exe, m_a, BENCH_CPU, &args)?)
         };
         let gen = start(
@@ -309,10 +315,16 @@ fn fwd_cells(exe: &str, secs: f64, runs: usize, size: usize, json: bool) -> Resu
         secs,
         chain: Chain::bridged().context("building the three-namespace testbed")?,
     };
-    let modes = [("fwd", "skb"), ("fwd", "drv"), ("kernel bridge", "bridge")];
+    let modes = [
+        ("fwd", "skb", false),
+        ("fwd", "drv", false),
+        ("fwd --xdp-forward", "skb", true),
+        ("fwd --xdp-forward", "drv", true),
+        ("kernel bridge", "bridge", false),
+    ];
     let mut cells: Vec<Cell> = modes
         .iter()
-        .map(|(bench, mode)| Cell {
+        .map(|(bench, mode, _)| Cell {
             bench: bench.to_string(),
             mode: if *mode == "bridge" { "-" } else { mode }.to_string(),
             size,
@@ -321,8 +333,8 @@ fn fwd_cells(exe: &str, secs: f64, runs: usize, size: usize, json: bool) -> Resu
         })
         .collect();
     for run in 0..runs {
-        for (cell, (bench, mode)) in cells.iter_mut().zip(modes.iter()) {
-            let pps = runner.measure(mode, size)?;
+        for (cell, (bench, mode, xdp)) in cells.iter_mut().zip(modes.iter()) {
+            let pps = runner.measure(mode, *xdp, size)?;
             cell.mpps.push(pps / 1e6);
             if !json {
                 out!(
@@ -474,9 +486,11 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
     if let (Some(x), Some(p)) = (find("txpush", "skb"), find("afpacket-tx", "skb")) {
         ratios.push(("txpush skb / AF_PACKET tx".to_string(), x / p));
     }
-    for mode in ["skb", "drv"] {
-        if let (Some(x), Some(p)) = (find("fwd", mode), find("kernel bridge", "-")) {
-            ratios.push((format!("fwd {mode} / kernel bridge"), x / p));
+    for bench in ["fwd", "fwd --xdp-forward"] {
+        for mode in ["skb", "drv"] {
+            if let (Some(x), Some(p)) = (find(bench, mode), find("kernel bridge", "-")) {
+                ratios.push((format!("{bench} {mode} / kernel bridge"), x / p));
+            }
         }
     }
     let table = Table {

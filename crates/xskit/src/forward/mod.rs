@@ -65,6 +65,10 @@ pub struct ForwardConfig {
     /// A TAP device for packets the rules pass to the kernel from user space, and for the
     /// forwarding host's own traffic.
     pub tap: Option<String>,
+    /// Let the XDP program forward what it can decide (XDP_REDIRECT between the two
+    /// interfaces), so only the rest reaches user space. Needs two interfaces and no
+    /// `reflect`, `respond` or `tap`, which need user space to see every packet.
+    pub xdp_forward: bool,
     /// Check the frame accounting after every vector; stop with an error if it is off.
     pub check: bool,
     /// Packets per vector (1 to 256).
@@ -87,6 +91,7 @@ impl Default for ForwardConfig {
             reflect: false,
             respond: None,
             tap: None,
+            xdp_forward: false,
             check: false,
             vector: DEFAULT_VECTOR,
             frames: None,
@@ -134,6 +139,8 @@ pub struct PortCount {
     pub xdp_dropped: u64,
     /// Packets the XDP program passed to the kernel stack by rule.
     pub xdp_passed: u64,
+    /// Packets the XDP program forwarded out of the other interface by rule (`xdp_forward`).
+    pub xdp_forwarded: u64,
     /// Packets handed to the kernel through the TAP device.
     pub to_kernel: u64,
     /// Packets for the kernel that were dropped (no TAP device, or it was full).
@@ -250,7 +257,18 @@ impl Forwarder {
                 config.interfaces[0]
             )));
         }
-        let rules = &config.rules;
+        if config.xdp_forward
+            && (n != 2 || config.reflect || config.respond.is_some() || config.tap.is_some())
+        {
+            return Err(Error::InvalidConfig(
+                "forwarding in XDP needs two interfaces, and no reflect, respond or TAP device \
+                 (those need user space to see every packet)"
+                    .into(),
+            ));
+        }
+        let mut rules = config.rules.clone();
+        rules.set_forward_in_kernel(config.xdp_forward);
+        let rules = &rules;
         let forwards = rules.default_verdict() == Verdict::Forward
             || rules
                 .rules()
@@ -335,8 +353,11 @@ impl Forwarder {
 
         let (kernel_rules, kernel_default) = rules.kernel_rules();
         let mut programs = Vec::with_capacity(n);
-        for iface in &ifaces {
+        for (p, iface) in ifaces.iter().enumerate() {
             let program = XdpProgram::attach_filter(iface, config.mode)?;
+            if config.xdp_forward {
+                program.set_forward_target(&ifaces[1 - p])?;
+            }
             program.set_rules(&kernel_rules, kernel_default)?;
             if let Some(why) = program.fallback_reason() {
                 warnings.push(format!("{}: {why}", iface.name()));
@@ -381,7 +402,7 @@ impl Forwarder {
             }
         };
 
-        let shared_rules = Arc::new(config.rules.clone());
+        let shared_rules = Arc::new(rules.clone());
         let limiters: Arc<Vec<Option<RateLimiter>>> = Arc::new(
             shared_rules
                 .rules()
@@ -537,8 +558,7 @@ impl Forwarder {
             }
             out.pool += *w.pool.lock().unwrap_or_else(PoisonError::into_inner);
         }
-        let default_in_kernel =
-            matches!(self.rules.default_verdict(), Verdict::Drop | Verdict::Pass);
+        let default_in_kernel = self.rules.default_decided_in_kernel();
         for (program, port) in self.programs.iter().zip(out.ports.iter_mut()) {
             let kernel = program.rule_counters()?;
             for (i, k) in kernel.iter().enumerate() {
@@ -556,6 +576,7 @@ impl Forwarder {
                 count.in_kernel += k.packets;
                 match verdict {
                     Verdict::Drop => port.xdp_dropped += k.packets,
+                    Verdict::Forward => port.xdp_forwarded += k.packets,
                     _ => port.xdp_passed += k.packets,
                 }
             }
