@@ -217,6 +217,22 @@ struct FilterMaps {
     installed: usize,
 }
 
+impl FilterMaps {
+    /// One counter, summed over CPUs.
+    fn read(&self, index: u32) -> Result<RuleCounter> {
+        let per_cpu = self
+            .counters
+            .get(&index, 0)
+            .map_err(|e| Error::Program(format!("reading rule counters: {}", chain(&e))))?;
+        Ok(per_cpu
+            .iter()
+            .fold(RuleCounter::default(), |acc, c| RuleCounter {
+                packets: acc.packets + c.packets,
+                bytes: acc.bytes + c.bytes,
+            }))
+    }
+}
+
 /// A loaded, attached object: the link lives as long as `ebpf`.
 struct Attached {
     ebpf: Ebpf,
@@ -557,33 +573,32 @@ impl XdpProgram {
             .map_err(|e| Error::Program(format!("setting the forward target: {}", chain(&e))))
     }
 
+    /// IPv6 packets with extension headers, which the filter sends to user space undecided
+    /// (their protocol and ports lie behind a chain it does not walk).
+    pub fn undecided_counter(&self) -> Result<RuleCounter> {
+        self.with_filter(|maps| maps.read(MAX_RULES as u32 + 1))
+    }
+
     /// Packets and bytes per rule, in rule order, then the default action's as the last entry.
     pub fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
+        self.with_filter(|maps| {
+            let mut out = (0..maps.installed as u32)
+                .map(|i| maps.read(i))
+                .collect::<Result<Vec<_>>>()?;
+            out.push(maps.read(MAX_RULES as u32)?);
+            Ok(out)
+        })
+    }
+
+    fn with_filter<R>(&self, f: impl FnOnce(&FilterMaps) -> Result<R>) -> Result<R> {
         let filter = self.filter.as_ref().ok_or_else(|| {
             Error::InvalidConfig(
                 "this program has no rules: attach it with XdpProgram::attach_filter".into(),
             )
         })?;
-        let maps = filter
+        f(&filter
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let read = |i: u32| -> Result<RuleCounter> {
-            let per_cpu = maps
-                .counters
-                .get(&i, 0)
-                .map_err(|e| Error::Program(format!("reading rule counters: {}", chain(&e))))?;
-            Ok(per_cpu
-                .iter()
-                .fold(RuleCounter::default(), |acc, c| RuleCounter {
-                    packets: acc.packets + c.packets,
-                    bytes: acc.bytes + c.bytes,
-                }))
-        };
-        let mut out = (0..maps.installed as u32)
-            .map(read)
-            .collect::<Result<Vec<_>>>()?;
-        out.push(read(MAX_RULES as u32)?);
-        Ok(out)
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// Sends packets of the socket's queue to the socket.
