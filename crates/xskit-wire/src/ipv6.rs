@@ -98,8 +98,17 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The upper-layer protocol and its bytes, after walking the extension headers (hop-by-hop,
     /// routing, fragment, destination options, AH). Errors on truncated or too many headers.
     pub fn upper_layer(&self) -> Result<(u8, &'a [u8])> {
+        self.upper_layer_fragment()
+            .map(|(proto, rest, _)| (proto, rest))
+    }
+
+    /// As [`Packet::upper_layer`], with the fragment offset (in 8-byte units) of a fragment
+    /// header on the way, 0 if none: a packet with a non-zero offset carries the middle of
+    /// a datagram, and its "upper layer" bytes are payload, not headers.
+    pub fn upper_layer_fragment(&self) -> Result<(u8, &'a [u8], u16)> {
         let mut next = self.next_header();
         let mut rest = self.payload();
+        let mut offset = 0;
         for _ in 0..=MAX_EXT_HEADERS {
             let len = match next {
                 ext::HOP_BY_HOP | ext::ROUTING | ext::DEST_OPTS => {
@@ -107,10 +116,13 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
                 }
                 ext::FRAGMENT => 8,
                 ext::AUTH => usize::from(*rest.get(1).ok_or(Error)?) * 4 + 8,
-                proto => return Ok((proto, rest)),
+                proto => return Ok((proto, rest, offset)),
             };
             if rest.len() < len {
                 return Err(Error);
+            }
+            if next == ext::FRAGMENT {
+                offset = get_u16(rest, 2) >> 3;
             }
             next = rest[0];
             rest = &rest[len..];
@@ -168,6 +180,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fragment_offsets_are_reported() {
+        // A fragment header (offset 185 x 8 bytes, more fragments), then UDP bytes.
+        let mut b = [0u8; 40 + 8 + 8];
+        Packet::new_unchecked(&mut b[..]).init(16, ext::FRAGMENT, [0; 16], [0; 16], 0);
+        b[40] = 17;
+        b[42..44].copy_from_slice(&((185u16 << 3) | 1).to_be_bytes());
+        let p = Packet::new_checked(&b[..]).unwrap();
+        let (proto, rest, offset) = p.upper_layer_fragment().unwrap();
+        assert_eq!((proto, rest.len(), offset), (17, 8, 185));
+        b[42..44].copy_from_slice(&1u16.to_be_bytes());
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.upper_layer_fragment().unwrap().2, 0, "the first fragment");
+    }
 
     #[test]
     fn init_and_parse() {

@@ -368,10 +368,10 @@ impl PacketKey {
                 k.family = 6;
                 k.src = ip.src_addr();
                 k.dst = ip.dst_addr();
-                match ip.upper_layer() {
-                    Ok((proto, rest)) => {
+                match ip.upper_layer_fragment() {
+                    Ok((proto, rest, offset)) => {
                         k.protocol = proto;
-                        Some(rest)
+                        (offset == 0).then_some(rest)
                     }
                     Err(_) => {
                         k.protocol = ip.next_header();
