@@ -410,6 +410,38 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
     let report = signal(fwd, "-TERM");
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
     assert!(!xdp_attached(&chain.m_a) && !xdp_attached(&chain.m_c));
+    // Bad set-ups fail with the reason, and leave nothing attached.
+    let (ma, mc) = (chain.m_a.ifname.as_str(), chain.m_c.ifname.as_str());
+    for (args, expected) in [
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--queues", "2"],
+            "queue 1 does not exist on xsk-ma",
+        ),
+        (
+            vec!["fwd", "-i", ma, "-i", ma],
+            "both interfaces are xsk-ma",
+        ),
+        (vec!["fwd", "-i", ma], "nowhere to go"),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--vector", "300"],
+            "vector size 300",
+        ),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--tap", "a/b"],
+            "TAP device a/b",
+        ),
+    ] {
+        let out = run(&chain.m_a, XSKIT, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !xdp_attached(&chain.m_a) && !xdp_attached(&chain.m_c),
+            "{args:?}"
+        );
+    }
 }
 
 #[test]
