@@ -244,7 +244,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let queue = args.port.queue;
     let label = format!("{ifname}:{queue} {}", kind.name());
     let result = match kind {
-        Kind::Pipeline | Kind::Fwd => unreachable!("handled above"),
+        Kind::Pipeline | Kind::Fwd => bail!("{} does not run on an interface", kind.name()),
         Kind::Rxdrop | Kind::Txpush | Kind::L2fwd => {
             let config = args.port.config(false, false)?;
             let mut port = Port::open(&ifname, queue, &config)
