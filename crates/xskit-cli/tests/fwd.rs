@@ -267,15 +267,16 @@ action = "drop"
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
 
-#[test]
-fn rate_limit_holds_within_five_percent() {
+/// Probes at 10 kpps through a rate limit of `rate` (with `burst`), which should pass `pps`
+/// probes a second plus `burst_packets` at once; within 5%.
+fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
     if !privileged() {
         return;
     }
     let chain = Chain::bridged().unwrap();
-    let rules = RulesFile::new(
-        "[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"2kpps\"\nburst = 200\n",
-    );
+    let rules = RulesFile::new(&format!(
+        "[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"{rate}\"\nburst = {burst}\n"
+    ));
     let fwd = start_fwd(&chain, &["-m", "drv", "-r", rules.path()]);
     let g = gen(
         &chain.a,
@@ -289,12 +290,12 @@ fn rate_limit_holds_within_five_percent() {
     let limit = rule(&report, "limit");
     assert_eq!(limit["packets"], 30000, "{report}");
     let passed = 30000 - limit["over_rate"].as_u64().unwrap();
-    // The burst (100 ms at this rate) covers the forwarder being scheduled out while the test
-    // machine is busy: a policer that sees packets late sees them in bunches.
-    let expected = 2000.0 * seconds + 200.0;
+    // The burst (100 ms at these rates) covers the forwarder being scheduled out while the
+    // test machine is busy: a policer that sees packets late sees them in bunches.
+    let expected = pps * seconds + burst_packets;
     assert!(
         (passed as f64 - expected).abs() <= 0.05 * expected,
-        "{passed} passed in {seconds:.2} s, expected {expected:.0}: {report}"
+        "{rate}: {passed} passed in {seconds:.2} s, expected {expected:.0}: {report}"
     );
     // What crossed: the passed probes, and c's replies' ARP traffic (default rule).
     let tx = report["counters"]["ports"][1]["tx_packets"]
@@ -302,6 +303,17 @@ fn rate_limit_holds_within_five_percent() {
         .unwrap();
     let other = rule(&report, "default")["packets"].as_u64().unwrap();
     assert!(passed <= tx && tx <= passed + other, "{report}");
+}
+
+#[test]
+fn rate_limit_in_packets_holds_within_five_percent() {
+    rate_limit_holds("2kpps", 200, 2000.0, 200.0);
+}
+
+#[test]
+fn rate_limit_in_bits_holds_within_five_percent() {
+    // 64-byte probes: 1 Mbps is 1953 a second; a 12,800-byte burst is 200 of them.
+    rate_limit_holds("1Mbps", 12_800, 1e6 / (64.0 * 8.0), 200.0);
 }
 
 #[test]
