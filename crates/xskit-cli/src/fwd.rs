@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Serialize;
 use xskit::forward::{Counters, ForwardConfig, Forwarder, Report};
 use xskit::rules::{RuleSet, Verdict};
-use xskit::{AttachMode, SocketConfig};
+use xskit::{AttachMode, Mode, SocketConfig};
 
 use crate::opts::{announce, stop_flag, thousands, RunArgs};
 
@@ -70,13 +70,15 @@ struct FwdJson<'a> {
     report: &'a Report,
 }
 
+/// The program's mode: the socket modes of the other commands, without zero-copy (the
+/// forwarder's sockets share one UMEM across interfaces, which binds in copy mode).
 fn attach_mode(s: &str) -> Result<AttachMode> {
-    Ok(match s {
-        "auto" => AttachMode::Auto,
-        "skb" => AttachMode::Skb,
-        "drv" | "native" => AttachMode::Drv,
-        _ => bail!("unknown mode '{s}': use auto, skb or drv"),
-    })
+    match s.parse::<Mode>()? {
+        Mode::ZeroCopy => bail!(
+            "xskit fwd binds in copy mode (its ports share one UMEM): use -m auto, skb or drv"
+        ),
+        mode => Ok(mode.into()),
+    }
 }
 
 fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
@@ -165,12 +167,6 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         explain(&rules);
         return Ok(0);
     }
-    if !args.ring_size.is_power_of_two() || !(64..=16384).contains(&args.ring_size) {
-        bail!(
-            "--ring-size {} must be a power of two from 64 to 16384",
-            args.ring_size
-        );
-    }
     let config = ForwardConfig {
         interfaces: args.interfaces.clone(),
         mode: attach_mode(&args.mode)?,
@@ -187,7 +183,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         socket: SocketConfig {
             rx_size: args.ring_size,
             tx_size: args.ring_size,
-            fill_size: args.ring_size * 2,
+            fill_size: args.ring_size.saturating_mul(2),
             completion_size: args.ring_size,
             ..SocketConfig::default()
         },

@@ -442,6 +442,19 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
             vec!["fwd", "-i", ma, "-i", mc, "--tap", "a/b"],
             "TAP device a/b",
         ),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--cpus", "0,99"],
+            "CPU 99 does not exist",
+        ),
+        (vec!["fwd", "-i", ma, "-i", mc, "-m", "zc"], "copy mode"),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--ring-size", "1000"],
+            "power of two",
+        ),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--ring-size", "1073741824"],
+            "use smaller rings",
+        ),
     ] {
         let out = run(&chain.m_a, XSKIT, &args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -163,7 +163,10 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
     /// A frame went missing or was counted twice (`--check`): a bug in xskit or in a stage.
-    #[error("frame accounting broken: {0}")]
+    #[error(
+        "frame accounting broken: {0}. This is a bug in xskit or in a stage of yours: please \
+         report it with the command line and the counters"
+    )]
     FrameAccounting(String),
     /// The TAP device for kernel-bound frames could not be made.
     #[error("TAP device {name}: {reason}")]

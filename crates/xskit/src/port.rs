@@ -312,15 +312,18 @@ fn attach_for(iface: &str, config: &PortConfig) -> Result<Arc<XdpProgram>> {
     let iface = Interface::by_name(iface)?;
     Ok(Arc::new(XdpProgram::attach(
         &iface,
-        attach_mode(config.mode),
+        AttachMode::from(config.mode),
         config.socket.multi_buffer,
     )?))
 }
 
-fn attach_mode(mode: Mode) -> AttachMode {
-    match mode {
-        Mode::Auto => AttachMode::Auto,
-        Mode::Skb => AttachMode::Skb,
-        Mode::Drv | Mode::ZeroCopy => AttachMode::Drv,
+impl From<Mode> for AttachMode {
+    /// The program's attach mode for a socket mode (zero-copy needs a native program).
+    fn from(mode: Mode) -> AttachMode {
+        match mode {
+            Mode::Auto => AttachMode::Auto,
+            Mode::Skb => AttachMode::Skb,
+            Mode::Drv | Mode::ZeroCopy => AttachMode::Drv,
+        }
     }
 }

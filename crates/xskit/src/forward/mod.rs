@@ -277,18 +277,19 @@ impl Forwarder {
         if n == 1 && !config.reflect && forwards {
             return Err(Error::InvalidConfig(format!(
                 "with one interface ({}) forwarded packets have nowhere to go: give a second \
-                 interface, or reflect them back",
+                 interface, or reflect them back out of this one (--reflect)",
                 config.interfaces[0]
             )));
         }
-        if config.vector == 0 || config.vector > crate::pipeline::MAX_VECTOR {
+        crate::pipeline::check_vector_size(config.vector)?;
+        config.socket.validate()?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(&cpu) = config.cpus.iter().find(|&&c| c >= cpus) {
             return Err(Error::InvalidConfig(format!(
-                "vector size {} must be 1 to {}",
-                config.vector,
-                crate::pipeline::MAX_VECTOR
+                "CPU {cpu} does not exist: this machine has CPUs 0 to {}",
+                cpus - 1
             )));
         }
-        config.socket.validate()?;
         let ifaces = config
             .interfaces
             .iter()
@@ -365,9 +366,21 @@ impl Forwarder {
             programs.push(Arc::new(program));
         }
 
-        let frames = config.frames.unwrap_or_else(|| {
-            queues * n as u32 * (config.socket.fill_size + config.socket.tx_size)
-        });
+        let frames = match config.frames {
+            Some(f) => f,
+            None => config
+                .socket
+                .fill_size
+                .checked_add(config.socket.tx_size)
+                .and_then(|per_port| per_port.checked_mul(queues * n as u32))
+                .ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "{queues} queue(s) x {n} interface(s) with fill rings of {} and tx rings \
+                         of {} need more frames than one UMEM holds: use smaller rings",
+                        config.socket.fill_size, config.socket.tx_size
+                    ))
+                })?,
+        };
         let umem = Umem::new(UmemConfig {
             frame_count: frames,
             ..UmemConfig::default()

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use xskit_wire::ethernet;
+
 use crate::error::{Error, Result};
 use crate::pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, XskPort};
 use crate::sys::tap::TapFd;
@@ -38,15 +40,15 @@ pub(crate) struct TapPath {
 
 impl TapPath {
     fn learn(&self, frame: &[u8], port: u16) {
-        if frame.len() >= 12 {
-            let mut src = [0; 6];
-            src.copy_from_slice(&frame[6..12]);
-            if src[0] & 1 == 0 {
-                self.learnt
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(src, port);
-            }
+        let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+            return;
+        };
+        let src = eth.src_addr();
+        if src[0] & 1 == 0 {
+            self.learnt
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(src, port);
         }
     }
 }
@@ -138,10 +140,9 @@ impl Worker {
                     self.check_accounting(&input, &out)?;
                 }
             }
-            if self.index == 0
-                && self.tap.is_some()
-                && (round.is_multiple_of(TAP_EVERY) || idle > 0)
-            {
+            // Idle rounds count too, and a readable TAP device ends the wait in poll(2), so
+            // the host's frames wait at most TAP_EVERY short rounds.
+            if self.index == 0 && self.tap.is_some() && round.is_multiple_of(TAP_EVERY) {
                 self.send_kernel_frames(&mut out)?;
             }
             // One transmit (and wakeup) per port per round.
@@ -318,7 +319,8 @@ impl Worker {
             };
             self.umem.set_len(&mut f, len)?;
             let data = self.umem.data(&f);
-            let dst: [u8; 6] = data[..6].try_into().unwrap_or([0xff; 6]);
+            // At least 14 bytes were read: the view cannot fail.
+            let dst = ethernet::Frame::new_checked(data).map_or([0xff; 6], |e| e.dst_addr());
             let port = if dst[0] & 1 == 0 {
                 tap.learnt
                     .lock()

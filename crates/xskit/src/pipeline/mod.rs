@@ -49,6 +49,16 @@ pub const MAX_VECTOR: usize = 256;
 /// The default vector size.
 pub const DEFAULT_VECTOR: usize = 64;
 
+/// Checks a vector size: 1 to [`MAX_VECTOR`].
+pub(crate) fn check_vector_size(n: usize) -> crate::Result<()> {
+    if n == 0 || n > MAX_VECTOR {
+        return Err(crate::Error::InvalidConfig(format!(
+            "vector size {n} must be 1 to {MAX_VECTOR}"
+        )));
+    }
+    Ok(())
+}
+
 /// Where a frame goes after a stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -153,11 +163,7 @@ impl Pipeline {
 
     /// Sets the vector size (1 to [`MAX_VECTOR`]).
     pub fn set_vector_size(&mut self, n: usize) -> crate::Result<()> {
-        if n == 0 || n > MAX_VECTOR {
-            return Err(crate::Error::InvalidConfig(format!(
-                "vector size {n} must be 1 to {MAX_VECTOR}"
-            )));
-        }
+        check_vector_size(n)?;
         self.vector = n;
         Ok(())
     }

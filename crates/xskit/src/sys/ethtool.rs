@@ -2,9 +2,9 @@
 //! which can be fewer than the queues it was created with (veth makes one per possible CPU
 //! and uses one).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
-use super::{cvt, SyscallError};
+use super::{ifreq_named, ioctl_socket, SyscallError};
 
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 
@@ -24,23 +24,14 @@ struct Channels {
 
 /// Receive queues in use (rx plus combined channels), or `None` if the driver does not say.
 pub(crate) fn active_rx_queues(name: &str) -> Result<Option<u32>, SyscallError> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+    let Ok(mut req) = ifreq_named(name, "ioctl(ETHTOOL_GCHANNELS)") else {
         return Ok(None);
-    }
-    // SAFETY: plain socket(2).
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    let raw = cvt(raw, "socket(AF_INET)")?;
-    // SAFETY: `raw` was just created and is owned by nothing else.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    };
+    let sock = ioctl_socket()?;
     let mut channels = Channels {
         cmd: ETHTOOL_GCHANNELS,
         ..Channels::default()
     };
-    // SAFETY: ifreq is plain data; all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
-        *dst = src as libc::c_char;
-    }
     req.ifr_ifru.ifru_data = (&mut channels as *mut Channels).cast();
     // SAFETY: SIOCETHTOOL with ETHTOOL_GCHANNELS writes one ethtool_channels, which
     // `channels` is and outlives the call.

@@ -143,3 +143,29 @@ pub(crate) fn pin_current_thread(cpu: usize) -> Result<(), SyscallError> {
     let ret = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     cvt(ret, "sched_setaffinity").map(drop)
 }
+
+/// An `ifreq` naming interface `name`, for the interface ioctls; EINVAL for a name the kernel
+/// would refuse (empty, too long, with '/', space or NUL).
+pub(crate) fn ifreq_named(name: &str, call: &'static str) -> Result<libc::ifreq, SyscallError> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
+        return Err(SyscallError {
+            call,
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// A datagram socket to issue interface ioctls on (SIOCGIFFLAGS, SIOCETHTOOL, ...).
+pub(crate) fn ioctl_socket() -> Result<std::os::fd::OwnedFd, SyscallError> {
+    // SAFETY: plain socket(2).
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let raw = cvt(raw, "socket(AF_INET)")?;
+    // SAFETY: `raw` was just created and is owned by nothing else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) })
+}

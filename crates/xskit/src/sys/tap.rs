@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use super::{cvt, SyscallError};
+use super::{cvt, ifreq_named, ioctl_socket, SyscallError};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 
@@ -14,25 +14,10 @@ pub(crate) struct TapFd {
     name: String,
 }
 
-fn ifreq_named(name: &str) -> Result<libc::ifreq, SyscallError> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
-        return Err(SyscallError {
-            call: "TUNSETIFF",
-            source: std::io::Error::from_raw_os_error(libc::EINVAL),
-        });
-    }
-    // SAFETY: ifreq is plain data; all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    Ok(req)
-}
-
 impl TapFd {
     /// Creates (or attaches to) TAP device `name` and sets it up.
     pub(crate) fn open(name: &str) -> Result<Self, SyscallError> {
-        let mut req = ifreq_named(name)?;
+        let mut req = ifreq_named(name, "ioctl(TUNSETIFF)")?;
         req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: a NUL-terminated path literal.
         let raw = unsafe {
@@ -96,12 +81,8 @@ impl std::os::fd::AsFd for TapFd {
 
 /// Sets IFF_UP on interface `name`.
 fn set_up(name: &str) -> Result<(), SyscallError> {
-    // SAFETY: plain socket(2).
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    let raw = cvt(raw, "socket(AF_INET)")?;
-    // SAFETY: `raw` was just created and is owned by nothing else.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut req = ifreq_named(name)?;
+    let sock = ioctl_socket()?;
+    let mut req = ifreq_named(name, "ioctl(SIOCGIFFLAGS)")?;
     // SAFETY: SIOCGIFFLAGS fills the flags of one ifreq, which `req` is.
     let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
     cvt(ret, "ioctl(SIOCGIFFLAGS)")?;
