@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use xskit::forward::{Counters, ForwardConfig, Forwarder, Report};
+use xskit::forward::{ChecksumMode, Counters, ForwardConfig, Forwarder, Report};
 use xskit::rules::{RuleSet, Verdict};
 use xskit::{AttachMode, Mode, SocketConfig};
 
@@ -53,11 +53,21 @@ pub(crate) struct FwdArgs {
     /// Entries in each ring (the fill ring gets twice as many).
     #[arg(long = "ring-size", default_value_t = 1024)]
     ring_size: u32,
+    /// How checksums the hosts' own sockets left partial are finished: offload (the kernel,
+    /// through AF_XDP transmit metadata; summed here where the kernel has none) or software.
+    #[arg(long, value_enum, default_value = "offload")]
+    checksum: ChecksumArg,
     /// Print the rules and how they are split between the kernel and user space, then exit.
     #[arg(long)]
     explain: bool,
     #[command(flatten)]
     run: RunArgs,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ChecksumArg {
+    Offload,
+    Software,
 }
 
 #[derive(Serialize)]
@@ -186,6 +196,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             fill_size: args.ring_size.saturating_mul(2),
             completion_size: args.ring_size,
             ..SocketConfig::default()
+        },
+        checksum: match args.checksum {
+            ChecksumArg::Offload => ChecksumMode::Offload,
+            ChecksumArg::Software => ChecksumMode::Software,
         },
     };
     let stop = stop_flag()?;

@@ -64,6 +64,7 @@ pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod offload;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;

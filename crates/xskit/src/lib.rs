@@ -73,11 +73,14 @@ pub use program::{
     MAX_RULES,
 };
 pub use socket::{
-    BindMode, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts, Statistics,
-    DEFAULT_TX_SKB_BUDGET,
+    kernel_supports_tx_metadata, BindMode, BusyPoll, Socket, SocketConfig, SocketHandle,
+    SocketParts, Statistics, DEFAULT_TX_SKB_BUDGET,
 };
 pub use sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
-pub use sys::umem::{Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, XDP_PACKET_HEADROOM};
+pub use sys::umem::{
+    Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, TX_METADATA_LEN, XDP_PACKET_HEADROOM,
+    XDP_TX_METADATA,
+};
 pub use sys::SyscallError;
 
 /// Raw descriptor type of the rx and tx rings, for [`TxRing::send_raw`].

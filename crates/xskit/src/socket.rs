@@ -593,6 +593,33 @@ impl Socket {
     }
 }
 
+/// Whether this kernel takes transmit metadata (`tx_metadata_len` in XDP_UMEM_REG, Linux
+/// 6.8 and later, with the `XDP_UMEM_TX_METADATA_LEN` flag from 6.11): registers a two-frame
+/// UMEM with metadata room on an unbound socket, which needs no interface.
+pub fn kernel_supports_tx_metadata() -> bool {
+    let Ok(umem) = Umem::new(crate::UmemConfig {
+        frame_count: 2,
+        tx_metadata_len: crate::sys::umem::TX_METADATA_LEN,
+        ..crate::UmemConfig::default()
+    }) else {
+        return false;
+    };
+    let Ok(fd) = xsk::socket() else {
+        return false;
+    };
+    let cfg = umem.config();
+    xsk::register_umem(
+        fd.as_fd(),
+        umem.as_ptr(),
+        cfg.len(),
+        cfg.frame_size,
+        cfg.headroom,
+        libc::XDP_UMEM_TX_METADATA_LEN,
+        cfg.tx_metadata_len,
+    )
+    .is_ok()
+}
+
 impl AsFd for Socket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

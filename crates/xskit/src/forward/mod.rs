@@ -79,6 +79,20 @@ pub struct ForwardConfig {
     pub cpus: Vec<usize>,
     /// Socket ring sizes and options.
     pub socket: SocketConfig,
+    /// How partial checksums (CHECKSUM_PARTIAL packets from the hosts' own sockets) are
+    /// finished before they leave.
+    pub checksum: ChecksumMode,
+}
+
+/// How the forwarder finishes checksums a sender left partial.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChecksumMode {
+    /// Ask the kernel through AF_XDP transmit metadata (the packet leaves CHECKSUM_PARTIAL, as
+    /// it left its sender); sum in user space where the kernel has no transmit metadata.
+    #[default]
+    Offload,
+    /// Sum every such packet in user space.
+    Software,
 }
 
 impl Default for ForwardConfig {
@@ -97,6 +111,7 @@ impl Default for ForwardConfig {
             frames: None,
             cpus: Vec::new(),
             socket: SocketConfig::default(),
+            checksum: ChecksumMode::default(),
         }
     }
 }
@@ -147,6 +162,11 @@ pub struct PortCount {
     pub to_kernel_dropped: u64,
     /// Packets from the TAP device sent out of this interface.
     pub from_kernel: u64,
+    /// Packets sent with a partial checksum the kernel was asked to finish (transmit
+    /// metadata).
+    pub checksums_offloaded: u64,
+    /// Packets whose partial checksum xskit finished in user space.
+    pub checksums_completed: u64,
     /// The sockets' kernel counters, summed over queues.
     pub socket_rx_dropped: u64,
     /// Packets the kernel dropped because an rx ring was full.
@@ -381,8 +401,22 @@ impl Forwarder {
                     ))
                 })?,
         };
+        let csum_offload = config.checksum == ChecksumMode::Offload
+            && crate::socket::kernel_supports_tx_metadata();
+        if config.checksum == ChecksumMode::Offload && !csum_offload {
+            warnings.push(
+                "this kernel has no AF_XDP transmit metadata (Linux 6.11 or later): partial \
+                 checksums are finished in user space"
+                    .into(),
+            );
+        }
         let umem = Umem::new(UmemConfig {
             frame_count: frames,
+            tx_metadata_len: if csum_offload {
+                crate::sys::umem::TX_METADATA_LEN
+            } else {
+                0
+            },
             ..UmemConfig::default()
         })?;
         let shared =
@@ -486,6 +520,7 @@ impl Forwarder {
                 port_cells,
                 pool_stats,
                 tap_frames: Vec::with_capacity(1),
+                csum_offload,
             });
         }
         Ok(Forwarder {
@@ -557,6 +592,8 @@ impl Forwarder {
                 count.to_kernel += cells.to_kernel.load(Ordering::Relaxed);
                 count.to_kernel_dropped += cells.to_kernel_dropped.load(Ordering::Relaxed);
                 count.from_kernel += cells.from_kernel.load(Ordering::Relaxed);
+                count.checksums_offloaded += cells.csum_offloaded.load(Ordering::Relaxed);
+                count.checksums_completed += cells.csum_completed.load(Ordering::Relaxed);
                 let s = w.sockets[p].statistics()?;
                 count.socket_rx_dropped += s.rx_dropped;
                 count.socket_rx_ring_full += s.rx_ring_full;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use xskit_wire::ethernet;
+use xskit_wire::offload::L4Checksum;
 
 use crate::error::{Error, Result};
 use crate::pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, XskPort};
@@ -28,6 +29,10 @@ pub(crate) struct PortCells {
     pub(crate) to_kernel_dropped: AtomicU64,
     /// Frames the kernel sent through the TAP device out of this port.
     pub(crate) from_kernel: AtomicU64,
+    /// Transmitted frames whose partial checksum the kernel or device was asked to finish.
+    pub(crate) csum_offloaded: AtomicU64,
+    /// Frames whose partial checksum xskit finished itself.
+    pub(crate) csum_completed: AtomicU64,
 }
 
 /// The TAP device and what it has learnt: which port each MAC address is behind.
@@ -77,6 +82,33 @@ pub(crate) struct Worker {
     pub(crate) pool_stats: Arc<Mutex<PoolStats>>,
     /// Frames on their way from the TAP device, reused from read to read.
     pub(crate) tap_frames: Vec<Frame>,
+    /// Ask the kernel to finish partial checksums (transmit metadata) instead of summing them.
+    pub(crate) csum_offload: bool,
+}
+
+/// Finishes the partial checksums among `frames` before they leave (see
+/// [`xskit_wire::offload`]): through transmit metadata when `offload` is set, so the kernel
+/// keeps the packet CHECKSUM_PARTIAL as the sender's own device would, else by summing the
+/// bytes here. Returns (offloaded, completed here).
+pub(crate) fn finish_checksums(umem: &Umem, frames: &mut [Frame], offload: bool) -> (u64, u64) {
+    let (mut offloaded, mut completed) = (0, 0);
+    for f in frames.iter_mut() {
+        let data = umem.data(f);
+        let Some(c) = L4Checksum::locate(data, data.len()) else {
+            continue;
+        };
+        if !c.is_partial(data) {
+            continue;
+        }
+        // Offsets within one frame fit in 16 bits (frames are at most a page).
+        if offload && umem.request_tx_checksum(f, c.start as u16, c.offset as u16) {
+            offloaded += 1;
+        } else {
+            c.complete(umem.data_mut(f));
+            completed += 1;
+        }
+    }
+    (offloaded, completed)
 }
 
 /// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
@@ -152,6 +184,8 @@ impl Worker {
                     continue;
                 }
                 let bytes: usize = out.tx[p].iter().map(Frame::len).sum();
+                let (offloaded, completed) =
+                    finish_checksums(&self.umem, &mut out.tx[p], self.csum_offload);
                 let sent = self.ports[p].send(&mut out.tx[p], &mut self.pool)?;
                 let cells = &self.port_cells[p];
                 cells.tx_packets.fetch_add(sent as u64, Ordering::Relaxed);
@@ -159,6 +193,10 @@ impl Worker {
                 cells
                     .tx_ring_full
                     .fetch_add((n - sent) as u64, Ordering::Relaxed);
+                if offloaded + completed > 0 {
+                    cells.csum_offloaded.fetch_add(offloaded, Ordering::Relaxed);
+                    cells.csum_completed.fetch_add(completed, Ordering::Relaxed);
+                }
             }
             for port in self.ports.iter_mut() {
                 port.complete(&mut self.pool);
@@ -272,6 +310,8 @@ impl Worker {
         let cells = &self.port_cells[port];
         match &self.tap {
             Some(tap) => {
+                let (_, completed) = finish_checksums(&self.umem, frames, false);
+                cells.csum_completed.fetch_add(completed, Ordering::Relaxed);
                 for f in frames.iter() {
                     let data = self.umem.data(f);
                     tap.learn(data, port as u16);

@@ -21,6 +21,11 @@ pub const MIN_FRAME_SIZE: u32 = 2048;
 /// proposed upstream in 2023; the kernels xskit targets still reject them with EINVAL, so
 /// larger packets use multi-buffer chains instead.)
 pub const MAX_FRAME_SIZE: u32 = 4096;
+/// The descriptor option that says a transmit descriptor has `struct xsk_tx_metadata` in
+/// front of its data (`XDP_TX_METADATA` in linux/if_xdp.h).
+pub const XDP_TX_METADATA: u32 = 1 << 1;
+/// Bytes of `struct xsk_tx_metadata`: the `tx_metadata_len` for checksum requests.
+pub const TX_METADATA_LEN: u32 = 24;
 const HUGE_PAGE_SIZE: u64 = 2 * 1024 * 1024;
 /// UMEM offsets fit in 48 bits; the top 16 bits of a handle's address hold its UMEM's tag.
 const TAG_SHIFT: u32 = 48;
@@ -176,6 +181,12 @@ impl Frame {
         }
     }
 
+    /// True when the descriptor carries transmit metadata (`XDP_TX_METADATA`).
+    #[inline]
+    pub fn has_tx_metadata(&self) -> bool {
+        self.options & XDP_TX_METADATA != 0
+    }
+
     #[inline]
     pub(crate) fn tag(&self) -> u64 {
         self.tagged_addr >> TAG_SHIFT
@@ -317,6 +328,8 @@ impl Umem {
             && frame.len > 0
             && frame.addr() + u64::from(frame.len) <= self.inner.config.len()
             && frame.len() <= self.capacity(frame)
+            && frame.addr() - self.chunk_base(frame.addr())
+                >= u64::from(self.inner.config.tx_metadata_len)
     }
 
     /// Re-tags a descriptor the kernel returned; out-of-range values are clamped so the handle
@@ -405,6 +418,34 @@ impl Umem {
         unsafe {
             std::slice::from_raw_parts_mut(self.inner.map.as_ptr().add(frame.addr() as usize), len)
         }
+    }
+
+    /// Asks the kernel (or the device) to finish the frame's TCP or UDP checksum on transmit:
+    /// sum from byte `start` of the packet to its end and store the result at `start +
+    /// offset`, as for a CHECKSUM_PARTIAL skb. Writes `struct xsk_tx_metadata` into the
+    /// `tx_metadata_len` bytes in front of the data and marks the descriptor. Returns false
+    /// (and changes nothing) when the UMEM has no metadata room or it lies outside the chunk.
+    pub fn request_tx_checksum(&self, frame: &mut Frame, start: u16, offset: u16) -> bool {
+        let room = self.inner.config.tx_metadata_len;
+        if room < TX_METADATA_LEN
+            || !self.check_tag(frame)
+            || frame.addr() - self.chunk_base(frame.addr()) < u64::from(room)
+        {
+            return false;
+        }
+        let at = (frame.addr() - u64::from(room)) as usize;
+        let mut meta = [0u8; TX_METADATA_LEN as usize];
+        meta[..8].copy_from_slice(&u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM).to_ne_bytes());
+        meta[8..10].copy_from_slice(&start.to_ne_bytes());
+        meta[10..12].copy_from_slice(&offset.to_ne_bytes());
+        // SAFETY: `at..at + 24` lies in the frame's own chunk, in front of its data (checked
+        // above: the data starts at least `room` >= 24 bytes into the chunk), and the `&mut
+        // Frame` borrow makes this handle the only one to the chunk.
+        unsafe {
+            std::ptr::copy_nonoverlapping(meta.as_ptr(), self.as_ptr().add(at), meta.len());
+        }
+        frame.options |= XDP_TX_METADATA;
+        true
     }
 
     fn capacity_from_addr(&self, addr: u64) -> usize {
