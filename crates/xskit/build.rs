@@ -12,6 +12,7 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
     ("xdp_count_drop_frags", "xdp_count_drop", &["-DXSKIT_FRAGS"]),
     ("xdp_live_redirect", "xdp_live_redirect", &[]),
     ("xdp_filter", "xdp_filter", &[]),
+    ("xdp_filter_frags", "xdp_filter", &["-DXSKIT_FRAGS"]),
 ];
 
 fn main() {

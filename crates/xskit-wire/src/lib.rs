@@ -61,6 +61,7 @@ macro_rules! view {
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;
+pub mod gso;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;

@@ -11,11 +11,23 @@
  * An IPv6 packet with extension headers is not matched here: its protocol and
  * ports lie behind a chain this program does not walk, so it goes to user
  * space, which does, and is counted at index MAX_RULES + 1.
+ *
+ * A packet a `forward` rule would send out of the other interface whose TCP or
+ * UDP checksum is partial (the sending host's own socket left it for its
+ * device to finish: the field holds just the pseudo-header sum) goes to user
+ * space instead, which finishes it; an XDP redirect would carry the unfinished
+ * field and the receiver would drop the packet. Counted at MAX_RULES + 2, and
+ * not on the rule: user space counts it there.
+ *
+ * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer ("xdp.frags")
+ * variant, which sees a packet's headers in its first buffer and counts the
+ * bytes of all of them.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/in.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -24,6 +36,11 @@
 #define ACTION_DROP 1
 #define ACTION_REDIRECT 2
 #define ACTION_FORWARD 3
+
+/* Counter slots after the rules and the default (MAX_RULES). */
+#define COUNTER_UNDECIDED (MAX_RULES + 1)
+#define COUNTER_PARTIAL_CSUM (MAX_RULES + 2)
+#define COUNTERS (MAX_RULES + 8)
 
 struct rule {
 	__u32 addr[4];  /* network byte order; IPv4 uses addr[0] */
@@ -62,7 +79,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_RULES + 2);
+	__uint(max_entries, COUNTERS);
 	__type(key, __u32);
 	__type(value, struct counter);
 } counters SEC(".maps");
@@ -81,8 +98,68 @@ struct {
 	__type(value, struct bpf_devmap_val);
 } tx_port SEC(".maps");
 
+#ifdef XSKIT_FRAGS
+#define PACKET_LEN(ctx, data, end) bpf_xdp_get_buff_len(ctx)
+#else
+#define PACKET_LEN(ctx, data, end) ((__u64)((end) - (data)))
+#endif
+
+static __always_inline void count(__u32 index, __u64 bytes)
+{
+	struct counter *c = bpf_map_lookup_elem(&counters, &index);
+
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+/* Folds a one's-complement sum to 16 bits. */
+static __always_inline __u16 fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+/*
+ * True when the TCP or UDP checksum at l4 holds just the pseudo-header sum
+ * (`words` 16-bit words of addresses at addrs, the protocol, the L4 length).
+ * 0 and 0xffff are the same number in one's complement.
+ */
+static __always_inline int partial_csum(void *l4, void *end, __u8 proto, __u16 *addrs,
+					 int words, __u32 l4_len)
+{
+	__u32 sum = proto + (l4_len & 0xffff) + (l4_len >> 16);
+	__u16 field, pseudo;
+	void *at;
+	int i;
+
+	if (proto == IPPROTO_TCP)
+		at = l4 + 16;
+	else if (proto == IPPROTO_UDP)
+		at = l4 + 6;
+	else
+		return 0;
+	if (at + 2 > end)
+		return 0;
+	for (i = 0; i < 16; i++) {
+		if (i >= words)
+			break;
+		sum += bpf_ntohs(addrs[i]);
+	}
+	field = bpf_ntohs(*(__u16 *)at);
+	pseudo = fold(sum);
+	return field == pseudo || ((field | pseudo) == 0xffff && (field & pseudo) == 0);
+}
+
+#ifdef XSKIT_FRAGS
+SEC("xdp.frags")
+int xskit_filter_frags(struct xdp_md *ctx)
+#else
 SEC("xdp")
 int xskit_filter(struct xdp_md *ctx)
+#endif
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -91,6 +168,9 @@ int xskit_filter(struct xdp_md *ctx)
 	__u8 family = 0, proto = 0;
 	__u16 dport = 0;
 	void *l4 = 0;
+	__u16 *addrs = 0;
+	int words = 0;
+	__u32 l4_len = 0;
 	__u32 zero = 0, i, hit = MAX_RULES, action;
 	struct config *cfg;
 
@@ -106,6 +186,12 @@ int xskit_filter(struct xdp_md *ctx)
 		/* Ports only in the first fragment. */
 		if (!(ip->frag_off & bpf_htons(0x1fff)))
 			l4 = (void *)ip + ip->ihl * 4;
+		/* A checksum spans the whole datagram: none in any fragment. */
+		if (!(ip->frag_off & bpf_htons(0x3fff))) {
+			addrs = (__u16 *)&ip->saddr;
+			words = 4;
+			l4_len = bpf_ntohs(ip->tot_len) - ip->ihl * 4;
+		}
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > end)
@@ -114,14 +200,11 @@ int xskit_filter(struct xdp_md *ctx)
 		proto = ip6->nexthdr;
 		__builtin_memcpy(dst, &ip6->daddr, 16);
 		l4 = ip6 + 1;
+		addrs = (__u16 *)&ip6->saddr;
+		words = 16;
+		l4_len = bpf_ntohs(ip6->payload_len);
 		if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
-			__u32 up = MAX_RULES + 1;
-			struct counter *c = bpf_map_lookup_elem(&counters, &up);
-
-			if (c) {
-				c->packets++;
-				c->bytes += end - data;
-			}
+			count(COUNTER_UNDECIDED, PACKET_LEN(ctx, data, end));
 			return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 		}
 	}
@@ -154,13 +237,11 @@ int xskit_filter(struct xdp_md *ctx)
 		action = r->action;
 		break;
 	}
-	{
-		struct counter *c = bpf_map_lookup_elem(&counters, &hit);
-		if (c) {
-			c->packets++;
-			c->bytes += end - data;
-		}
+	if (action == ACTION_FORWARD && l4 && addrs && partial_csum(l4, end, proto, addrs, words, l4_len)) {
+		hit = COUNTER_PARTIAL_CSUM;
+		action = ACTION_REDIRECT;
 	}
+	count(hit, PACKET_LEN(ctx, data, end));
 	if (action == ACTION_DROP)
 		return XDP_DROP;
 	if (action == ACTION_REDIRECT)

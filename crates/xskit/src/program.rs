@@ -19,6 +19,8 @@ static COUNT_DROP_FRAGS_OBJ: &[u8] =
 static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
+static FILTER_FRAGS_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter_frags.o"));
 static LIVE_REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
 static REDIRECT_FRAGS_OBJ: &[u8] =
@@ -469,7 +471,23 @@ impl XdpProgram {
     /// with no rules and the default action [`Action::Redirect`], so it behaves like
     /// [`XdpProgram::attach`] until [`XdpProgram::set_rules`] is called.
     pub fn attach_filter(iface: &Interface, mode: AttachMode) -> Result<Self> {
-        let mut attached = attach_object(iface, FILTER_OBJ, "xskit_filter", mode, false)?;
+        Self::attach_filter_with(iface, mode, false)
+    }
+
+    /// [`XdpProgram::attach_filter`], with `multi_buffer` the `xdp.frags` variant: for sockets
+    /// bound with multi-buffer, links with an MTU above a page, and packets larger than a
+    /// frame (GSO/GRO super-packets in SKB mode).
+    pub fn attach_filter_with(
+        iface: &Interface,
+        mode: AttachMode,
+        multi_buffer: bool,
+    ) -> Result<Self> {
+        let (obj, name) = if multi_buffer {
+            (FILTER_FRAGS_OBJ, "xskit_filter_frags")
+        } else {
+            (FILTER_OBJ, "xskit_filter")
+        };
+        let mut attached = attach_object(iface, obj, name, mode, multi_buffer)?;
         fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
             ebpf: &mut Ebpf,
             name: &str,
@@ -504,7 +522,7 @@ impl XdpProgram {
             iface: iface.clone(),
             mode: attached.mode,
             fallback: attached.fallback,
-            multi_buffer: false,
+            multi_buffer,
         })
     }
 
@@ -577,6 +595,12 @@ impl XdpProgram {
     /// (their protocol and ports lie behind a chain it does not walk).
     pub fn undecided_counter(&self) -> Result<RuleCounter> {
         self.with_filter(|maps| maps.read(MAX_RULES as u32 + 1))
+    }
+
+    /// Packets a `forward` rule would have sent on in XDP whose TCP or UDP checksum was partial:
+    /// the filter sends them to user space, which finishes the checksum.
+    pub fn partial_checksum_counter(&self) -> Result<RuleCounter> {
+        self.with_filter(|maps| maps.read(MAX_RULES as u32 + 2))
     }
 
     /// Packets and bytes per rule, in rule order, then the default action's as the last entry.

@@ -25,6 +25,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod chains;
 mod stages;
 mod worker;
 
@@ -39,7 +40,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::interface::Interface;
 use crate::pipeline::{Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR};
-use crate::program::{AttachMode, XdpProgram};
+use crate::program::{AttachMode, AttachedMode, XdpProgram};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::socket::{SocketConfig, SocketHandle};
 use crate::sys::tap::TapFd;
@@ -83,6 +84,10 @@ pub struct ForwardConfig {
     /// finished before they leave.
     pub checksum: ChecksumMode,
 }
+
+/// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
+/// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
+const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
 
 /// How the forwarder finishes checksums a sender left partial.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,6 +172,14 @@ pub struct PortCount {
     pub checksums_offloaded: u64,
     /// Packets whose partial checksum xskit finished in user space.
     pub checksums_completed: u64,
+    /// Packets larger than this interface's MTU (GSO/GRO super-packets) cut into segments.
+    pub segmented: u64,
+    /// The segments sent for them.
+    pub segments: u64,
+    /// Packets larger than the MTU that could not be cut (not TCP), dropped.
+    pub oversize_dropped: u64,
+    /// Packets dropped for want of free frames to build segments in.
+    pub no_frames_dropped: u64,
     /// The sockets' kernel counters, summed over queues.
     pub socket_rx_dropped: u64,
     /// Packets the kernel dropped because an rx ring was full.
@@ -373,9 +386,27 @@ impl Forwarder {
         }
 
         let (kernel_rules, kernel_default) = rules.kernel_rules();
+        // Packets larger than a frame need multi-buffer sockets and the xdp.frags program:
+        // links with an MTU above what one frame holds, and SKB mode, where the senders'
+        // GSO/GRO super-packets arrive whole. In native mode on a small MTU a single-buffer
+        // program keeps them away (veth then segments at the sender).
+        let mtus: Vec<usize> = infos.iter().map(|i| i.mtu as usize).collect();
+        let jumbo = mtus.iter().any(|&m| m + 18 > SINGLE_BUFFER_MAX);
+        let attach_all = |multi_buffer: bool| -> Result<Vec<XdpProgram>> {
+            ifaces
+                .iter()
+                .map(|iface| XdpProgram::attach_filter_with(iface, config.mode, multi_buffer))
+                .collect()
+        };
+        let mut multi_buffer = jumbo || config.mode == AttachMode::Skb;
+        let mut attached = attach_all(multi_buffer)?;
+        if !multi_buffer && attached.iter().any(|p| p.mode() == AttachedMode::Skb) {
+            drop(attached);
+            multi_buffer = true;
+            attached = attach_all(true)?;
+        }
         let mut programs = Vec::with_capacity(n);
-        for (p, iface) in ifaces.iter().enumerate() {
-            let program = XdpProgram::attach_filter(iface, config.mode)?;
+        for (p, (iface, program)) in ifaces.iter().zip(attached).enumerate() {
             if config.xdp_forward {
                 program.set_forward_target(&ifaces[1 - p])?;
             }
@@ -385,6 +416,8 @@ impl Forwarder {
             }
             programs.push(Arc::new(program));
         }
+        let mut socket_config = config.socket;
+        socket_config.multi_buffer = multi_buffer;
 
         let frames = match config.frames {
             Some(f) => f,
@@ -463,7 +496,7 @@ impl Forwarder {
         for q in 0..queues {
             let mut ports = Vec::with_capacity(n);
             for program in &programs {
-                ports.push(XskPort::open(&umem, program.clone(), q, &config.socket)?);
+                ports.push(XskPort::open(&umem, program.clone(), q, &socket_config)?);
             }
             let sockets = ports.iter_mut().map(|p| p.socket().handle()).collect();
             let port_cells: Arc<Vec<PortCells>> =
@@ -521,6 +554,12 @@ impl Forwarder {
                 pool_stats,
                 tap_frames: Vec::with_capacity(1),
                 csum_offload,
+                mtus: mtus.clone(),
+                chains: chains::Chains::new(n),
+                raw: Vec::with_capacity(crate::pipeline::MAX_VECTOR),
+                txq: Vec::with_capacity(2 * crate::pipeline::MAX_VECTOR),
+                gathered: Vec::new(),
+                segment: Vec::new(),
             });
         }
         Ok(Forwarder {
@@ -594,6 +633,10 @@ impl Forwarder {
                 count.from_kernel += cells.from_kernel.load(Ordering::Relaxed);
                 count.checksums_offloaded += cells.csum_offloaded.load(Ordering::Relaxed);
                 count.checksums_completed += cells.csum_completed.load(Ordering::Relaxed);
+                count.segmented += cells.segmented.load(Ordering::Relaxed);
+                count.segments += cells.segments.load(Ordering::Relaxed);
+                count.oversize_dropped += cells.oversize_dropped.load(Ordering::Relaxed);
+                count.no_frames_dropped += cells.no_frames_dropped.load(Ordering::Relaxed);
                 let s = w.sockets[p].statistics()?;
                 count.socket_rx_dropped += s.rx_dropped;
                 count.socket_rx_ring_full += s.rx_ring_full;

@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use xskit_wire::ethernet;
-use xskit_wire::offload::L4Checksum;
+use xskit_wire::gso::TcpSegmenter;
+use xskit_wire::offload::{L4Checksum, Sum};
+
+use super::chains::Chains;
 
 use crate::error::{Error, Result};
 use crate::pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, XskPort};
@@ -33,6 +36,14 @@ pub(crate) struct PortCells {
     pub(crate) csum_offloaded: AtomicU64,
     /// Frames whose partial checksum xskit finished itself.
     pub(crate) csum_completed: AtomicU64,
+    /// Packets larger than the egress MTU that xskit cut into segments (TCP), and the
+    /// segments sent for them.
+    pub(crate) segmented: AtomicU64,
+    pub(crate) segments: AtomicU64,
+    /// Packets larger than the egress MTU that could not be cut (not TCP), dropped.
+    pub(crate) oversize_dropped: AtomicU64,
+    /// Packets dropped for want of free frames to build segments in.
+    pub(crate) no_frames_dropped: AtomicU64,
 }
 
 /// The TAP device and what it has learnt: which port each MAC address is behind.
@@ -84,31 +95,50 @@ pub(crate) struct Worker {
     pub(crate) tap_frames: Vec<Frame>,
     /// Ask the kernel to finish partial checksums (transmit metadata) instead of summing them.
     pub(crate) csum_offload: bool,
+    /// Each port's MTU: the largest IP packet it may send.
+    pub(crate) mtus: Vec<usize>,
+    /// Multi-buffer packets: the frames after each packet's first.
+    pub(crate) chains: Chains,
+    /// Packets on their way into the pipeline, as received (chains unsorted).
+    pub(crate) raw: Vec<Frame>,
+    /// A transmit vector with chains expanded, reused.
+    pub(crate) txq: Vec<Frame>,
+    /// A packet gathered from its frames, and one segment, for segmentation.
+    pub(crate) gathered: Vec<u8>,
+    pub(crate) segment: Vec<u8>,
 }
 
-/// Finishes the partial checksums among `frames` before they leave (see
-/// [`xskit_wire::offload`]): through transmit metadata when `offload` is set, so the kernel
-/// keeps the packet CHECKSUM_PARTIAL as the sender's own device would, else by summing the
-/// bytes here. Returns (offloaded, completed here).
-pub(crate) fn finish_checksums(umem: &Umem, frames: &mut [Frame], offload: bool) -> (u64, u64) {
-    let (mut offloaded, mut completed) = (0, 0);
-    for f in frames.iter_mut() {
-        let data = umem.data(f);
-        let Some(c) = L4Checksum::locate(data, data.len()) else {
-            continue;
-        };
-        if !c.is_partial(data) {
-            continue;
+/// What preparing one transmit vector did.
+#[derive(Debug, Default)]
+struct TxPrepared {
+    offloaded: u64,
+    completed: u64,
+    segmented: u64,
+    segments: u64,
+    oversize: u64,
+    no_frames: u64,
+}
+
+/// The IP packet length of an Ethernet frame of `total` bytes (VLAN tags skipped), or what
+/// follows the Ethernet header for anything that is not IP.
+fn l3_len(first: &[u8], total: usize) -> usize {
+    let Ok(eth) = ethernet::Frame::new_checked(first) else {
+        return total;
+    };
+    let Ok(un) = eth.untagged() else {
+        return total;
+    };
+    let l3 = first.len() - un.payload.len();
+    let claimed = match un.ethertype {
+        xskit_wire::EtherType::Ipv4 if un.payload.len() >= 4 => {
+            usize::from(u16::from_be_bytes([un.payload[2], un.payload[3]]))
         }
-        // Offsets within one frame fit in 16 bits (frames are at most a page).
-        if offload && umem.request_tx_checksum(f, c.start as u16, c.offset as u16) {
-            offloaded += 1;
-        } else {
-            c.complete(umem.data_mut(f));
-            completed += 1;
+        xskit_wire::EtherType::Ipv6 if un.payload.len() >= 6 => {
+            40 + usize::from(u16::from_be_bytes([un.payload[4], un.payload[5]]))
         }
-    }
-    (offloaded, completed)
+        _ => total.saturating_sub(l3),
+    };
+    claimed.min(total.saturating_sub(l3))
 }
 
 /// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
@@ -144,28 +174,33 @@ impl Worker {
             }
             let mut got = 0;
             for p in 0..nports {
-                let n = self.ports[p].receive(&mut input, self.vector);
-                if n == 0 {
+                let frames = self.ports[p].receive(&mut self.raw, self.vector);
+                if frames == 0 {
                     continue;
                 }
-                got += n;
+                got += frames;
+                let bytes: usize = self.raw.iter().map(Frame::len).sum();
+                let n = self
+                    .chains
+                    .sort_received(p, &mut self.raw, &mut input, &mut out.drop);
                 let cells = &self.port_cells[p];
                 cells.rx_packets.fetch_add(n as u64, Ordering::Relaxed);
-                let bytes: usize = input.iter().map(Frame::len).sum();
                 cells.rx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 if let Some(tap) = &self.tap {
                     // Broadcast and multicast (ARP requests, neighbour discovery) are also
                     // the forwarding host's business: its kernel gets a copy.
                     for f in &input {
                         let data = self.umem.data(f);
-                        if data.first().is_some_and(|b| b & 1 == 1) {
+                        if data.first().is_some_and(|b| b & 1 == 1) && !f.is_continued() {
                             tap.learn(data, p as u16);
                             let _ = tap.fd.write(data);
                         }
                     }
                 }
                 self.pipelines[p].process_from(&self.umem, p as u16, &mut input, &mut out);
-                // Drops go straight back to the fill ring they came from.
+                // Drops go straight back to the fill ring they came from, whole.
+                self.chains.release_tails(&out.drop, &mut self.raw);
+                out.drop.append(&mut self.raw);
                 self.ports[p].recycle(&mut out.drop, &mut self.pool);
                 self.hand_to_kernel(p, &mut out.kernel)?;
                 if self.check {
@@ -179,23 +214,50 @@ impl Worker {
             }
             // One transmit (and wakeup) per port per round.
             for p in 0..nports {
-                let n = out.tx[p].len();
-                if n == 0 {
+                if out.tx[p].is_empty() {
                     continue;
                 }
-                let bytes: usize = out.tx[p].iter().map(Frame::len).sum();
-                let (offloaded, completed) =
-                    finish_checksums(&self.umem, &mut out.tx[p], self.csum_offload);
-                let sent = self.ports[p].send(&mut out.tx[p], &mut self.pool)?;
+                let mut txq = std::mem::take(&mut self.txq);
+                let prepared = self.prepare_tx(p, &mut out.tx[p], &mut txq);
+                let n = txq.len();
+                let bytes: usize = txq.iter().map(Frame::len).sum();
+                let packets = txq.iter().filter(|f| !f.is_continued()).count();
+                let sent = self.ports[p].send(&mut txq, &mut self.pool)?;
+                self.txq = txq;
                 let cells = &self.port_cells[p];
-                cells.tx_packets.fetch_add(sent as u64, Ordering::Relaxed);
+                let sent_packets = if sent == n {
+                    packets
+                } else {
+                    packets - (n - sent).min(packets)
+                };
+                cells
+                    .tx_packets
+                    .fetch_add(sent_packets as u64, Ordering::Relaxed);
                 cells.tx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 cells
                     .tx_ring_full
                     .fetch_add((n - sent) as u64, Ordering::Relaxed);
-                if offloaded + completed > 0 {
-                    cells.csum_offloaded.fetch_add(offloaded, Ordering::Relaxed);
-                    cells.csum_completed.fetch_add(completed, Ordering::Relaxed);
+                if prepared.offloaded + prepared.completed > 0 {
+                    cells
+                        .csum_offloaded
+                        .fetch_add(prepared.offloaded, Ordering::Relaxed);
+                    cells
+                        .csum_completed
+                        .fetch_add(prepared.completed, Ordering::Relaxed);
+                }
+                if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
+                    cells
+                        .segmented
+                        .fetch_add(prepared.segmented, Ordering::Relaxed);
+                    cells
+                        .segments
+                        .fetch_add(prepared.segments, Ordering::Relaxed);
+                    cells
+                        .oversize_dropped
+                        .fetch_add(prepared.oversize, Ordering::Relaxed);
+                    cells
+                        .no_frames_dropped
+                        .fetch_add(prepared.no_frames, Ordering::Relaxed);
                 }
             }
             for port in self.ports.iter_mut() {
@@ -247,6 +309,8 @@ impl Worker {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.chains.drain(&mut input);
+        self.pool.free(&mut input);
         let mut end = WorkerEnd::default();
         for port in self.ports.iter_mut() {
             end.ledger_in_kernel += port.in_kernel();
@@ -289,7 +353,7 @@ impl Worker {
     /// Every frame this worker took from the shared ring is in its cache, a ring, or a vector.
     fn check_accounting(&self, input: &[Frame], out: &Outputs) -> Result<()> {
         let in_kernel: usize = self.ports.iter().map(XskPort::in_kernel).sum();
-        let here = self.pool.cached() + in_kernel + input.len() + out.len();
+        let here = self.pool.cached() + in_kernel + input.len() + out.len() + self.chains.held();
         if here != self.pool.held() {
             return Err(Error::FrameAccounting(format!(
                 "worker {} (queue {}): holds {} frames, but counts {here} (cache {}, kernel {in_kernel}, vectors {})",
@@ -303,6 +367,149 @@ impl Worker {
         Ok(())
     }
 
+    /// Turns the packets the pipeline sent to port `p` into the descriptors to transmit, in
+    /// `txq`: each packet's chain put back together, partial checksums finished (through
+    /// transmit metadata when `csum_offload` is set, else summed here), and packets larger than
+    /// the port's MTU cut into segments (TCP) or dropped and counted (anything else).
+    fn prepare_tx(&mut self, p: usize, heads: &mut Vec<Frame>, txq: &mut Vec<Frame>) -> TxPrepared {
+        let mut done = TxPrepared::default();
+        let mtu = self.mtus[p];
+        for mut head in heads.drain(..) {
+            let tail = self.chains.take_tail(&head);
+            let total = head.len() + tail.as_ref().map_or(0, |t| t.iter().map(Frame::len).sum());
+            if l3_len(self.umem.data(&head), total) > mtu {
+                self.segment(&mut done, mtu, head, tail, txq);
+                continue;
+            }
+            let first = self.umem.data(&head);
+            if let Some(c) = L4Checksum::locate(first, total) {
+                if c.is_partial(first) {
+                    if self.csum_offload
+                        && self
+                            .umem
+                            .request_tx_checksum(&mut head, c.start as u16, c.offset as u16)
+                    {
+                        done.offloaded += 1;
+                    } else {
+                        match &tail {
+                            None => c.complete(self.umem.data_mut(&mut head)),
+                            Some(tail) => {
+                                let mut sum = Sum::default();
+                                sum.add(&first[c.start.min(first.len())..]);
+                                for t in tail {
+                                    sum.add(self.umem.data(t));
+                                }
+                                c.store(self.umem.data_mut(&mut head), sum.value());
+                            }
+                        }
+                        done.completed += 1;
+                    }
+                }
+            }
+            match tail {
+                None => {
+                    head.set_continued(false);
+                    txq.push(head);
+                }
+                Some(mut tail) => {
+                    head.set_continued(true);
+                    txq.push(head);
+                    let last = tail.len() - 1;
+                    for (i, mut f) in tail.drain(..).enumerate() {
+                        f.set_continued(i != last);
+                        txq.push(f);
+                    }
+                    self.chains.recycle_vec(tail);
+                }
+            }
+        }
+        done
+    }
+
+    /// Cuts a packet larger than `mtu` into segments built in fresh frames, or drops it.
+    fn segment(
+        &mut self,
+        done: &mut TxPrepared,
+        mtu: usize,
+        head: Frame,
+        tail: Option<Vec<Frame>>,
+        txq: &mut Vec<Frame>,
+    ) {
+        self.gathered.clear();
+        self.gathered.extend_from_slice(self.umem.data(&head));
+        self.pool.free_one(head);
+        if let Some(mut tail) = tail {
+            for t in &tail {
+                self.gathered.extend_from_slice(self.umem.data(t));
+            }
+            self.pool.free(&mut tail);
+            self.chains.recycle_vec(tail);
+        }
+        let Some(plan) = TcpSegmenter::new(&self.gathered, mtu) else {
+            done.oversize += 1;
+            return;
+        };
+        done.segmented += 1;
+        self.segment.resize(plan.max_segment_len(), 0);
+        for k in 0..plan.count() {
+            let len = plan.write(&self.gathered, k, &mut self.segment);
+            let seg = &mut self.segment[..len];
+            // The segmenter leaves the checksum partial, as the kernel's GSO does for a device
+            // that offloads it.
+            let csum = L4Checksum::locate(seg, len);
+            if !self.csum_offload {
+                if let Some(c) = csum {
+                    c.complete(seg);
+                }
+            }
+            let first = txq.len();
+            if !self.scatter(len, txq) {
+                done.no_frames += 1;
+                continue;
+            }
+            done.segments += 1;
+            if let (true, Some(c)) = (self.csum_offload, csum) {
+                if !self
+                    .umem
+                    .request_tx_checksum(&mut txq[first], c.start as u16, c.offset as u16)
+                {
+                    // No metadata room: finish it here, in the frames just written.
+                    let mut sum = Sum::default();
+                    sum.add(&self.segment[c.start..len]);
+                    c.store(self.umem.data_mut(&mut txq[first]), sum.value());
+                }
+            }
+        }
+    }
+
+    /// Copies `self.segment[..len]` into as many fresh frames as it needs, chained, onto `txq`.
+    /// False (nothing added) when the pool has too few frames.
+    fn scatter(&mut self, len: usize, txq: &mut Vec<Frame>) -> bool {
+        let start = txq.len();
+        let mut at = 0;
+        while at < len {
+            if self.pool.alloc(&mut self.tap_frames, 1) == 0 {
+                let mut partial: Vec<Frame> = txq.drain(start..).collect();
+                self.pool.free(&mut partial);
+                return false;
+            }
+            let Some(mut f) = self.tap_frames.pop() else {
+                return false;
+            };
+            self.umem.reset(&mut f);
+            let room = self.umem.capacity(&f);
+            let n = room.min(len - at);
+            let buf = self.umem.buffer_mut(&mut f);
+            buf[..n].copy_from_slice(&self.segment[at..at + n]);
+            // n <= capacity, so this cannot fail.
+            let _ = self.umem.set_len(&mut f, n);
+            at += n;
+            f.set_continued(at < len);
+            txq.push(f);
+        }
+        true
+    }
+
     fn hand_to_kernel(&mut self, port: usize, frames: &mut Vec<Frame>) -> Result<()> {
         if frames.is_empty() {
             return Ok(());
@@ -310,10 +517,29 @@ impl Worker {
         let cells = &self.port_cells[port];
         match &self.tap {
             Some(tap) => {
-                let (_, completed) = finish_checksums(&self.umem, frames, false);
-                cells.csum_completed.fetch_add(completed, Ordering::Relaxed);
-                for f in frames.iter() {
-                    let data = self.umem.data(f);
+                for f in frames.iter_mut() {
+                    // The host's kernel reads bytes, not skb state: the packet goes whole, its
+                    // checksum finished.
+                    let data = match self.chains.take_tail(f) {
+                        Some(mut tail) => {
+                            self.gathered.clear();
+                            self.gathered.extend_from_slice(self.umem.data(f));
+                            for t in &tail {
+                                self.gathered.extend_from_slice(self.umem.data(t));
+                            }
+                            self.pool.free(&mut tail);
+                            self.chains.recycle_vec(tail);
+                            &mut self.gathered[..]
+                        }
+                        None => self.umem.data_mut(f),
+                    };
+                    if let Some(c) = L4Checksum::locate(data, data.len()) {
+                        if c.is_partial(data) {
+                            c.complete(data);
+                            cells.csum_completed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    let data = &*data;
                     tap.learn(data, port as u16);
                     if tap.fd.write(data).map_err(Error::Syscall)? {
                         cells.to_kernel.fetch_add(1, Ordering::Relaxed);
@@ -326,6 +552,8 @@ impl Worker {
                 cells
                     .to_kernel_dropped
                     .fetch_add(frames.len() as u64, Ordering::Relaxed);
+                self.chains.release_tails(frames, &mut self.raw);
+                frames.append(&mut self.raw);
             }
         }
         self.ports[port].recycle(frames, &mut self.pool);

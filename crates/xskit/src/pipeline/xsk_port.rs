@@ -97,14 +97,21 @@ impl XskPort {
     }
 
     /// Transmits `frames` (emptied: what the ring cannot take goes back to `pool`); reaps
-    /// completions into `pool`. Returns how many were queued.
+    /// completions into `pool`. Returns how many were queued. A multi-buffer packet (frames
+    /// marked continued, then its last) is queued whole or not at all: the kernel would
+    /// otherwise join the part that fitted to the next packet.
     pub fn send(&mut self, frames: &mut Vec<Frame>, pool: &mut FramePool) -> Result<usize> {
         self.complete(pool);
         let Some(tx) = self.socket.tx() else {
             pool.free(frames);
             return Ok(0);
         };
-        let n = tx.send(frames, usize::MAX);
+        let mut fit =
+            (tx.free(frames.len().min(u32::MAX as usize) as u32) as usize).min(frames.len());
+        while fit > 0 && frames[fit - 1].is_continued() {
+            fit -= 1;
+        }
+        let n = tx.send(frames, fit);
         self.in_tx += n;
         tx.wakeup_if_needed()?;
         // Frames that did not fit are dropped back to the pool, as a full NIC queue drops.

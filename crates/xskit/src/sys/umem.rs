@@ -313,12 +313,14 @@ impl Umem {
         }
     }
 
-    /// Bytes a frame can hold from its current start to the end of its chunk.
+    /// Bytes a frame can hold from its current start to the end of its chunk. (Transmit
+    /// metadata lies in front of the start, so it takes nothing from this: the kernel's rule
+    /// is that the data's offset in the chunk plus its length fit the chunk.)
     #[inline]
     pub fn capacity(&self, frame: &Frame) -> usize {
         let addr = frame.addr();
         let end = self.chunk_base(addr) + u64::from(self.inner.config.frame_size);
-        (end - addr).saturating_sub(u64::from(self.inner.config.tx_metadata_len)) as usize
+        (end - addr) as usize
     }
 
     /// Whether the kernel would accept `desc` as a transmit descriptor of this UMEM.
