@@ -146,6 +146,8 @@ pub struct Host {
     pub ifname: String,
     /// Its IPv4 address (/24).
     pub ip: Ipv4Addr,
+    /// Its IPv6 address (/64), where the testbed enables IPv6.
+    pub ip6: Option<std::net::Ipv6Addr>,
     /// Its MAC address.
     pub mac: [u8; 6],
 }
@@ -312,12 +314,14 @@ impl Testbed {
             ns: ns_a,
             ifname: "xsk-a".into(),
             ip: config.subnet.host(1),
+            ip6: None,
             mac: [0x02, 0x58, 0x53, 0x4b, 0x00, 0x0a],
         };
         let b = Host {
             ns: ns_b,
             ifname: "xsk-b".into(),
             ip: config.subnet.host(2),
+            ip6: None,
             mac: [0x02, 0x58, 0x53, 0x4b, 0x00, 0x0b],
         };
         let q = config.queues.to_string();
@@ -388,6 +392,17 @@ impl Drop for Testbed {
     }
 }
 
+/// How to build [`Chain::bridged_with`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BridgedOptions {
+    /// Receive and transmit queues per link (at least 1).
+    pub queues: u32,
+    /// Every link's MTU; `None` keeps veth's 1500.
+    pub mtu: Option<u32>,
+    /// Give a and c IPv6 addresses too.
+    pub ipv6: bool,
+}
+
 /// Three hosts in a row, a — m — c, with m routing between 198.51.100.0/24 (a's side) and
 /// 203.0.113.0/24 (c's side): traffic from a to c is forwarded, never delivered to a local
 /// socket on the way. Dropping it removes all three namespaces.
@@ -428,6 +443,40 @@ impl Chain {
         Chain::build(None, true, queues.max(1))
     }
 
+    /// As [`Chain::bridged`], with the given queues, link MTU, and IPv6 on a (2001:db8::1) and
+    /// c (2001:db8::3) as well (m keeps IPv6 off, so it never speaks on the links itself).
+    pub fn bridged_with(options: &BridgedOptions) -> io::Result<Chain> {
+        let mut chain = Chain::build(options.mtu, true, options.queues.max(1))?;
+        if options.ipv6 {
+            for (h, last) in [(&mut chain.a, 1u16), (&mut chain.c, 3)] {
+                let addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, last);
+                h.ns.run(|| -> io::Result<()> {
+                    for scope in ["default", "all"] {
+                        std::fs::write(
+                            format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"),
+                            "0",
+                        )?;
+                    }
+                    Ok(())
+                })??;
+                let ifconf = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", h.ifname);
+                h.ns.run(|| std::fs::write(&ifconf, "0"))??;
+                ip(&[
+                    "-n",
+                    &h.ns.name,
+                    "addr",
+                    "add",
+                    &format!("{addr}/64"),
+                    "dev",
+                    &h.ifname,
+                    "nodad",
+                ])?;
+                h.ip6 = Some(addr);
+            }
+        }
+        Ok(chain)
+    }
+
     fn build(mtu: Option<u32>, bridged: bool, queues: u32) -> io::Result<Chain> {
         install_signal_cleanup();
         sweep_stale();
@@ -456,6 +505,7 @@ impl Chain {
             ns: ns.clone(),
             ifname: ifname.into(),
             ip,
+            ip6: None,
             mac: [0x02, 0x58, 0x53, 0x4b, 0x01, last],
         };
         let (a, m_a, m_c, c) = if bridged {

@@ -1,0 +1,428 @@
+//! Real traffic through `xskit fwd`: the hosts' own kernel TCP and UDP stacks with their
+//! default offloads (partial checksums, TSO super-packets), IPv4 and IPv6, in every mode, with
+//! `--xdp-forward`, on two queues, and at MTU 9000. Every byte sent is hashed on both ends.
+
+mod common;
+
+use common::*;
+
+use std::hash::Hasher;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+use xskit_testbed::{BridgedOptions, Chain, Host};
+
+/// Starts `xskit fwd --json --check` between m's interfaces with `extra` options.
+fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
+    let mut args = vec![
+        "fwd",
+        "-i",
+        &chain.m_a.ifname,
+        "-i",
+        &chain.m_c.ifname,
+        "--json",
+        "--check",
+    ];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(&chain.m_a, &args))
+}
+
+/// SIGINT, then the JSON summary; checks that every frame is accounted for.
+fn stop(fwd: KillOnDrop) -> serde_json::Value {
+    let status = Command::new("kill")
+        .args(["-INT", &fwd.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let report = json_of(fwd.take());
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+    report
+}
+
+/// Deterministic bytes for connection `seed`.
+struct Bytes(u64);
+
+impl Bytes {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            chunk.copy_from_slice(&self.0.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
+fn addr(host: &Host, v6: bool, port: u16) -> SocketAddr {
+    let ip = if v6 {
+        IpAddr::V6(host.ip6.expect("an IPv6 testbed"))
+    } else {
+        IpAddr::V4(host.ip)
+    };
+    SocketAddr::new(ip, port)
+}
+
+/// `conns` kernel TCP connections from a to c, `bytes` each; every byte sent is hashed and
+/// compared with what c received.
+fn tcp_streams(chain: &Chain, v6: bool, conns: usize, bytes: usize) {
+    let to = addr(&chain.c, v6, 5201);
+    let listener = chain.c.ns.run(|| TcpListener::bind(to)).unwrap().unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for _ in 0..conns {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            got.push(std::thread::spawn(move || {
+                let (mut h, mut n, mut buf) = (
+                    std::collections::hash_map::DefaultHasher::new(),
+                    0usize,
+                    vec![0u8; 65536],
+                );
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(k) => {
+                            h.write(&buf[..k]);
+                            n += k;
+                        }
+                        Err(e) => panic!("receiving after {n} bytes: {e}"),
+                    }
+                }
+                (h.finish(), n)
+            }));
+        }
+        let mut out: Vec<(u64, usize)> = got.into_iter().map(|t| t.join().unwrap()).collect();
+        out.sort();
+        out
+    });
+    let mut sent: Vec<(u64, usize)> = chain
+        .a
+        .ns
+        .run(|| {
+            let senders: Vec<_> = (0..conns)
+                .map(|c| {
+                    std::thread::spawn(move || {
+                        let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))
+                            .expect("connecting through xskit fwd");
+                        s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+                        let mut gen = Bytes(0x9e37_79b9_7f4a_7c15 ^ (c as u64 + 1));
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        let mut buf = vec![0u8; 65536];
+                        let mut left = bytes;
+                        while left > 0 {
+                            let k = left.min(buf.len());
+                            gen.fill(&mut buf[..k]);
+                            h.write(&buf[..k]);
+                            s.write_all(&buf[..k]).expect("sending through xskit fwd");
+                            left -= k;
+                        }
+                        (h.finish(), bytes)
+                    })
+                })
+                .collect();
+            senders
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+    sent.sort();
+    let received = receiver.join().unwrap();
+    assert_eq!(sent, received, "every byte of every stream arrived intact");
+}
+
+/// UDP datagrams from a kernel socket on a to one on c: all arrive, content intact.
+fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
+    let to = addr(&chain.c, v6, 5300);
+    let rx = chain.c.ns.run(|| UdpSocket::bind(to)).unwrap().unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut got = Vec::new();
+        while let Ok(n) = rx.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+            if got.len() == count {
+                break;
+            }
+        }
+        got
+    });
+    let from = addr(&chain.a, v6, 0);
+    chain
+        .a
+        .ns
+        .run(|| {
+            let tx = UdpSocket::bind(from).unwrap();
+            let mut gen = Bytes(7);
+            let mut buf = vec![0u8; size];
+            for i in 0..count {
+                gen.fill(&mut buf);
+                buf[..4].copy_from_slice(&(i as u32).to_be_bytes());
+                tx.send_to(&buf, to).unwrap();
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        })
+        .unwrap();
+    let got = receiver.join().unwrap();
+    assert_eq!(got.len(), count, "every datagram arrived");
+    let mut gen = Bytes(7);
+    let mut want = vec![0u8; size];
+    for (i, d) in got.iter().enumerate() {
+        gen.fill(&mut want);
+        want[..4].copy_from_slice(&(i as u32).to_be_bytes());
+        assert_eq!(d, &want, "datagram {i} intact and in order");
+    }
+}
+
+/// Turns GRO on at a's and c's interfaces: frames XDP redirects into a veth reach the far
+/// end only through GRO or an XDP program there.
+fn far_ends_take_xdp_frames(chain: &Chain) {
+    for h in [&chain.a, &chain.c] {
+        let st =
+            h.ns.command("ethtool")
+                .args(["-K", &h.ifname, "gro", "on"])
+                .status()
+                .unwrap();
+        assert!(st.success());
+    }
+}
+
+fn tcp_case(options: BridgedOptions, fwd_args: &[&str], conns: usize) -> serde_json::Value {
+    let chain = Chain::bridged_with(&options).unwrap();
+    if fwd_args.contains(&"--xdp-forward") {
+        far_ends_take_xdp_frames(&chain);
+    }
+    let fwd = start_fwd(&chain, fwd_args);
+    tcp_streams(&chain, false, conns, 16 << 20);
+    if options.ipv6 {
+        tcp_streams(&chain, true, conns, 16 << 20);
+    }
+    stop(fwd)
+}
+
+fn v4v6() -> BridgedOptions {
+    BridgedOptions {
+        queues: 1,
+        mtu: None,
+        ipv6: true,
+    }
+}
+
+fn sum(report: &serde_json::Value, field: &str) -> u64 {
+    report["counters"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[field].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn kernel_tcp_crosses_in_auto_mode() {
+    if !privileged() {
+        return;
+    }
+    let r = tcp_case(v4v6(), &[], 1);
+    assert!(
+        sum(&r, "checksums_offloaded") > 0,
+        "partial checksums seen: {r}"
+    );
+}
+
+#[test]
+fn kernel_tcp_crosses_in_drv_mode() {
+    if !privileged() {
+        return;
+    }
+    tcp_case(v4v6(), &["-m", "drv"], 1);
+}
+
+#[test]
+fn kernel_tcp_crosses_in_skb_mode_with_tso_super_packets() {
+    if !privileged() {
+        return;
+    }
+    let r = tcp_case(v4v6(), &["-m", "skb"], 1);
+    assert!(sum(&r, "segmented") > 0, "super-packets were cut: {r}");
+    assert_eq!(sum(&r, "oversize_dropped"), 0, "{r}");
+}
+
+#[test]
+fn kernel_tcp_crosses_with_checksums_summed_in_software() {
+    if !privileged() {
+        return;
+    }
+    for mode in ["drv", "skb"] {
+        let r = tcp_case(v4v6(), &["-m", mode, "--checksum", "software"], 1);
+        assert_eq!(sum(&r, "checksums_offloaded"), 0, "{r}");
+        assert!(sum(&r, "checksums_completed") > 0, "{r}");
+    }
+}
+
+#[test]
+fn kernel_tcp_crosses_with_xdp_forward() {
+    if !privileged() {
+        return;
+    }
+    for mode in ["drv", "skb"] {
+        tcp_case(v4v6(), &["-m", mode, "--xdp-forward"], 1);
+    }
+}
+
+#[test]
+fn kernel_tcp_crosses_on_two_queues() {
+    if !privileged() {
+        return;
+    }
+    let options = BridgedOptions {
+        queues: 2,
+        mtu: None,
+        ipv6: false,
+    };
+    let r = tcp_case(options, &["-m", "drv"], 4);
+    assert_eq!(r["workers"], 2, "{r}");
+}
+
+#[test]
+fn kernel_udp_crosses_in_every_mode() {
+    if !privileged() {
+        return;
+    }
+    for mode in ["drv", "skb"] {
+        let chain = Chain::bridged_with(&v4v6()).unwrap();
+        let fwd = start_fwd(&chain, &["-m", mode]);
+        udp_datagrams(&chain, false, 200, 1000);
+        udp_datagrams(&chain, true, 200, 1000);
+        stop(fwd);
+    }
+}
+
+#[test]
+fn jumbo_frames_cross_at_mtu_9000() {
+    if !privileged() {
+        return;
+    }
+    let options = BridgedOptions {
+        queues: 1,
+        mtu: Some(9000),
+        ipv6: false,
+    };
+    for mode in ["drv", "skb"] {
+        let chain = Chain::bridged_with(&options).unwrap();
+        let fwd = start_fwd(&chain, &["-m", mode]);
+        let ping = chain
+            .a
+            .ns
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "2", "-s", "8000", "-M", "do"])
+            .arg(chain.c.ip.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            ping.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&ping.stdout)
+        );
+        tcp_streams(&chain, false, 1, 16 << 20);
+        udp_datagrams(&chain, false, 100, 8900);
+        probes_of_9000_bytes(&chain, mode);
+        let r = stop(fwd);
+        assert_eq!(r["modes"][0], format!("xdp-{mode}"), "{r}");
+        assert_eq!(sum(&r, "oversize_dropped"), 0, "{r}");
+    }
+}
+
+/// 2,000 sequence-numbered 9000-byte probes (multi-buffer frames) from `xskit gen` on a to
+/// `xskit recv` on c, checked one by one.
+fn probes_of_9000_bytes(chain: &Chain, mode: &str) {
+    let n = "2000";
+    let receiver = KillOnDrop::new(start(
+        &chain.c,
+        &[
+            "recv",
+            "-i",
+            &chain.c.ifname,
+            "-m",
+            mode,
+            "--frags",
+            "-n",
+            n,
+            "-d",
+            "20",
+            "--json",
+        ],
+    ));
+    let (dst_mac, src, dst) = (
+        mac(&chain.c),
+        chain.a.ip.to_string(),
+        chain.c.ip.to_string(),
+    );
+    let out = chain
+        .a
+        .ns
+        .command(XSKIT)
+        .args([
+            "gen",
+            "-i",
+            &chain.a.ifname,
+            "-m",
+            mode,
+            "--json",
+            "-s",
+            "9000",
+        ])
+        .args(["--dst-mac", &dst_mac, "--src-ip", &src, "--dst-ip", &dst])
+        .args(["-n", n, "-r", "5000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json_of(receiver.take());
+    assert_eq!(
+        r["valid"], 2000,
+        "every 9000-byte probe crossed intact: {r}"
+    );
+    assert_eq!(r["corrupt"], 0, "{r}");
+}
+
+#[test]
+fn iperf3_runs_through_fwd() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged_with(&v4v6()).unwrap();
+    let fwd = start_fwd(&chain, &[]);
+    let server = KillOnDrop::new(
+        chain
+            .c
+            .ns
+            .command("iperf3")
+            .args(["-s", "-1", "-p", "5202"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("iperf3 (scripts/setup.sh installs it)"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let out = chain
+        .a
+        .ns
+        .command("iperf3")
+        .args(["-c", &chain.c.ip.to_string(), "-p", "5202", "-t", "2", "-J"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let received = j["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(received > 10 << 20, "iperf3 moved {received} bytes");
+    drop(server);
+    stop(fwd);
+}
