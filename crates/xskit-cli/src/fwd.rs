@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use xskit::forward::{ChecksumMode, Counters, ForwardConfig, Forwarder, Report};
+use xskit::forward::{ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report};
 use xskit::rules::{RuleSet, Verdict};
 use xskit::{AttachMode, Mode, SocketConfig};
 
@@ -127,11 +127,39 @@ fn explain(rules: &RuleSet) {
     );
 }
 
+/// Every way a packet of this port was dropped or lost, non-zero ones only, totals so far.
+fn drops(p: &PortCount) -> String {
+    let items = [
+        ("socket-rx-dropped", p.socket_rx_dropped),
+        ("rx-ring-full", p.socket_rx_ring_full),
+        ("fill-ring-empty", p.socket_fill_ring_empty),
+        ("tx-ring-full", p.tx_ring_full),
+        ("over-mtu", p.oversize_dropped),
+        ("no-free-frames", p.no_frames_dropped),
+        ("kernel-path-dropped", p.to_kernel_dropped),
+        ("unclassifiable", p.unclassifiable),
+    ];
+    let listed: Vec<String> = items
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {}", thousands(*n)))
+        .collect();
+    if listed.is_empty() {
+        "none".into()
+    } else {
+        listed.join("  ")
+    }
+}
+
+fn answered_any(c: &Counters) -> bool {
+    c.arp_replies + c.echo_replies + c.respond_refused > 0
+}
+
 fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
     let rate = |a: u64, b: u64| thousands(((a - b.min(a)) as f64 / secs) as u64);
     for (p, q) in now.ports.iter().zip(last.ports.iter()) {
         out!(
-            "{elapsed:7.1}s {:<12} rx {:>11} pps  tx {:>11} pps  xdp-fwd {:>11}  xdp-drop {:>9}  xdp-pass {:>9}  kernel {:>7}  ring-full {}",
+            "{elapsed:7.1}s {:<12} rx {:>11} pps  tx {:>11} pps  xdp-fwd {:>11}  xdp-drop {:>9}  xdp-pass {:>9}  kernel {:>7}  dropped: {}",
             p.interface,
             rate(p.rx_packets, q.rx_packets),
             rate(p.tx_packets, q.tx_packets),
@@ -139,10 +167,17 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
             rate(p.xdp_dropped, q.xdp_dropped),
             rate(p.xdp_passed, q.xdp_passed),
             rate(p.to_kernel, q.to_kernel),
-            thousands(p.tx_ring_full + p.socket_rx_ring_full),
+            drops(p),
         );
     }
-    for (r, q) in now.rules.iter().zip(last.rules.iter()) {
+    let unclassifiable =
+        (now.unclassifiable.packets > 0).then_some((&now.unclassifiable, &last.unclassifiable));
+    for (r, q) in now
+        .rules
+        .iter()
+        .zip(last.rules.iter())
+        .chain(unclassifiable)
+    {
         out!(
             "{elapsed:7.1}s   rule {:<18} {:<10} {:>11} pps  total {:>13}{}",
             r.name,
@@ -156,11 +191,12 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
             }
         );
     }
-    if now.arp_replies + now.echo_replies > 0 {
+    if answered_any(now) {
         out!(
-            "{elapsed:7.1}s   answered ARP {}  echo {}",
+            "{elapsed:7.1}s   answered ARP {}  echo {}  refused {}",
             thousands(now.arp_replies),
-            thousands(now.echo_replies)
+            thousands(now.echo_replies),
+            thousands(now.respond_refused)
         );
     }
 }
@@ -295,8 +331,17 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
                 thousands(p.to_kernel),
                 thousands(p.from_kernel)
             );
+            out!(
+                "  {:<12} dropped: {}  checksums finished {}  super-packets segmented {} (into {})",
+                "",
+                drops(p),
+                thousands(p.checksums_offloaded + p.checksums_completed),
+                thousands(p.segmented),
+                thousands(p.segments)
+            );
         }
-        for r in &report.counters.rules {
+        let c = &report.counters;
+        for r in c.rules.iter().chain(std::iter::once(&c.unclassifiable)) {
             out!(
                 "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}  over rate {}",
                 r.name,
@@ -307,6 +352,14 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
                 thousands(r.over_rate)
             );
         }
+    }
+    if !json && answered_any(&report.counters) {
+        out!(
+            "  answered ARP {}  echo {}  refused {}",
+            thousands(report.counters.arp_replies),
+            thousands(report.counters.echo_replies),
+            thousands(report.counters.respond_refused)
+        );
     }
     if report.frames.unaccounted != 0 {
         note!(

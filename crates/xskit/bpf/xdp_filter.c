@@ -19,6 +19,16 @@
  * field and the receiver would drop the packet. Counted at MAX_RULES + 2, and
  * not on the rule: user space counts it there.
  *
+ * A packet whose fields cannot all be read is unclassifiable and takes the
+ * configured unclassifiable action (drop by default), never a rule's or the
+ * default's: runts, more than MAX_VLAN_TAGS tags, IPv4 with a bad version or
+ * IHL, options cut short or a total length below the header or beyond the
+ * packet, IPv6 with a bad version or a payload length of 0 or beyond the
+ * packet, and TCP/UDP first fragments without their 4 bytes of ports. The
+ * same checks, in the same order, are PacketKey::parse in src/rules.rs: the
+ * kernel and user space call the same packets unclassifiable. Counted at
+ * MAX_RULES + 3.
+ *
  * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer ("xdp.frags")
  * variant, which sees a packet's headers in its first buffer and counts the
  * bytes of all of them.
@@ -40,6 +50,8 @@
 /* Counter slots after the rules and the default (MAX_RULES). */
 #define COUNTER_UNDECIDED (MAX_RULES + 1)
 #define COUNTER_PARTIAL_CSUM (MAX_RULES + 2)
+#define COUNTER_UNCLASSIFIABLE (MAX_RULES + 3)
+#define MAX_VLAN_TAGS 2
 #define COUNTERS (MAX_RULES + 8)
 
 struct rule {
@@ -61,6 +73,12 @@ struct counter {
 struct config {
 	__u32 rule_count;
 	__u32 default_action;
+	__u32 unclassifiable_action;
+};
+
+struct vlan_tag {
+	__be16 tci;
+	__be16 proto;
 };
 
 struct {
@@ -153,6 +171,18 @@ static __always_inline int partial_csum(void *l4, void *end, __u8 proto, __u16 *
 	return field == pseudo || ((field | pseudo) == 0xffff && (field & pseudo) == 0);
 }
 
+/* Carries out an action. */
+static __always_inline int act(struct xdp_md *ctx, __u32 action)
+{
+	if (action == ACTION_DROP)
+		return XDP_DROP;
+	if (action == ACTION_REDIRECT)
+		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	if (action == ACTION_FORWARD)
+		return bpf_redirect_map(&tx_port, 0, XDP_PASS);
+	return XDP_PASS;
+}
+
 #ifdef XSKIT_FRAGS
 SEC("xdp.frags")
 int xskit_filter_frags(struct xdp_md *ctx)
@@ -163,57 +193,92 @@ int xskit_filter(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
+	__u64 pkt_len = PACKET_LEN(ctx, data, end);
 	struct ethhdr *eth = data;
 	__u32 dst[4] = {0, 0, 0, 0};
 	__u8 family = 0, proto = 0;
-	__u16 dport = 0;
-	void *l4 = 0;
+	__u16 dport = 0, h_proto;
+	void *l3, *l4 = 0;
 	__u16 *addrs = 0;
 	int words = 0;
-	__u32 l4_len = 0;
+	__u32 l4_len = 0, room, l3_off = sizeof(struct ethhdr);
 	__u32 zero = 0, i, hit = MAX_RULES, action;
 	struct config *cfg;
-
-	if ((void *)(eth + 1) > end)
-		return XDP_PASS;
-	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
-			return XDP_PASS;
-		family = 4;
-		proto = ip->protocol;
-		dst[0] = ip->daddr;
-		/* Ports only in the first fragment. */
-		if (!(ip->frag_off & bpf_htons(0x1fff)))
-			l4 = (void *)ip + ip->ihl * 4;
-		/* A checksum spans the whole datagram: none in any fragment. */
-		if (!(ip->frag_off & bpf_htons(0x3fff))) {
-			addrs = (__u16 *)&ip->saddr;
-			words = 4;
-			l4_len = bpf_ntohs(ip->tot_len) - ip->ihl * 4;
-		}
-	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > end)
-			return XDP_PASS;
-		family = 6;
-		proto = ip6->nexthdr;
-		__builtin_memcpy(dst, &ip6->daddr, 16);
-		l4 = ip6 + 1;
-		addrs = (__u16 *)&ip6->saddr;
-		words = 16;
-		l4_len = bpf_ntohs(ip6->payload_len);
-		if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
-			count(COUNTER_UNDECIDED, PACKET_LEN(ctx, data, end));
-			return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
-		}
-	}
-	if (l4 && (proto == 6 || proto == 17) && l4 + 4 <= end)
-		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
 
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
+	if ((void *)(eth + 1) > end)
+		goto unclassifiable;
+	h_proto = eth->h_proto;
+	l3 = eth + 1;
+	for (i = 0; i < MAX_VLAN_TAGS; i++) {
+		struct vlan_tag *tag = l3;
+
+		if (h_proto != bpf_htons(ETH_P_8021Q) && h_proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if ((void *)(tag + 1) > end)
+			goto unclassifiable;
+		h_proto = tag->proto;
+		l3 = tag + 1;
+		l3_off += sizeof(*tag);
+	}
+	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
+		goto unclassifiable;
+	/* Bytes the IP packet may claim: the rest of the packet, in every buffer. */
+	room = pkt_len - l3_off;
+	if (h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = l3;
+		__u32 hl, total;
+
+		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+			goto unclassifiable;
+		hl = ip->ihl * 4;
+		if (l3 + hl > end)
+			goto unclassifiable;
+		total = bpf_ntohs(ip->tot_len);
+		if (total < hl || total > room)
+			goto unclassifiable;
+		family = 4;
+		proto = ip->protocol;
+		dst[0] = ip->daddr;
+		/* Ports only in the first fragment. */
+		if (!(ip->frag_off & bpf_htons(0x1fff))) {
+			l4 = l3 + hl;
+			l4_len = total - hl;
+		}
+		/* A checksum spans the whole datagram: none in any fragment. */
+		if (!(ip->frag_off & bpf_htons(0x3fff))) {
+			addrs = (__u16 *)&ip->saddr;
+			words = 4;
+		}
+	} else if (h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		__u32 plen;
+
+		if ((void *)(ip6 + 1) > end || ip6->version != 6)
+			goto unclassifiable;
+		plen = bpf_ntohs(ip6->payload_len);
+		if (plen == 0 || 40 + plen > room)
+			goto unclassifiable;
+		family = 6;
+		proto = ip6->nexthdr;
+		__builtin_memcpy(dst, &ip6->daddr, 16);
+		if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
+			count(COUNTER_UNDECIDED, pkt_len);
+			return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+		}
+		l4 = ip6 + 1;
+		l4_len = plen;
+		addrs = (__u16 *)&ip6->saddr;
+		words = 16;
+	}
+	if (l4 && (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
+		if (l4 + 4 > end || l4_len < 4)
+			goto unclassifiable;
+		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+	}
+
 	action = cfg->default_action;
 	for (i = 0; i < MAX_RULES; i++) {
 		struct rule *r;
@@ -237,18 +302,17 @@ int xskit_filter(struct xdp_md *ctx)
 		action = r->action;
 		break;
 	}
-	if (action == ACTION_FORWARD && l4 && addrs && partial_csum(l4, end, proto, addrs, words, l4_len)) {
+	if (action == ACTION_FORWARD && l4 && addrs &&
+	    partial_csum(l4, end, proto, addrs, words, l4_len)) {
 		hit = COUNTER_PARTIAL_CSUM;
 		action = ACTION_REDIRECT;
 	}
-	count(hit, PACKET_LEN(ctx, data, end));
-	if (action == ACTION_DROP)
-		return XDP_DROP;
-	if (action == ACTION_REDIRECT)
-		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
-	if (action == ACTION_FORWARD)
-		return bpf_redirect_map(&tx_port, 0, XDP_PASS);
-	return XDP_PASS;
+	count(hit, pkt_len);
+	return act(ctx, action);
+
+unclassifiable:
+	count(COUNTER_UNCLASSIFIABLE, pkt_len);
+	return act(ctx, cfg->unclassifiable_action);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -217,6 +217,7 @@ struct FilterMaps {
     config: aya::maps::Array<MapData, ConfigRepr>,
     counters: aya::maps::PerCpuArray<MapData, CounterRepr>,
     installed: usize,
+    unclassifiable: Action,
 }
 
 impl FilterMaps {
@@ -504,6 +505,7 @@ impl XdpProgram {
             config: take(&mut attached.ebpf, "config")?,
             counters: take(&mut attached.ebpf, "counters")?,
             installed: 0,
+            unclassifiable: Action::Drop,
         };
         maps.config
             .set(
@@ -511,6 +513,7 @@ impl XdpProgram {
                 ConfigRepr {
                     rule_count: 0,
                     default_action: Action::Redirect as u32,
+                    unclassifiable_action: Action::Drop as u32,
                 },
                 0,
             )
@@ -547,12 +550,14 @@ impl XdpProgram {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let map_err =
             |e: aya::maps::MapError| Error::Program(format!("updating the filter: {}", chain(&e)));
+        let unclassifiable = maps.unclassifiable as u32;
         maps.config
             .set(
                 0,
                 ConfigRepr {
                     rule_count: 0,
                     default_action: default as u32,
+                    unclassifiable_action: unclassifiable,
                 },
                 0,
             )
@@ -566,12 +571,42 @@ impl XdpProgram {
                 ConfigRepr {
                     rule_count: reprs.len() as u32,
                     default_action: default as u32,
+                    unclassifiable_action: unclassifiable,
                 },
                 0,
             )
             .map_err(map_err)?;
         maps.installed = reprs.len();
         Ok(())
+    }
+
+    /// What the filter does with packets it cannot classify (runts, headers cut short or
+    /// lying, too many VLAN tags; see [`crate::rules::PacketKey::parse`]). [`Action::Drop`]
+    /// until this is called. Counted in [`XdpProgram::unclassifiable_counter`].
+    pub fn set_unclassifiable(&self, action: Action) -> Result<()> {
+        let filter = self.filter.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(
+                "this program has no rules: attach it with XdpProgram::attach_filter".into(),
+            )
+        })?;
+        let mut maps = filter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cfg = maps
+            .config
+            .get(&0, 0)
+            .map_err(|e| Error::Program(format!("reading the filter config: {}", chain(&e))))?;
+        cfg.unclassifiable_action = action as u32;
+        maps.config
+            .set(0, cfg, 0)
+            .map_err(|e| Error::Program(format!("updating the filter: {}", chain(&e))))?;
+        maps.unclassifiable = action;
+        Ok(())
+    }
+
+    /// Packets the filter could not classify, whatever it then did with them.
+    pub fn unclassifiable_counter(&self) -> Result<RuleCounter> {
+        self.with_filter(|maps| maps.read(MAX_RULES as u32 + 3))
     }
 
     /// Where [`Action::Forward`] sends packets: out of `target`, by XDP_REDIRECT through a

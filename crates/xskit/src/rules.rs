@@ -26,7 +26,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
+use xskit_wire::{ipv4, ipv6, EtherType};
 
 use crate::program::{Action, Rule};
 
@@ -341,53 +341,121 @@ pub struct PacketKey {
     pub dst_port: u16,
 }
 
+/// Why a packet could not be classified: its headers are cut short or lie, or the fields the
+/// rules look at lie behind more than xskit walks. Such a packet takes the rules file's
+/// `unclassifiable` verdict (drop unless it says otherwise), never a rule's or the default's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unclassifiable(pub &'static str);
+
+impl std::fmt::Display for Unclassifiable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// VLAN tags (802.1Q, 802.1ad) followed before a packet counts as unclassifiable.
+pub const MAX_VLAN_TAGS: usize = 2;
+
 impl PacketKey {
-    /// Reads the key from an Ethernet frame (VLAN tags followed). Never fails: what cannot be
-    /// parsed is left 0, so a garbage frame matches only rules without match fields.
-    pub fn parse(frame: &[u8]) -> PacketKey {
+    /// Reads the key from a whole Ethernet frame. The XDP filter applies the same checks
+    /// (bpf/xdp_filter.c), so the kernel and user space call the same packets unclassifiable:
+    ///
+    /// - fewer than 14 bytes, more than [`MAX_VLAN_TAGS`] tags, or a tag cut short;
+    /// - IPv4: a header cut short, version not 4, IHL below 5, a total length below the header
+    ///   or beyond the frame; IPv6: a header cut short, version not 6, a payload length of 0
+    ///   (a jumbogram) or beyond the frame, an extension chain cut short or longer than
+    ///   [`ipv6::MAX_EXT_HEADERS`];
+    /// - TCP or UDP (in a first fragment) without the 4 bytes of ports inside the IP length.
+    ///
+    /// Other EtherTypes (ARP, ...) are classifiable, with family 0: they match only rules
+    /// without address, protocol or port fields.
+    pub fn parse(frame: &[u8]) -> Result<PacketKey, Unclassifiable> {
+        Self::parse_first(frame, false)
+    }
+
+    /// [`PacketKey::parse`] on the first buffer of a multi-buffer packet (`continued`): the
+    /// rest of the packet is in further buffers, so lengths beyond this one are not lies.
+    pub fn parse_first(frame: &[u8], continued: bool) -> Result<PacketKey, Unclassifiable> {
         let mut k = PacketKey::default();
-        let Ok(eth) = ethernet::Frame::new_checked(frame) else {
-            return k;
-        };
-        let Ok(un) = eth.untagged() else { return k };
-        let l4 = match un.ethertype {
+        if frame.len() < 14 {
+            return Err(Unclassifiable("shorter than an Ethernet header"));
+        }
+        let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        let mut l3 = 14;
+        for _ in 0..=MAX_VLAN_TAGS {
+            if ethertype != 0x8100 && ethertype != 0x88a8 {
+                break;
+            }
+            if l3 == 14 + 4 * MAX_VLAN_TAGS {
+                return Err(Unclassifiable("more VLAN tags than are followed"));
+            }
+            if frame.len() < l3 + 4 {
+                return Err(Unclassifiable("VLAN tag cut short"));
+            }
+            ethertype = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]);
+            l3 += 4;
+        }
+        let ip = &frame[l3..];
+        // Bytes the IP packet may claim: the rest of the frame, or unknown for a chain.
+        let room = if continued { usize::MAX } else { ip.len() };
+        let l4 = match EtherType::from(ethertype) {
             EtherType::Ipv4 => {
-                let Ok(ip) = ipv4::Packet::new_checked(un.payload) else {
-                    return k;
-                };
+                if ip.len() < 20 {
+                    return Err(Unclassifiable("IPv4 header cut short"));
+                }
+                let v = ipv4::Packet::new_unchecked(ip);
+                let hl = v.header_len();
+                if v.version() != 4 || hl < 20 {
+                    return Err(Unclassifiable("IPv4 header with a bad version or length"));
+                }
+                if hl > ip.len() {
+                    return Err(Unclassifiable("IPv4 options cut short"));
+                }
+                let total = usize::from(v.total_len());
+                if total < hl || total > room {
+                    return Err(Unclassifiable("IPv4 total length lies"));
+                }
                 k.family = 4;
-                k.protocol = ip.protocol();
-                k.src[..4].copy_from_slice(&ip.src_addr());
-                k.dst[..4].copy_from_slice(&ip.dst_addr());
-                (ip.frag_offset() == 0).then(|| ip.payload())
+                k.protocol = v.protocol();
+                k.src[..4].copy_from_slice(&v.src_addr());
+                k.dst[..4].copy_from_slice(&v.dst_addr());
+                (v.frag_offset() == 0).then(|| (&ip[hl..], total - hl))
             }
             EtherType::Ipv6 => {
-                let Ok(ip) = ipv6::Packet::new_checked(un.payload) else {
-                    return k;
-                };
-                k.family = 6;
-                k.src = ip.src_addr();
-                k.dst = ip.dst_addr();
-                match ip.upper_layer_fragment() {
-                    Ok((proto, rest, offset)) => {
-                        k.protocol = proto;
-                        (offset == 0).then_some(rest)
-                    }
-                    Err(_) => {
-                        k.protocol = ip.next_header();
-                        None
-                    }
+                if ip.len() < 40 {
+                    return Err(Unclassifiable("IPv6 header cut short"));
                 }
+                let v = ipv6::Packet::new_unchecked(ip);
+                let plen = usize::from(v.payload_len());
+                if v.version() != 6 {
+                    return Err(Unclassifiable("IPv6 header with a bad version"));
+                }
+                if plen == 0 || 40 + plen > room {
+                    return Err(Unclassifiable("IPv6 payload length lies"));
+                }
+                k.family = 6;
+                k.src = v.src_addr();
+                k.dst = v.dst_addr();
+                let held = ip.len().min(40 + plen);
+                let (proto, rest, offset) = ipv6::Packet::new_unchecked(&ip[..held])
+                    .upper_layer_fragment()
+                    .map_err(|_| Unclassifiable("IPv6 extension headers cut short or too many"))?;
+                k.protocol = proto;
+                let l4_len = 40 + plen - (held - rest.len());
+                (offset == 0).then_some((rest, l4_len))
             }
-            _ => return k,
+            _ => return Ok(k),
         };
-        if let Some(l4) = l4 {
-            if matches!(k.protocol, 6 | 17) && l4.len() >= 4 {
+        if let Some((l4, l4_len)) = l4 {
+            if matches!(k.protocol, 6 | 17) {
+                if l4.len() < 4 || l4_len < 4 {
+                    return Err(Unclassifiable("TCP or UDP ports cut short"));
+                }
                 k.src_port = u16::from_be_bytes([l4[0], l4[1]]);
                 k.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
             }
         }
-        k
+        Ok(k)
     }
 }
 
@@ -396,6 +464,7 @@ impl PacketKey {
 pub struct RuleSet {
     rules: Vec<RuleSpec>,
     default: Verdict,
+    unclassifiable: Verdict,
     forward_in_kernel: bool,
 }
 
@@ -404,6 +473,8 @@ pub struct RuleSet {
 struct FileRepr {
     #[serde(default)]
     default: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    unclassifiable: Option<toml::Spanned<String>>,
     #[serde(default)]
     rule: Vec<toml::Spanned<RuleRepr>>,
 }
@@ -500,6 +571,12 @@ impl RuleSet {
         let default = match &file.default {
             Some(d) => parse_verdict(d.get_ref(), false).map_err(|m| at(d.span(), m))?,
             None => Verdict::Forward,
+        };
+        // Fail closed: a packet the rules cannot see into is dropped unless the file says so.
+        let unclassifiable = match &file.unclassifiable {
+            Some(u) => parse_verdict(u.get_ref(), false)
+                .map_err(|m| at(u.span(), m.replacen("default", "unclassifiable", 1)))?,
+            None => Verdict::Drop,
         };
         let mut rules = Vec::with_capacity(file.rule.len());
         for (i, spanned) in file.rule.iter().enumerate() {
@@ -614,6 +691,7 @@ impl RuleSet {
         Ok(RuleSet {
             rules,
             default,
+            unclassifiable,
             forward_in_kernel: false,
         })
     }
@@ -623,7 +701,31 @@ impl RuleSet {
         RuleSet {
             rules: Vec::new(),
             default,
+            unclassifiable: Verdict::Drop,
             forward_in_kernel: false,
+        }
+    }
+
+    /// The verdict for packets that cannot be classified ([`Unclassifiable`]): `drop` unless
+    /// the file's `unclassifiable` says otherwise.
+    pub fn unclassifiable_verdict(&self) -> Verdict {
+        self.unclassifiable
+    }
+
+    /// Sets the verdict for unclassifiable packets.
+    pub fn set_unclassifiable_verdict(&mut self, v: Verdict) {
+        self.unclassifiable = v;
+    }
+
+    /// The verdict for `frame`'s packet and the index of what decided it: a rule, the default
+    /// (`rules().len()`), or unclassifiable (`rules().len() + 1`).
+    pub fn decide(&self, key: &Result<PacketKey, Unclassifiable>) -> (usize, Verdict) {
+        match key {
+            Ok(k) => match self.classify(k) {
+                Some(i) => (i, self.rules[i].action),
+                None => (self.rules.len(), self.default),
+            },
+            Err(_) => (self.rules.len() + 1, self.unclassifiable),
         }
     }
 
@@ -672,6 +774,25 @@ impl RuleSet {
             .is_some_and(|r| r.matcher.kernel_exact() && self.kernel_can(r.action))
     }
 
+    /// True if the kernel settles unclassifiable packets itself.
+    pub fn unclassifiable_decided_in_kernel(&self) -> bool {
+        self.kernel_can(self.unclassifiable)
+    }
+
+    /// The kernel filter's action for unclassifiable packets.
+    pub fn kernel_unclassifiable(&self) -> Action {
+        self.kernel_action(self.unclassifiable)
+    }
+
+    fn kernel_action(&self, v: Verdict) -> Action {
+        match v {
+            Verdict::Drop => Action::Drop,
+            Verdict::Pass => Action::Pass,
+            Verdict::Forward if self.forward_in_kernel => Action::Forward,
+            Verdict::Forward | Verdict::RateLimit => Action::Redirect,
+        }
+    }
+
     /// True if the kernel settles packets no rule matches.
     pub fn default_decided_in_kernel(&self) -> bool {
         self.kernel_can(self.default)
@@ -683,12 +804,7 @@ impl RuleSet {
     /// what the kernel can see of it (a superset of its packets), so no later kernel rule can
     /// take a packet it might match; user space then evaluates the whole list again.
     pub fn kernel_rules(&self) -> (Vec<Rule>, Action) {
-        let action = |v: Verdict| match v {
-            Verdict::Drop => Action::Drop,
-            Verdict::Pass => Action::Pass,
-            Verdict::Forward if self.forward_in_kernel => Action::Forward,
-            Verdict::Forward | Verdict::RateLimit => Action::Redirect,
-        };
+        let action = |v: Verdict| self.kernel_action(v);
         let rules = self
             .rules
             .iter()
@@ -816,6 +932,20 @@ rate = "10kpps"
     }
 
     #[test]
+    fn unclassifiable_packets_are_dropped_unless_the_file_says_otherwise() {
+        let rs = RuleSet::from_toml("").unwrap();
+        assert_eq!(rs.unclassifiable_verdict(), Verdict::Drop);
+        assert_eq!(rs.decide(&Err(Unclassifiable("x"))), (1, Verdict::Drop));
+        let rs = RuleSet::from_toml("unclassifiable = \"forward\"\n").unwrap();
+        assert_eq!(rs.unclassifiable_verdict(), Verdict::Forward);
+        let e = RuleSet::from_toml("\nunclassifiable = \"maybe\"\n").unwrap_err();
+        assert!(
+            e.to_string().contains("unclassifiable") && e.line == 2,
+            "{e}"
+        );
+    }
+
+    #[test]
     fn keys_come_from_frames_and_garbage_matches_nothing_specific() {
         let mut f = [0u8; 64];
         f[12..14].copy_from_slice(&[0x08, 0x00]);
@@ -824,13 +954,30 @@ rate = "10kpps"
             ip.init(20 + 8, 17, [198, 51, 100, 1], [203, 0, 113, 5]);
         }
         f[34..38].copy_from_slice(&[0x30, 0x39, 0, 53]);
-        let k = PacketKey::parse(&f);
+        let k = PacketKey::parse(&f).unwrap();
         assert_eq!(
             (k.family, k.protocol, k.src_port, k.dst_port),
             (4, 17, 12345, 53)
         );
         assert_eq!(&k.dst[..4], &[203, 0, 113, 5]);
-        assert_eq!(PacketKey::parse(&f[..20]).family, 0);
+        for cut in 0..14 + 20 + 4 {
+            assert!(PacketKey::parse(&f[..cut]).is_err(), "cut at {cut}");
+        }
+        // Ethernet padding after the IP packet is fine.
+        assert!(PacketKey::parse(&f).is_ok());
+        // Lying lengths, a wrong version, a short IHL.
+        for (at, v) in [(16, 0u8), (17, 10), (16, 0xff), (14, 0x65), (14, 0x44)] {
+            let mut g = f;
+            g[at] = v;
+            if at == 16 {
+                g[17] = if v == 0xff { 0xff } else { 10 };
+            }
+            assert!(PacketKey::parse(&g).is_err(), "byte {at} = {v}");
+        }
+        // Non-IP frames are classifiable, with family 0.
+        let mut arp = f;
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(PacketKey::parse(&arp).unwrap().family, 0);
         let p = Prefix::parse("203.0.113.0/25").unwrap();
         assert!(p.contains(4, &k.dst) && !p.contains(6, &k.dst));
         assert!(!Prefix::parse("203.0.113.128/25")

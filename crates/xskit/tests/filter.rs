@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xskit::probe::{self, Endpoints, Flows, Template};
-use xskit::{Action, AttachMode, Interface, Mode, Port, PortConfig, Rule, XdpProgram};
+use xskit::{
+    Action, AttachMode, Interface, Mode, Port, PortConfig, Rule, SocketConfig, XdpProgram,
+};
 use xskit_testbed::TestbedConfig;
 
 fn template(bed: &xskit_testbed::Testbed, dst_port: u16) -> Template {
@@ -229,8 +231,15 @@ mod split {
     const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
     const DEFAULTS: [&str; 3] = ["drop", "pass", "forward"];
 
-    fn rules_text(rules: &[(usize, usize, usize, usize, usize, usize)], default: usize) -> String {
-        let mut t = format!("default = \"{}\"\n", DEFAULTS[default]);
+    fn rules_text(
+        rules: &[(usize, usize, usize, usize, usize, usize)],
+        default: usize,
+        unclassifiable: usize,
+    ) -> String {
+        let mut t = format!(
+            "default = \"{}\"\nunclassifiable = \"{}\"\n",
+            DEFAULTS[default], DEFAULTS[unclassifiable]
+        );
         for &(dst, src, proto, dport, sport, action) in rules {
             t.push_str("[[rule]]\n");
             // A source of the other family than the destination can match nothing: skip it.
@@ -321,8 +330,63 @@ mod split {
         f
     }
 
+    /// Damages a frame as an attacker (or a broken sender) would: `m` picks the damage, `at`
+    /// where to cut. Some of them leave a valid packet (one or two VLAN tags).
+    fn mutate(mut f: Vec<u8>, m: usize, at: usize) -> Vec<u8> {
+        let ethertype = u16::from_be_bytes([f[12], f[13]]);
+        let v4 = ethertype == 0x0800;
+        let v6 = ethertype == 0x86dd;
+        match m {
+            1 => f.truncate(at % (f.len() + 1)),
+            2 if v4 => f[16..18].copy_from_slice(&10u16.to_be_bytes()),
+            3 if v4 => f[16..18].copy_from_slice(&65535u16.to_be_bytes()),
+            2 if v6 => f[18..20].copy_from_slice(&0u16.to_be_bytes()),
+            3 if v6 => f[18..20].copy_from_slice(&65535u16.to_be_bytes()),
+            4 if v4 => f[14] = 0x65,
+            4 if v6 => f[14] = 0x45,
+            5 if v4 => f[14] = 0x44,
+            6 | 7 => {
+                // UDP to port 53 behind 9 or 50 Destination Options headers.
+                let n = if m == 6 { 9 } else { 50 };
+                let mut g = vec![0u8; 14 + 40 + 8 * n + 8];
+                g[..12].copy_from_slice(&f[..12]);
+                let mut eth = ethernet::Frame::new_unchecked(&mut g[..]);
+                eth.set_ethertype(EtherType::Ipv6);
+                let mut ip = ipv6::Packet::new_unchecked(eth.payload_mut());
+                ip.init((8 * n + 8) as u16, 60, V6[0], V6[1], 0);
+                for k in 0..n {
+                    let at = 14 + 40 + 8 * k;
+                    g[at] = if k + 1 == n { 17 } else { 60 };
+                    g[at + 2..at + 4].copy_from_slice(&[1, 4]);
+                }
+                let at = 14 + 40 + 8 * n;
+                g[at + 2..at + 4].copy_from_slice(&53u16.to_be_bytes());
+                g[at + 4..at + 6].copy_from_slice(&8u16.to_be_bytes());
+                return g;
+            }
+            8..=11 => {
+                // 1, 2, 3 or 10 VLAN tags in front of the packet.
+                let tags = [1, 2, 3, 10][m - 8];
+                for _ in 0..tags {
+                    f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+                }
+            }
+            _ => {}
+        }
+        f
+    }
+
     #[test]
     fn kernel_and_user_space_agree() {
+        agree(false);
+    }
+
+    #[test]
+    fn kernel_and_user_space_agree_in_the_multi_buffer_program() {
+        agree(true);
+    }
+
+    fn agree(multi_buffer: bool) {
         if !privileged() {
             return;
         }
@@ -334,12 +398,18 @@ mod split {
             .ns
             .run(move || {
                 let iface = Interface::by_name(&b_if).unwrap();
-                let program = Arc::new(XdpProgram::attach_filter(&iface, AttachMode::Skb).unwrap());
+                let program = Arc::new(
+                    XdpProgram::attach_filter_with(&iface, AttachMode::Skb, multi_buffer).unwrap(),
+                );
                 let port = Port::open_with(
                     program.clone(),
                     0,
                     &PortConfig {
                         mode: Mode::Skb,
+                        socket: SocketConfig {
+                            multi_buffer,
+                            ..SocketConfig::default()
+                        },
                         ..PortConfig::default()
                     },
                 )
@@ -366,89 +436,123 @@ mod split {
             0..4usize,
             prop::bool::weighted(0.8),
         );
+        // Mostly intact packets; the rest damaged in one of the ways `mutate` knows.
+        let damage = prop_oneof![3 => Just(0usize), 2 => 1..12usize];
         let case = (
             prop::collection::vec(rule, 0..8),
             0..3usize,
-            prop::collection::vec(packet, 1..24),
+            prop::collection::vec((packet, damage, 0..200usize), 1..24),
             any::<bool>(),
+            0..3usize,
         );
         let mut runner = TestRunner::new(Config {
             cases: 96,
             ..Config::default()
         });
         runner
-            .run(&case, |(rules, default, packets, xdp_forward)| {
-                let text = rules_text(&rules, default);
-                let mut rs = RuleSet::from_toml(&text).unwrap();
-                rs.set_forward_in_kernel(xdp_forward);
-                let (kernel_rules, kernel_default) = rs.kernel_rules();
-                program.set_rules(&kernel_rules, kernel_default).unwrap();
-                let n = rs.rules().len();
-                for p in packets {
-                    let f = frame(p);
-                    let before = program.rule_counters().unwrap();
-                    let undecided = program.undecided_counter().unwrap().packets;
-                    let verdict = program.test_run(&f).unwrap();
-                    let after = program.rule_counters().unwrap();
-                    let hit: Vec<usize> = (0..=n)
-                        .filter(|&i| after[i].packets != before[i].packets)
-                        .collect();
-                    if program.undecided_counter().unwrap().packets != undecided {
-                        // IPv6 with extension headers: always up to user space, undecided.
-                        prop_assert!(hit.is_empty() && verdict == 4, "{:?} {}", hit, verdict);
-                        continue;
-                    }
-                    prop_assert_eq!(hit.len(), 1, "one counter moves: {:?}", hit);
-                    let kernel = hit[0];
-                    let user = rs.classify(&PacketKey::parse(&f)).unwrap_or(n);
-                    let decided = if kernel == n {
-                        rs.default_decided_in_kernel()
-                    } else {
-                        rs.decided_in_kernel(kernel)
-                    };
-                    // What user space would do with the packet, had it seen it.
-                    let fate = if user == n {
-                        rs.default_verdict()
-                    } else {
-                        rs.rules()[user].verdict()
-                    };
-                    match verdict {
-                        1 => prop_assert!(
-                            decided && fate == Verdict::Drop,
-                            "dropped\n{}\n{:?}",
-                            text,
-                            f
-                        ),
-                        2 => prop_assert!(
-                            decided && fate == Verdict::Pass,
-                            "passed\n{}\n{:?}",
-                            text,
-                            f
-                        ),
-                        // To the socket (user space decides), or forwarded in XDP.
-                        4 => prop_assert!(
-                            !decided || fate == Verdict::Forward,
-                            "redirected\n{}\n{:?}",
-                            text,
-                            f
-                        ),
-                        other => prop_assert!(false, "verdict {}", other),
-                    }
-                    if decided {
-                        prop_assert_eq!(user, kernel, "{}\n{:?}", text, f);
-                    } else {
+            .run(
+                &case,
+                |(rules, default, packets, xdp_forward, unclassifiable)| {
+                    let text = rules_text(&rules, default, unclassifiable);
+                    let mut rs = RuleSet::from_toml(&text).unwrap();
+                    rs.set_forward_in_kernel(xdp_forward);
+                    let (kernel_rules, kernel_default) = rs.kernel_rules();
+                    program.set_rules(&kernel_rules, kernel_default).unwrap();
+                    program
+                        .set_unclassifiable(rs.kernel_unclassifiable())
+                        .unwrap();
+                    let n = rs.rules().len();
+                    for (p, damage, at) in packets {
+                        let f = mutate(frame(p), damage, at);
+                        if f.len() < 14 {
+                            // The kernel's dry run refuses frames shorter than an Ethernet header.
+                            prop_assert!(PacketKey::parse(&f).is_err());
+                            continue;
+                        }
+                        let before = program.rule_counters().unwrap();
+                        let undecided = program.undecided_counter().unwrap().packets;
+                        let unclassified = program.unclassifiable_counter().unwrap().packets;
+                        let verdict = program.test_run(&f).unwrap();
+                        let after = program.rule_counters().unwrap();
+                        let hit: Vec<usize> = (0..=n)
+                            .filter(|&i| after[i].packets != before[i].packets)
+                            .collect();
+                        let parsed = PacketKey::parse(&f);
+                        if program.undecided_counter().unwrap().packets != undecided {
+                            // IPv6 with extension headers: always up to user space, undecided;
+                            // user space walks the chain (or finds it unclassifiable).
+                            prop_assert!(hit.is_empty() && verdict == 4, "{:?} {}", hit, verdict);
+                            continue;
+                        }
+                        if program.unclassifiable_counter().unwrap().packets != unclassified {
+                            prop_assert!(hit.is_empty(), "{:?}", hit);
+                            prop_assert!(parsed.is_err(), "user space classified it\n{:?}", f);
+                            let want = match rs.unclassifiable_verdict() {
+                                Verdict::Drop => 1,
+                                Verdict::Pass => 2,
+                                _ => 4,
+                            };
+                            prop_assert_eq!(verdict, want, "{:?}", f);
+                            continue;
+                        }
                         prop_assert!(
-                            user >= kernel,
-                            "user {} kernel {}\n{}\n{:?}",
-                            user,
-                            kernel,
-                            text,
+                            parsed.is_ok(),
+                            "kernel classified it: {:?}\n{:?}",
+                            parsed,
                             f
                         );
+                        prop_assert_eq!(hit.len(), 1, "one counter moves: {:?}", hit);
+                        let kernel = hit[0];
+                        let user = rs.classify(&parsed.unwrap()).unwrap_or(n);
+                        let decided = if kernel == n {
+                            rs.default_decided_in_kernel()
+                        } else {
+                            rs.decided_in_kernel(kernel)
+                        };
+                        // What user space would do with the packet, had it seen it.
+                        let fate = if user == n {
+                            rs.default_verdict()
+                        } else {
+                            rs.rules()[user].verdict()
+                        };
+                        match verdict {
+                            1 => prop_assert!(
+                                decided && fate == Verdict::Drop,
+                                "dropped\n{}\n{:?}",
+                                text,
+                                f
+                            ),
+                            2 => prop_assert!(
+                                decided && fate == Verdict::Pass,
+                                "passed\n{}\n{:?}",
+                                text,
+                                f
+                            ),
+                            // To the socket (user space decides), or forwarded in XDP.
+                            4 => prop_assert!(
+                                !decided || fate == Verdict::Forward,
+                                "redirected\n{}\n{:?}",
+                                text,
+                                f
+                            ),
+                            other => prop_assert!(false, "verdict {}", other),
+                        }
+                        if decided {
+                            prop_assert_eq!(user, kernel, "{}\n{:?}", text, f);
+                        } else {
+                            prop_assert!(
+                                user >= kernel,
+                                "user {} kernel {}\n{}\n{:?}",
+                                user,
+                                kernel,
+                                text,
+                                f
+                            );
+                        }
                     }
-                }
-                Ok(())
-            })
+                    Ok(())
+                },
+            )
             .unwrap();
     }
 }

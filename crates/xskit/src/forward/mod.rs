@@ -172,6 +172,9 @@ pub struct PortCount {
     pub checksums_offloaded: u64,
     /// Packets whose partial checksum xskit finished in user space.
     pub checksums_completed: u64,
+    /// Packets arriving here that the XDP filter could not classify (also counted under
+    /// [`Counters::unclassifiable`] with what was done with them).
+    pub unclassifiable: u64,
     /// Packets larger than this interface's MTU (GSO/GRO super-packets) cut into segments.
     pub segmented: u64,
     /// The segments sent for them.
@@ -193,12 +196,18 @@ pub struct PortCount {
 pub struct Counters {
     /// Per rule, in order, then the default.
     pub rules: Vec<RuleCount>,
+    /// Packets that could not be classified (headers cut short or lying, too many VLAN tags
+    /// or IPv6 extension headers), which take the rules file's `unclassifiable` verdict.
+    pub unclassifiable: RuleCount,
     /// Per interface.
     pub ports: Vec<PortCount>,
     /// ARP replies sent (`respond`).
     pub arp_replies: u64,
     /// ICMP echo replies sent (`respond`).
     pub echo_replies: u64,
+    /// Requests for the `respond` address that Linux would discard (from a group MAC or a
+    /// broadcast, multicast or martian address), dropped.
+    pub respond_refused: u64,
     /// The frame pools' counters, summed over workers.
     pub pool: PoolStats,
 }
@@ -260,6 +269,7 @@ pub struct Forwarder {
     cells: Vec<WorkerCells>,
     arp_replies: Arc<AtomicU64>,
     echo_replies: Arc<AtomicU64>,
+    respond_refused: Arc<AtomicU64>,
     warnings: Vec<String>,
 }
 
@@ -411,6 +421,7 @@ impl Forwarder {
                 program.set_forward_target(&ifaces[1 - p])?;
             }
             program.set_rules(&kernel_rules, kernel_default)?;
+            program.set_unclassifiable(rules.kernel_unclassifiable())?;
             if let Some(why) = program.fallback_reason() {
                 warnings.push(format!("{}: {why}", iface.name()));
             }
@@ -490,7 +501,8 @@ impl Forwarder {
                 .map(|r| r.rate.map(|rate| rate.limiter()))
                 .collect(),
         );
-        let (arp_replies, echo_replies) = (Arc::default(), Arc::default());
+        let (arp_replies, echo_replies, respond_refused) =
+            (Arc::default(), Arc::default(), Arc::default());
         let mut workers = Vec::with_capacity(queues as usize);
         let mut cells = Vec::with_capacity(queues as usize);
         for q in 0..queues {
@@ -513,10 +525,11 @@ impl Forwarder {
                         next: 1,
                         arp_replies: Arc::clone(&arp_replies),
                         echo_replies: Arc::clone(&echo_replies),
+                        refused: Arc::clone(&respond_refused),
                     }));
                 }
                 let rc: Arc<Vec<RuleCells>> = Arc::new(
-                    (0..=shared_rules.rules().len())
+                    (0..shared_rules.rules().len() + 2)
                         .map(|_| RuleCells::default())
                         .collect(),
                 );
@@ -524,7 +537,7 @@ impl Forwarder {
                     rules: Arc::clone(&shared_rules),
                     limiters: Arc::clone(&limiters),
                     cells: Arc::clone(&rc),
-                    local: vec![[0; 3]; shared_rules.rules().len() + 1],
+                    local: vec![[0; 3]; shared_rules.rules().len() + 2],
                     out: if n == 2 { 1 - p as u16 } else { 0 },
                     reflect: config.reflect,
                     local_mac: tap.as_ref().map(|t| t.mac),
@@ -573,6 +586,7 @@ impl Forwarder {
             cells,
             arp_replies,
             echo_replies,
+            respond_refused,
             warnings,
         })
     }
@@ -617,8 +631,14 @@ impl Forwarder {
                     ..PortCount::default()
                 })
                 .collect(),
+            unclassifiable: RuleCount {
+                name: "unclassifiable".into(),
+                action: self.rules.unclassifiable_verdict().name(),
+                ..RuleCount::default()
+            },
             arp_replies: self.arp_replies.load(Ordering::Relaxed),
             echo_replies: self.echo_replies.load(Ordering::Relaxed),
+            respond_refused: self.respond_refused.load(Ordering::Relaxed),
             pool: PoolStats::default(),
         };
         for w in &self.cells {
@@ -643,7 +663,11 @@ impl Forwarder {
                 count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
             }
             for direction in &w.rules {
-                for (cells, count) in direction.iter().zip(out.rules.iter_mut()) {
+                let counts = out
+                    .rules
+                    .iter_mut()
+                    .chain(std::iter::once(&mut out.unclassifiable));
+                for (cells, count) in direction.iter().zip(counts) {
                     count.packets += cells.packets.load(Ordering::Relaxed);
                     count.bytes += cells.bytes.load(Ordering::Relaxed);
                     count.over_rate += cells.over_rate.load(Ordering::Relaxed);
@@ -652,7 +676,21 @@ impl Forwarder {
             out.pool += *w.pool.lock().unwrap_or_else(PoisonError::into_inner);
         }
         let default_in_kernel = self.rules.default_decided_in_kernel();
+        let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
         for (program, port) in self.programs.iter().zip(out.ports.iter_mut()) {
+            let u = program.unclassifiable_counter()?;
+            port.unclassifiable += u.packets;
+            if unclassifiable_in_kernel {
+                let count = &mut out.unclassifiable;
+                count.packets += u.packets;
+                count.bytes += u.bytes;
+                count.in_kernel += u.packets;
+                match self.rules.unclassifiable_verdict() {
+                    Verdict::Drop => port.xdp_dropped += u.packets,
+                    Verdict::Forward => port.xdp_forwarded += u.packets,
+                    _ => port.xdp_passed += u.packets,
+                }
+            }
             let kernel = program.rule_counters()?;
             for (i, k) in kernel.iter().enumerate() {
                 let (index, verdict, decided) = if i < default {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use xskit_wire::{arp, checksum, ethernet, icmp, ipv4, EtherType};
+use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 
 use crate::pipeline::{Next, Stage};
 use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
@@ -26,26 +26,54 @@ pub(crate) struct Respond {
     pub(crate) next: u16,
     pub(crate) arp_replies: Arc<AtomicU64>,
     pub(crate) echo_replies: Arc<AtomicU64>,
+    /// Requests for our address that Linux would discard, dropped.
+    pub(crate) refused: Arc<AtomicU64>,
+}
+
+/// What [`Respond`] makes of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// Not a request for us: on to the rules.
+    NotOurs,
+    /// Rewritten into the reply.
+    Replied,
+    /// A request for us that Linux would discard: a group or martian sender.
+    Refused,
+}
+
+/// A sender address Linux's routing refuses as a source (martian): unspecified, loopback,
+/// multicast, or the limited broadcast.
+fn martian_source(ip: [u8; 4]) -> bool {
+    ip[0] == 0 || ip[0] == 127 || (224..=239).contains(&ip[0]) || ip == [255; 4]
 }
 
 impl Respond {
     /// Rewrites an ARP request for our address into the reply, in place.
-    fn arp(&self, frame: &mut [u8]) -> bool {
+    fn arp(&self, frame: &mut [u8]) -> Answer {
         let Ok(mut eth) = ethernet::Frame::new_checked(&mut frame[..]) else {
-            return false;
+            return Answer::NotOurs;
         };
         if eth.ethertype() != EtherType::Arp {
-            return false;
+            return Answer::NotOurs;
         }
+        let from_group = eth.src_addr()[0] & 1 == 1;
         let (sender_mac, sender_ip) = {
             let Ok(req) = arp::Packet::new_checked(eth.payload_mut()) else {
-                return false;
+                return Answer::NotOurs;
             };
             if req.operation() != arp::operation::REQUEST || req.target_ip() != self.addr {
-                return false;
+                return Answer::NotOurs;
             }
             (req.sender_mac(), req.sender_ip())
         };
+        // A reply to a group MAC would reach every host; Linux ignores such requests. (A
+        // sender IP of 0.0.0.0 is a duplicate-address probe, which Linux does answer.)
+        if from_group
+            || sender_mac[0] & 1 == 1
+            || (sender_ip != [0; 4] && martian_source(sender_ip))
+        {
+            return Answer::Refused;
+        }
         eth.set_dst_addr(sender_mac);
         eth.set_src_addr(self.mac);
         arp::Packet::new_unchecked(eth.payload_mut()).emit(
@@ -55,36 +83,39 @@ impl Respond {
             sender_mac,
             sender_ip,
         );
-        true
+        Answer::Replied
     }
 
     /// Rewrites an ICMP echo request to our address into the reply, in place.
-    fn echo(&self, frame: &mut [u8]) -> bool {
+    fn echo(&self, frame: &mut [u8]) -> Answer {
         let Ok(mut eth) = ethernet::Frame::new_checked(&mut frame[..]) else {
-            return false;
+            return Answer::NotOurs;
         };
         if eth.ethertype() != EtherType::Ipv4 {
-            return false;
+            return Answer::NotOurs;
         }
         let peer_mac = eth.src_addr();
         {
             let Ok(mut ip) = ipv4::Packet::new_checked(eth.payload_mut()) else {
-                return false;
+                return Answer::NotOurs;
             };
-            if ip.protocol() != 1
+            if ip.protocol() != ip_protocol::ICMP
                 || ip.dst_addr() != self.addr
                 || ip.frag_offset() != 0
                 || ip.more_frags()
             {
-                return false;
+                return Answer::NotOurs;
             }
             let peer_ip = ip.src_addr();
+            if peer_mac[0] & 1 == 1 || martian_source(peer_ip) {
+                return Answer::Refused;
+            }
             {
                 let Ok(mut msg) = icmp::Packet::new_checked(ip.payload_mut()) else {
-                    return false;
+                    return Answer::NotOurs;
                 };
                 if msg.kind() != icmp::kind::ECHO_REQUEST || msg.code() != 0 {
-                    return false;
+                    return Answer::NotOurs;
                 }
                 // Only the type changes (8 -> 0): RFC 1624 updates the checksum without
                 // reading the payload.
@@ -103,7 +134,7 @@ impl Respond {
         }
         eth.set_dst_addr(peer_mac);
         eth.set_src_addr(self.mac);
-        true
+        Answer::Replied
     }
 }
 
@@ -113,24 +144,33 @@ impl Stage for Respond {
     }
 
     fn process(&mut self, umem: &Umem, frames: &mut [Frame], nexts: &mut [Next]) {
-        let (mut arps, mut echoes) = (0, 0);
+        let (mut arps, mut echoes, mut refused) = (0, 0, 0);
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let data = umem.data_mut(f);
-            *n = if self.arp(data) {
-                arps += 1;
-                Next::Back
-            } else if self.echo(data) {
-                echoes += 1;
-                Next::Back
-            } else {
-                Next::Stage(self.next)
+            let (answer, replies) = match self.arp(data) {
+                Answer::NotOurs => (self.echo(data), &mut echoes),
+                a => (a, &mut arps),
+            };
+            *n = match answer {
+                Answer::Replied => {
+                    *replies += 1;
+                    Next::Back
+                }
+                Answer::Refused => {
+                    refused += 1;
+                    Next::Drop
+                }
+                Answer::NotOurs => Next::Stage(self.next),
             };
         }
-        if arps > 0 {
-            self.arp_replies.fetch_add(arps, Ordering::Relaxed);
-        }
-        if echoes > 0 {
-            self.echo_replies.fetch_add(echoes, Ordering::Relaxed);
+        for (count, cell) in [
+            (arps, &self.arp_replies),
+            (echoes, &self.echo_replies),
+            (refused, &self.refused),
+        ] {
+            if count > 0 {
+                cell.fetch_add(count, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -140,7 +180,7 @@ impl Stage for Respond {
 pub(crate) struct Rules {
     pub(crate) rules: Arc<RuleSet>,
     pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
-    /// One per rule, then the default's.
+    /// One per rule, then the default's, then unclassifiable packets'.
     pub(crate) cells: Arc<Vec<RuleCells>>,
     /// Counts gathered during one vector, flushed to `cells` at its end.
     pub(crate) local: Vec<[u64; 3]>,
@@ -172,16 +212,12 @@ impl Stage for Rules {
     }
 
     fn process(&mut self, umem: &Umem, frames: &mut [Frame], nexts: &mut [Next]) {
-        let default = self.rules.rules().len();
         let mut now_ps = None;
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let len = f.len();
+            let continued = f.is_continued();
             let data = umem.data_mut(f);
-            let key = PacketKey::parse(data);
-            let (i, verdict) = match self.rules.classify(&key) {
-                Some(i) => (i, self.rules.rules()[i].verdict()),
-                None => (default, self.rules.default_verdict()),
-            };
+            let (i, verdict) = self.rules.decide(&PacketKey::parse_first(data, continued));
             let c = &mut self.local[i];
             c[0] += 1;
             c[1] += len as u64;
@@ -227,6 +263,7 @@ mod tests {
             next: 1,
             arp_replies: Arc::default(),
             echo_replies: Arc::default(),
+            refused: Arc::default(),
         }
     }
 
@@ -247,7 +284,7 @@ mod tests {
             );
         }
         let r = respond();
-        assert!(r.arp(&mut f));
+        assert_eq!(r.arp(&mut f), Answer::Replied);
         let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
         assert_eq!((eth.dst_addr(), eth.src_addr()), (PEER, MAC));
         let a = arp::Packet::new_checked(eth.payload()).unwrap();
@@ -264,7 +301,7 @@ mod tests {
             [198, 51, 100, 3],
         );
         let before = other;
-        assert!(!r.arp(&mut other));
+        assert_eq!(r.arp(&mut other), Answer::NotOurs);
         assert_eq!(before, other);
     }
 
@@ -285,7 +322,7 @@ mod tests {
             m.payload_mut().copy_from_slice(b"hello");
             m.fill_checksum(0);
         }
-        assert!(respond().echo(&mut f));
+        assert_eq!(respond().echo(&mut f), Answer::Replied);
         let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
         assert_eq!((eth.dst_addr(), eth.src_addr()), (PEER, MAC));
         let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
@@ -301,11 +338,65 @@ mod tests {
     }
 
     #[test]
+    fn requests_linux_would_discard_are_refused() {
+        let r = respond();
+        let request = |src_mac: [u8; 6], sender_mac: [u8; 6], sender_ip: [u8; 4]| {
+            let mut f = [0u8; 60];
+            let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+            eth.set_dst_addr([0xff; 6]);
+            eth.set_src_addr(src_mac);
+            eth.set_ethertype(EtherType::Arp);
+            arp::Packet::new_unchecked(eth.payload_mut()).emit(
+                arp::operation::REQUEST,
+                sender_mac,
+                sender_ip,
+                [0; 6],
+                [198, 51, 100, 254],
+            );
+            f
+        };
+        let bcast = [0xff; 6];
+        for (src, sender, ip) in [
+            (bcast, PEER, [198, 51, 100, 1]),
+            (PEER, bcast, [198, 51, 100, 1]),
+            (PEER, [0x01, 0, 0x5e, 0, 0, 1], [198, 51, 100, 1]),
+            (PEER, PEER, [255, 255, 255, 255]),
+            (PEER, PEER, [224, 0, 0, 1]),
+        ] {
+            assert_eq!(r.arp(&mut request(src, sender, ip)), Answer::Refused);
+        }
+        // A duplicate-address probe (sender 0.0.0.0) is answered, as Linux does.
+        assert_eq!(r.arp(&mut request(PEER, PEER, [0; 4])), Answer::Replied);
+        for src in [
+            [255, 255, 255, 255],
+            [224, 0, 0, 5],
+            [0, 0, 0, 0],
+            [127, 0, 0, 1],
+        ] {
+            let mut f = [0u8; 14 + 20 + 8];
+            let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+            eth.set_src_addr(PEER);
+            eth.set_dst_addr(MAC);
+            eth.set_ethertype(EtherType::Ipv4);
+            let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
+            ip.init(20 + 8, 1, src, [198, 51, 100, 254]);
+            ip.fill_checksum();
+            let mut m = icmp::Packet::new_unchecked(ip.payload_mut());
+            m.set_kind(icmp::kind::ECHO_REQUEST, 0);
+            m.fill_checksum(0);
+            assert_eq!(r.echo(&mut f), Answer::Refused, "{src:?}");
+        }
+    }
+
+    #[test]
     fn truncated_and_garbage_frames_are_not_answered() {
         let r = respond();
         for len in 0..60 {
             let mut f = vec![0xffu8; len];
-            assert!(!r.arp(&mut f) && !r.echo(&mut f));
+            assert_eq!(
+                (r.arp(&mut f), r.echo(&mut f)),
+                (Answer::NotOurs, Answer::NotOurs)
+            );
         }
         let umem = Umem::new(UmemConfig {
             frame_count: 4,

@@ -20,6 +20,7 @@ pub(crate) struct RuleRepr {
 pub(crate) struct ConfigRepr {
     pub(crate) rule_count: u32,
     pub(crate) default_action: u32,
+    pub(crate) unclassifiable_action: u32,
 }
 
 /// `struct counter`.
@@ -33,7 +34,7 @@ pub(crate) struct CounterRepr {
 // SAFETY: RuleRepr is repr(C), has no padding (16+16+4+4 bytes, all fields naturally aligned)
 // and every bit pattern is a valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for RuleRepr {}
-// SAFETY: two u32s, repr(C), no padding, any bit pattern valid.
+// SAFETY: three u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -45,7 +46,7 @@ mod tests {
     #[test]
     fn layouts_match_the_c_structs() {
         assert_eq!(std::mem::size_of::<RuleRepr>(), 40);
-        assert_eq!(std::mem::size_of::<ConfigRepr>(), 8);
+        assert_eq!(std::mem::size_of::<ConfigRepr>(), 12);
         assert_eq!(std::mem::size_of::<CounterRepr>(), 16);
     }
 }
