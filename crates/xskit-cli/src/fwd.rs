@@ -213,6 +213,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         explain(&rules);
         return Ok(0);
     }
+    crate::opts::check_ring_size(args.ring_size, "vector size (--vector)", args.vector)?;
     let config = ForwardConfig {
         interfaces: args.interfaces.clone(),
         mode: attach_mode(&args.mode)?,

@@ -67,6 +67,7 @@ impl PortArgs {
         if self.batch == 0 || self.batch > 4096 {
             bail!("batch size {} is out of range: use 1 to 4096", self.batch);
         }
+        check_ring_size(self.ring_size, "batch size (-b)", self.batch)?;
         Ok(PortConfig {
             mode: self.mode()?,
             umem: UmemConfig {
@@ -92,6 +93,25 @@ impl PortArgs {
             tx_only,
         })
     }
+}
+
+/// Checks `--ring-size` (the fill ring gets twice as many entries) against xskit's range and
+/// against `what` (a batch or vector size), which one ring must hold whole.
+pub(crate) fn check_ring_size(size: u32, what: &str, per_call: usize) -> Result<()> {
+    let max = xskit::MAX_RING_SIZE / 2;
+    if !size.is_power_of_two() || !(xskit::MIN_RING_SIZE..=max).contains(&size) {
+        bail!(
+            "--ring-size {size} must be a power of two from {} to {max} (the fill ring gets \
+             twice as many entries)",
+            xskit::MIN_RING_SIZE
+        );
+    }
+    if per_call > size as usize {
+        bail!(
+            "--ring-size {size} is smaller than the {what} {per_call}: a ring must hold one whole"
+        );
+    }
+    Ok(())
 }
 
 /// How long a command runs: a count, a duration, or until interrupted.

@@ -148,6 +148,18 @@ fn bad_input_gets_clear_errors() {
         (vec!["demo", "-m", "fast"], "unknown mode 'fast'"),
         (vec!["demo", "-s", "10"], "packet size 10 is out of range"),
         (vec!["demo", "-n", "0"], "--count must be at least 1"),
+        (
+            vec!["gen", "-i", "lo", "--ring-size", "1073741824"],
+            "--ring-size 1073741824 must be a power of two from 32 to 32768",
+        ),
+        (
+            vec!["recv", "-i", "lo", "--ring-size", "8"],
+            "--ring-size 8 must be a power of two from 32 to 32768",
+        ),
+        (
+            vec!["recv", "-i", "lo", "--ring-size", "32", "-b", "64"],
+            "smaller than the batch size",
+        ),
     ] {
         let out = Command::new(XSKIT).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -453,7 +453,25 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
         ),
         (
             vec!["fwd", "-i", ma, "-i", mc, "--ring-size", "1073741824"],
-            "use smaller rings",
+            "power of two from 32 to 32768",
+        ),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "--ring-size", "8"],
+            "power of two from 32 to 32768",
+        ),
+        (
+            vec![
+                "fwd",
+                "-i",
+                ma,
+                "-i",
+                mc,
+                "--ring-size",
+                "64",
+                "--vector",
+                "128",
+            ],
+            "smaller than the vector size",
         ),
     ] {
         let out = run(&chain.m_a, XSKIT, &args);

@@ -337,23 +337,27 @@ fn jumbo_frames_cross_at_mtu_9000() {
 /// 2,000 sequence-numbered 9000-byte probes (multi-buffer frames) from `xskit gen` on a to
 /// `xskit recv` on c, checked one by one.
 fn probes_of_9000_bytes(chain: &Chain, mode: &str) {
+    probes(chain, mode, "9000", &["--frags"]);
+}
+
+/// 2,000 sequence-numbered probes of `size` bytes from `xskit gen` on a to `xskit recv` on c,
+/// checked one by one.
+fn probes(chain: &Chain, mode: &str, size: &str, recv_extra: &[&str]) {
     let n = "2000";
-    let receiver = KillOnDrop::new(start(
-        &chain.c,
-        &[
-            "recv",
-            "-i",
-            &chain.c.ifname,
-            "-m",
-            mode,
-            "--frags",
-            "-n",
-            n,
-            "-d",
-            "20",
-            "--json",
-        ],
-    ));
+    let mut args = vec![
+        "recv",
+        "-i",
+        &chain.c.ifname,
+        "-m",
+        mode,
+        "-n",
+        n,
+        "-d",
+        "20",
+        "--json",
+    ];
+    args.extend_from_slice(recv_extra);
+    let receiver = KillOnDrop::new(start(&chain.c, &args));
     let (dst_mac, src, dst) = (
         mac(&chain.c),
         chain.a.ip.to_string(),
@@ -371,7 +375,7 @@ fn probes_of_9000_bytes(chain: &Chain, mode: &str) {
             mode,
             "--json",
             "-s",
-            "9000",
+            size,
         ])
         .args(["--dst-mac", &dst_mac, "--src-ip", &src, "--dst-ip", &dst])
         .args(["-n", n, "-r", "5000"])
@@ -385,7 +389,7 @@ fn probes_of_9000_bytes(chain: &Chain, mode: &str) {
     let r = json_of(receiver.take());
     assert_eq!(
         r["valid"], 2000,
-        "every 9000-byte probe crossed intact: {r}"
+        "every {size}-byte probe crossed intact: {r}"
     );
     assert_eq!(r["corrupt"], 0, "{r}");
 }
@@ -425,4 +429,26 @@ fn iperf3_runs_through_fwd() {
     assert!(received > 10 << 20, "iperf3 moved {received} bytes");
     drop(server);
     stop(fwd);
+}
+
+#[test]
+fn the_smallest_and_largest_ring_sizes_forward() {
+    if !privileged() {
+        return;
+    }
+    for (ring, vector) in [("32", "32"), ("32768", "64")] {
+        let chain = Chain::bridged_with(&BridgedOptions {
+            queues: 1,
+            mtu: None,
+            ipv6: false,
+        })
+        .unwrap();
+        let fwd = start_fwd(
+            &chain,
+            &["-m", "drv", "--ring-size", ring, "--vector", vector],
+        );
+        probes(&chain, "drv", "64", &[]);
+        tcp_streams(&chain, false, 1, 4 << 20);
+        stop(fwd);
+    }
 }

@@ -49,8 +49,14 @@ pub enum Error {
         /// The queue.
         queue: u32,
     },
-    /// A ring size is not a power of two.
-    #[error("the {ring} ring size {size} is not a power of two: use e.g. 512, 1024, 2048 or 4096")]
+    /// A ring size is not a power of two in the range xskit accepts
+    /// ([`crate::MIN_RING_SIZE`] to [`crate::MAX_RING_SIZE`]).
+    #[error(
+        "the {ring} ring size {size} is not a power of two from {min} to {max}: use e.g. 512, \
+         1024, 2048 or 4096",
+        min = crate::socket::MIN_RING_SIZE,
+        max = crate::socket::MAX_RING_SIZE
+    )]
     RingSize {
         /// Which ring.
         ring: &'static str,
@@ -90,16 +96,29 @@ pub enum Error {
         /// The limit, as text.
         limit: String,
     },
+    /// The UMEM would take more memory than the machine has available.
+    #[error(
+        "a UMEM of {} MiB is more than the {} MiB of memory available: use smaller rings or \
+         fewer frames",
+        bytes >> 20,
+        available >> 20
+    )]
+    UmemTooLarge {
+        /// Bytes the UMEM needs.
+        bytes: u64,
+        /// MemAvailable from /proc/meminfo.
+        available: u64,
+    },
     /// Huge pages were asked for but none could be mapped.
     #[error(
-        "could not map {bytes} bytes of huge pages ({source}): reserve some with \
+        "could not map {bytes} bytes of huge pages ({os_error}): reserve some with \
          `echo N > /proc/sys/vm/nr_hugepages`, or drop the huge-pages option"
     )]
     HugePages {
         /// How much was asked for.
         bytes: u64,
         /// The kernel's error.
-        source: std::io::Error,
+        os_error: std::io::Error,
     },
     /// Zero-copy was demanded on a device that cannot do it.
     #[error(

@@ -74,7 +74,7 @@ pub use program::{
 };
 pub use socket::{
     kernel_supports_tx_metadata, BindMode, BusyPoll, Socket, SocketConfig, SocketHandle,
-    SocketParts, Statistics, DEFAULT_TX_SKB_BUDGET,
+    SocketParts, Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
 };
 pub use sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
 pub use sys::umem::{

@@ -244,7 +244,7 @@ fn transact(protocol: libc::c_int, request: Vec<u8>) -> Result<Vec<(u16, Vec<u8>
             if len < NLMSG_HDRLEN || len > rest.len() {
                 return Err(SyscallError {
                     call: "netlink: malformed answer",
-                    source: std::io::Error::from_raw_os_error(libc::EPROTO),
+                    os_error: std::io::Error::from_raw_os_error(libc::EPROTO),
                 });
             }
             let payload = &rest[NLMSG_HDRLEN..len];
@@ -260,7 +260,7 @@ fn transact(protocol: libc::c_int, request: Vec<u8>) -> Result<Vec<(u16, Vec<u8>
                     }
                     return Err(SyscallError {
                         call: "netlink request",
-                        source: std::io::Error::from_raw_os_error(-errno),
+                        os_error: std::io::Error::from_raw_os_error(-errno),
                     });
                 }
                 _ => out.push((kind, payload.to_vec())),
@@ -283,7 +283,7 @@ pub fn link_info(ifindex: u32) -> Result<LinkInfo, SyscallError> {
         .find(|(kind, _)| *kind == RTM_NEWLINK)
         .ok_or(SyscallError {
             call: "netlink RTM_GETLINK: no answer",
-            source: std::io::Error::from_raw_os_error(libc::ENODEV),
+            os_error: std::io::Error::from_raw_os_error(libc::ENODEV),
         })?;
     Ok(parse_link(ifindex, payload.get(16..).unwrap_or(&[])))
 }
@@ -338,7 +338,7 @@ fn netdev_family_id() -> Result<u16, SyscallError> {
         .and_then(|(_, p)| p.get(..2).map(|b| u16::from_ne_bytes([b[0], b[1]])))
         .ok_or(SyscallError {
             call: "genetlink: no netdev family (kernel older than 6.3)",
-            source: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            os_error: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
         });
     id
 }

@@ -96,6 +96,14 @@ pub struct Port {
     tx_pending: usize,
 }
 
+impl PortConfig {
+    /// Checks the UMEM layout and the ring sizes, before anything is attached or allocated.
+    pub fn validate(&self) -> Result<()> {
+        self.umem.validate()?;
+        self.socket.validate()
+    }
+}
+
 /// Below this many free fill slots a refill is not worth a ring update (VPP's threshold).
 const FILL_THRESHOLD: u32 = 16;
 
@@ -103,6 +111,7 @@ impl Port {
     /// Opens queue `queue` of `iface`: attaches the program, creates the UMEM, binds the socket
     /// and gives the kernel frames to receive into.
     pub fn open(iface: &str, queue: u32, config: &PortConfig) -> Result<Port> {
+        config.validate()?;
         if config.tx_only {
             return Port::open_tx_only(iface, queue, config);
         }
@@ -123,6 +132,7 @@ impl Port {
 
     /// Opens one port per queue in `queues`, all fed by one program.
     pub fn open_queues(iface: &str, queues: &[u32], config: &PortConfig) -> Result<Vec<Port>> {
+        config.validate()?;
         let program = attach_for(iface, config)?;
         queues
             .iter()

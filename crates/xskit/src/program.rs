@@ -417,7 +417,7 @@ impl LiveFrames {
             Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what: "running the live-frames generator" },
             Some(libc::EINVAL) => Error::Program(format!(
                 "the kernel refused live frames ({}): it needs Linux 5.18 or later and a frame of 14 to {} bytes",
-                e.source,
+                e.os_error,
                 4096 - 256 - 320
             )),
             _ => Error::Syscall(e),

@@ -69,6 +69,14 @@ pub struct SocketConfig {
     pub tx_skb_budget: Option<u32>,
 }
 
+/// The smallest ring xskit accepts: smaller rings cannot hold one refill batch, and a
+/// receiver whose fill ring is never refilled forwards nothing.
+pub const MIN_RING_SIZE: u32 = 32;
+/// The largest ring xskit accepts (entries). The kernel allocates rings from its own memory
+/// and accepts far larger ones; 65536 descriptors already queue seconds of traffic, and a
+/// UMEM to back them takes 256 MiB of locked memory per ring at 4 KiB frames.
+pub const MAX_RING_SIZE: u32 = 65536;
+
 /// The default XDP_MAX_TX_SKB_BUDGET xskit asks for.
 pub const DEFAULT_TX_SKB_BUDGET: u32 = 256;
 
@@ -89,7 +97,8 @@ impl Default for SocketConfig {
 }
 
 impl SocketConfig {
-    /// Checks ring sizes: powers of two, and at least one of rx and tx.
+    /// Checks ring sizes: powers of two from [`MIN_RING_SIZE`] to [`MAX_RING_SIZE`], and at
+    /// least one of rx and tx. Nothing is allocated before this passes.
     pub fn validate(&self) -> Result<()> {
         for (ring, size, optional) in [
             ("rx", self.rx_size, true),
@@ -97,7 +106,9 @@ impl SocketConfig {
             ("fill", self.fill_size, false),
             ("completion", self.completion_size, false),
         ] {
-            if (size != 0 || !optional) && !size.is_power_of_two() {
+            let in_range =
+                size.is_power_of_two() && (MIN_RING_SIZE..=MAX_RING_SIZE).contains(&size);
+            if (size != 0 || !optional) && !in_range {
                 return Err(Error::RingSize { ring, size });
             }
         }
@@ -453,8 +464,10 @@ impl Socket {
                             return Err(bind_err(e))
                         }
                         Err(e) => {
-                            fallback =
-                                Some(format!("zero-copy refused ({}), using copy mode", e.source));
+                            fallback = Some(format!(
+                                "zero-copy refused ({}), using copy mode",
+                                e.os_error
+                            ));
                             xsk::bind_retrying(
                                 fd.as_fd(),
                                 iface.index(),
@@ -638,9 +651,16 @@ mod tests {
         };
         let msg = cfg.validate().unwrap_err().to_string();
         assert!(
-            msg.contains("rx ring size 1000 is not a power of two"),
+            msg.contains("rx ring size 1000 is not a power of two from 32 to 65536"),
             "{msg}"
         );
+        for size in [1, 2, 8, 16, 131_072, 1 << 30] {
+            let cfg = SocketConfig {
+                fill_size: size,
+                ..Default::default()
+            };
+            assert!(cfg.validate().is_err(), "{size}");
+        }
         let cfg = SocketConfig {
             fill_size: 0,
             ..Default::default()

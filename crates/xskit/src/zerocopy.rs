@@ -137,7 +137,7 @@ impl ZeroCopySender {
             sys_zc::enable(fd.as_fd()).map_err(|e| match e.errno() {
                 Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT) => Error::InvalidConfig(format!(
                     "this socket cannot do MSG_ZEROCOPY ({}): it needs a TCP or UDP socket on Linux 4.14+ (UDP: 5.0+)",
-                    e.source
+                    e.os_error
                 )),
                 _ => Error::Syscall(e),
             })?;
@@ -305,7 +305,7 @@ impl ZeroCopySender {
             if left.is_zero() {
                 return Err(Error::Syscall(SyscallError {
                     call: "waiting for MSG_ZEROCOPY completions",
-                    source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+                    os_error: std::io::Error::from(std::io::ErrorKind::TimedOut),
                 }));
             }
             self.wait_for_completions(left.min(Duration::from_millis(100)))?;

@@ -53,7 +53,7 @@ impl XskPort {
         let socket = Socket::bind(umem, program.interface(), queue, &cfg)?;
         program.register(&socket)?;
         Ok(XskPort {
-            fill_target: cfg.fill_size as usize / 2,
+            fill_target: cfg.fill_size as usize,
             socket,
             _program: program,
             in_fill_rx: 0,
@@ -62,7 +62,8 @@ impl XskPort {
         })
     }
 
-    /// Keeps about half the fill ring stocked from `pool`.
+    /// Keeps the fill ring stocked from `pool` (topped up once it is FILL_BATCH short): an
+    /// empty fill ring drops packets in the kernel while the worker naps.
     pub fn refill(&mut self, pool: &mut FramePool, scratch: &mut Vec<Frame>) -> Result<()> {
         let Some(fill) = self.socket.fill() else {
             return Ok(());

@@ -21,28 +21,28 @@ pub(crate) mod zerocopy;
 
 use std::io;
 
-/// A failed system call: which call, and the error the kernel returned.
+/// A failed system call: which call, and the error the kernel returned. The message holds
+/// the OS error, so it is not also given as `source()` (an error chain would print it twice).
 #[derive(Debug, thiserror::Error)]
-#[error("{call} failed: {source}")]
+#[error("{call} failed: {os_error}")]
 pub struct SyscallError {
     /// The name of the call (`setsockopt(XDP_UMEM_REG)`, `bind`, ...).
     pub call: &'static str,
     /// The error the kernel returned.
-    #[source]
-    pub source: io::Error,
+    pub os_error: io::Error,
 }
 
 impl SyscallError {
     pub(crate) fn last(call: &'static str) -> Self {
         SyscallError {
             call,
-            source: io::Error::last_os_error(),
+            os_error: io::Error::last_os_error(),
         }
     }
 
     /// The raw errno, if the error came from the kernel.
     pub fn errno(&self) -> Option<i32> {
-        self.source.raw_os_error()
+        self.os_error.raw_os_error()
     }
 }
 
@@ -134,7 +134,7 @@ pub(crate) fn pin_current_thread(cpu: usize) -> Result<(), SyscallError> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(SyscallError {
             call: "sched_setaffinity",
-            source: io::Error::from_raw_os_error(libc::EINVAL),
+            os_error: io::Error::from_raw_os_error(libc::EINVAL),
         });
     }
     // SAFETY: `cpu` < CPU_SETSIZE was checked, so the bit is inside `set`.
@@ -150,7 +150,7 @@ pub(crate) fn ifreq_named(name: &str, call: &'static str) -> Result<libc::ifreq,
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
         return Err(SyscallError {
             call,
-            source: io::Error::from_raw_os_error(libc::EINVAL),
+            os_error: io::Error::from_raw_os_error(libc::EINVAL),
         });
     }
     // SAFETY: ifreq is plain data; all zeroes is a valid value.

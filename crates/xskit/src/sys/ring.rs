@@ -93,7 +93,7 @@ impl<T: Copy> RawRing<T> {
         {
             return Err(SyscallError {
                 call: "ring layout check",
-                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+                os_error: std::io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
         let base = map.as_ptr();

@@ -42,7 +42,7 @@ fn null_fd() -> Result<Arc<OwnedFd>> {
     let file = std::fs::File::open("/dev/null").map_err(|source| {
         crate::Error::Syscall(super::SyscallError {
             call: "open(/dev/null)",
-            source,
+            os_error: source,
         })
     })?;
     Ok(Arc::new(OwnedFd::from(file)))

@@ -243,6 +243,16 @@ impl Umem {
     pub fn new(config: UmemConfig) -> Result<Self> {
         config.validate()?;
         let mut len = config.len();
+        // The kernel pins every page when a socket registers the UMEM: asking for more than
+        // the machine has would end in the OOM killer, not an error.
+        if let Some(available) = available_memory() {
+            if len > available {
+                return Err(Error::UmemTooLarge {
+                    bytes: len,
+                    available,
+                });
+            }
+        }
         if config.huge_pages {
             len = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
         }
@@ -250,7 +260,7 @@ impl Umem {
             if config.huge_pages {
                 Error::HugePages {
                     bytes: len,
-                    source: e.source,
+                    os_error: e.os_error,
                 }
             } else {
                 Error::Syscall(e)
@@ -471,9 +481,28 @@ impl Umem {
     }
 }
 
+/// MemAvailable from /proc/meminfo, in bytes.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_umem_larger_than_memory_is_refused_before_mapping() {
+        let e = Umem::new(UmemConfig {
+            frame_count: u32::MAX,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::UmemTooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("smaller rings"), "{e}");
+    }
 
     fn umem(cfg: UmemConfig) -> Umem {
         Umem::new(cfg).expect("anonymous memory")

@@ -63,7 +63,7 @@ fn uring_error(call: &'static str, source: std::io::Error) -> Error {
         Some(libc::ENOMEM) => Error::InvalidConfig(format!(
             "{call}: the kernel could not pin the registered buffers (ENOMEM): they count against RLIMIT_MEMLOCK; use fewer or smaller slots, or raise the limit"
         )),
-        _ => Error::Syscall(SyscallError { call, source }),
+        _ => Error::Syscall(SyscallError { call, os_error: source }),
     }
 }
 
@@ -265,7 +265,7 @@ impl UringZeroCopySender {
         match first_error {
             Some(e) => Err(Error::Syscall(SyscallError {
                 call: "io_uring SEND_ZC",
-                source: e,
+                os_error: e,
             })),
             None => Ok(()),
         }
@@ -294,7 +294,7 @@ impl UringZeroCopySender {
             if Instant::now() > deadline {
                 return Err(Error::Syscall(SyscallError {
                     call: "waiting for SEND_ZC notifications",
-                    source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+                    os_error: std::io::Error::from(std::io::ErrorKind::TimedOut),
                 }));
             }
             let ts = types::Timespec::new().nsec(10_000_000);

@@ -153,7 +153,7 @@ pub(crate) fn mmap_offsets(fd: BorrowedFd<'_>) -> Result<libc::xdp_mmap_offsets,
         // Kernels before 5.4 answer without the flags offsets, which xskit needs for need_wakeup.
         return Err(SyscallError {
             call: "getsockopt(XDP_MMAP_OFFSETS): kernel older than 5.4",
-            source: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            os_error: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
         });
     }
     Ok(off)
@@ -333,7 +333,7 @@ pub(crate) fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> Result<i
         }
         return Err(SyscallError {
             call: "poll(AF_XDP)",
-            source: err,
+            os_error: err,
         });
     }
     Ok(if ret == 0 { 0 } else { pfd.revents })
@@ -361,7 +361,7 @@ pub(crate) fn poll_readable(
         }
         return Err(SyscallError {
             call: "poll(AF_XDP)",
-            source: err,
+            os_error: err,
         });
     }
     Ok(ret > 0)
