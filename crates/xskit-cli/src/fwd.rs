@@ -362,6 +362,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             thousands(report.counters.respond_refused)
         );
     }
+    if let Some(fault) = &report.fault {
+        note!("xskit fwd: stopped early: {fault}");
+        return Ok(1);
+    }
     if report.frames.unaccounted != 0 {
         note!(
             "xskit fwd: {} frames unaccounted at exit: a frame was lost or counted twice",

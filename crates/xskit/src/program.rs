@@ -70,6 +70,7 @@ pub struct XdpProgram {
     mode: AttachedMode,
     fallback: Option<String>,
     multi_buffer: bool,
+    id: u32,
 }
 
 impl fmt::Debug for XdpProgram {
@@ -241,6 +242,8 @@ struct Attached {
     ebpf: Ebpf,
     mode: AttachedMode,
     fallback: Option<String>,
+    /// The kernel's id of the attached program (0 if it could not be read).
+    id: u32,
 }
 
 /// Loads program `prog_name` of `obj` and attaches it to `iface` in `mode`, after making sure
@@ -297,10 +300,17 @@ fn attach_object(
             }
         },
     };
+    // The link is ours, so the id the interface reports now is our program's.
+    let id = iface
+        .link_info()
+        .ok()
+        .and_then(|l| l.xdp.any())
+        .unwrap_or(0);
     Ok(Attached {
         ebpf,
         mode,
         fallback,
+        id,
     })
 }
 
@@ -465,6 +475,7 @@ impl XdpProgram {
             mode: attached.mode,
             fallback: attached.fallback,
             multi_buffer,
+            id: attached.id,
         })
     }
 
@@ -526,6 +537,7 @@ impl XdpProgram {
             mode: attached.mode,
             fallback: attached.fallback,
             multi_buffer,
+            id: attached.id,
         })
     }
 
@@ -578,6 +590,39 @@ impl XdpProgram {
             .map_err(map_err)?;
         maps.installed = reprs.len();
         Ok(())
+    }
+
+    /// The kernel's id of this program.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// `None` while the program is attached where xskit put it; otherwise what happened to
+    /// it: its interface was deleted or moved to another network namespace, or someone
+    /// detached it (bpftool, ip link) or replaced it. One netlink request: call it about every
+    /// 100 ms, not per packet.
+    pub fn lost(&self) -> Option<String> {
+        let name = self.iface.name();
+        match self.iface.link_info() {
+            Err(Error::NoSuchInterface { .. }) => Some(format!(
+                "{name} is gone: it was deleted or moved to another network namespace"
+            )),
+            Err(e) => Some(format!("{name} can no longer be read: {e}")),
+            Ok(info) => match info.xdp.any() {
+                Some(id) if id == self.id => None,
+                Some(other) => Some(format!(
+                    "xskit's XDP program on {name} (id {}) was replaced by program {other} ({}) \
+                     from outside xskit",
+                    self.id,
+                    program_name(other)
+                )),
+                None => Some(format!(
+                    "xskit's XDP program on {name} (id {}) was detached from outside xskit \
+                     (bpftool link detach, or the link was destroyed): no packets reach xskit",
+                    self.id
+                )),
+            },
+        }
     }
 
     /// What the filter does with packets it cannot classify (runts, headers cut short or

@@ -89,6 +89,9 @@ pub struct ForwardConfig {
 /// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
 const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
 
+/// How often a running forwarder checks that its interfaces and programs are still there.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
 /// How the forwarder finishes checksums a sender left partial.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ChecksumMode {
@@ -246,6 +249,11 @@ pub struct Report {
     pub counters: Counters,
     /// The frames at the end.
     pub frames: FrameReport,
+    /// Why forwarding stopped before it was asked to (an interface deleted or moved to
+    /// another namespace, xskit's program detached from outside, a failed system call);
+    /// `None` after a normal stop. The counters and frames above are still complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// What each worker publishes, kept here to read while it runs.
@@ -605,6 +613,23 @@ impl Forwarder {
     /// The counters now (the kernel's rule counters and socket statistics are read by system
     /// calls: call this about once a second, not per packet).
     pub fn counters(&self) -> Result<Counters> {
+        self.collect_counters(true)
+    }
+
+    /// The counters that can still be read after a device vanished: the kernel's are left
+    /// out where reading them fails.
+    fn counters_lenient(&self) -> Counters {
+        self.collect_counters(false).unwrap_or_default()
+    }
+
+    fn collect_counters(&self, strict: bool) -> Result<Counters> {
+        // Reads a kernel counter; without `strict`, a failed read counts nothing.
+        fn read<T: Default>(strict: bool, r: Result<T>) -> Result<T> {
+            match r {
+                Err(_) if !strict => Ok(T::default()),
+                other => other,
+            }
+        }
         let rules = self.rules.rules();
         let default = rules.len();
         let mut out = Counters {
@@ -657,7 +682,7 @@ impl Forwarder {
                 count.segments += cells.segments.load(Ordering::Relaxed);
                 count.oversize_dropped += cells.oversize_dropped.load(Ordering::Relaxed);
                 count.no_frames_dropped += cells.no_frames_dropped.load(Ordering::Relaxed);
-                let s = w.sockets[p].statistics()?;
+                let s = read(strict, w.sockets[p].statistics())?;
                 count.socket_rx_dropped += s.rx_dropped;
                 count.socket_rx_ring_full += s.rx_ring_full;
                 count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
@@ -678,7 +703,7 @@ impl Forwarder {
         let default_in_kernel = self.rules.default_decided_in_kernel();
         let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
         for (program, port) in self.programs.iter().zip(out.ports.iter_mut()) {
-            let u = program.unclassifiable_counter()?;
+            let u = read(strict, program.unclassifiable_counter())?;
             port.unclassifiable += u.packets;
             if unclassifiable_in_kernel {
                 let count = &mut out.unclassifiable;
@@ -691,7 +716,7 @@ impl Forwarder {
                     _ => port.xdp_passed += u.packets,
                 }
             }
-            let kernel = program.rule_counters()?;
+            let kernel = read(strict, program.rule_counters())?;
             for (i, k) in kernel.iter().enumerate() {
                 let (index, verdict, decided) = if i < default {
                     (i, rules[i].verdict(), self.rules.decided_in_kernel(i))
@@ -725,22 +750,38 @@ impl Forwarder {
         mut on_tick: impl FnMut(&Counters),
     ) -> Result<Report> {
         let start = Instant::now();
-        let (worker_stop, drain) = (AtomicBool::new(false), AtomicBool::new(false));
+        let (worker_stop, drain, failed) = (
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+        );
         let workers = std::mem::take(&mut self.workers);
         let count = workers.len();
         let mut tick_error = None;
+        let mut lost = None;
         let ends: Vec<std::thread::Result<Result<WorkerEnd>>> = std::thread::scope(|s| {
             let handles: Vec<_> = workers
                 .into_iter()
                 .map(|w| {
-                    let (worker_stop, drain) = (&worker_stop, &drain);
-                    s.spawn(move || w.run(worker_stop, drain))
+                    let (worker_stop, drain, failed) = (&worker_stop, &drain, &failed);
+                    s.spawn(move || w.run(worker_stop, drain, failed))
                 })
                 .collect();
             let mut next_tick = start + interval;
-            while !stop.load(Ordering::Relaxed) && !handles.iter().any(|h| h.is_finished()) {
+            let mut next_watch = start + WATCH_EVERY;
+            while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
-                if Instant::now() >= next_tick {
+                let now = Instant::now();
+                if now >= next_watch {
+                    // A device deleted or moved, or our program detached from outside: the
+                    // workers may see nothing wrong (an idle socket), so look.
+                    lost = self.programs.iter().find_map(|p| p.lost());
+                    if lost.is_some() {
+                        break;
+                    }
+                    next_watch = now + WATCH_EVERY;
+                }
+                if now >= next_tick {
                     match self.counters() {
                         Ok(c) => on_tick(&c),
                         Err(e) => {
@@ -763,16 +804,24 @@ impl Forwarder {
             drain.store(true, Ordering::Relaxed);
             handles.into_iter().map(|h| h.join()).collect()
         });
+        // A worker's error after a device vanished says less than what vanished.
+        if lost.is_none() && failed.load(Ordering::Relaxed) {
+            lost = self.programs.iter().find_map(|p| p.lost());
+        }
         let seconds = start.elapsed().as_secs_f64();
         let mut frames = FrameReport {
             total: self.total as u64,
             ..FrameReport::default()
         };
         let mut first_error = tick_error;
+        let mut worker_error = None;
         let mut ledger_disagrees = 0i64;
         for end in ends {
             match end {
                 Ok(Ok(end)) => {
+                    if let Some(e) = end.error {
+                        worker_error.get_or_insert(e);
+                    }
                     let in_rings = end.rings.fill + end.rings.rx + end.rings.tx;
                     frames.fill += end.rings.fill as u64;
                     frames.rx += end.rings.rx as u64;
@@ -796,11 +845,19 @@ impl Forwarder {
         frames.unaccounted = frames.total as i64
             - (frames.pool + frames.fill + frames.rx + frames.tx + frames.kernel_held) as i64
             + ledger_disagrees;
+        // The counters of a vanished device can no longer be read: report what can be.
+        let counters = match self.counters() {
+            Ok(c) => c,
+            Err(_) if lost.is_some() || worker_error.is_some() => self.counters_lenient(),
+            Err(e) => return Err(e),
+        };
+        let fault = lost.or_else(|| worker_error.map(|e| e.to_string()));
         Ok(Report {
             seconds,
             workers: count,
-            counters: self.counters()?,
+            counters,
             frames,
+            fault,
         })
     }
 }

@@ -69,13 +69,16 @@ impl TapPath {
     }
 }
 
-/// What a worker leaves behind: its frames, by where they are.
-#[derive(Debug, Default, Clone, Copy)]
+/// What a worker leaves behind: its frames, by where they are, and why it stopped early.
+#[derive(Debug, Default)]
 pub(crate) struct WorkerEnd {
     /// Frames its ports' ledgers say the kernel holds.
     pub(crate) ledger_in_kernel: usize,
     /// What the rings' indices say they hold.
     pub(crate) rings: RingOccupancy,
+    /// The error that stopped it before it was asked to stop (a device gone, a failed
+    /// system call); its frames are still accounted for.
+    pub(crate) error: Option<Error>,
 }
 
 pub(crate) struct Worker {
@@ -154,13 +157,34 @@ const TAP_BATCH: usize = 32;
 const TAP_EVERY: u32 = 16;
 
 impl Worker {
-    /// Forwards until `stop`, then drains (once `drain` is set) and reports where the frames are.
-    pub(crate) fn run(mut self, stop: &AtomicBool, drain: &AtomicBool) -> Result<WorkerEnd> {
+    /// Forwards until `stop` (or an error), then drains (once `drain` is set) and reports where
+    /// the frames are. `failed` is set when this worker stops on an error, so the others stop
+    /// too.
+    pub(crate) fn run(
+        mut self,
+        stop: &AtomicBool,
+        drain: &AtomicBool,
+        failed: &AtomicBool,
+    ) -> Result<WorkerEnd> {
+        let mut input = Vec::with_capacity(self.vector);
+        let error = match self.forward(stop, &mut input) {
+            Ok(()) => None,
+            Err(e) => {
+                failed.store(true, Ordering::Relaxed);
+                Some(e)
+            }
+        };
+        self.pool.free(&mut input);
+        let mut end = self.drain(drain)?;
+        end.error = error;
+        Ok(end)
+    }
+
+    fn forward(&mut self, stop: &AtomicBool, input: &mut Vec<Frame>) -> Result<()> {
         if let Some(cpu) = self.cpu {
             crate::sys::pin_current_thread(cpu).map_err(Error::Syscall)?;
         }
         let nports = self.ports.len();
-        let mut input = Vec::with_capacity(self.vector);
         let mut out = Outputs::new(nports);
         let mut scratch = Vec::with_capacity(self.vector);
         let mut idle = 0u32;
@@ -182,14 +206,14 @@ impl Worker {
                 let bytes: usize = self.raw.iter().map(Frame::len).sum();
                 let n = self
                     .chains
-                    .sort_received(p, &mut self.raw, &mut input, &mut out.drop);
+                    .sort_received(p, &mut self.raw, input, &mut out.drop);
                 let cells = &self.port_cells[p];
                 cells.rx_packets.fetch_add(n as u64, Ordering::Relaxed);
                 cells.rx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 if let Some(tap) = &self.tap {
                     // Broadcast and multicast (ARP requests, neighbour discovery) are also
                     // the forwarding host's business: its kernel gets a copy.
-                    for f in &input {
+                    for f in input.iter() {
                         let data = self.umem.data(f);
                         if data.first().is_some_and(|b| b & 1 == 1) && !f.is_continued() {
                             tap.learn(data, p as u16);
@@ -197,14 +221,14 @@ impl Worker {
                         }
                     }
                 }
-                self.pipelines[p].process_from(&self.umem, p as u16, &mut input, &mut out);
+                self.pipelines[p].process_from(&self.umem, p as u16, input, &mut out);
                 // Drops go straight back to the fill ring they came from, whole.
                 self.chains.release_tails(&out.drop, &mut self.raw);
                 out.drop.append(&mut self.raw);
                 self.ports[p].recycle(&mut out.drop, &mut self.pool);
                 self.hand_to_kernel(p, &mut out.kernel)?;
                 if self.check {
-                    self.check_accounting(&input, &out)?;
+                    self.check_accounting(input, &out)?;
                 }
             }
             // Idle rounds count too, and a readable TAP device ends the wait in poll(2), so
@@ -264,7 +288,7 @@ impl Worker {
                 port.complete(&mut self.pool);
             }
             if self.check {
-                self.check_accounting(&input, &out)?;
+                self.check_accounting(input, &out)?;
             }
             if got == 0 {
                 idle += 1;
@@ -286,8 +310,24 @@ impl Worker {
                 last_publish = Instant::now();
             }
         }
-        // The programs no longer redirect to us once `drain` is set: take what is in the rx
-        // rings and wait for the transmits to complete.
+        // What the pipeline still holds goes back to the pool (an error can leave a round
+        // half done).
+        for v in out.tx.iter_mut() {
+            self.chains.release_tails(v, &mut self.raw);
+            self.pool.free(v);
+        }
+        self.chains.release_tails(&out.drop, &mut self.raw);
+        self.chains.release_tails(&out.kernel, &mut self.raw);
+        self.pool.free(&mut out.drop);
+        self.pool.free(&mut out.kernel);
+        self.pool.free(&mut self.raw);
+        Ok(())
+    }
+
+    /// Once the programs no longer redirect here (`drain`): takes what is in the rx rings,
+    /// waits for the transmits to complete, and reports where every frame is.
+    fn drain(&mut self, drain: &AtomicBool) -> Result<WorkerEnd> {
+        let mut input = Vec::with_capacity(self.vector);
         while !drain.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(1));
         }

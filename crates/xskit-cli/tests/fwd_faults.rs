@@ -1,0 +1,189 @@
+//! `xskit fwd` when the world changes under it: an interface deleted or moved to another
+//! namespace, or xskit's XDP link detached from outside, while it runs. Each is noticed
+//! within a fraction of a second, named, summarised, and ends the run with exit status 1 and
+//! nothing left attached. Two forwarders started at the same instant: exactly one runs.
+
+mod common;
+
+use common::*;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use xskit_testbed::{Chain, Host};
+
+fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
+    let mut args = vec![
+        "fwd",
+        "-i",
+        &chain.m_a.ifname,
+        "-i",
+        &chain.m_c.ifname,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(&chain.m_a, &args))
+}
+
+/// Waits up to 5 s for the forwarder to end by itself.
+fn ends_by_itself(fwd: KillOnDrop) -> Output {
+    let mut child = fwd.take();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("xskit fwd did not notice");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn attached(host: &Host, ifname: &str) -> bool {
+    let out = host
+        .ns
+        .command("ip")
+        .args(["-d", "link", "show", "dev", ifname])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+fn traffic(chain: &Chain) {
+    // Frames forwarded in XDP reach a veth's far end only through GRO (or XDP) there.
+    for h in [&chain.a, &chain.c] {
+        let st =
+            h.ns.command("ethtool")
+                .args(["-K", &h.ifname, "gro", "on"])
+                .status()
+                .unwrap();
+        assert!(st.success());
+    }
+    let out = chain
+        .a
+        .ns
+        .command("ping")
+        .args(["-c", "2", "-i", "0.2", "-W", "1", &chain.c.ip.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Checks the run ended with status 1, a complete summary naming `expected`, and every frame
+/// accounted for.
+fn check_fault(out: &Output, expected: &str) -> serde_json::Value {
+    // (stderr's header line was read by `start`, which closed the pipe: the message is
+    // checked in the JSON summary.)
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{:?}: {text}", out.status);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    assert!(
+        report["fault"].as_str().unwrap().contains(expected),
+        "{report}"
+    );
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+    let moved: u64 = report["counters"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rx_packets"].as_u64().unwrap() + p["xdp_forwarded"].as_u64().unwrap())
+        .sum();
+    assert!(
+        moved > 0,
+        "the traffic before the fault is counted: {report}"
+    );
+    report
+}
+
+#[test]
+fn an_interface_deleted_mid_run_ends_it_with_a_summary() {
+    if !privileged() {
+        return;
+    }
+    for extra in [&[][..], &["--xdp-forward"]] {
+        let chain = Chain::bridged().unwrap();
+        let fwd = start_fwd(&chain, extra);
+        traffic(&chain);
+        let st = chain
+            .m_c
+            .ns
+            .command("ip")
+            .args(["link", "del", &chain.m_c.ifname])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = ends_by_itself(fwd);
+        check_fault(&out, &format!("{} is gone", chain.m_c.ifname));
+        assert!(!attached(&chain.m_a, &chain.m_a.ifname), "{extra:?}");
+    }
+}
+
+#[test]
+fn an_interface_moved_to_another_namespace_ends_it() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let fwd = start_fwd(&chain, &[]);
+    traffic(&chain);
+    let st = Command::new("ip")
+        .args(["-n", chain.m_c.ns.name(), "link", "set", &chain.m_c.ifname])
+        .args(["netns", chain.c.ns.name()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = ends_by_itself(fwd);
+    check_fault(&out, "moved to another network namespace");
+    assert!(!attached(&chain.m_a, &chain.m_a.ifname));
+    assert!(!attached(&chain.c, &chain.m_c.ifname), "the moved one too");
+}
+
+#[test]
+fn a_link_detached_from_outside_ends_it() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let fwd = start_fwd(&chain, &["--xdp-forward"]);
+    traffic(&chain);
+    // The program attached to m_a, and the bpf_link that holds it.
+    let show = chain
+        .m_a
+        .ns
+        .command("ip")
+        .args(["-d", "link", "show", "dev", &chain.m_a.ifname])
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout).to_string();
+    let prog: u64 = show
+        .split("prog/xdp id ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no program on m_a: {show}"));
+    let links = Command::new("bpftool")
+        .args(["-j", "link", "show"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("bpftool (scripts/setup.sh installs it)");
+    let links: serde_json::Value = serde_json::from_slice(&links.stdout).unwrap();
+    let link = links
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["prog_id"] == prog)
+        .and_then(|l| l["id"].as_u64())
+        .expect("xskit's link");
+    let st = Command::new("bpftool")
+        .args(["link", "detach", "id", &link.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = ends_by_itself(fwd);
+    check_fault(&out, "was detached from outside xskit");
+    assert!(!attached(&chain.m_c, &chain.m_c.ifname));
+}
