@@ -22,8 +22,11 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
     let yes = |b: bool| if b { "yes" } else { "no" };
     out!("{} (ifindex {})", link.name, link.ifindex);
     out!("  mtu               {}", link.mtu);
-    out!("  rx queues         {}", link.rx_queues);
-    out!("  tx queues         {}", link.tx_queues);
+    let (rx, tx) = iface
+        .active_queues()
+        .with_context(|| format!("reading the channels of {}", args.interface))?;
+    out!("  rx queues         {rx} (of {} allocated)", link.rx_queues);
+    out!("  tx queues         {tx} (of {} allocated)", link.tx_queues);
     out!("  native XDP        {}", yes(features.native_xdp()));
     out!("  AF_XDP zero-copy  {}", yes(features.zero_copy()));
     out!("  multi-buffer rx   {}", yes(features.rx_sg()));

@@ -173,3 +173,47 @@ fn bad_input_gets_clear_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "clap usage error");
 }
+
+#[test]
+fn queue_counts_are_the_ones_in_use() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    // A veth made without queue counts allocates more queues than it uses.
+    let st = bed
+        .b
+        .ns
+        .command("ip")
+        .args(["link", "add", "xq0", "type", "veth", "peer", "name", "xq1"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for dev in ["xq0", "xq1"] {
+        let st = bed
+            .b
+            .ns
+            .command("ip")
+            .args(["link", "set", dev, "up"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let run = |args: &[&str]| bed.b.ns.command(XSKIT).args(args).output().unwrap();
+    let info = run(&["info", "-i", "xq0"]);
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(text.contains("rx queues         1 (of "), "{text}");
+    for cmd in [
+        &["gen", "-i", "xq0", "-q", "1", "-n", "1"][..],
+        &["recv", "-i", "xq0", "-q", "1", "-d", "1"],
+    ] {
+        let out = run(cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(
+            err.contains("queue 1") && err.contains("xq0"),
+            "{cmd:?}: {err}"
+        );
+        assert!(!err.contains("Invalid argument"), "{cmd:?}: {err}");
+    }
+}

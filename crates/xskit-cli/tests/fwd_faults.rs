@@ -187,3 +187,39 @@ fn a_link_detached_from_outside_ends_it() {
     check_fault(&out, "was detached from outside xskit");
     assert!(!attached(&chain.m_c, &chain.m_c.ifname));
 }
+
+#[test]
+fn two_forwarders_started_at_once_exactly_one_runs() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let (ma, mc) = (chain.m_a.ifname.as_str(), chain.m_c.ifname.as_str());
+    for round in 0..6 {
+        // Opposite orders, the case where each could take one interface and fail on the other.
+        let spawn = |first: &str, second: &str| {
+            KillOnDrop::new(
+                chain
+                    .m_a
+                    .ns
+                    .command(XSKIT)
+                    .args(["fwd", "-i", first, "-i", second, "-d", "1", "--json"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        };
+        let (a, b) = (spawn(ma, mc), spawn(mc, ma));
+        let outs = [
+            a.take().wait_with_output().unwrap(),
+            b.take().wait_with_output().unwrap(),
+        ];
+        let ran = outs.iter().filter(|o| o.status.success()).count();
+        assert_eq!(ran, 1, "round {round}: {outs:?}");
+        let loser = outs.iter().find(|o| !o.status.success()).unwrap();
+        let err = String::from_utf8_lossy(&loser.stderr);
+        assert!(err.contains("already has an XDP program attached"), "{err}");
+        assert!(!attached(&chain.m_a, ma) && !attached(&chain.m_c, mc));
+    }
+}

@@ -202,3 +202,31 @@ pub enum Error {
 
 /// Results of xskit operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `{:#}` of an error chain prints (as anyhow does): every message, joined.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            next = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn an_os_error_is_printed_once() {
+        let e = Error::Syscall(SyscallError {
+            call: "sendto(AF_XDP wakeup)",
+            os_error: std::io::Error::from_raw_os_error(libc::ENXIO),
+        });
+        let text = chain(&e);
+        assert_eq!(text.matches("os error 6").count(), 1, "{text}");
+        assert!(text.starts_with("sendto(AF_XDP wakeup) failed: "), "{text}");
+    }
+}

@@ -46,9 +46,20 @@ impl Interface {
     /// Receive queues the device uses now (its ethtool channels), which can be fewer than
     /// [`LinkInfo::rx_queues`], the most it could use; that count when the driver does not say.
     pub fn active_rx_queues(&self) -> Result<u32> {
-        match sys::ethtool::active_rx_queues(&self.name)? {
+        Ok(self.active_queues()?.0)
+    }
+
+    /// Receive and transmit queues the device uses now (its ethtool channels): what a socket
+    /// may bind to. [`LinkInfo::rx_queues`] and `tx_queues` are what was allocated, which can
+    /// be more (a default veth allocates 2 and uses 1); those counts when the driver does
+    /// not say.
+    pub fn active_queues(&self) -> Result<(u32, u32)> {
+        match sys::ethtool::active_queues(&self.name)? {
             Some(n) => Ok(n),
-            None => Ok(self.link_info()?.rx_queues.max(1)),
+            None => {
+                let link = self.link_info()?;
+                Ok((link.rx_queues.max(1), link.tx_queues.max(1)))
+            }
         }
     }
 

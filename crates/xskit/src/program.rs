@@ -274,22 +274,40 @@ fn attach_object(
         .load()
         .map_err(|e| program_error("verifying", chain(&e)))?;
     let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
+    // Another program attached between the check above and our attach: the kernel refused
+    // ours. Name the winner instead of trying another mode.
+    let taken = || {
+        iface.link_info().ok().and_then(|l| {
+            l.xdp.any().map(|id| Error::ProgramAttached {
+                iface: iface.name().to_string(),
+                id,
+                name: program_name(id),
+                mode: l.xdp.mode_name(),
+            })
+        })
+    };
     let (mode, fallback) = match mode {
         AttachMode::Skb => {
-            attach(program, XdpMode::Skb)
-                .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
+            attach(program, XdpMode::Skb).map_err(|e| {
+                taken().unwrap_or_else(|| program_error("attaching in SKB mode", chain(&e)))
+            })?;
             (AttachedMode::Skb, None)
         }
         AttachMode::Drv => {
-            attach(program, XdpMode::Driver)
-                .map_err(|e| native_error(iface, link.mtu, multi_buffer, &chain(&e)))?;
+            attach(program, XdpMode::Driver).map_err(|e| {
+                taken().unwrap_or_else(|| native_error(iface, link.mtu, multi_buffer, &chain(&e)))
+            })?;
             (AttachedMode::Drv, None)
         }
         AttachMode::Auto => match attach(program, XdpMode::Driver) {
             Ok(_) => (AttachedMode::Drv, None),
             Err(native) => {
-                attach(program, XdpMode::Skb)
-                    .map_err(|e| program_error("attaching in SKB mode", chain(&e)))?;
+                if let Some(e) = taken() {
+                    return Err(e);
+                }
+                attach(program, XdpMode::Skb).map_err(|e| {
+                    taken().unwrap_or_else(|| program_error("attaching in SKB mode", chain(&e)))
+                })?;
                 (
                     AttachedMode::Skb,
                     Some(format!(

@@ -281,8 +281,14 @@ impl Socket {
         config: &SocketConfig,
     ) -> Result<Socket> {
         config.validate()?;
-        let link = iface.link_info()?;
-        let queues = link.rx_queues.max(link.tx_queues);
+        // The queues the device uses now, not what it allocated: binding beyond them fails
+        // with a bare EINVAL.
+        let (rx_queues, tx_queues) = iface.active_queues()?;
+        let queues = if config.rx_size > 0 {
+            rx_queues
+        } else {
+            tx_queues
+        };
         if queue >= queues {
             return Err(Error::QueueOutOfRange {
                 iface: iface.name().to_string(),

@@ -410,11 +410,22 @@ impl Forwarder {
         // program keeps them away (veth then segments at the sender).
         let mtus: Vec<usize> = infos.iter().map(|i| i.mtu as usize).collect();
         let jumbo = mtus.iter().any(|&m| m + 18 > SINGLE_BUFFER_MAX);
+        // Attached in ifindex order, whatever order they were given in: two forwarders
+        // started at once on the same interfaces then contend for the same first one, and
+        // exactly one of them gets both (the attach itself is the atomic step: the kernel
+        // refuses a second XDP link).
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| ifaces[i].index());
         let attach_all = |multi_buffer: bool| -> Result<Vec<XdpProgram>> {
-            ifaces
-                .iter()
-                .map(|iface| XdpProgram::attach_filter_with(iface, config.mode, multi_buffer))
-                .collect()
+            let mut attached: Vec<Option<XdpProgram>> = (0..n).map(|_| None).collect();
+            for &i in &order {
+                attached[i] = Some(XdpProgram::attach_filter_with(
+                    &ifaces[i],
+                    config.mode,
+                    multi_buffer,
+                )?);
+            }
+            Ok(attached.into_iter().flatten().collect())
         };
         let mut multi_buffer = jumbo || config.mode == AttachMode::Skb;
         let mut attached = attach_all(multi_buffer)?;

@@ -22,8 +22,9 @@ struct Channels {
     combined_count: u32,
 }
 
-/// Receive queues in use (rx plus combined channels), or `None` if the driver does not say.
-pub(crate) fn active_rx_queues(name: &str) -> Result<Option<u32>, SyscallError> {
+/// Queues in use, (rx plus combined, tx plus combined) channels, or `None` if the driver does
+/// not say.
+pub(crate) fn active_queues(name: &str) -> Result<Option<(u32, u32)>, SyscallError> {
     let Ok(mut req) = ifreq_named(name, "ioctl(ETHTOOL_GCHANNELS)") else {
         return Ok(None);
     };
@@ -43,6 +44,7 @@ pub(crate) fn active_rx_queues(name: &str) -> Result<Option<u32>, SyscallError> 
             _ => Err(e),
         };
     }
-    let n = channels.rx_count + channels.combined_count;
-    Ok((n > 0).then_some(n))
+    let rx = channels.rx_count + channels.combined_count;
+    let tx = channels.tx_count + channels.combined_count;
+    Ok((rx > 0 && tx > 0).then_some((rx, tx)))
 }
