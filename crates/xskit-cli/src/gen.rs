@@ -18,7 +18,9 @@ pub(crate) enum Engine {
     /// An xskit AF_XDP socket: every packet numbered and timestamped.
     Xsk,
     /// The kernel's live-frames test run redirecting one frame (several Mpps, but every copy
-    /// is the same packet; the receiving side needs native XDP or GRO on).
+    /// is the same packet; the receiving side needs native XDP or GRO on). Frames the
+    /// receiving end cannot take vanish without a count on either device (veth), so "sent"
+    /// is what the kernel ran, not what arrived: count at the receiver.
     Live,
 }
 
@@ -100,6 +102,9 @@ struct GenReport {
     tx_bytes: u64,
     wakeups: u64,
     statistics: serde_json::Value,
+    /// Packets the device itself dropped on transmit during the run (its tx_dropped counter;
+    /// other traffic on the device counts too).
+    device_tx_dropped: u64,
 }
 
 pub(crate) fn stats_json(s: &xskit::Statistics) -> serde_json::Value {
@@ -189,10 +194,52 @@ fn build(
     }
 }
 
+/// Refuses frames the device would drop for their size: the IP packet (the frame less its
+/// Ethernet header and VLAN tag) must fit the MTU.
+fn check_mtu(iface: &Interface, frame_len: usize, vlan: bool) -> Result<()> {
+    let mtu = iface.link_info()?.mtu as usize;
+    let header = 14 + if vlan { 4 } else { 0 };
+    if frame_len > mtu + header {
+        bail!(
+            "-s {frame_len}: the frame carries {} bytes above its Ethernet header, more than \
+             {}'s MTU of {mtu}, so the device would drop every one: use -s {} or less, or \
+             raise the MTU (ip link set {} mtu {})",
+            frame_len - header,
+            iface.name(),
+            mtu + header,
+            iface.name(),
+            frame_len - header
+        );
+    }
+    Ok(())
+}
+
+/// The device's transmit drops so far.
+fn tx_dropped(iface: &Interface) -> Result<u64> {
+    Ok(iface.link_info()?.stats.tx_dropped)
+}
+
+/// Says how many of the packets sent the device dropped; an error status if it dropped any.
+fn verdict_on_drops(iface: &Interface, sent: u64, dropped: u64) -> i32 {
+    if dropped == 0 {
+        return 0;
+    }
+    note!(
+        "xskit gen: {} dropped {} of the {} packets sent (its tx_dropped counter): they never \
+         left",
+        iface.name(),
+        thousands(dropped),
+        thousands(sent)
+    );
+    1
+}
+
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     let ifname = args.port.interface()?.to_string();
     let iface = Interface::by_name(&ifname)?;
     let t = template(args, &iface)?;
+    check_mtu(&iface, t.len(), args.vlan.is_some())?;
+    let dropped_before = tx_dropped(&iface)?;
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     if args.engine == Engine::Live {
@@ -302,6 +349,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
+    let dropped = tx_dropped(&iface)?.saturating_sub(dropped_before);
     let report = GenReport {
         command: "gen",
         interface: ifname.clone(),
@@ -316,22 +364,24 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         tx_bytes: sent * t.len() as u64,
         wakeups,
         statistics: stats_json(&stats),
+        device_tx_dropped: dropped,
     };
     if args.run.json {
         out!("{}", serde_json::to_string(&report)?);
     } else {
         out!(
-            "sent {} packets in {:.2} s: {} pps; kernel {}",
+            "sent {} packets in {:.2} s: {} pps; device dropped {}; kernel {}",
             thousands(sent),
             elapsed,
             thousands(report.tx_pps as u64),
+            thousands(dropped),
             stats
         );
     }
     if args.count.is_some_and(|n| sent < n) && !stopped(&stop) && duration.is_none() {
         bail!("only {sent} of {} packets could be sent", limit);
     }
-    Ok(0)
+    Ok(verdict_on_drops(&iface, sent, dropped))
 }
 
 /// Packets among `frames`: a chain counts once.
@@ -351,6 +401,7 @@ fn run_live(
     if t.len() > 3520 {
         bail!("the live-frames engine sends single-page frames: use a packet size up to 3520");
     }
+    let dropped_before = tx_dropped(iface)?;
     let mut frame = vec![0u8; t.len()];
     t.write(&mut frame, 0, 0).context("building the frame")?;
     let mut live = xskit::LiveFrames::new(iface)?;
@@ -398,6 +449,7 @@ fn run_live(
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let dropped = tx_dropped(iface)?.saturating_sub(dropped_before);
     let report = GenReport {
         command: "gen",
         interface: iface.name().to_string(),
@@ -412,16 +464,18 @@ fn run_live(
         tx_bytes: sent * t.len() as u64,
         wakeups: 0,
         statistics: serde_json::Value::Null,
+        device_tx_dropped: dropped,
     };
     if args.run.json {
         out!("{}", serde_json::to_string(&report)?);
     } else {
         out!(
-            "sent {} packets in {:.2} s: {} pps",
+            "sent {} packets in {:.2} s: {} pps; device dropped {}",
             thousands(sent),
             elapsed,
-            thousands(report.tx_pps as u64)
+            thousands(report.tx_pps as u64),
+            thousands(dropped)
         );
     }
-    Ok(0)
+    Ok(verdict_on_drops(iface, sent, dropped))
 }

@@ -25,6 +25,32 @@ pub(crate) struct RecvArgs {
     /// Multi-buffer: accept packets larger than a frame as frame chains.
     #[arg(short = 'F', long)]
     frags: bool,
+    /// The sender sends this many probes (sequence 0 to N-1): every one missing at the end
+    /// counts as lost, probes numbered N or above count as foreign, and the exit status is 1
+    /// if more are lost than --max-loss allows or any is corrupt. Stops after N probes unless
+    /// -n says otherwise.
+    #[arg(long, value_name = "N")]
+    expect: Option<u64>,
+    /// Loss allowed before the exit status is 1: a count (`10`) or a share of the probes
+    /// expected (`0.5%`). Default 0 with --expect.
+    #[arg(long = "max-loss", value_name = "N|P%")]
+    max_loss: Option<String>,
+}
+
+/// The loss allowed by `--max-loss` for a stream of `expected` probes (or of the span seen).
+fn allowed_loss(spec: Option<&str>, expected: u64) -> Result<u64> {
+    let Some(spec) = spec else { return Ok(0) };
+    let bad = || anyhow::anyhow!("--max-loss {spec:?} is not a count (10) or a share (0.5%)");
+    match spec.strip_suffix('%') {
+        Some(p) => {
+            let p: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err(bad());
+            }
+            Ok((expected as f64 * p / 100.0).floor() as u64)
+        }
+        None => spec.trim().parse().map_err(|_| bad()),
+    }
 }
 
 #[derive(Serialize)]
@@ -58,11 +84,18 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
     let umem = port.umem().clone();
     let mut frames = Vec::with_capacity(args.port.batch);
     let mut packet = Vec::new();
-    let mut check = SequenceCheck::default();
+    if args.expect == Some(0) {
+        anyhow::bail!("--expect 0: expect at least one probe");
+    }
+    allowed_loss(args.max_loss.as_deref(), 0)?;
+    let mut check = match args.expect {
+        Some(n) => SequenceCheck::expecting(n),
+        None => SequenceCheck::default(),
+    };
     let mut packets = 0u64;
     let start = Instant::now();
     let (mut tick, mut at_tick) = (start, 0u64);
-    let limit = args.count.unwrap_or(u64::MAX);
+    let limit = args.count.or(args.expect).unwrap_or(u64::MAX);
     // The header goes to stderr under --json, so a driver can wait for readiness and still
     // read one JSON object from stdout.
     let header = format!("{ifname}:{} recv {}", args.port.queue, port.mode());
@@ -100,7 +133,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
                 args.port.queue,
                 thousands(((packets - at_tick) as f64 / (now - tick).as_secs_f64()) as u64),
                 thousands(packets),
-                check.next.saturating_sub(check.valid),
+                check.lost(),
                 check.corrupt
             );
             tick = now;
@@ -121,7 +154,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         valid: check.valid,
         corrupt: check.corrupt,
         out_of_order: check.out_of_order,
-        lost: check.next.saturating_sub(check.valid),
+        lost: check.lost(),
         foreign: check.foreign,
         latency_min_us: (check.valid > 0).then(|| us(check.latency_min_ns)),
         latency_mean_us: check.latency_mean_ns().map(us),
@@ -144,6 +177,20 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
             report.latency_max_us.unwrap_or(0.0),
             stats
         );
+    }
+    if args.expect.is_some() || args.max_loss.is_some() {
+        let span = args.expect.unwrap_or(report.valid + report.lost);
+        let allowed = allowed_loss(args.max_loss.as_deref(), span)?;
+        if report.lost > allowed || report.corrupt > 0 {
+            note!(
+                "xskit recv: {} lost (at most {} allowed) and {} corrupt of {} probes expected",
+                thousands(report.lost),
+                thousands(allowed),
+                thousands(report.corrupt),
+                thousands(span)
+            );
+            return Ok(1);
+        }
     }
     Ok(0)
 }

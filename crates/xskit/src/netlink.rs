@@ -13,6 +13,7 @@ const RTM_NEWLINK: u16 = 16;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
+const IFLA_STATS64: u16 = 23;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
 const IFLA_XDP: u16 = 43;
@@ -80,6 +81,30 @@ pub struct LinkInfo {
     pub tx_queues: u32,
     /// The attached XDP program.
     pub xdp: XdpAttachment,
+    /// The device's packet counters (`IFLA_STATS64`).
+    pub stats: LinkStats,
+}
+
+/// A device's counters, the first eight of `struct rtnl_link_stats64`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets transmitted.
+    pub tx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Transmit errors.
+    pub tx_errors: u64,
+    /// Received packets dropped (no buffer, too long, ...).
+    pub rx_dropped: u64,
+    /// Packets the device dropped on transmit (on veth: the peer refused them, for example
+    /// frames above its MTU).
+    pub tx_dropped: u64,
 }
 
 /// `netdev_xdp_act` bits of `xdp-features`.
@@ -303,6 +328,27 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
             IFLA_MTU => info.mtu = u32_of(payload).unwrap_or(0),
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(payload).unwrap_or(0),
             IFLA_NUM_TX_QUEUES => info.tx_queues = u32_of(payload).unwrap_or(0),
+            IFLA_STATS64 => {
+                let v: Vec<u64> = payload
+                    .chunks_exact(8)
+                    .take(8)
+                    .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                    .collect();
+                if let [rx_packets, tx_packets, rx_bytes, tx_bytes, rx_errors, tx_errors, rx_dropped, tx_dropped] =
+                    v[..]
+                {
+                    info.stats = LinkStats {
+                        rx_packets,
+                        tx_packets,
+                        rx_bytes,
+                        tx_bytes,
+                        rx_errors,
+                        tx_errors,
+                        rx_dropped,
+                        tx_dropped,
+                    };
+                }
+            }
             IFLA_XDP => {
                 for (xkind, xpayload) in attrs(payload) {
                     let value = u32_of(xpayload).unwrap_or(0);

@@ -61,9 +61,20 @@ pub fn now_ns() -> u64 {
     monotonic_ns()
 }
 
+/// How far from the highest sequence number seen a probe's may be and still count as part of
+/// the stream: a forged or stray probe further away counts as foreign, not as billions lost.
+pub const SEQUENCE_WINDOW: u64 = 1 << 24;
+
 /// Counts what a receiver saw of a probe stream that should arrive as 0, 1, 2, ...
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SequenceCheck {
+    /// Probes the sender sent (0, 1, ... expected - 1), when known: others count as foreign,
+    /// and every one missing at the end counts as lost.
+    pub expected: Option<u64>,
+    /// The lowest and highest sequence numbers seen (of plausible probes).
+    pub first: Option<u64>,
+    /// See `first`.
+    pub highest: Option<u64>,
     /// The sequence number expected next.
     pub next: u64,
     /// Intact probes.
@@ -72,7 +83,8 @@ pub struct SequenceCheck {
     pub corrupt: u64,
     /// Probes whose sequence number was not the one expected (a gap, a repeat or a reordering).
     pub out_of_order: u64,
-    /// Frames that were not probes.
+    /// Frames that were not probes, and probes whose sequence number is implausible (beyond
+    /// `expected`, or further than [`SEQUENCE_WINDOW`] from the highest seen).
     pub foreign: u64,
     /// Sum, minimum and maximum of one-way latencies seen by [`SequenceCheck::observe_at`], ns.
     pub latency_sum_ns: u64,
@@ -83,6 +95,35 @@ pub struct SequenceCheck {
 }
 
 impl SequenceCheck {
+    /// A check for a stream of exactly `count` probes.
+    pub fn expecting(count: u64) -> Self {
+        SequenceCheck {
+            expected: Some(count),
+            ..SequenceCheck::default()
+        }
+    }
+
+    fn plausible(&self, seq: u64) -> bool {
+        match (self.expected, self.highest) {
+            (Some(n), _) => seq < n,
+            (None, None) => true,
+            (None, Some(h)) => {
+                seq <= h.saturating_add(SEQUENCE_WINDOW) && seq.saturating_add(SEQUENCE_WINDOW) >= h
+            }
+        }
+    }
+
+    /// Probes that never arrived: with `expected`, all that are missing (at the end of the
+    /// run too); without, the gaps between the lowest and highest sequence numbers seen.
+    pub fn lost(&self) -> u64 {
+        let span = match (self.expected, self.first, self.highest) {
+            (Some(n), _, _) => n,
+            (None, Some(lo), Some(hi)) => hi - lo + 1,
+            _ => 0,
+        };
+        span.saturating_sub(self.valid)
+    }
+
     /// Accounts for one received frame.
     pub fn observe(&mut self, frame: &[u8]) {
         self.observe_at(frame, None);
@@ -91,7 +132,10 @@ impl SequenceCheck {
     /// Accounts for one received frame that arrived at `now_ns` (for latency), if given.
     pub fn observe_at(&mut self, frame: &[u8], now_ns: Option<u64>) {
         match check(frame) {
+            Probe::Valid { seq, .. } if !self.plausible(seq) => self.foreign += 1,
             Probe::Valid { seq, sent_ns } => {
+                self.first = Some(self.first.map_or(seq, |f| f.min(seq)));
+                self.highest = Some(self.highest.map_or(seq, |h| h.max(seq)));
                 if let Some(now) = now_ns {
                     let lat = now.saturating_sub(sent_ns);
                     if self.valid == 0 || lat < self.latency_min_ns {
@@ -431,6 +475,31 @@ mod tests {
             (5, 1, 1, 1)
         );
         assert!(!c.is_perfect(5));
+    }
+
+    #[test]
+    fn forged_sequence_numbers_are_foreign_and_loss_at_the_end_counts() {
+        let mut buf = [0u8; 80];
+        let mut c = SequenceCheck::default();
+        for seq in [0, 1, 2, 999_999_999_999_999_000, 3] {
+            write(&mut buf, 80, seq, &A).unwrap();
+            c.observe(&buf);
+        }
+        assert_eq!((c.valid, c.foreign, c.lost()), (4, 1, 0));
+        // A stream of 10 of which 4 arrived: 6 lost, the last ones included.
+        let mut e = SequenceCheck::expecting(10);
+        for seq in [0, 1, 2, 3, 10, 1_000_000] {
+            write(&mut buf, 80, seq, &A).unwrap();
+            e.observe(&buf);
+        }
+        assert_eq!((e.valid, e.foreign, e.lost()), (4, 2, 6));
+        // A receiver that joined late counts from the first probe it saw.
+        let mut late = SequenceCheck::default();
+        for seq in [5_000_000, 5_000_002] {
+            write(&mut buf, 80, seq, &A).unwrap();
+            late.observe(&buf);
+        }
+        assert_eq!((late.valid, late.lost()), (2, 1));
     }
 
     #[test]
