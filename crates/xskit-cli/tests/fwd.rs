@@ -10,33 +10,9 @@ use std::time::Duration;
 
 use xskit_testbed::{Chain, Host};
 
-/// Starts `xskit fwd` between m's two interfaces with `extra` options and `--json`.
-fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
-    let mut args = vec![
-        "fwd",
-        "-i",
-        &chain.m_a.ifname,
-        "-i",
-        &chain.m_c.ifname,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    KillOnDrop::new(start(&chain.m_a, &args))
-}
-
 /// SIGINT, then the JSON summary.
 fn interrupt(child: KillOnDrop) -> serde_json::Value {
     signal(child, "-INT")
-}
-
-/// A signal (`-INT`, `-TERM`), then the JSON summary.
-fn signal(child: KillOnDrop, sig: &str) -> serde_json::Value {
-    let status = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    json_of(child.take())
 }
 
 fn run(host: &Host, program: &str, args: &[&str]) -> Output {
@@ -69,32 +45,6 @@ fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
     let mut args = vec!["recv", "-i", &host.ifname, "--json"];
     args.extend_from_slice(extra);
     KillOnDrop::new(start(host, &args))
-}
-
-/// A rules file, removed on drop.
-struct RulesFile(std::path::PathBuf);
-
-impl RulesFile {
-    fn new(text: &str) -> Self {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "xskit-rules-{}-{}.toml",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::write(&p, text).unwrap();
-        RulesFile(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for RulesFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 fn xdp_attached(host: &Host) -> bool {

@@ -8,34 +8,12 @@ mod common;
 use common::*;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 use std::time::Duration;
 
 use xskit::baseline::PacketTx;
 use xskit::Interface;
 use xskit_testbed::{BridgedOptions, Chain};
 use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
-
-/// A rules file, removed on drop.
-struct RulesFile(std::path::PathBuf);
-
-impl RulesFile {
-    fn new(text: &str) -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "xskit-failclosed-{}-{}.toml",
-            std::process::id(),
-            text.len()
-        ));
-        std::fs::write(&p, text).unwrap();
-        RulesFile(p)
-    }
-}
-
-impl Drop for RulesFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 fn macs(chain: &Chain) -> ([u8; 6], [u8; 6]) {
     (chain.c.mac, chain.a.mac)
@@ -146,30 +124,13 @@ fn run_case(extra: &[&str], rules: &str, frames: &[Vec<u8>]) -> (usize, serde_js
     })
     .unwrap();
     let file = RulesFile::new(rules);
-    let mut args = vec![
-        "fwd",
-        "-i",
-        &chain.m_a.ifname,
-        "-i",
-        &chain.m_c.ifname,
-        "--json",
-        "--check",
-        "-r",
-        file.0.to_str().unwrap(),
-    ];
+    let mut args = vec!["--check", "-r", file.path()];
     args.extend_from_slice(extra);
-    let fwd = KillOnDrop::new(start(&chain.m_a, &args));
+    let fwd = start_fwd(&chain, &args);
     let (v4, v6) = listen_53(&chain);
     inject(&chain, frames);
     let got = received(&v4) + received(&v6);
-    let status = Command::new("kill")
-        .args(["-INT", &fwd.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let report = json_of(fwd.take());
-    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
-    (got, report)
+    (got, stop_fwd(fwd))
 }
 
 const DROP_DNS: &str =

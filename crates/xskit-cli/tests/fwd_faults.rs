@@ -12,19 +12,6 @@ use std::time::{Duration, Instant};
 
 use xskit_testbed::{Chain, Host};
 
-fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
-    let mut args = vec![
-        "fwd",
-        "-i",
-        &chain.m_a.ifname,
-        "-i",
-        &chain.m_c.ifname,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    KillOnDrop::new(start(&chain.m_a, &args))
-}
-
 /// Waits up to 5 s for the forwarder to end by itself.
 fn ends_by_itself(fwd: KillOnDrop) -> Output {
     let mut child = fwd.take();

@@ -9,37 +9,9 @@ use common::*;
 use std::hash::Hasher;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::process::Command;
 use std::time::Duration;
 
 use xskit_testbed::{BridgedOptions, Chain, Host};
-
-/// Starts `xskit fwd --json --check` between m's interfaces with `extra` options.
-fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
-    let mut args = vec![
-        "fwd",
-        "-i",
-        &chain.m_a.ifname,
-        "-i",
-        &chain.m_c.ifname,
-        "--json",
-        "--check",
-    ];
-    args.extend_from_slice(extra);
-    KillOnDrop::new(start(&chain.m_a, &args))
-}
-
-/// SIGINT, then the JSON summary; checks that every frame is accounted for.
-fn stop(fwd: KillOnDrop) -> serde_json::Value {
-    let status = Command::new("kill")
-        .args(["-INT", &fwd.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let report = json_of(fwd.take());
-    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
-    report
-}
 
 /// Deterministic bytes for connection `seed`.
 struct Bytes(u64);
@@ -176,30 +148,17 @@ fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
     }
 }
 
-/// Turns GRO on at a's and c's interfaces: frames XDP redirects into a veth reach the far
-/// end only through GRO or an XDP program there.
-fn far_ends_take_xdp_frames(chain: &Chain) {
-    for h in [&chain.a, &chain.c] {
-        let st =
-            h.ns.command("ethtool")
-                .args(["-K", &h.ifname, "gro", "on"])
-                .status()
-                .unwrap();
-        assert!(st.success());
-    }
-}
-
 fn tcp_case(options: BridgedOptions, fwd_args: &[&str], conns: usize) -> serde_json::Value {
     let chain = Chain::bridged_with(&options).unwrap();
     if fwd_args.contains(&"--xdp-forward") {
         far_ends_take_xdp_frames(&chain);
     }
-    let fwd = start_fwd(&chain, fwd_args);
+    let fwd = start_fwd(&chain, &[fwd_args, &["--check"][..]].concat());
     tcp_streams(&chain, false, conns, 16 << 20);
     if options.ipv6 {
         tcp_streams(&chain, true, conns, 16 << 20);
     }
-    stop(fwd)
+    stop_fwd(fwd)
 }
 
 fn v4v6() -> BridgedOptions {
@@ -295,7 +254,7 @@ fn kernel_udp_crosses_in_every_mode() {
         let fwd = start_fwd(&chain, &["-m", mode]);
         udp_datagrams(&chain, false, 200, 1000);
         udp_datagrams(&chain, true, 200, 1000);
-        stop(fwd);
+        stop_fwd(fwd);
     }
 }
 
@@ -328,7 +287,7 @@ fn jumbo_frames_cross_at_mtu_9000() {
         tcp_streams(&chain, false, 1, 16 << 20);
         udp_datagrams(&chain, false, 100, 8900);
         probes_of_9000_bytes(&chain, mode);
-        let r = stop(fwd);
+        let r = stop_fwd(fwd);
         assert_eq!(r["modes"][0], format!("xdp-{mode}"), "{r}");
         assert_eq!(sum(&r, "oversize_dropped"), 0, "{r}");
     }
@@ -428,7 +387,7 @@ fn iperf3_runs_through_fwd() {
     let received = j["end"]["sum_received"]["bytes"].as_u64().unwrap();
     assert!(received > 10 << 20, "iperf3 moved {received} bytes");
     drop(server);
-    stop(fwd);
+    stop_fwd(fwd);
 }
 
 #[test]
@@ -501,7 +460,7 @@ fn the_smallest_and_largest_ring_sizes_forward() {
         );
         let r = receiver.take().wait_with_output().unwrap();
         let r: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
-        let f = stop(fwd);
+        let f = stop_fwd(fwd);
         let counted = |p: &serde_json::Value| {
             ["socket_rx_dropped", "socket_rx_ring_full", "tx_ring_full"]
                 .iter()

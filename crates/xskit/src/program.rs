@@ -647,24 +647,18 @@ impl XdpProgram {
     /// lying, too many VLAN tags; see [`crate::rules::PacketKey::parse`]). [`Action::Drop`]
     /// until this is called. Counted in [`XdpProgram::unclassifiable_counter`].
     pub fn set_unclassifiable(&self, action: Action) -> Result<()> {
-        let filter = self.filter.as_ref().ok_or_else(|| {
-            Error::InvalidConfig(
-                "this program has no rules: attach it with XdpProgram::attach_filter".into(),
-            )
-        })?;
-        let mut maps = filter
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut cfg = maps
-            .config
-            .get(&0, 0)
-            .map_err(|e| Error::Program(format!("reading the filter config: {}", chain(&e))))?;
-        cfg.unclassifiable_action = action as u32;
-        maps.config
-            .set(0, cfg, 0)
-            .map_err(|e| Error::Program(format!("updating the filter: {}", chain(&e))))?;
-        maps.unclassifiable = action;
-        Ok(())
+        self.with_filter_mut(|maps| {
+            let mut cfg = maps
+                .config
+                .get(&0, 0)
+                .map_err(|e| Error::Program(format!("reading the filter config: {}", chain(&e))))?;
+            cfg.unclassifiable_action = action as u32;
+            maps.config
+                .set(0, cfg, 0)
+                .map_err(|e| Error::Program(format!("updating the filter: {}", chain(&e))))?;
+            maps.unclassifiable = action;
+            Ok(())
+        })
     }
 
     /// Packets the filter could not classify, whatever it then did with them.
@@ -676,17 +670,11 @@ impl XdpProgram {
     /// devmap. On veth, the far end of `target`'s pair must be able to take XDP frames (an XDP
     /// program or GRO on it), or the kernel drops them.
     pub fn set_forward_target(&self, target: &Interface) -> Result<()> {
-        let filter = self.filter.as_ref().ok_or_else(|| {
-            Error::InvalidConfig(
-                "this program has no rules: attach it with XdpProgram::attach_filter".into(),
-            )
-        })?;
-        let mut maps = filter
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        maps.tx_port
-            .set(0, target.index(), None, 0)
-            .map_err(|e| Error::Program(format!("setting the forward target: {}", chain(&e))))
+        self.with_filter_mut(|maps| {
+            maps.tx_port
+                .set(0, target.index(), None, 0)
+                .map_err(|e| Error::Program(format!("setting the forward target: {}", chain(&e))))
+        })
     }
 
     /// IPv6 packets with extension headers, which the filter sends to user space undecided
@@ -712,15 +700,19 @@ impl XdpProgram {
         })
     }
 
-    fn with_filter<R>(&self, f: impl FnOnce(&FilterMaps) -> Result<R>) -> Result<R> {
+    fn with_filter_mut<R>(&self, f: impl FnOnce(&mut FilterMaps) -> Result<R>) -> Result<R> {
         let filter = self.filter.as_ref().ok_or_else(|| {
             Error::InvalidConfig(
                 "this program has no rules: attach it with XdpProgram::attach_filter".into(),
             )
         })?;
-        f(&filter
+        f(&mut filter
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    fn with_filter<R>(&self, f: impl FnOnce(&FilterMaps) -> Result<R>) -> Result<R> {
+        self.with_filter_mut(|maps| f(maps))
     }
 
     /// Sends packets of the socket's queue to the socket.

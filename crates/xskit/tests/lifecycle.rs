@@ -108,7 +108,7 @@ fn sigkill_leaves_no_program_attached() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(
-        attached_program(&bed.b),
+        settled_program(&bed.b),
         None,
         "the bpf_link died with the process"
     );
@@ -202,7 +202,7 @@ fn another_program_is_named_and_not_replaced() {
         "the first program is still there"
     );
     drop(first);
-    assert_eq!(attached_program(&bed.b), None, "detached on drop");
+    assert_eq!(settled_program(&bed.b), None, "detached on drop");
 }
 
 /// Each bad request fails with its own error and leaves no program attached.
@@ -269,7 +269,7 @@ fn errors_are_clear_and_leave_nothing_attached() {
         let err = open(&bed.b, queue, &config).unwrap_err().to_string();
         assert!(err.contains(expected), "{what}: {err}");
         assert_eq!(
-            attached_program(&bed.b),
+            settled_program(&bed.b),
             None,
             "{what}: nothing left attached"
         );

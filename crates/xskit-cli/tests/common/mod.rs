@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
-use xskit_testbed::Host;
+use xskit_testbed::{Chain, Host};
 
 pub use xskit_testbed::privileged_or_skip as privileged;
 
@@ -76,5 +76,77 @@ impl Drop for KillOnDrop {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Starts `xskit fwd --json` between a chain's two middle interfaces, with `extra` options.
+pub fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
+    let mut args = vec![
+        "fwd",
+        "-i",
+        &chain.m_a.ifname,
+        "-i",
+        &chain.m_c.ifname,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(&chain.m_a, &args))
+}
+
+/// Sends a signal (`-INT`, `-TERM`) to a command started with `--json`, then reads its
+/// summary.
+pub fn signal(child: KillOnDrop, sig: &str) -> serde_json::Value {
+    let status = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    json_of(child.take())
+}
+
+/// SIGINT to a forwarder, then its summary, with every frame accounted for.
+pub fn stop_fwd(fwd: KillOnDrop) -> serde_json::Value {
+    let report = signal(fwd, "-INT");
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+    report
+}
+
+/// Turns GRO on at a's and c's interfaces: frames XDP redirects into a veth reach the far
+/// end only through GRO or an XDP program there.
+pub fn far_ends_take_xdp_frames(chain: &Chain) {
+    for h in [&chain.a, &chain.c] {
+        let st =
+            h.ns.command("ethtool")
+                .args(["-K", &h.ifname, "gro", "on"])
+                .status()
+                .unwrap();
+        assert!(st.success());
+    }
+}
+
+/// A rules file in the temporary directory, removed on drop.
+pub struct RulesFile(std::path::PathBuf);
+
+impl RulesFile {
+    pub fn new(text: &str) -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "xskit-rules-{}-{}.toml",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&p, text).unwrap();
+        RulesFile(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for RulesFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

@@ -73,6 +73,21 @@ pub fn open_fds() -> usize {
 }
 
 /// The id of the XDP program attached to `host`'s interface, if any.
+/// The program attached to `host`'s interface once detaches have settled: a test that spawns
+/// a child process at the same moment briefly duplicates every descriptor (the link's too)
+/// until the child's exec closes them, which can delay a detach by that long.
+pub fn settled_program(host: &Host) -> Option<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let id = attached_program(host);
+        if id.is_none() || std::time::Instant::now() > deadline {
+            return id;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The program attached to `host`'s interface now.
 pub fn attached_program(host: &Host) -> Option<u32> {
     let ifname = host.ifname.clone();
     host.ns
