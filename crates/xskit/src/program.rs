@@ -109,6 +109,15 @@ fn native_error(iface: &Interface, mtu: u32, multi_buffer: bool, reason: &str) -
             ),
         };
     }
+    if multi_buffer && mtu as usize + 18 > 4096 - 256 - 320 {
+        return Error::NativeXdpUnsupported {
+            iface: iface.name().to_string(),
+            reason: format!(
+                "its MTU {mtu} needs a multi-buffer (xdp.frags) program, which the driver \
+                 refused: lower the MTU to 3000 or less, or use SKB mode; kernel said: {reason}"
+            ),
+        };
+    }
     Error::NativeXdpUnsupported {
         iface: iface.name().to_string(),
         reason: reason.to_string(),
@@ -423,6 +432,13 @@ impl LiveFrames {
             ebpf,
             target: target.clone(),
         })
+    }
+
+    /// [`LiveFrames::send`] with SIGINT and SIGTERM held until the kernel is done, so all
+    /// `count` copies leave and the count is known; a stop signal takes effect when it
+    /// returns. Keep `count` to what the device sends in a fraction of a second.
+    pub fn send_whole(&mut self, frame: &[u8], count: u32) -> Result<bool> {
+        crate::sys::with_stop_signals_held(|| self.send(frame, count))
     }
 
     /// Transmits `count` copies of `frame`; returns when the kernel is done: true, or false if

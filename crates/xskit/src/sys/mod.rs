@@ -169,3 +169,26 @@ pub(crate) fn ioctl_socket() -> Result<std::os::fd::OwnedFd, SyscallError> {
     // SAFETY: `raw` was just created and is owned by nothing else.
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) })
 }
+
+/// Runs `f` with SIGINT and SIGTERM held (blocked) on this thread; a signal that arrives
+/// meanwhile is delivered when `f` returns. For system calls that a signal would cut short
+/// without saying how much they did.
+pub(crate) fn with_stop_signals_held<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: sigemptyset/sigaddset initialise a local sigset_t; pthread_sigmask changes only
+    // this thread's mask, and the old mask is restored below.
+    let old = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    };
+    let r = f();
+    // SAFETY: restores the mask saved above on the same thread.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+    r
+}
