@@ -3,6 +3,8 @@
 //! table of seed 000.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -95,12 +97,16 @@ pub(crate) struct BenchResult {
     pub(crate) mode: String,
     pub(crate) interface: String,
     pub(crate) queue: u32,
+    /// The whole run, from opening to stopping.
     pub(crate) duration_s: f64,
+    /// From the first to the last packet seen: the rates and CPU per packet are over this.
+    pub(crate) window_s: f64,
     pub(crate) rx_pps: f64,
     pub(crate) tx_pps: f64,
     pub(crate) rx_packets: u64,
     pub(crate) tx_packets: u64,
-    pub(crate) cpu_ns_per_packet: f64,
+    /// Process CPU per packet over the window; `None` when no packet came.
+    pub(crate) cpu_ns_per_packet: Option<f64>,
     pub(crate) rx_dropped: u64,
     pub(crate) rx_invalid_descs: u64,
     pub(crate) tx_invalid_descs: u64,
@@ -111,43 +117,86 @@ pub(crate) struct BenchResult {
     pub(crate) wakeups: u64,
 }
 
-/// Counts and prints one line per interval.
+/// What a benchmark loop does after a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Go on.
+    Go,
+    /// Print the interval's line, then go on.
+    Line,
+    /// Stop: the duration is over or a signal came.
+    Stop,
+}
+
+/// Counts packets over the window from the first to the last look at the clock that saw
+/// traffic, so time before the generator starts or after it ends does not dilute the rate
+/// (as testpmd and xdpsock count); prints one line per interval. The clock is read only every
+/// `every` rounds: reading it twice per round cost most of rxdrop's spare CPU in this VM.
 struct Meter {
     label: String,
     interval: Duration,
+    every: u32,
+    rounds: u32,
     start: Instant,
-    /// When traffic was first seen: rates are measured from here, so the time before an
-    /// external generator starts does not count (testpmd and xdpsock measure the same way).
-    first: Option<Instant>,
+    deadline: Option<Instant>,
+    stop: Arc<AtomicBool>,
+    /// Packets at the last look.
+    seen: u64,
+    /// The first and the latest look that found new packets: (time, process CPU ns, packets).
+    first: Option<(Instant, u64, u64)>,
+    last: Option<(Instant, u64, u64)>,
     tick: Instant,
-    last: (u64, u64),
+    at_tick: (u64, u64),
     quiet: bool,
     extra: bool,
-    cpu_start: u64,
 }
 
+/// Rounds between looks at the clock in the busy loops.
+const CLOCK_ROUNDS: u32 = 64;
+
 impl Meter {
-    fn new(label: String, interval: Duration, quiet: bool, extra: bool) -> Self {
+    fn new(label: String, args: &BenchArgs, stop: Arc<AtomicBool>, every: u32) -> Result<Self> {
         let now = Instant::now();
-        Meter {
+        Ok(Meter {
             label,
-            interval,
+            interval: args.run.interval()?,
+            every: every.max(1),
+            rounds: 0,
             start: now,
+            deadline: args.run.duration()?.map(|d| now + d),
+            stop,
+            seen: 0,
             first: None,
+            last: None,
             tick: now,
-            last: (0, 0),
-            quiet,
-            extra,
-            cpu_start: process_cpu_ns(),
-        }
+            at_tick: (0, 0),
+            quiet: args.run.json,
+            extra: args.extra,
+        })
     }
 
-    /// Checks the interval, and notes when traffic first appeared.
-    fn due(&mut self, packets: u64) -> bool {
-        if self.first.is_none() && packets > 0 {
-            self.first = Some(Instant::now());
+    /// Called once per round with the packets counted so far.
+    fn round(&mut self, packets: u64) -> Next {
+        self.rounds = self.rounds.wrapping_add(1);
+        if !self.rounds.is_multiple_of(self.every) {
+            return Next::Go;
         }
-        self.tick.elapsed() >= self.interval
+        let now = Instant::now();
+        if packets != self.seen {
+            let look = (now, process_cpu_ns(), packets);
+            if self.first.is_none() {
+                self.first = Some(look);
+            }
+            self.last = Some(look);
+            self.seen = packets;
+        }
+        if stopped(&self.stop) || self.deadline.is_some_and(|d| now >= d) {
+            Next::Stop
+        } else if now - self.tick >= self.interval {
+            Next::Line
+        } else {
+            Next::Go
+        }
     }
 
     fn line(
@@ -163,8 +212,8 @@ impl Meter {
             let mut line = format!(
                 "{}  rx {:>11} pps  tx {:>11} pps  total rx {:>13} tx {:>13}",
                 self.label,
-                thousands(((rx - self.last.0) as f64 / secs) as u64),
-                thousands(((tx - self.last.1) as f64 / secs) as u64),
+                thousands(((rx - self.at_tick.0) as f64 / secs) as u64),
+                thousands(((tx - self.at_tick.1) as f64 / secs) as u64),
                 thousands(rx),
                 thousands(tx)
             );
@@ -177,7 +226,7 @@ impl Meter {
             out!("{line}");
         }
         self.tick = Instant::now();
-        self.last = (rx, tx);
+        self.at_tick = (rx, tx);
     }
 
     fn result(
@@ -189,23 +238,40 @@ impl Meter {
         rx: u64,
         tx: u64,
     ) -> BenchResult {
-        let secs = self.start.elapsed().as_secs_f64().max(1e-9);
-        let packets = if matches!(kind, Kind::Txpush | Kind::AfpacketTx) {
+        let counted = if matches!(kind, Kind::Txpush | Kind::AfpacketTx) {
             tx
         } else {
             rx
+        };
+        // The window: from the first look that saw packets to the last; the packets in it are
+        // those counted between the two looks.
+        let (window, packets, cpu) = match (self.first, self.last) {
+            (Some(f), Some(l)) if l.0 > f.0 => (
+                (l.0 - f.0).as_secs_f64(),
+                l.2 - f.2,
+                l.1.saturating_sub(f.1),
+            ),
+            _ => (0.0, 0, 0),
+        };
+        let pps = |n: u64| {
+            if window > 0.0 {
+                n as f64 * packets as f64 / counted.max(1) as f64 / window
+            } else {
+                0.0
+            }
         };
         BenchResult {
             bench: kind.name().into(),
             mode,
             interface: iface.into(),
             queue,
-            duration_s: secs,
-            rx_pps: rx as f64 / secs,
-            tx_pps: tx as f64 / secs,
+            duration_s: self.start.elapsed().as_secs_f64(),
+            window_s: window,
+            rx_pps: pps(rx),
+            tx_pps: pps(tx),
             rx_packets: rx,
             tx_packets: tx,
-            cpu_ns_per_packet: (process_cpu_ns() - self.cpu_start) as f64 / packets.max(1) as f64,
+            cpu_ns_per_packet: (packets > 0).then(|| cpu as f64 / packets as f64),
             ..BenchResult::default()
         }
     }
@@ -236,11 +302,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     if kind == Kind::Fwd {
         bail!("bench fwd builds its own testbed: run it without -i (`xskit fwd -i A -i B` prints the rates of a forwarder on your interfaces)");
     }
-    let duration = args.run.duration()?;
-    let interval = args.run.interval()?;
     let stop = stop_flag()?;
-    let deadline = duration.map(|d| Instant::now() + d);
-    let running = || !stopped(&stop) && deadline.is_none_or(|d| Instant::now() < d);
     let queue = args.port.queue;
     let label = format!("{ifname}:{queue} {}", kind.name());
     let result = match kind {
@@ -250,11 +312,11 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let mut port = Port::open(&ifname, queue, &config)
                 .with_context(|| format!("opening {ifname} queue {queue}"))?;
             announce(args.run.json, &format!("{label} {}", port.mode()));
-            let mut meter = Meter::new(label, interval, args.run.json, args.extra);
+            let mut meter = Meter::new(label, args, stop, CLOCK_ROUNDS)?;
             let (rx, tx, empty) = match kind {
-                Kind::Rxdrop => rxdrop(&mut port, args, &mut meter, &running)?,
-                Kind::Txpush => txpush(&mut port, args, &ifname, &mut meter, &running)?,
-                _ => l2fwd(&mut port, args, &mut meter, &running)?,
+                Kind::Rxdrop => rxdrop(&mut port, args, &mut meter)?,
+                Kind::Txpush => txpush(&mut port, args, &ifname, &mut meter)?,
+                _ => l2fwd(&mut port, args, &mut meter)?,
             };
             let stats = port.statistics()?;
             let wakeups = port.socket().tx().map_or(0, |t| t.wakeups())
@@ -271,12 +333,14 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let mut ring =
                 PacketRxRing::open(iface.index()).context("opening the TPACKET_V3 ring")?;
             announce(args.run.json, &format!("{label} tpacket-v3"));
-            let mut meter = Meter::new(label, interval, args.run.json, args.extra);
+            let mut meter = Meter::new(label, args, stop, 1)?;
             let mut rx = 0;
-            while running() {
+            loop {
                 rx += ring.receive(100, |_| {})?;
-                if meter.due(rx) {
-                    meter.line(rx, 0, None, 0, 0);
+                match meter.round(rx) {
+                    Next::Stop => break,
+                    Next::Line => meter.line(rx, 0, None, 0, 0),
+                    Next::Go => {}
                 }
             }
             meter.result(kind, "tpacket-v3".into(), &ifname, queue, rx, 0)
@@ -286,12 +350,14 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let tx_sock = PacketTx::open(iface.index()).context("opening the AF_PACKET socket")?;
             let frame = probe_frame(&iface, args.size, parse_mac(&args.dst_mac)?)?;
             announce(args.run.json, &format!("{label} sendmmsg"));
-            let mut meter = Meter::new(label, interval, args.run.json, args.extra);
+            let mut meter = Meter::new(label, args, stop, 1)?;
             let mut tx = 0;
-            while running() {
+            loop {
                 tx += tx_sock.send_copies(&frame, args.port.batch)? as u64;
-                if meter.due(tx) {
-                    meter.line(0, tx, None, 0, 0);
+                match meter.round(tx) {
+                    Next::Stop => break,
+                    Next::Line => meter.line(0, tx, None, 0, 0),
+                    Next::Go => {}
                 }
             }
             meter.result(kind, "sendmmsg".into(), &ifname, queue, 0, tx)
@@ -305,30 +371,41 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             };
             let counter = XdpDropCounter::attach(&iface, attach, false)?;
             announce(args.run.json, &format!("{label} {}", counter.mode()));
-            let mut meter = Meter::new(label, interval, args.run.json, args.extra);
-            let mut rx = 0;
-            while running() {
+            let mut meter = Meter::new(label, args, stop, 1)?;
+            let rx = loop {
                 std::thread::sleep(Duration::from_millis(20));
-                rx = counter.dropped()?;
-                if meter.due(rx) {
-                    meter.line(rx, 0, None, 0, 0);
+                let rx = counter.dropped()?;
+                match meter.round(rx) {
+                    Next::Stop => break rx,
+                    Next::Line => meter.line(rx, 0, None, 0, 0),
+                    Next::Go => {}
                 }
-            }
+            };
             meter.result(kind, counter.mode().to_string(), &ifname, queue, rx, 0)
         }
     };
     if args.run.json {
         out!("{}", serde_json::to_string(&result)?);
     } else {
-        out!(
-            "{} {}: rx {} pps, tx {} pps over {:.2} s; {:.0} ns CPU per packet",
-            result.bench,
-            result.mode,
-            thousands(result.rx_pps as u64),
-            thousands(result.tx_pps as u64),
-            result.duration_s,
-            result.cpu_ns_per_packet
-        );
+        match result.cpu_ns_per_packet {
+            Some(cpu) => out!(
+                "{} {}: rx {} pps, tx {} pps over the {:.2} s from the first packet to the last \
+                 (of {:.2} s); {:.0} ns CPU per packet",
+                result.bench,
+                result.mode,
+                thousands(result.rx_pps as u64),
+                thousands(result.tx_pps as u64),
+                result.window_s,
+                result.duration_s,
+                cpu
+            ),
+            None => out!(
+                "{} {}: no packets in {:.2} s",
+                result.bench,
+                result.mode,
+                result.duration_s
+            ),
+        }
     }
     Ok(0)
 }
@@ -349,15 +426,10 @@ fn probe_frame(iface: &Interface, size: usize, dst_mac: [u8; 6]) -> Result<Vec<u
     Ok(frame)
 }
 
-fn rxdrop(
-    port: &mut Port,
-    args: &BenchArgs,
-    meter: &mut Meter,
-    running: &dyn Fn() -> bool,
-) -> Result<(u64, u64, u64)> {
+fn rxdrop(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u64, u64)> {
     let mut frames = Vec::with_capacity(args.port.batch);
     let (mut rx, mut empty) = (0u64, 0u64);
-    while running() {
+    loop {
         let n = if args.port.poll {
             port.poll_receive(&mut frames, args.port.batch, 100)?
         } else {
@@ -369,9 +441,13 @@ fn rxdrop(
             rx += n as u64;
             port.recycle(&mut frames);
         }
-        if meter.due(rx) {
-            let s = port.statistics().ok();
-            meter.line(rx, 0, s, empty, 0);
+        match meter.round(rx) {
+            Next::Stop => break,
+            Next::Line => {
+                let s = port.statistics().ok();
+                meter.line(rx, 0, s, empty, 0);
+            }
+            Next::Go => {}
         }
     }
     Ok((rx, 0, empty))
@@ -382,7 +458,6 @@ fn txpush(
     args: &BenchArgs,
     ifname: &str,
     meter: &mut Meter,
-    running: &dyn Fn() -> bool,
 ) -> Result<(u64, u64, u64)> {
     let umem = port.umem().clone();
     let frame = probe_frame(
@@ -402,7 +477,7 @@ fn txpush(
     port.recycle(&mut all);
     let mut batch = Vec::with_capacity(args.port.batch);
     let (mut submitted, mut empty) = (0u64, 0u64);
-    while running() {
+    loop {
         if batch.is_empty() {
             port.alloc(&mut batch, args.port.batch);
             for f in batch.iter_mut() {
@@ -414,27 +489,26 @@ fn txpush(
             empty += 1;
         }
         submitted += n as u64;
-        if meter.due(submitted) {
-            let done = submitted - port.tx_in_flight() as u64;
-            let s = port.statistics().ok();
-            let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
-            meter.line(0, done, s, empty, wakeups);
+        let done = submitted - port.tx_in_flight() as u64;
+        match meter.round(done) {
+            Next::Stop => break,
+            Next::Line => {
+                let s = port.statistics().ok();
+                let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
+                meter.line(0, done, s, empty, wakeups);
+            }
+            Next::Go => {}
         }
     }
     port.recycle(&mut batch);
     Ok((0, submitted - port.tx_in_flight() as u64, empty))
 }
 
-fn l2fwd(
-    port: &mut Port,
-    args: &BenchArgs,
-    meter: &mut Meter,
-    running: &dyn Fn() -> bool,
-) -> Result<(u64, u64, u64)> {
+fn l2fwd(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u64, u64)> {
     let umem = port.umem().clone();
     let mut frames = Vec::with_capacity(args.port.batch * 2);
     let (mut rx, mut submitted, mut empty) = (0u64, 0u64, 0u64);
-    while running() {
+    loop {
         let before = frames.len();
         let n = port.receive(&mut frames, args.port.batch)?;
         if n == 0 && before == 0 {
@@ -448,11 +522,15 @@ fn l2fwd(
         }
         rx += n as u64;
         submitted += port.send(&mut frames)? as u64;
-        if meter.due(rx) {
-            let done = submitted - port.tx_in_flight() as u64;
-            let s = port.statistics().ok();
-            let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
-            meter.line(rx, done, s, empty, wakeups);
+        match meter.round(rx) {
+            Next::Stop => break,
+            Next::Line => {
+                let done = submitted - port.tx_in_flight() as u64;
+                let s = port.statistics().ok();
+                let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
+                meter.line(rx, done, s, empty, wakeups);
+            }
+            Next::Go => {}
         }
     }
     port.recycle(&mut frames);

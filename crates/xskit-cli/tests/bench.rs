@@ -11,12 +11,13 @@ use xskit::probe::{self, ProbeAddrs};
 use xskit::{Mode, Port, PortConfig};
 use xskit_testbed::{Testbed, TestbedConfig};
 
-const FIELDS: [&str; 16] = [
+const FIELDS: [&str; 17] = [
     "bench",
     "mode",
     "interface",
     "queue",
     "duration_s",
+    "window_s",
     "rx_pps",
     "tx_pps",
     "rx_packets",
@@ -307,4 +308,111 @@ fn bench_errors_are_clear() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
     }
+}
+
+/// `bench xdp-drop` on b (its JSON summary): the kernel's own count of what arrived.
+fn xdp_drop_on(bed: &Testbed, secs: &str) -> KillOnDrop {
+    KillOnDrop::new(start(
+        &bed.b,
+        &[
+            "bench",
+            "xdp-drop",
+            "-i",
+            &bed.b.ifname,
+            "-m",
+            "drv",
+            "-d",
+            secs,
+            "--json",
+        ],
+    ))
+}
+
+#[test]
+fn the_live_generator_count_equals_what_the_kernel_received() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let live = |extra: &[&str]| {
+        let mut cmd = bed.a.ns.command(XSKIT);
+        cmd.args(["gen", "--engine", "live", "-i", &bed.a.ifname, "--json"])
+            .args(["--dst-mac", &mac(&bed.b)])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        cmd
+    };
+    // A count, then flat out until SIGINT: either way every frame gen counts arrived.
+    for interrupted in [false, true] {
+        let drop = xdp_drop_on(&bed, "4");
+        let g = if interrupted {
+            let child = KillOnDrop::new(live(&[]).spawn().unwrap());
+            std::thread::sleep(Duration::from_millis(1500));
+            signal(child, "-INT")
+        } else {
+            let out = live(&["-n", "3000000"]).output().unwrap();
+            assert!(out.status.success());
+            serde_json::from_slice(&out.stdout).unwrap()
+        };
+        let d = json_of(drop.take());
+        assert_eq!(
+            g["tx_packets"], d["rx_packets"],
+            "interrupted: {interrupted}\ngen {g}\nxdp-drop {d}"
+        );
+        assert!(g["tx_packets"].as_u64().unwrap() > 0, "{g}");
+    }
+}
+
+#[test]
+fn a_late_burst_is_measured_at_its_own_rate() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let bench = KillOnDrop::new(start(
+        &bed.b,
+        &[
+            "bench",
+            "rxdrop",
+            "-i",
+            &bed.b.ifname,
+            "-m",
+            "drv",
+            "-d",
+            "4",
+            "--json",
+        ],
+    ));
+    // The burst starts a second late and lasts about one second, paced by gen at 20 kpps:
+    // its rate is set by the sender, not by this machine's speed.
+    std::thread::sleep(Duration::from_secs(1));
+    let out = bed
+        .a
+        .ns
+        .command(XSKIT)
+        .args([
+            "gen",
+            "-i",
+            &bed.a.ifname,
+            "-m",
+            "drv",
+            "--dst-mac",
+            &mac(&bed.b),
+        ])
+        .args(["-r", "20000", "-n", "20000", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r = json_of(bench.take());
+    assert_eq!(r["rx_packets"], 20000, "{r}");
+    let pps = r["rx_pps"].as_f64().unwrap();
+    assert!(
+        (18_000.0..22_000.0).contains(&pps),
+        "the burst's rate, not diluted by the 4 s run: {r}"
+    );
+    assert!(
+        r["window_s"].as_f64().unwrap() < r["duration_s"].as_f64().unwrap() / 2.0,
+        "{r}"
+    );
 }

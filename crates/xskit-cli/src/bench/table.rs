@@ -442,7 +442,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
                 _ => result.rx_pps,
             };
             cells[i].mpps.push(pps / 1e6);
-            cells[i].cpu_ns_per_packet.push(result.cpu_ns_per_packet);
+            cells[i].cpu_ns_per_packet.extend(result.cpu_ns_per_packet);
             if gen_pps > 0.0 && kind == Kind::Rxdrop {
                 generator.mpps.push(gen_pps / 1e6);
             }
