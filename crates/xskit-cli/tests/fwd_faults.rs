@@ -210,3 +210,41 @@ fn two_forwarders_started_at_once_exactly_one_runs() {
         assert!(!attached(&chain.m_a, ma) && !attached(&chain.m_c, mc));
     }
 }
+
+#[test]
+fn cpus_are_checked_against_the_machine_and_the_affinity() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let (ma, mc) = (chain.m_a.ifname.as_str(), chain.m_c.ifname.as_str());
+    let fwd = |cpus: &str| {
+        chain
+            .m_a
+            .ns
+            .command("taskset")
+            .args([
+                "-c", "1", XSKIT, "fwd", "-i", ma, "-i", mc, "-d", "0.5", "--cpus", cpus,
+            ])
+            .output()
+            .unwrap()
+    };
+    // Under `taskset -c 1`, CPU 1 exists and is allowed: the worker runs there.
+    let ok = fwd("1");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let outside = fwd("0");
+    let err = String::from_utf8_lossy(&outside.stderr);
+    assert_eq!(outside.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("CPU 0 is outside this process's allowed CPUs (1)"),
+        "{err}"
+    );
+    let absent = fwd("4096");
+    let err = String::from_utf8_lossy(&absent.stderr);
+    assert!(err.contains("CPU 4096 does not exist"), "{err}");
+    assert!(!attached(&chain.m_a, ma) && !attached(&chain.m_c, mc));
+}

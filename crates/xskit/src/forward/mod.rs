@@ -89,6 +89,31 @@ pub struct ForwardConfig {
 /// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
 const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
 
+/// Checks CPUs to pin workers to: each must exist on the machine (counted online, not from
+/// this process's affinity) and be one this process may run on.
+fn check_cpus(cpus: &[usize]) -> Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    let online = crate::sys::online_cpus();
+    if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
+        return Err(Error::InvalidConfig(format!(
+            "CPU {cpu} does not exist: this machine has CPUs 0 to {}",
+            online - 1
+        )));
+    }
+    let allowed = crate::sys::allowed_cpus().map_err(Error::Syscall)?;
+    if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+        let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
+        return Err(Error::InvalidConfig(format!(
+            "CPU {cpu} is outside this process's allowed CPUs ({}), as set by taskset or a \
+             cgroup: pin workers to those, or widen the affinity",
+            list.join(",")
+        )));
+    }
+    Ok(())
+}
+
 /// How often a running forwarder checks that its interfaces and programs are still there.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -334,13 +359,7 @@ impl Forwarder {
         }
         crate::pipeline::check_vector_size(config.vector)?;
         config.socket.validate()?;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if let Some(&cpu) = config.cpus.iter().find(|&&c| c >= cpus) {
-            return Err(Error::InvalidConfig(format!(
-                "CPU {cpu} does not exist: this machine has CPUs 0 to {}",
-                cpus - 1
-            )));
-        }
+        check_cpus(&config.cpus)?;
         let ifaces = config
             .interfaces
             .iter()

@@ -144,6 +144,27 @@ pub(crate) fn pin_current_thread(cpu: usize) -> Result<(), SyscallError> {
     cvt(ret, "sched_setaffinity").map(drop)
 }
 
+/// The CPUs this machine has online (`_SC_NPROCESSORS_ONLN`), whatever this process may use.
+pub(crate) fn online_cpus() -> usize {
+    // SAFETY: sysconf reads a system value and has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
+/// The CPUs this thread may run on (its affinity mask: taskset, cgroups).
+pub(crate) fn allowed_cpus() -> Result<Vec<usize>, SyscallError> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live cpu_set_t of the size passed; 0 means this thread.
+    let ret =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    cvt(ret, "sched_getaffinity")?;
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: every index is below CPU_SETSIZE, inside `set`.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
 /// An `ifreq` naming interface `name`, for the interface ioctls; EINVAL for a name the kernel
 /// would refuse (empty, too long, with '/', space or NUL).
 pub(crate) fn ifreq_named(name: &str, call: &'static str) -> Result<libc::ifreq, SyscallError> {
