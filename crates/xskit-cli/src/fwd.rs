@@ -138,6 +138,7 @@ fn drops(p: &PortCount) -> String {
         ("no-free-frames", p.no_frames_dropped),
         ("kernel-path-dropped", p.to_kernel_dropped),
         ("unclassifiable", p.unclassifiable),
+        ("xdp-forwarded-not-sent", p.xdp_forward_undelivered),
     ];
     let listed: Vec<String> = items
         .iter()
@@ -361,6 +362,16 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             thousands(report.counters.echo_replies),
             thousands(report.counters.respond_refused)
         );
+    }
+    for p in &report.counters.ports {
+        if p.xdp_forward_undelivered > 0 {
+            note!(
+                "xskit fwd: {} packets forwarded in XDP did not leave {} (its transmit counter \
+                 says so): on veth, the far end needs GRO on or an XDP program",
+                thousands(p.xdp_forward_undelivered),
+                p.interface
+            );
+        }
     }
     if let Some(fault) = &report.fault {
         note!("xskit fwd: stopped early: {fault}");

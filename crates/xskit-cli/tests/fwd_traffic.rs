@@ -485,3 +485,55 @@ fn the_smallest_and_largest_ring_sizes_forward() {
         }
     }
 }
+
+#[test]
+fn xdp_forwarding_counts_what_left_not_verdicts() {
+    if !privileged() {
+        return;
+    }
+    for gro in [true, false] {
+        let chain = Chain::bridged().unwrap();
+        if gro {
+            far_ends_take_xdp_frames(&chain);
+        }
+        let fwd = start_fwd(&chain, &["-m", "drv", "--xdp-forward"]);
+        let (dst_mac, src, dst) = (
+            mac(&chain.c),
+            chain.a.ip.to_string(),
+            chain.c.ip.to_string(),
+        );
+        let out = chain
+            .a
+            .ns
+            .command(XSKIT)
+            .args([
+                "gen",
+                "-i",
+                &chain.a.ifname,
+                "-m",
+                "drv",
+                "-n",
+                "3000",
+                "-r",
+                "20000",
+            ])
+            .args(["--dst-mac", &dst_mac, "--src-ip", &src, "--dst-ip", &dst])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        std::thread::sleep(Duration::from_millis(200));
+        let r = stop_fwd(fwd);
+        let (ma, mc) = (&r["counters"]["ports"][0], &r["counters"]["ports"][1]);
+        assert!(ma["xdp_forwarded"].as_u64().unwrap() >= 3000, "{r}");
+        if gro {
+            assert!(mc["device_tx_packets"].as_u64().unwrap() >= 3000, "{r}");
+            assert_eq!(mc["xdp_forward_undelivered"], 0, "{r}");
+        } else {
+            // The far end cannot take XDP frames: the verdicts stand, and so do the losses.
+            assert!(
+                mc["xdp_forward_undelivered"].as_u64().unwrap() >= 3000,
+                "{r}"
+            );
+        }
+    }
+}

@@ -187,8 +187,16 @@ pub struct PortCount {
     pub xdp_dropped: u64,
     /// Packets the XDP program passed to the kernel stack by rule.
     pub xdp_passed: u64,
-    /// Packets the XDP program forwarded out of the other interface by rule (`xdp_forward`).
+    /// XDP_REDIRECT verdicts out of the other interface by rule (`xdp_forward`): what the
+    /// program decided, not what left; see `xdp_forward_undelivered` on the other interface.
     pub xdp_forwarded: u64,
+    /// Packets this interface's device transmitted since the forwarder started (its own
+    /// counter: what the kernel confirms left).
+    pub device_tx_packets: u64,
+    /// Packets the other interface's program redirected here in XDP that this device did not
+    /// transmit: dropped by the kernel (on veth: the far end has neither GRO nor an XDP
+    /// program). Derived from the device's counter, so other traffic on it can hide some.
+    pub xdp_forward_undelivered: u64,
     /// Packets handed to the kernel through the TAP device.
     pub to_kernel: u64,
     /// Packets for the kernel that were dropped (no TAP device, or it was full).
@@ -304,6 +312,8 @@ pub struct Forwarder {
     echo_replies: Arc<AtomicU64>,
     respond_refused: Arc<AtomicU64>,
     warnings: Vec<String>,
+    /// Each device's transmit counter when the forwarder was set up.
+    device_tx_base: Vec<u64>,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -626,6 +636,7 @@ impl Forwarder {
             echo_replies,
             respond_refused,
             warnings,
+            device_tx_base: infos.iter().map(|i| i.stats.tx_packets).collect(),
         })
     }
 
@@ -730,6 +741,16 @@ impl Forwarder {
             }
             out.pool += *w.pool.lock().unwrap_or_else(PoisonError::into_inner);
         }
+        for (i, port) in out.ports.iter_mut().enumerate() {
+            let now = read(
+                strict,
+                self.programs[i]
+                    .interface()
+                    .link_info()
+                    .map(|l| l.stats.tx_packets),
+            )?;
+            port.device_tx_packets = now.saturating_sub(self.device_tx_base[i]);
+        }
         let default_in_kernel = self.rules.default_decided_in_kernel();
         let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
         for (program, port) in self.programs.iter().zip(out.ports.iter_mut()) {
@@ -765,6 +786,15 @@ impl Forwarder {
                     Verdict::Forward => port.xdp_forwarded += k.packets,
                     _ => port.xdp_passed += k.packets,
                 }
+            }
+        }
+        if out.ports.len() == 2 {
+            for q in 0..2 {
+                let into_q = out.ports[1 - q].xdp_forwarded;
+                let left_by_xdp = out.ports[q]
+                    .device_tx_packets
+                    .saturating_sub(out.ports[q].tx_packets + out.ports[q].from_kernel);
+                out.ports[q].xdp_forward_undelivered = into_q.saturating_sub(left_by_xdp);
             }
         }
         Ok(out)
