@@ -88,6 +88,10 @@ pub(crate) struct BenchArgs {
     /// bench pipeline: packets per case.
     #[arg(long, default_value_t = 2_000_000)]
     packets: u64,
+    /// On an interface: stop after this many packets (received, or sent for txpush and
+    /// afpacket-tx), counted at the clock's looks (every 64 rounds).
+    #[arg(short = 'n', long)]
+    count: Option<u64>,
 }
 
 /// One measurement, as printed by `--json`.
@@ -139,6 +143,7 @@ struct Meter {
     rounds: u32,
     start: Instant,
     deadline: Option<Instant>,
+    limit: u64,
     stop: Arc<AtomicBool>,
     /// Packets at the last look.
     seen: u64,
@@ -164,6 +169,7 @@ impl Meter {
             rounds: 0,
             start: now,
             deadline: args.run.duration()?.map(|d| now + d),
+            limit: args.count.unwrap_or(u64::MAX),
             stop,
             seen: 0,
             first: None,
@@ -190,7 +196,7 @@ impl Meter {
             self.last = Some(look);
             self.seen = packets;
         }
-        if stopped(&self.stop) || self.deadline.is_some_and(|d| now >= d) {
+        if stopped(&self.stop) || self.deadline.is_some_and(|d| now >= d) || packets >= self.limit {
             Next::Stop
         } else if now - self.tick >= self.interval {
             Next::Line

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use xskit::probe::{self, ProbeAddrs};
@@ -415,4 +416,36 @@ fn a_late_burst_is_measured_at_its_own_rate() {
         r["window_s"].as_f64().unwrap() < r["duration_s"].as_f64().unwrap() / 2.0,
         "{r}"
     );
+}
+
+#[test]
+fn callgrind_counts_instructions_per_packet_for_every_loop() {
+    if !privileged() {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/callgrind.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .env("BIN", XSKIT)
+        .env("COUNT", "100000")
+        .env("SECS", "2")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["rxdrop", "l2fwd", "txpush", "fwd"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} line in:\n{text}"));
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let packets: u64 = fields[1].parse().unwrap();
+        let per_packet: f64 = fields[2].parse().unwrap();
+        assert!(packets > 0 && per_packet > 0.0, "{line}");
+        assert!(line.contains('%'), "top functions listed: {line}");
+    }
 }
