@@ -293,8 +293,12 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
                 budget = budget.min(allowed.saturating_sub(seq));
                 if budget == 0 {
                     port.complete();
-                    if allowed + 1000 < seq + args.rate / 1000 {
-                        std::thread::sleep(Duration::from_micros(50));
+                    // Sleep until the next packet is due (less a margin for the wake-up),
+                    // rather than spin: a paced sender should leave its CPU to others.
+                    let due = Duration::from_secs_f64(seq as f64 / args.rate as f64);
+                    let wait = due.saturating_sub(now - start);
+                    if wait > Duration::from_micros(200) {
+                        std::thread::sleep(wait - Duration::from_micros(100));
                     }
                     continue;
                 }

@@ -249,6 +249,8 @@ fn testbed_table_and_plot() {
         ("fwd --xdp-forward", "skb"),
         ("fwd --xdp-forward", "drv"),
         ("kernel bridge", "-"),
+        ("ddos: fwd drops in XDP", "drv"),
+        ("ddos: XDP_DROP ceiling", "drv"),
     ] {
         let cell = cells
             .iter()
@@ -256,7 +258,13 @@ fn testbed_table_and_plot() {
             .unwrap_or_else(|| panic!("no {bench} {mode}"));
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
-    assert_eq!(t["ratios"].as_array().unwrap().len(), 7);
+    let ratios = t["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 9, "{ratios:?}");
+    let legit = ratios
+        .iter()
+        .find(|r| r[0] == "ddos legitimate delivered intact")
+        .unwrap();
+    assert!(legit[1].as_f64().unwrap() > 0.0, "{legit}");
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(chart.starts_with("<svg") && chart.matches("<rect").count() >= 9);
     let _ = std::fs::remove_file(&svg);

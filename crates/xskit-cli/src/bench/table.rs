@@ -112,6 +112,15 @@ fn finish(proc: Proc) -> Result<serde_json::Value> {
     serde_json::from_slice(&out.stdout).context("reading a benchmark's JSON")
 }
 
+/// As [`finish`], for a command whose status says whether it met a target (`recv --expect`):
+/// its JSON is the result either way.
+fn finish_any(proc: Proc) -> Result<serde_json::Value> {
+    let out = proc.child.wait_with_output()?;
+    let stderr = proc.stderr.join().unwrap_or_default();
+    serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("reading a benchmark's JSON ({}): {stderr}", out.status))
+}
+
 fn interrupt(proc: &Proc) {
     let _ = Command::new("kill")
         .args(["-INT", &proc.child.id().to_string()])
@@ -308,6 +317,215 @@ impl FwdRunner {
     }
 }
 
+/// A DDoS filter's run: the attack dropped by a kernel rule and the native XDP_DROP ceiling,
+/// both in packets per second of the same generator, and the legitimate probes delivered.
+struct Ddos {
+    dropped_pps: f64,
+    ceiling_pps: f64,
+    legit_expected: u64,
+    legit_valid: u64,
+}
+
+impl FwdRunner {
+    fn live_attack(&self, secs: f64) -> Result<Proc> {
+        // UDP to port 9, from the live-frames generator flat out (the rule below drops it).
+        start(
+            &self.exe,
+            &self.chain.a,
+            GEN_CPU,
+            &live_gen_args(&self.chain.a, "02:00:00:00:00:00", 64, secs),
+        )
+    }
+
+    /// The generator's sending time, from its JSON.
+    fn gen_seconds(gen: &serde_json::Value) -> f64 {
+        gen["duration_s"].as_f64().unwrap_or(0.0).max(1e-3)
+    }
+
+    /// Legitimate probes at 20 kpps from a to c's port 5000 for the run, on the attack
+    /// generator's CPU: a sender on the other CPU would move part of the receive work (veth's
+    /// NAPI) there and change what is measured. Its JSON whatever its status: the attack's
+    /// drops on the same device count in the device counter it checks.
+    fn legit(&self, n: &str) -> Result<serde_json::Value> {
+        let (a, c) = (&self.chain.a, &self.chain.c);
+        let mac: Vec<String> = c.mac.iter().map(|x| format!("{x:02x}")).collect();
+        let out = command(
+            &self.exe,
+            a,
+            GEN_CPU,
+            &[
+                "gen",
+                "-i",
+                &a.ifname,
+                "-m",
+                "drv",
+                "--dst-port",
+                "5000",
+                "-r",
+                "20000",
+                "--json",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([
+                "-n".into(),
+                n.into(),
+                "--dst-mac".into(),
+                mac.join(":"),
+                "--src-ip".into(),
+                a.ip.to_string(),
+                "--dst-ip".into(),
+                c.ip.to_string(),
+            ])
+            .collect::<Vec<_>>(),
+        )
+        .output()?;
+        serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "the legitimate generator failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// The mix (the attack flat out on UDP port 9 and the legitimate probes) into, first, a
+    /// bare native XDP_DROP program on m's interface, the ceiling; then `xskit fwd` in DRV
+    /// mode with a kernel rule dropping port 9, the probes forwarded to c and checked there.
+    fn ddos(&self) -> Result<Ddos> {
+        let (m_a, m_c, c) = (&self.chain.m_a, &self.chain.m_c, &self.chain.c);
+        set_gro(m_a, false)?;
+        set_gro(c, false)?;
+        let legit_expected = (20_000.0 * self.secs) as u64;
+        let n = legit_expected.to_string();
+        let bench = start(
+            &self.exe,
+            m_a,
+            BENCH_CPU,
+            &["bench", "xdp-drop", "-i", &m_a.ifname, "-m", "drv", "-d"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([format!("{}", self.secs + 1.0), "--json".into()])
+                .collect::<Vec<_>>(),
+        )?;
+        std::thread::sleep(Duration::from_millis(300));
+        let attack = self.live_attack(self.secs)?;
+        let legit_sent = self.legit(&n)?["tx_packets"].as_u64().unwrap_or(0);
+        // Its status reports the frames the device dropped when the mix overflowed its ring.
+        let gen = finish_any(attack)?;
+        let all: serde_json::Value = finish(bench)?;
+        let ceiling_pps = all["rx_packets"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(legit_sent) as f64
+            / Self::gen_seconds(&gen);
+
+        let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
+        std::fs::write(
+            &rules,
+            "[[rule]]\nname = \"attack\"\nprotocol = \"udp\"\ndst_port = 9\naction = \"drop\"\n",
+        )?;
+        let fwd = start(
+            &self.exe,
+            m_a,
+            BENCH_CPU,
+            &[
+                "fwd",
+                "-i",
+                &m_a.ifname,
+                "-i",
+                &m_c.ifname,
+                "-m",
+                "drv",
+                "--json",
+                "-r",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([rules.display().to_string()])
+            .collect::<Vec<_>>(),
+        );
+        let _ = std::fs::remove_file(&rules);
+        let fwd = fwd?;
+        // The receiver sleeps in poll(2) between packets, off the generator's CPU.
+        let recv = start(
+            &self.exe,
+            c,
+            BENCH_CPU,
+            &[
+                "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", &n, "-d",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([format!("{}", self.secs + 4.0), "--json".into()])
+            .collect::<Vec<_>>(),
+        )?;
+        let attack = self.live_attack(self.secs)?;
+        self.legit(&n)?;
+        let gen = finish_any(attack)?;
+        let delivered = finish_any(recv)?;
+        interrupt(&fwd);
+        let report = finish(fwd)?;
+        if report["frames"]["unaccounted"] != 0 {
+            bail!("xskit fwd lost frames: {report}");
+        }
+        let dropped = report["counters"]["rules"][0]["in_kernel"]
+            .as_u64()
+            .unwrap_or(0);
+        if delivered["corrupt"] != 0 {
+            bail!("legitimate probes arrived damaged: {delivered}");
+        }
+        Ok(Ddos {
+            dropped_pps: dropped as f64 / Self::gen_seconds(&gen),
+            ceiling_pps,
+            legit_expected,
+            legit_valid: delivered["valid"].as_u64().unwrap_or(0),
+        })
+    }
+}
+
+/// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling of
+/// the same generator, and the legitimate traffic delivered intact meanwhile.
+fn ddos_cells(exe: &str, secs: f64, runs: usize, json: bool) -> Result<(Vec<Cell>, f64)> {
+    let runner = FwdRunner {
+        exe: exe.to_string(),
+        secs,
+        chain: Chain::bridged().context("building the three-namespace testbed")?,
+    };
+    let cell = |bench: &str| Cell {
+        bench: bench.to_string(),
+        mode: "drv".into(),
+        size: 64,
+        mpps: vec![],
+        cpu_ns_per_packet: vec![],
+    };
+    let (mut dropped, mut ceiling) = (
+        cell("ddos: fwd drops in XDP"),
+        cell("ddos: XDP_DROP ceiling"),
+    );
+    let (mut valid, mut expected) = (0u64, 0u64);
+    for run in 0..runs {
+        let d = runner.ddos()?;
+        dropped.mpps.push(d.dropped_pps / 1e6);
+        ceiling.mpps.push(d.ceiling_pps / 1e6);
+        valid += d.legit_valid;
+        expected += d.legit_expected;
+        if !json {
+            out!(
+                "  run {} ddos   attack dropped {:>7.3} Mpps, XDP_DROP ceiling {:>7.3} Mpps, legitimate {}/{} intact",
+                run + 1,
+                d.dropped_pps / 1e6,
+                d.ceiling_pps / 1e6,
+                d.legit_valid,
+                d.legit_expected
+            );
+        }
+    }
+    Ok((
+        vec![dropped, ceiling],
+        valid as f64 / expected.max(1) as f64,
+    ))
+}
+
 /// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
 fn fwd_cells(exe: &str, secs: f64, runs: usize, size: usize, json: bool) -> Result<Vec<Cell>> {
     let runner = FwdRunner {
@@ -461,6 +679,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
     if !generator.mpps.is_empty() {
         cells.push(generator);
     }
+    let mut legit_share = None;
     if wanted(Kind::Fwd) && !args.sizes {
         cells.extend(fwd_cells(
             &runner.exe,
@@ -469,6 +688,9 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             args.size,
             args.run.json,
         )?);
+        let (ddos, share) = ddos_cells(&runner.exe, secs, args.runs, args.run.json)?;
+        cells.extend(ddos);
+        legit_share = Some(share);
     }
     let find = |bench: &str, mode: &str| {
         cells
@@ -492,6 +714,15 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
                 ratios.push((format!("{bench} {mode} / kernel bridge"), x / p));
             }
         }
+    }
+    if let (Some(x), Some(p)) = (
+        find("ddos: fwd drops in XDP", "drv"),
+        find("ddos: XDP_DROP ceiling", "drv"),
+    ) {
+        ratios.push(("ddos drops in XDP / XDP_DROP ceiling".to_string(), x / p));
+    }
+    if let Some(share) = legit_share {
+        ratios.push(("ddos legitimate delivered intact".to_string(), share));
     }
     let table = Table {
         seconds_per_cell: secs,
