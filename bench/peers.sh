@@ -8,8 +8,9 @@
 #   txpush  vs testpmd txonly   (sender on CPU 1)
 #   l2fwd   vs testpmd macswap  (forwarder on CPU 1, the same generator)
 # Both sides run in native (DRV) copy mode: testpmd 22.11 cannot choose, and takes native.
-# testpmd gets busy_budget=0, its faster setting on veth. Prints every run, then each
-# xskit/peer ratio with its median and spread (min..max).
+# testpmd gets busy_budget=0, its faster setting on veth. Both are counted by the kernel over
+# the same window (see window() below). Prints every run, then each xskit/peer ratio with its
+# median and spread (min..max).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -49,7 +50,6 @@ ip -n "$B" link set xp-b up
 MAC_B=02:58:53:4b:00:0b
 OUT=$(mktemp -d)
 
-json() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
 gen_start() { # flat-out generator on CPU 0 into xp-b
     ip netns exec "$A" taskset -c 0 "$XSKIT" gen --engine live -i xp-a --dst-mac "$MAC_B" -d $((SECS + 4)) --json >"$OUT/gen.json" 2>/dev/null &
@@ -57,37 +57,59 @@ gen_start() { # flat-out generator on CPU 0 into xp-b
 }
 gen_stop() { kill -INT "$GEN" 2>/dev/null || true; wait "$GEN" 2>/dev/null || true; }
 
-xskit_run() { # $1 bench, $2 ns, $3 iface, $4 field
-    local feed=0
-    [ "$1" != txpush ] && feed=1
-    ip netns exec "$2" taskset -c 1 "$XSKIT" bench "$1" -i "$3" -m drv -d "$SECS" --json >"$OUT/x.json" 2>/dev/null &
-    local pid=$!
-    sleep 0.5
-    [ $feed = 1 ] && gen_start
-    wait "$pid"
-    [ $feed = 1 ] && gen_stop
-    json "$OUT/x.json" "$4"
+# Both contenders are counted alike, by the kernel, over the same window: after a second of
+# warm-up, SECS seconds of the receiving veth's XDP redirects into AF_XDP (rxdrop, rxonly),
+# or of the far device's received packets (txpush and txonly: what b received; l2fwd and
+# macswap: what came back to a). Neither tool's own count or start-up time enters.
+counter() { # $1 what (redirect|rx), $2 ns, $3 iface
+    case $1 in
+    redirect) ip netns exec "$2" ethtool -S "$3" | awk '/rx_queue_0_xdp_redirect:/ {print $2}' ;;
+    rx) ip -n "$2" -s -j link show dev "$3" | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['rx']['packets'])" ;;
+    esac
+}
+window() { # $1 what, $2 ns, $3 iface: packets per second over SECS seconds
+    sleep 1
+    local c0 t0 c1 t1
+    c0=$(counter "$1" "$2" "$3"); t0=$(date +%s.%N)
+    sleep "$SECS"
+    c1=$(counter "$1" "$2" "$3"); t1=$(date +%s.%N)
+    python3 -c "print(($c1 - $c0) / ($t1 - $t0))"
 }
 
-testpmd_run() { # $1 forward mode, $2 ns, $3 iface, $4 "Rx" or "Tx"
-    local feed=0
-    [ "$1" != txonly ] && feed=1
-    ip netns exec "$2" env LIBXDP_SKIP_DISPATCHER=1 timeout -s INT $((SECS + 2)) \
+# Where each pair is counted: (what, namespace, interface).
+where() {
+    case $1 in
+    rxdrop) echo "redirect $B xp-b" ;;
+    txpush) echo "rx $B xp-b" ;;
+    l2fwd) echo "rx $A xp-a" ;;
+    esac
+}
+
+xskit_run() { # $1 bench, $2 ns, $3 iface
+    ip netns exec "$2" taskset -c 1 "$XSKIT" bench "$1" -i "$3" -m drv -d $((SECS + 3)) --json >"$OUT/x.json" 2>/dev/null &
+    local pid=$!
+    sleep 0.5
+    [ "$1" != txpush ] && gen_start
+    window $(where "$1")
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    [ "$1" != txpush ] && gen_stop
+    return 0
+}
+
+testpmd_run() { # $1 forward mode, $2 ns, $3 iface, $4 the pair it is measured against
+    ip netns exec "$2" env LIBXDP_SKIP_DISPATCHER=1 timeout -s INT $((SECS + 4)) \
         dpdk-testpmd --no-huge -m 1024 --file-prefix="xskitpeer$$" -l 0,1 --main-lcore 0 --no-pci \
         --vdev "net_af_xdp0,iface=$3,start_queue=0,queue_count=1,busy_budget=0" -- \
         --forward-mode="$1" --stats-period 1 --total-num-mbufs=16384 >"$OUT/tp.log" 2>&1 &
     local pid=$!
     sleep 1.5
-    [ $feed = 1 ] && gen_start
-    wait "$pid" || true
-    [ $feed = 1 ] && gen_stop
-    # The per-second rates after the first (start-up) report; their median.
-    python3 - "$OUT/tp.log" "$4" <<'PY'
-import re, statistics, sys
-vals = [int(v) for v in re.findall(sys.argv[2] + r"-pps:\s+(\d+)", open(sys.argv[1]).read())]
-vals = [v for v in vals[1:] if v > 0] or [0]
-print(statistics.median(vals))
-PY
+    [ "$1" != txonly ] && gen_start
+    window $(where "$4")
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    [ "$1" != txonly ] && gen_stop
+    return 0
 }
 
 printf "%-8s %-4s %14s %14s %8s\n" pair run "xskit pps" "testpmd pps" ratio
@@ -95,9 +117,9 @@ printf "%-8s %-4s %14s %14s %8s\n" pair run "xskit pps" "testpmd pps" ratio
 for run in $(seq 1 "$RUNS"); do
     for pair in rxdrop txpush l2fwd; do
         case $pair in
-        rxdrop) x=$(xskit_run rxdrop "$B" xp-b rx_pps); p=$(testpmd_run rxonly "$B" xp-b Rx) ;;
-        txpush) x=$(xskit_run txpush "$A" xp-a tx_pps); p=$(testpmd_run txonly "$A" xp-a Tx) ;;
-        l2fwd) x=$(xskit_run l2fwd "$B" xp-b tx_pps); p=$(testpmd_run macswap "$B" xp-b Tx) ;;
+        rxdrop) x=$(xskit_run rxdrop "$B" xp-b); p=$(testpmd_run rxonly "$B" xp-b rxdrop) ;;
+        txpush) x=$(xskit_run txpush "$A" xp-a); p=$(testpmd_run txonly "$A" xp-a txpush) ;;
+        l2fwd) x=$(xskit_run l2fwd "$B" xp-b); p=$(testpmd_run macswap "$B" xp-b l2fwd) ;;
         esac
         r=$(python3 -c "print(f'{float(\"$x\")/max(float(\"$p\"),1):.2f}')")
         printf "%-8s %-4s %14.0f %14.0f %8s\n" "$pair" "$run" "$x" "$p" "$r"
