@@ -114,6 +114,16 @@ fn check_cpus(cpus: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Adds `n` to a counter that only the calling worker writes (other threads only read it):
+/// a relaxed load and store, not a locked read-modify-write.
+#[inline]
+pub(crate) fn bump(cell: &AtomicU64, n: u64) {
+    cell.store(
+        cell.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
 /// How often a running forwarder checks that its interfaces and programs are still there.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 
+use super::bump;
 use crate::pipeline::{Next, Stage};
 use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
 use crate::sys::umem::{Frame, Umem};
 
-/// Counters a rule (or the default) keeps in user space.
+/// Counters a rule (or the default) keeps in user space; each set is written by one worker's
+/// pipeline only ([`bump`]), and read by the forwarder.
 #[derive(Debug, Default)]
 pub(crate) struct RuleCells {
     pub(crate) packets: AtomicU64,
@@ -239,9 +241,9 @@ impl Stage for Rules {
         }
         for (local, cell) in self.local.iter_mut().zip(self.cells.iter()) {
             if local[0] > 0 {
-                cell.packets.fetch_add(local[0], Ordering::Relaxed);
-                cell.bytes.fetch_add(local[1], Ordering::Relaxed);
-                cell.over_rate.fetch_add(local[2], Ordering::Relaxed);
+                bump(&cell.packets, local[0]);
+                bump(&cell.bytes, local[1]);
+                bump(&cell.over_rate, local[2]);
                 *local = [0; 3];
             }
         }

@@ -10,6 +10,7 @@ use xskit_wire::ethernet;
 use xskit_wire::gso::TcpSegmenter;
 use xskit_wire::offload::{L4Checksum, Sum};
 
+use super::bump;
 use super::chains::Chains;
 
 use crate::error::{Error, Result};
@@ -17,7 +18,7 @@ use crate::pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, Xs
 use crate::sys::tap::TapFd;
 use crate::sys::umem::{Frame, Umem};
 
-/// Per-port counters of one worker.
+/// Per-port counters of one worker, written by that worker only ([`bump`]).
 #[derive(Debug, Default)]
 pub(crate) struct PortCells {
     pub(crate) rx_packets: AtomicU64,
@@ -208,8 +209,8 @@ impl Worker {
                     .chains
                     .sort_received(p, &mut self.raw, input, &mut out.drop);
                 let cells = &self.port_cells[p];
-                cells.rx_packets.fetch_add(n as u64, Ordering::Relaxed);
-                cells.rx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                bump(&cells.rx_packets, n as u64);
+                bump(&cells.rx_bytes, bytes as u64);
                 if let Some(tap) = &self.tap {
                     // Broadcast and multicast (ARP requests, neighbour discovery) are also
                     // the forwarding host's business: its kernel gets a copy.
@@ -254,34 +255,18 @@ impl Worker {
                 } else {
                     packets - (n - sent).min(packets)
                 };
-                cells
-                    .tx_packets
-                    .fetch_add(sent_packets as u64, Ordering::Relaxed);
-                cells.tx_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-                cells
-                    .tx_ring_full
-                    .fetch_add((n - sent) as u64, Ordering::Relaxed);
+                bump(&cells.tx_packets, sent_packets as u64);
+                bump(&cells.tx_bytes, bytes as u64);
+                bump(&cells.tx_ring_full, (n - sent) as u64);
                 if prepared.offloaded + prepared.completed > 0 {
-                    cells
-                        .csum_offloaded
-                        .fetch_add(prepared.offloaded, Ordering::Relaxed);
-                    cells
-                        .csum_completed
-                        .fetch_add(prepared.completed, Ordering::Relaxed);
+                    bump(&cells.csum_offloaded, prepared.offloaded);
+                    bump(&cells.csum_completed, prepared.completed);
                 }
                 if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
-                    cells
-                        .segmented
-                        .fetch_add(prepared.segmented, Ordering::Relaxed);
-                    cells
-                        .segments
-                        .fetch_add(prepared.segments, Ordering::Relaxed);
-                    cells
-                        .oversize_dropped
-                        .fetch_add(prepared.oversize, Ordering::Relaxed);
-                    cells
-                        .no_frames_dropped
-                        .fetch_add(prepared.no_frames, Ordering::Relaxed);
+                    bump(&cells.segmented, prepared.segmented);
+                    bump(&cells.segments, prepared.segments);
+                    bump(&cells.oversize_dropped, prepared.oversize);
+                    bump(&cells.no_frames_dropped, prepared.no_frames);
                 }
             }
             for port in self.ports.iter_mut() {
@@ -576,22 +561,20 @@ impl Worker {
                     if let Some(c) = L4Checksum::locate(data, data.len()) {
                         if c.is_partial(data) {
                             c.complete(data);
-                            cells.csum_completed.fetch_add(1, Ordering::Relaxed);
+                            bump(&cells.csum_completed, 1);
                         }
                     }
                     let data = &*data;
                     tap.learn(data, port as u16);
                     if tap.fd.write(data).map_err(Error::Syscall)? {
-                        cells.to_kernel.fetch_add(1, Ordering::Relaxed);
+                        bump(&cells.to_kernel, 1);
                     } else {
-                        cells.to_kernel_dropped.fetch_add(1, Ordering::Relaxed);
+                        bump(&cells.to_kernel_dropped, 1);
                     }
                 }
             }
             None => {
-                cells
-                    .to_kernel_dropped
-                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
+                bump(&cells.to_kernel_dropped, frames.len() as u64);
                 self.chains.release_tails(frames, &mut self.raw);
                 frames.append(&mut self.raw);
             }
@@ -640,9 +623,7 @@ impl Worker {
             };
             match port {
                 Some(p) if usize::from(p) < nports => {
-                    self.port_cells[usize::from(p)]
-                        .from_kernel
-                        .fetch_add(1, Ordering::Relaxed);
+                    bump(&self.port_cells[usize::from(p)].from_kernel, 1);
                     out.tx[usize::from(p)].push(f);
                 }
                 _ => {
@@ -651,15 +632,11 @@ impl Worker {
                         self.pool.alloc(&mut self.tap_frames, 1);
                         if let Some(mut c) = self.tap_frames.pop() {
                             self.umem.write(&mut c, self.umem.data(&f))?;
-                            self.port_cells[p]
-                                .from_kernel
-                                .fetch_add(1, Ordering::Relaxed);
+                            bump(&self.port_cells[p].from_kernel, 1);
                             out.tx[p].push(c);
                         }
                     }
-                    self.port_cells[0]
-                        .from_kernel
-                        .fetch_add(1, Ordering::Relaxed);
+                    bump(&self.port_cells[0].from_kernel, 1);
                     out.tx[0].push(f);
                 }
             }
