@@ -1,6 +1,6 @@
 //! `xskit bench`: the xdpsock benchmarks (rxdrop, txpush, l2fwd), the AF_PACKET baselines and
 //! the XDP_DROP ceiling on one interface; with no interface, all of them on a testbed, as the
-//! table of seed 000.
+//! table of receive, transmit and forwarding rates.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -37,7 +37,7 @@ pub(crate) enum Kind {
     /// Kernel ceiling: an XDP program that counts and drops.
     XdpDrop,
     /// In memory, no interface: verdict mixes through the pipeline, pool against per-packet
-    /// allocation (seed 003).
+    /// allocation.
     Pipeline,
     /// Testbed only: `xskit fwd` between two namespaces, against the kernel's bridge.
     Fwd,

@@ -52,7 +52,7 @@ enum Command {
     /// without -i, all of them on a testbed, as a table.
     Bench(bench::BenchArgs),
     /// Zero-copy sends on TCP/UDP sockets (MSG_ZEROCOPY or io_uring SEND_ZC); --table for
-    /// seed 001's CPU comparison.
+    /// a comparison of the sender's CPU per GB, copying against zero-copy.
     Zcsend(zcsend::ZcArgs),
     /// Filtering forwarder: a bump in the wire between two interfaces (or --reflect on one)
     /// with a TOML rules file, rate limits, --respond for ARP/ping, live counters.

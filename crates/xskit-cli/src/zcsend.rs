@@ -1,5 +1,5 @@
 //! `xskit zcsend`: zero-copy sends on kernel sockets, like the kernel's msg_zerocopy selftest,
-//! and `--table`, seed 001's comparison of sender CPU for copy and zero-copy.
+//! and `--table`, a comparison of sender CPU for copy and zero-copy.
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -69,7 +69,7 @@ pub(crate) struct ZcArgs {
     /// UDP: cork, sending four writes as one datagram.
     #[arg(long)]
     cork: bool,
-    /// Seed 001's table on a testbed: sender CPU for copy and zero-copy by write size.
+    /// A table on a testbed: sender CPU for copy and zero-copy by write size.
     #[arg(long)]
     table: bool,
     /// Print one JSON object at the end.

@@ -61,6 +61,7 @@ pub mod probe;
 mod program;
 pub mod rules;
 mod socket;
+mod sync;
 #[allow(unsafe_code)]
 mod sys;
 pub mod zerocopy;

@@ -10,6 +10,7 @@ use aya::Ebpf;
 use crate::error::{Error, Result};
 use crate::interface::Interface;
 use crate::socket::Socket;
+use crate::sync::LockUnpoisoned;
 use crate::sys::filter::{ConfigRepr, CounterRepr, RuleRepr};
 
 static REDIRECT_OBJ: &[u8] =
@@ -591,9 +592,7 @@ impl XdpProgram {
             )));
         }
         let reprs = rules.iter().map(Rule::repr).collect::<Result<Vec<_>>>()?;
-        let mut maps = filter
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut maps = filter.lock_unpoisoned();
         let map_err =
             |e: aya::maps::MapError| Error::Program(format!("updating the filter: {}", chain(&e)));
         let unclassifiable = maps.unclassifiable as u32;
@@ -722,9 +721,7 @@ impl XdpProgram {
                 "this program has no rules: attach it with XdpProgram::attach_filter".into(),
             )
         })?;
-        f(&mut filter
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&mut filter.lock_unpoisoned())
     }
 
     fn with_filter<R>(&self, f: impl FnOnce(&FilterMaps) -> Result<R>) -> Result<R> {
@@ -740,10 +737,7 @@ impl XdpProgram {
                 self.iface.name()
             )));
         }
-        let mut map = self
-            .xsks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.xsks.lock_unpoisoned();
         map.set(
             socket.queue(),
             std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(socket)),
@@ -760,10 +754,7 @@ impl XdpProgram {
 
     /// Stops steering queue `queue` to a socket; its packets go to the kernel stack again.
     pub fn unregister(&self, queue: u32) -> Result<()> {
-        let mut map = self
-            .xsks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.xsks.lock_unpoisoned();
         map.unset(queue)
             .map_err(|e| Error::Program(format!("unregistering queue {queue}: {}", chain(&e))))
     }
@@ -773,10 +764,7 @@ impl XdpProgram {
     /// socket), 4 XDP_REDIRECT. The filter's rule counters count the run, which is how a
     /// dry run shows which rule a packet hits.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
-        let ebpf = self
-            .ebpf
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ebpf = self.ebpf.lock_unpoisoned();
         let (name, program) = ebpf
             .programs()
             .next()

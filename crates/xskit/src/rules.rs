@@ -26,7 +26,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-use xskit_wire::{ipv4, ipv6, EtherType};
+use xskit_wire::{ip_protocol, ipv4, ipv6, EtherType};
 
 use crate::program::{Action, Rule};
 
@@ -447,7 +447,7 @@ impl PacketKey {
             _ => return Ok(k),
         };
         if let Some((l4, l4_len)) = l4 {
-            if matches!(k.protocol, 6 | 17) {
+            if matches!(k.protocol, ip_protocol::TCP | ip_protocol::UDP) {
                 if l4.len() < 4 || l4_len < 4 {
                     return Err(Unclassifiable("TCP or UDP ports cut short"));
                 }
@@ -511,10 +511,10 @@ fn parse_verdict(s: &str, allow_rate: bool) -> Result<Verdict, String> {
 fn parse_protocol(v: &toml::Value) -> Result<u8, String> {
     match v {
         toml::Value::String(s) => match s.to_ascii_lowercase().as_str() {
-            "tcp" => Ok(6),
-            "udp" => Ok(17),
-            "icmp" => Ok(1),
-            "icmpv6" => Ok(58),
+            "tcp" => Ok(ip_protocol::TCP),
+            "udp" => Ok(ip_protocol::UDP),
+            "icmp" => Ok(ip_protocol::ICMP),
+            "icmpv6" => Ok(ip_protocol::ICMPV6),
             _ => Err(format!(
                 "protocol {s:?} is not tcp, udp, icmp or icmpv6 (or give a number 0-255)"
             )),
@@ -606,7 +606,9 @@ impl RuleSet {
                     .transpose()
             };
             let (src_ports, dst_ports) = (ports(&r.src_port)?, ports(&r.dst_port)?);
-            if (src_ports.is_some() || dst_ports.is_some()) && !matches!(protocol, Some(6 | 17)) {
+            if (src_ports.is_some() || dst_ports.is_some())
+                && !matches!(protocol, Some(ip_protocol::TCP | ip_protocol::UDP))
+            {
                 let span = r
                     .dst_port
                     .as_ref()

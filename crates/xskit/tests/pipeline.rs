@@ -25,7 +25,7 @@ fn umem(frames: u32) -> Umem {
     .unwrap()
 }
 
-/// Alternates drop and forward, the intermixed traffic of seed 003.
+/// Alternates drop and forward: verdicts intermixed packet by packet.
 struct Alternate;
 impl Stage for Alternate {
     fn name(&self) -> &'static str {

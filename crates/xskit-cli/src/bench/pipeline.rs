@@ -1,4 +1,4 @@
-//! `xskit bench pipeline`: seed 003's questions, measured in memory (no root, no interface).
+//! `xskit bench pipeline`: what vectors and a frame pool save, measured in memory (no root, no interface).
 //!
 //! - Verdicts: per-packet cost of a vector through one stage when every packet is dropped,
 //!   every packet is forwarded, or the two alternate packet by packet. With one split per

@@ -1,5 +1,5 @@
 //! `xskit bench` with no interface: every benchmark on a testbed, generator and benchmark in
-//! separate processes pinned to different CPUs, printed as seed 000's table.
+//! separate processes pinned to different CPUs, printed as one table.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};

@@ -32,7 +32,7 @@ mod worker;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -43,6 +43,7 @@ use crate::pipeline::{Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR
 use crate::program::{AttachMode, AttachedMode, XdpProgram};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::socket::{SocketConfig, SocketHandle};
+use crate::sync::LockUnpoisoned;
 use crate::sys::tap::TapFd;
 use crate::sys::umem::{Umem, UmemConfig};
 use stages::{Respond, RuleCells, Rules};
@@ -749,7 +750,7 @@ impl Forwarder {
                     count.over_rate += cells.over_rate.load(Ordering::Relaxed);
                 }
             }
-            out.pool += *w.pool.lock().unwrap_or_else(PoisonError::into_inner);
+            out.pool += *w.pool.lock_unpoisoned();
         }
         for (i, port) in out.ports.iter_mut().enumerate() {
             let now = read(

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use xskit_wire::ethernet;
@@ -15,6 +15,7 @@ use super::chains::Chains;
 
 use crate::error::{Error, Result};
 use crate::pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, XskPort};
+use crate::sync::LockUnpoisoned;
 use crate::sys::tap::TapFd;
 use crate::sys::umem::{Frame, Umem};
 
@@ -62,10 +63,7 @@ impl TapPath {
         };
         let src = eth.src_addr();
         if src[0] & 1 == 0 {
-            self.learnt
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(src, port);
+            self.learnt.lock_unpoisoned().insert(src, port);
         }
     }
 }
@@ -288,10 +286,7 @@ impl Worker {
             if round.is_multiple_of(PUBLISH_ROUNDS)
                 && last_publish.elapsed() > Duration::from_millis(100)
             {
-                *self
-                    .pool_stats
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = self.pool.stats();
+                *self.pool_stats.lock_unpoisoned() = self.pool.stats();
                 last_publish = Instant::now();
             }
         }
@@ -344,10 +339,7 @@ impl Worker {
             end.rings.rx += r.rx;
             end.rings.tx += r.tx;
         }
-        *self
-            .pool_stats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = self.pool.stats();
+        *self.pool_stats.lock_unpoisoned() = self.pool.stats();
         if self.pool.held() != self.pool.cached() + end.ledger_in_kernel {
             return Err(Error::FrameAccounting(format!(
                 "worker {} (queue {}) at stop: holds {} frames, but {} are cached and {} in the kernel",
@@ -613,11 +605,7 @@ impl Worker {
             // At least 14 bytes were read: the view cannot fail.
             let dst = ethernet::Frame::new_checked(data).map_or([0xff; 6], |e| e.dst_addr());
             let port = if dst[0] & 1 == 0 {
-                tap.learnt
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get(&dst)
-                    .copied()
+                tap.learnt.lock_unpoisoned().get(&dst).copied()
             } else {
                 None
             };

@@ -3,8 +3,9 @@
 //! handles, never bytes.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use crate::sync::LockUnpoisoned;
 use crate::sys::umem::Frame;
 
 type Queue = Arc<Mutex<VecDeque<Frame>>>;
@@ -42,7 +43,7 @@ pub fn mem_port_pair(capacity: usize) -> (MemPort, MemPort) {
 impl MemPort {
     /// Moves up to `max` received frames into `out`; returns how many.
     pub fn receive(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
-        let mut q = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut q = self.inbox.lock_unpoisoned();
         let n = q.len().min(max);
         out.extend(q.drain(..n));
         n
@@ -51,7 +52,7 @@ impl MemPort {
     /// Sends every frame of `frames` to the peer. Frames that do not fit are moved to
     /// `overflow` (to be recycled), counted as dropped; returns how many were sent.
     pub fn send(&mut self, frames: &mut Vec<Frame>, overflow: &mut Vec<Frame>) -> usize {
-        let mut q = self.peer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut q = self.peer.lock_unpoisoned();
         let room = self.capacity.saturating_sub(q.len()).min(frames.len());
         q.extend(frames.drain(..room));
         self.dropped += frames.len() as u64;
@@ -61,10 +62,7 @@ impl MemPort {
 
     /// Frames waiting in this port's receive queue.
     pub fn pending(&self) -> usize {
-        self.inbox
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.inbox.lock_unpoisoned().len()
     }
 
     /// Frames dropped because the peer's queue was full.

@@ -1,4 +1,4 @@
-//! Vector packet processing (seed 003, VPP's graph): a vector of frames enters a stage, the
+//! Vector packet processing (VPP's graph): a vector of frames enters a stage, the
 //! stage gives every frame a [`Next`], and the runtime splits the vector once into per-next
 //! vectors: drops, transmits per port, the kernel, or a later stage. Drop, transmit and
 //! pass-to-kernel never interleave per packet.

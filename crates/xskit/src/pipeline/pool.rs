@@ -1,8 +1,9 @@
 //! A frame pool in the spirit of the kernel's page_pool: a per-worker cache served without
 //! locks, refilled from and spilled to a shared ring in bulk, with counters for each path.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use crate::sync::LockUnpoisoned;
 use crate::sys::umem::Frame;
 
 /// How a pool's frames came and went (the page_pool counters).
@@ -53,10 +54,7 @@ impl SharedFrames {
 
     /// Frames in the shared ring now.
     pub fn len(&self) -> usize {
-        self.ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.ring.lock_unpoisoned().len()
     }
 
     /// True when the shared ring is empty.
@@ -100,11 +98,7 @@ impl FramePool {
         let mut got = 0;
         while got < n {
             if self.cache.is_empty() {
-                let mut ring = self
-                    .shared
-                    .ring
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut ring = self.shared.ring.lock_unpoisoned();
                 let take = ring.len().min(self.cache_max.max(n - got));
                 let at = ring.len() - take;
                 self.cache.extend(ring.drain(at..));
@@ -139,11 +133,7 @@ impl FramePool {
         if frames.is_empty() {
             return;
         }
-        let mut ring = self
-            .shared
-            .ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut ring = self.shared.ring.lock_unpoisoned();
         let space = self
             .shared
             .capacity
@@ -165,11 +155,7 @@ impl FramePool {
             self.cache.push(frame);
             return;
         }
-        let mut ring = self
-            .shared
-            .ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut ring = self.shared.ring.lock_unpoisoned();
         if ring.len() < self.shared.capacity {
             self.stats.recycled_ring += 1;
             self.held -= 1;
@@ -194,11 +180,7 @@ impl Drop for FramePool {
     /// A worker that goes away gives its cached frames back to the shared ring, so none is lost.
     fn drop(&mut self) {
         let mut cache = std::mem::take(&mut self.cache);
-        let mut ring = self
-            .shared
-            .ring
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut ring = self.shared.ring.lock_unpoisoned();
         ring.append(&mut cache);
     }
 }

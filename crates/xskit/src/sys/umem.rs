@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::mmap::Mmap;
 use crate::error::{Error, Result};
+use crate::sync::LockUnpoisoned;
 
 /// Bytes the kernel reserves in front of every received packet (`XDP_PACKET_HEADROOM`).
 pub const XDP_PACKET_HEADROOM: u32 = 256;
@@ -134,6 +135,7 @@ impl UmemConfig {
 /// through the fill and tx rings. Read and write their bytes with [`Umem::data`] and
 /// [`Umem::data_mut`].
 #[derive(Debug, PartialEq, Eq)]
+#[must_use = "a dropped Frame takes its chunk out of circulation: give it to a ring or a pool"]
 pub struct Frame {
     tagged_addr: u64,
     len: u32,
@@ -469,10 +471,7 @@ impl Umem {
     }
 
     pub(crate) fn registration(&self) -> std::sync::MutexGuard<'_, Registration> {
-        self.inner
-            .registration
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.registration.lock_unpoisoned()
     }
 
     /// Two handles refer to the same UMEM.
