@@ -744,6 +744,10 @@ fn xdp_forward_keeps_decided_packets_in_the_kernel() {
     assert_eq!(r["out_of_order"], 0, "{r}");
     let report = interrupt(fwd);
     let (u, d) = (rule(&report, "from-a-udp-8"), rule(&report, "default"));
+    // A probe whose correct checksum happens to equal its pseudo-header sum (1 in 65,536)
+    // looks partial: the filter sends it up to be finished, and says so.
+    let a_side = &report["counters"]["ports"][0];
+    let partial = a_side["xdp_partial_checksums"].as_u64().unwrap();
     assert_eq!(
         (&u["packets"], &u["in_kernel"]),
         (&300.into(), &0.into()),
@@ -751,15 +755,15 @@ fn xdp_forward_keeps_decided_packets_in_the_kernel() {
     );
     assert_eq!(
         (&d["packets"], &d["in_kernel"]),
-        (&500.into(), &500.into()),
+        (&500.into(), &(500 - partial).into()),
         "{report}"
     );
-    let a_side = &report["counters"]["ports"][0];
     assert_eq!(
-        a_side["rx_packets"], 300,
+        a_side["rx_packets"],
+        300 + partial,
         "only what user space decides comes up: {report}"
     );
-    assert_eq!(a_side["xdp_forwarded"], 500, "{report}");
+    assert_eq!(a_side["xdp_forwarded"], 500 - partial, "{report}");
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 
     let refused = run(

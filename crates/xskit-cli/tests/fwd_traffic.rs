@@ -485,14 +485,20 @@ fn xdp_forwarding_counts_what_left_not_verdicts() {
         std::thread::sleep(Duration::from_millis(200));
         let r = stop_fwd(fwd);
         let (ma, mc) = (&r["counters"]["ports"][0], &r["counters"]["ports"][1]);
-        assert!(ma["xdp_forwarded"].as_u64().unwrap() >= 3000, "{r}");
+        let in_xdp = ma["xdp_forwarded"].as_u64().unwrap();
+        // A probe whose correct checksum happens to equal its pseudo-header sum (1 in 65,536)
+        // looks partial and crosses through user space instead, counted apart. (a's kernel
+        // may add an ARP request of its own, for c's ICMP replies.)
+        let partial = ma["xdp_partial_checksums"].as_u64().unwrap();
+        assert!(in_xdp + partial >= 3000, "{r}");
         if gro {
             assert!(mc["device_tx_packets"].as_u64().unwrap() >= 3000, "{r}");
             assert_eq!(mc["xdp_forward_undelivered"], 0, "{r}");
         } else {
             // The far end cannot take XDP frames: the verdicts stand, and so do the losses.
-            assert!(
-                mc["xdp_forward_undelivered"].as_u64().unwrap() >= 3000,
+            assert_eq!(
+                mc["xdp_forward_undelivered"].as_u64().unwrap(),
+                in_xdp,
                 "{r}"
             );
         }

@@ -201,6 +201,10 @@ pub struct PortCount {
     /// XDP_REDIRECT verdicts out of the other interface by rule (`xdp_forward`): what the
     /// program decided, not what left; see `xdp_forward_undelivered` on the other interface.
     pub xdp_forwarded: u64,
+    /// Packets a `forward` verdict would have sent on in XDP that went to user space instead,
+    /// because their TCP or UDP checksum looked partial (finished there, then forwarded; also
+    /// counted in `rx_packets` and on their rule in user space).
+    pub xdp_partial_checksums: u64,
     /// Packets this interface's device transmitted since the forwarder started (its own
     /// counter: what the kernel confirms left).
     pub device_tx_packets: u64,
@@ -765,6 +769,7 @@ impl Forwarder {
         let default_in_kernel = self.rules.default_decided_in_kernel();
         let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
         for (program, port) in self.programs.iter().zip(out.ports.iter_mut()) {
+            port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
             let u = read(strict, program.unclassifiable_counter())?;
             port.unclassifiable += u.packets;
             if unclassifiable_in_kernel {
