@@ -385,11 +385,17 @@ impl Umem {
         Ok(())
     }
 
+    /// Whether `frame` is one of this UMEM's. A frame of another UMEM here is a bug in the
+    /// caller: debug builds stop at it; release builds show it no bytes (never another
+    /// UMEM's memory).
     fn check_tag(&self, frame: &Frame) -> bool {
-        frame.tag() == self.inner.tag
+        let ours = frame.tag() == self.inner.tag;
+        debug_assert!(ours, "a Frame of another UMEM was used with this one");
+        ours
     }
 
-    /// The frame's packet data. Empty if the frame belongs to another UMEM.
+    /// The frame's packet data. A frame of another UMEM panics in debug builds and reads as
+    /// empty in release builds.
     #[inline]
     pub fn data(&self, frame: &Frame) -> &[u8] {
         if !self.check_tag(frame) {
@@ -532,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn foreign_frames_see_nothing() {
+    fn foreign_frames_are_refused() {
         let a = umem(UmemConfig {
             frame_count: 2,
             ..Default::default()
@@ -543,8 +549,13 @@ mod tests {
         });
         let mut f = a.take_frames().unwrap().pop().unwrap();
         a.write(&mut f, b"x").unwrap();
-        assert!(b.data(&f).is_empty());
-        assert!(!b.valid_tx(&f));
+        assert!(!b.valid_tx(&f), "the rings never submit it");
+        let read = std::panic::catch_unwind(|| b.data(&f).len());
+        if cfg!(debug_assertions) {
+            assert!(read.is_err(), "debug builds stop at a foreign frame");
+        } else {
+            assert_eq!(read.ok(), Some(0), "release builds show it nothing");
+        }
     }
 
     #[test]
