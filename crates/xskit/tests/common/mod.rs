@@ -14,11 +14,25 @@ pub fn bed(config: TestbedConfig) -> Testbed {
 }
 
 /// Opens a port on `host`'s interface, inside its namespace.
+/// Opens a port on `host`. A program found attached is waited for, up to a second, before the
+/// error is returned: a port this test dropped just before detaches only once every copy of
+/// its link's descriptor is closed, and a child process that another test thread is spawning
+/// holds copies until its exec (see `settled_program`).
 pub fn open(host: &Host, queue: u32, config: &PortConfig) -> xskit::Result<Port> {
     let ifname = host.ifname.clone();
-    host.ns
-        .run(|| Port::open(&ifname, queue, config))
-        .expect("entering the namespace")
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let r = host
+            .ns
+            .run(|| Port::open(&ifname, queue, config))
+            .expect("entering the namespace");
+        match r {
+            Err(xskit::Error::ProgramAttached { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
 }
 
 pub fn addrs(from: &Host, to: &Host) -> ProbeAddrs {
