@@ -317,23 +317,7 @@ impl Socket {
 
         if share_with.is_none() {
             let cfg = umem.config();
-            let mut flags = 0;
-            if cfg.unaligned {
-                flags |= libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG;
-            }
-            if cfg.tx_metadata_len > 0 {
-                flags |= libc::XDP_UMEM_TX_METADATA_LEN;
-            }
-            xsk::register_umem(
-                fd.as_fd(),
-                umem.as_ptr(),
-                cfg.len(),
-                cfg.frame_size,
-                cfg.headroom,
-                flags,
-                cfg.tx_metadata_len,
-            )
-            .map_err(|e| match e.errno() {
+            register_umem(fd.as_fd(), umem).map_err(|e| match e.errno() {
                 Some(libc::ENOBUFS | libc::ENOMEM) => Error::UmemMemlock {
                     bytes: cfg.len(),
                     limit: match sys::memlock_limit() {
@@ -627,17 +611,28 @@ pub fn kernel_supports_tx_metadata() -> bool {
     let Ok(fd) = xsk::socket() else {
         return false;
     };
+    register_umem(fd.as_fd(), &umem).is_ok()
+}
+
+/// Registers `umem` with the socket `fd` (XDP_UMEM_REG), with the flags its layout needs.
+fn register_umem(fd: BorrowedFd<'_>, umem: &Umem) -> std::result::Result<(), SyscallError> {
     let cfg = umem.config();
+    let mut flags = 0;
+    if cfg.unaligned {
+        flags |= libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG;
+    }
+    if cfg.tx_metadata_len > 0 {
+        flags |= libc::XDP_UMEM_TX_METADATA_LEN;
+    }
     xsk::register_umem(
-        fd.as_fd(),
+        fd,
         umem.as_ptr(),
         cfg.len(),
         cfg.frame_size,
         cfg.headroom,
-        libc::XDP_UMEM_TX_METADATA_LEN,
+        flags,
         cfg.tx_metadata_len,
     )
-    .is_ok()
 }
 
 impl AsFd for Socket {

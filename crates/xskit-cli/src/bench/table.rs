@@ -147,9 +147,14 @@ fn set_gro(host: &Host, on: bool) -> Result<()> {
     Ok(())
 }
 
+/// Owned arguments for a command.
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
 /// The live-frames generator's arguments: flat out from `host` for `secs`.
 fn live_gen_args(host: &Host, dst_mac: &str, size: usize, secs: f64) -> Vec<String> {
-    [
+    strings(&[
         "gen",
         "--engine",
         "live",
@@ -162,10 +167,7 @@ fn live_gen_args(host: &Host, dst_mac: &str, size: usize, secs: f64) -> Vec<Stri
         "-d",
         &secs.to_string(),
         "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ])
 }
 
 impl Runner {
@@ -174,7 +176,7 @@ impl Runner {
     }
 
     fn bench_args(&self, kind: Kind, host: &Host, mode: &str, size: usize) -> Vec<String> {
-        [
+        strings(&[
             "bench",
             kind.name(),
             "-i",
@@ -186,10 +188,7 @@ impl Runner {
             "-d",
             &self.secs.to_string(),
             "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        ])
     }
 
     /// A receive-side benchmark on b, fed by the live-frames generator flat out from a.
@@ -266,7 +265,7 @@ impl FwdRunner {
             self.ip_m(&["link", "set", "xsk-br0", "up"])?;
             None
         } else {
-            let mut args: Vec<String> = [
+            let mut args: Vec<String> = strings(&[
                 "fwd",
                 "-i",
                 &m_a.ifname,
@@ -275,10 +274,7 @@ impl FwdRunner {
                 "-m",
                 mode,
                 "--json",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+            ]);
             if xdp {
                 args.push("--xdp-forward".into());
             }
@@ -353,7 +349,7 @@ impl FwdRunner {
             &self.exe,
             a,
             GEN_CPU,
-            &[
+            &strings(&[
                 "gen",
                 "-i",
                 &a.ifname,
@@ -364,9 +360,8 @@ impl FwdRunner {
                 "-r",
                 "20000",
                 "--json",
-            ]
-            .iter()
-            .map(|s| s.to_string())
+            ])
+            .into_iter()
             .chain([
                 "-n".into(),
                 n.into(),
@@ -401,9 +396,8 @@ impl FwdRunner {
             &self.exe,
             m_a,
             BENCH_CPU,
-            &["bench", "xdp-drop", "-i", &m_a.ifname, "-m", "drv", "-d"]
-                .iter()
-                .map(|s| s.to_string())
+            &strings(&["bench", "xdp-drop", "-i", &m_a.ifname, "-m", "drv", "-d"])
+                .into_iter()
                 .chain([format!("{}", self.secs + 1.0), "--json".into()])
                 .collect::<Vec<_>>(),
         )?;
@@ -428,7 +422,7 @@ impl FwdRunner {
             &self.exe,
             m_a,
             BENCH_CPU,
-            &[
+            &strings(&[
                 "fwd",
                 "-i",
                 &m_a.ifname,
@@ -438,9 +432,8 @@ impl FwdRunner {
                 "drv",
                 "--json",
                 "-r",
-            ]
-            .iter()
-            .map(|s| s.to_string())
+            ])
+            .into_iter()
             .chain([rules.display().to_string()])
             .collect::<Vec<_>>(),
         );
@@ -451,11 +444,10 @@ impl FwdRunner {
             &self.exe,
             c,
             BENCH_CPU,
-            &[
+            &strings(&[
                 "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", &n, "-d",
-            ]
-            .iter()
-            .map(|s| s.to_string())
+            ])
+            .into_iter()
             .chain([format!("{}", self.secs + 4.0), "--json".into()])
             .collect::<Vec<_>>(),
         )?;

@@ -394,7 +394,9 @@ impl Worker {
         for mut head in heads.drain(..) {
             let tail = self.chains.take_tail(&head);
             let total = head.len() + tail.as_ref().map_or(0, |t| t.iter().map(Frame::len).sum());
-            if l3_len(self.umem.data(&head), total) > mtu {
+            // A frame no longer than the MTU plus an Ethernet header cannot carry an IP packet
+            // over the MTU: only longer ones are parsed for their length.
+            if total > mtu + 14 && l3_len(self.umem.data(&head), total) > mtu {
                 self.segment(&mut done, mtu, head, tail, txq);
                 continue;
             }
