@@ -85,7 +85,7 @@ measure_bench l2fwd "$B" cg-b
 gen_stop
 measure_bench txpush "$A" cg-a
 gen_start cg-a2
-measure fwd "xskit::forward::worker::Worker::run" "$M" "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json
+measure fwd "xskit_fwd::worker::Worker<*>::run" "$M" "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json
 gen_stop
 
 printf '%-8s %12s %14s   %s\n' loop packets "instr/packet" "where the instructions go (share of the loop's)"

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use xskit::baseline::{PacketRxRing, PacketTx};
 use xskit::clock::process_cpu_ns;
-use xskit::probe::ProbeAddrs;
-use xskit::{AttachMode, Interface, Mode, Port, Statistics, XdpDropCounter};
+use xskit::{AttachMode, Interface, Mode, Port, Statistics};
+use xskit_traffic::baseline::{PacketRxRing, PacketTx};
+use xskit_traffic::probe::ProbeAddrs;
+use xskit_traffic::XdpDropCounter;
 use xskit_wire::ethernet;
 
 use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};

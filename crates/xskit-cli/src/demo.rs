@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use xskit::probe::{self, ProbeAddrs, ReceiveOptions, ReceiveReport, SendOptions, SequenceCheck};
 use xskit::{Mode, ModeInfo, Port, PortConfig, Statistics};
 use xskit_testbed::{Testbed, TestbedConfig};
+use xskit_traffic::probe::{
+    self, ProbeAddrs, ReceiveOptions, ReceiveReport, SendOptions, SequenceCheck,
+};
 
 #[derive(Args)]
 pub(crate) struct DemoArgs {

@@ -7,9 +7,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use xskit::forward::{ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report};
-use xskit::rules::{RuleSet, Verdict};
 use xskit::{AttachMode, Mode, SocketConfig};
+use xskit_fwd::rules::{RuleSet, Verdict};
+use xskit_fwd::{ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report};
 
 use crate::opts::{announce, stop_flag, thousands, RunArgs};
 

@@ -7,8 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use xskit::clock::{monotonic_ns, process_cpu_ns};
-use xskit::probe::{Endpoints, Flows, Template};
 use xskit::{Frame, Interface, Port};
+use xskit_traffic::probe::{Endpoints, Flows, Template};
 
 use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
@@ -418,7 +418,7 @@ fn run_live(
     let dropped_before = tx_dropped(iface)?;
     let mut frame = vec![0u8; t.len()];
     t.write(&mut frame, 0, 0).context("building the frame")?;
-    let mut live = xskit::LiveFrames::new(iface)?;
+    let mut live = xskit_traffic::LiveFrames::new(iface)?;
     let stop = stop_flag()?;
     let header = format!(
         "{}:{} gen live-frames {} bytes",

@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 use xskit::clock::monotonic_ns;
-use xskit::probe::SequenceCheck;
 use xskit::Port;
+use xskit_traffic::probe::SequenceCheck;
 
 use crate::gen::stats_json;
 use crate::opts::{announce, stop_flag, stopped, thousands, PortArgs, RunArgs};

@@ -10,9 +10,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use xskit::clock::process_cpu_ns;
-use xskit::zerocopy::{UringZeroCopySender, ZeroCopyConfig, ZeroCopySender, ZeroCopyStats};
-use xskit::{AttachMode, Interface, XdpDropCounter};
+use xskit::{AttachMode, Interface};
 use xskit_testbed::{Chain, Host, Testbed, TestbedConfig};
+use xskit_traffic::XdpDropCounter;
+use xskit_zerocopy::{UringZeroCopySender, ZeroCopyConfig, ZeroCopySender, ZeroCopyStats};
 
 use crate::opts::{stop_flag, stopped};
 

@@ -8,9 +8,9 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use xskit::probe::{self, ProbeAddrs};
 use xskit::{Mode, Port, PortConfig};
 use xskit_testbed::{Testbed, TestbedConfig};
+use xskit_traffic::probe::{self, ProbeAddrs};
 
 const FIELDS: [&str; 17] = [
     "bench",

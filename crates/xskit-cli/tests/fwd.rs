@@ -501,8 +501,8 @@ fn live_counters_per_interface_and_rule_every_interval() {
 
 #[test]
 fn reflect_sends_every_packet_back_with_macs_swapped() {
-    use xskit::probe::{self, Endpoints, Flows, Probe, Template};
     use xskit::{Mode, Port, PortConfig};
+    use xskit_traffic::probe::{self, Endpoints, Flows, Probe, Template};
     if !privileged() {
         return;
     }
@@ -655,8 +655,8 @@ fn frame_accounting_is_exact_after_sigint_under_load() {
 
 #[test]
 fn one_pinned_worker_per_queue() {
-    use xskit::probe::{self, Probe};
     use xskit::{Mode, Port, PortConfig};
+    use xskit_traffic::probe::{self, Probe};
     if !privileged() {
         return;
     }

@@ -10,9 +10,9 @@ use common::*;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use xskit::baseline::PacketTx;
 use xskit::Interface;
 use xskit_testbed::{BridgedOptions, Chain};
+use xskit_traffic::baseline::PacketTx;
 use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
 
 fn macs(chain: &Chain) -> ([u8; 6], [u8; 6]) {

@@ -313,20 +313,20 @@ fn recv_counts_loss_at_the_end_and_ignores_forged_probes() {
     // A forged probe with an absurd sequence number among real ones is foreign, not loss.
     let recv = start_recv(&bed.b, &["--expect", "100", "-d", "3"]);
     gen(&bed.a, &bed.b, &["-n", "50", "-r", "20000"]);
-    let addrs = xskit::probe::ProbeAddrs {
+    let addrs = xskit_traffic::probe::ProbeAddrs {
         src_mac: bed.a.mac,
         dst_mac: bed.b.mac,
         src_ip: bed.a.ip.octets(),
         dst_ip: bed.b.ip.octets(),
     };
     let mut forged = [0u8; 64];
-    xskit::probe::write(&mut forged, 64, 999_999_999_999_999_000, &addrs).unwrap();
+    xskit_traffic::probe::write(&mut forged, 64, 999_999_999_999_999_000, &addrs).unwrap();
     let a_if = bed.a.ifname.clone();
     bed.a
         .ns
         .run(|| {
             let index = xskit::Interface::by_name(&a_if).unwrap().index();
-            xskit::baseline::PacketTx::open(index)
+            xskit_traffic::baseline::PacketTx::open(index)
                 .unwrap()
                 .send_copies(&forged, 1)
                 .unwrap();

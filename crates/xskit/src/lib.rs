@@ -12,7 +12,12 @@
 //!   through a bpf_link so it never outlives the process.
 //! - [`Port`]: all of the above for one queue, with a frame pool.
 //!
-//! Everything is safe Rust except the `sys` module, which holds every `unsafe` block.
+//! Everything is safe Rust except the `sys` module, which holds every `unsafe` block; [`os`]
+//! gives the layers above it (and the other xskit crates) its safe helpers.
+//!
+//! The rest of xskit builds on this crate: `xskit-pipeline` (vectors, stages, a port trait),
+//! `xskit-fwd` (the forwarder and its rules), `xskit-traffic` (probes, generators,
+//! baselines) and `xskit-zerocopy` (MSG_ZEROCOPY and io_uring sends on kernel sockets).
 //!
 //! ```no_run
 //! use xskit::{Port, PortConfig};
@@ -31,48 +36,32 @@
 
 /// Clocks for measurements.
 pub mod clock {
-    /// CLOCK_MONOTONIC in nanoseconds (the clock probes are stamped with).
-    pub fn monotonic_ns() -> u64 {
-        crate::sys::monotonic_ns()
-    }
-    /// CPU time (user + system) of this whole process, in nanoseconds.
-    pub fn process_cpu_ns() -> u64 {
-        crate::sys::process_cpu_ns()
-    }
+    pub use crate::os::{monotonic_ns, process_cpu_ns};
 }
-/// Baselines xskit is measured against: AF_PACKET with a TPACKET_V3 receive ring and a
-/// `sendmmsg` transmitter, written as a tuned AF_PACKET application would.
-pub mod baseline {
-    pub use crate::sys::afpacket::{PacketRxRing, PacketTx};
-}
-/// Rings over plain memory with a fake kernel, for tests and benchmarks of the ring code.
+/// Rings over plain memory with a fake kernel, for tests and benchmarks of the ring code
+/// (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod testing {
     pub use crate::sys::testing::{
         completion_ring, fill_ring, rx_ring, tx_ring, FakeKernel, RawPair,
     };
 }
 mod error;
-pub mod forward;
 mod interface;
 pub mod netlink;
-pub mod pipeline;
+pub mod os;
 mod port;
-pub mod probe;
-mod program;
-pub mod rules;
+pub mod program;
 mod socket;
-mod sync;
+pub mod sync;
 #[allow(unsafe_code)]
 mod sys;
-pub mod zerocopy;
+mod umem;
 
 pub use error::{Error, Result};
 pub use interface::Interface;
 pub use port::{Mode, ModeInfo, Port, PortConfig};
-pub use program::{
-    Action, AttachMode, AttachedMode, LiveFrames, Rule, RuleCounter, XdpDropCounter, XdpProgram,
-    MAX_RULES,
-};
+pub use program::{AttachMode, AttachedMode, ProgramObject, XdpProgram};
 pub use socket::{
     kernel_supports_tx_metadata, BindMode, BusyPoll, Socket, SocketConfig, SocketHandle,
     SocketParts, Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,

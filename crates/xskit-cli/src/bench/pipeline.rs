@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use serde::Serialize;
-use xskit::pipeline::{
-    mem_port_pair, FramePool, MemPort, Next, Outputs, Pipeline, SharedFrames, Stage,
-};
 use xskit::{Frame, Umem, UmemConfig};
+use xskit_pipeline::{
+    mem_port_pair, FramePool, MemPort, Next, Outputs, Pipeline, SharedFrames, Stage, StageContext,
+};
 
 /// Drops frames whose first byte is even and forwards the rest to port 1: the verdict comes
 /// from the packet, as a real stage's does.
@@ -27,7 +27,7 @@ impl Stage for ByFirstByte {
     fn name(&self) -> &'static str {
         "by-first-byte"
     }
-    fn process(&mut self, umem: &Umem, frames: &mut [Frame], nexts: &mut [Next]) {
+    fn process(&mut self, _: &StageContext, umem: &Umem, frames: &mut [Frame], nexts: &mut [Next]) {
         for (f, n) in frames.iter().zip(nexts.iter_mut()) {
             *n = match umem.data(f).first() {
                 Some(b) if b % 2 == 1 => Next::Tx(1),
@@ -116,7 +116,7 @@ fn vectors(mix: Mix, packets: u64) -> Result<f64> {
     let start = Instant::now();
     while seq < packets {
         bed.receive(&mut input, VECTOR, mix, &mut seq);
-        pipeline.process_from(&bed.umem, 0, &mut input, &mut out);
+        pipeline.process(&bed.umem, StageContext::default(), &mut input, &mut out);
         bed.pool.free(&mut out.drop);
         bed.port.send(&mut out.tx[1], &mut overflow);
         bed.pool.free(&mut overflow);

@@ -8,7 +8,7 @@ use super::SyscallError;
 
 /// A mapping that is unmapped on drop.
 #[derive(Debug)]
-pub(crate) struct Mmap {
+pub struct Mmap {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -22,7 +22,7 @@ unsafe impl Sync for Mmap {}
 
 impl Mmap {
     /// Zeroed private anonymous memory, backed by huge pages when `huge_pages` is set.
-    pub(crate) fn anonymous(len: usize, huge_pages: bool) -> Result<Self, SyscallError> {
+    pub fn anonymous(len: usize, huge_pages: bool) -> Result<Self, SyscallError> {
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
         if huge_pages {
             flags |= libc::MAP_HUGETLB;
@@ -42,11 +42,7 @@ impl Mmap {
     }
 
     /// A shared mapping of `len` bytes of `fd` at the page offset `offset` (the AF_XDP rings).
-    pub(crate) fn shared(
-        fd: BorrowedFd<'_>,
-        len: usize,
-        offset: u64,
-    ) -> Result<Self, SyscallError> {
+    pub fn shared(fd: BorrowedFd<'_>, len: usize, offset: u64) -> Result<Self, SyscallError> {
         // SAFETY: mapping a file descriptor at a kernel-chosen address touches no existing
         // memory; MAP_POPULATE only pre-faults the new mapping.
         let ptr = unsafe {
@@ -74,12 +70,19 @@ impl Mmap {
         Ok(Mmap { ptr, len })
     }
 
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
+    /// The start of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// True for an empty mapping (never: mmap refuses length 0).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 

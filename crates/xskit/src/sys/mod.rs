@@ -4,20 +4,16 @@
 //! single-producer/single-consumer rings, [`xsk`] the AF_XDP socket calls and [`netlink`] the
 //! route and generic netlink sockets used to query devices.
 
-pub(crate) mod afpacket;
 pub(crate) mod bpf;
 pub(crate) mod ethtool;
-pub(crate) mod filter;
 pub(crate) mod mmap;
 pub(crate) mod netlink;
 pub(crate) mod ring;
 pub(crate) mod rings;
-pub(crate) mod tap;
+#[cfg(feature = "testing")]
 pub(crate) mod testing;
 pub(crate) mod umem;
-pub(crate) mod uring_zc;
 pub(crate) mod xsk;
-pub(crate) mod zerocopy;
 
 use std::io;
 
@@ -33,10 +29,28 @@ pub struct SyscallError {
 }
 
 impl SyscallError {
-    pub(crate) fn last(call: &'static str) -> Self {
+    /// The error of the system call `call` that just failed (errno).
+    pub fn last(call: &'static str) -> Self {
         SyscallError {
             call,
             os_error: io::Error::last_os_error(),
+        }
+    }
+
+    /// `ret` for a C-style return value, or the errno when it is negative.
+    pub fn check<T: Copy + Default + PartialOrd>(ret: T, call: &'static str) -> Result<T, Self> {
+        if ret < T::default() {
+            Err(Self::last(call))
+        } else {
+            Ok(ret)
+        }
+    }
+
+    /// An error of call `call` with errno `errno`, for failures found before the call.
+    pub fn from_errno(call: &'static str, errno: i32) -> Self {
+        SyscallError {
+            call,
+            os_error: io::Error::from_raw_os_error(errno),
         }
     }
 

@@ -248,6 +248,7 @@ impl<T: Copy> RawRing<T> {
 
 /// A producer and a consumer over one anonymous mapping, with both indices starting at `start`:
 /// rings without a kernel, for tests and benchmarks of the index protocol.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn memory_ring_pair<T: Copy>(
     size: u32,
     start: u32,

@@ -10,8 +10,7 @@ use std::sync::Arc;
 
 use super::ring::RawRing;
 use super::umem::{Frame, Umem};
-use super::xsk;
-use crate::error::Result;
+use super::{xsk, SyscallError};
 
 /// The fill ring: user space gives the kernel empty frames to receive into.
 #[derive(Debug)]
@@ -107,7 +106,7 @@ impl FillRing {
     }
 
     /// Wakes the kernel's receive path (a non-blocking `recvfrom`), counting the call.
-    pub fn wakeup(&mut self) -> Result<()> {
+    pub fn wakeup(&mut self) -> Result<(), SyscallError> {
         self.wakeups += 1;
         xsk::kick_rx(self.fd.as_fd())?;
         Ok(())
@@ -182,7 +181,7 @@ impl RxRing {
     }
 
     /// Waits up to `timeout_ms` for packets; true if some are ready.
-    pub fn poll(&mut self, timeout_ms: i32) -> Result<bool> {
+    pub fn poll(&mut self, timeout_ms: i32) -> Result<bool, SyscallError> {
         let ev = xsk::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms)?;
         Ok(ev & libc::POLLIN != 0)
     }
@@ -272,14 +271,14 @@ impl TxRing {
     }
 
     /// Kicks transmission with a non-blocking `sendto`, counting the call.
-    pub fn wakeup(&mut self) -> Result<()> {
+    pub fn wakeup(&mut self) -> Result<(), SyscallError> {
         self.wakeups += 1;
         xsk::kick_tx(self.fd.as_fd())?;
         Ok(())
     }
 
     /// Kicks transmission only if the kernel asked for it; returns whether a call was made.
-    pub fn wakeup_if_needed(&mut self) -> Result<bool> {
+    pub fn wakeup_if_needed(&mut self) -> Result<bool, SyscallError> {
         if self.needs_wakeup() {
             self.wakeup()?;
             return Ok(true);

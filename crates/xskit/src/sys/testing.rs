@@ -7,7 +7,9 @@ use std::sync::Arc;
 use super::ring::{memory_ring_pair, RawRing};
 use super::rings::{CompletionRing, FillRing, RxRing, TxRing};
 use super::umem::Umem;
-use crate::error::Result;
+use super::SyscallError;
+
+type Result<T> = std::result::Result<T, SyscallError>;
 
 /// The kernel's end of a memory ring: it consumes what user space produces and produces what
 /// user space consumes.
@@ -39,11 +41,9 @@ impl<T: Copy> FakeKernel<T> {
 }
 
 fn null_fd() -> Result<Arc<OwnedFd>> {
-    let file = std::fs::File::open("/dev/null").map_err(|source| {
-        crate::Error::Syscall(super::SyscallError {
-            call: "open(/dev/null)",
-            os_error: source,
-        })
+    let file = std::fs::File::open("/dev/null").map_err(|source| SyscallError {
+        call: "open(/dev/null)",
+        os_error: source,
     })?;
     Ok(Arc::new(OwnedFd::from(file)))
 }

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Stage 0 of an xskit pipeline, in the kernel: ordered rules matched on the
+ * destination IPv4/IPv6 prefix, the protocol and the destination port range
+ * decide each packet before user space sees it: pass to the kernel stack,
+ * drop (DoS), redirect to the AF_XDP socket of the packet's queue, or forward
+ * it out of another interface (tx_port, a one-entry devmap). The
+ * first matching rule wins; no match takes the default action. Rules and the
+ * default live in maps, so they change at run time without reattaching.
+ * Every rule (and the default, at index MAX_RULES) counts packets and bytes.
+ * An IPv6 packet with extension headers is not matched here: its protocol and
+ * ports lie behind a chain this program does not walk, so it goes to user
+ * space, which does, and is counted at index MAX_RULES + 1.
+ *
+ * A packet a `forward` rule would send out of the other interface whose TCP or
+ * UDP checksum is partial (the sending host's own socket left it for its
+ * device to finish: the field holds just the pseudo-header sum) goes to user
+ * space instead, which finishes it; an XDP redirect would carry the unfinished
+ * field and the receiver would drop the packet. Counted at MAX_RULES + 2, and
+ * not on the rule: user space counts it there.
+ *
+ * A packet whose fields cannot all be read is unclassifiable and takes the
+ * configured unclassifiable action (drop by default), never a rule's or the
+ * default's: runts, more than MAX_VLAN_TAGS tags, IPv4 with a bad version or
+ * IHL, options cut short or a total length below the header or beyond the
+ * packet, IPv6 with a bad version or a payload length of 0 or beyond the
+ * packet, and TCP/UDP first fragments without their 4 bytes of ports. The
+ * same checks, in the same order, are PacketKey::parse in src/rules.rs: the
+ * kernel and user space call the same packets unclassifiable. Counted at
+ * MAX_RULES + 3.
+ *
+ * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer ("xdp.frags")
+ * variant, which sees a packet's headers in its first buffer and counts the
+ * bytes of all of them.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#ifndef MAX_RULES
+#error "MAX_RULES comes from build.rs, the one place the limit is set"
+#endif
+#define ACTION_PASS 0
+#define ACTION_DROP 1
+#define ACTION_REDIRECT 2
+#define ACTION_FORWARD 3
+
+/* Counter slots after the rules and the default (MAX_RULES). */
+#define COUNTER_UNDECIDED (MAX_RULES + 1)
+#define COUNTER_PARTIAL_CSUM (MAX_RULES + 2)
+#define COUNTER_UNCLASSIFIABLE (MAX_RULES + 3)
+#define MAX_VLAN_TAGS 2
+#define COUNTERS (MAX_RULES + 8)
+
+struct rule {
+	__u32 addr[4];  /* network byte order; IPv4 uses addr[0] */
+	__u32 mask[4];
+	__u8 family;    /* 4, 6, or 0 for any */
+	__u8 protocol;  /* 0 for any */
+	__u8 action;
+	__u8 pad;
+	__u16 port_lo;  /* host byte order; 0..65535 for any */
+	__u16 port_hi;
+};
+
+struct counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct config {
+	__u32 rule_count;
+	__u32 default_action;
+	__u32 unclassifiable_action;
+};
+
+struct vlan_tag {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COUNTERS);
+	__type(key, __u32);
+	__type(value, struct counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} tx_port SEC(".maps");
+
+#ifdef XSKIT_FRAGS
+#define PACKET_LEN(ctx, data, end) bpf_xdp_get_buff_len(ctx)
+#else
+#define PACKET_LEN(ctx, data, end) ((__u64)((end) - (data)))
+#endif
+
+static __always_inline void count(__u32 index, __u64 bytes)
+{
+	struct counter *c = bpf_map_lookup_elem(&counters, &index);
+
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+	}
+}
+
+/* Folds a one's-complement sum to 16 bits. */
+static __always_inline __u16 fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+/*
+ * True when the TCP or UDP checksum at l4 holds just the pseudo-header sum
+ * (`words` 16-bit words of addresses at addrs, the protocol, the L4 length).
+ * 0 and 0xffff are the same number in one's complement.
+ */
+static __always_inline int partial_csum(void *l4, void *end, __u8 proto, __u16 *addrs,
+					 int words, __u32 l4_len)
+{
+	__u32 sum = proto + (l4_len & 0xffff) + (l4_len >> 16);
+	__u16 field, pseudo;
+	void *at;
+	int i;
+
+	if (proto == IPPROTO_TCP)
+		at = l4 + 16;
+	else if (proto == IPPROTO_UDP)
+		at = l4 + 6;
+	else
+		return 0;
+	if (at + 2 > end)
+		return 0;
+	for (i = 0; i < 16; i++) {
+		if (i >= words)
+			break;
+		sum += bpf_ntohs(addrs[i]);
+	}
+	field = bpf_ntohs(*(__u16 *)at);
+	pseudo = fold(sum);
+	return field == pseudo || ((field | pseudo) == 0xffff && (field & pseudo) == 0);
+}
+
+/* Carries out an action. */
+static __always_inline int act(struct xdp_md *ctx, __u32 action)
+{
+	if (action == ACTION_DROP)
+		return XDP_DROP;
+	if (action == ACTION_REDIRECT)
+		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	if (action == ACTION_FORWARD)
+		return bpf_redirect_map(&tx_port, 0, XDP_PASS);
+	return XDP_PASS;
+}
+
+#ifdef XSKIT_FRAGS
+SEC("xdp.frags")
+int xskit_filter_frags(struct xdp_md *ctx)
+#else
+SEC("xdp")
+int xskit_filter(struct xdp_md *ctx)
+#endif
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u64 pkt_len = PACKET_LEN(ctx, data, end);
+	struct ethhdr *eth = data;
+	__u32 dst[4] = {0, 0, 0, 0};
+	__u8 family = 0, proto = 0;
+	__u16 dport = 0, h_proto;
+	void *l3, *l4 = 0;
+	__u16 *addrs = 0;
+	int words = 0;
+	__u32 l4_len = 0, room, l3_off = sizeof(struct ethhdr);
+	__u32 zero = 0, i, hit = MAX_RULES, action;
+	struct config *cfg;
+
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	if ((void *)(eth + 1) > end)
+		goto unclassifiable;
+	h_proto = eth->h_proto;
+	l3 = eth + 1;
+	for (i = 0; i < MAX_VLAN_TAGS; i++) {
+		struct vlan_tag *tag = l3;
+
+		if (h_proto != bpf_htons(ETH_P_8021Q) && h_proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if ((void *)(tag + 1) > end)
+			goto unclassifiable;
+		h_proto = tag->proto;
+		l3 = tag + 1;
+		l3_off += sizeof(*tag);
+	}
+	if (h_proto == bpf_htons(ETH_P_8021Q) || h_proto == bpf_htons(ETH_P_8021AD))
+		goto unclassifiable;
+	/* Bytes the IP packet may claim: the rest of the packet, in every buffer. */
+	room = pkt_len - l3_off;
+	if (h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = l3;
+		__u32 hl, total;
+
+		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+			goto unclassifiable;
+		hl = ip->ihl * 4;
+		if (l3 + hl > end)
+			goto unclassifiable;
+		total = bpf_ntohs(ip->tot_len);
+		if (total < hl || total > room)
+			goto unclassifiable;
+		family = 4;
+		proto = ip->protocol;
+		dst[0] = ip->daddr;
+		/* Ports only in the first fragment. */
+		if (!(ip->frag_off & bpf_htons(0x1fff))) {
+			l4 = l3 + hl;
+			l4_len = total - hl;
+		}
+		/* A checksum spans the whole datagram: none in any fragment. */
+		if (!(ip->frag_off & bpf_htons(0x3fff))) {
+			addrs = (__u16 *)&ip->saddr;
+			words = 4;
+		}
+	} else if (h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		__u32 plen;
+
+		if ((void *)(ip6 + 1) > end || ip6->version != 6)
+			goto unclassifiable;
+		plen = bpf_ntohs(ip6->payload_len);
+		if (plen == 0 || 40 + plen > room)
+			goto unclassifiable;
+		family = 6;
+		proto = ip6->nexthdr;
+		__builtin_memcpy(dst, &ip6->daddr, 16);
+		if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
+			count(COUNTER_UNDECIDED, pkt_len);
+			return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+		}
+		l4 = ip6 + 1;
+		l4_len = plen;
+		addrs = (__u16 *)&ip6->saddr;
+		words = 16;
+	}
+	if (l4 && (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
+		if (l4 + 4 > end || l4_len < 4)
+			goto unclassifiable;
+		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+	}
+
+	action = cfg->default_action;
+	for (i = 0; i < MAX_RULES; i++) {
+		struct rule *r;
+		__u32 k = i;
+
+		if (i >= cfg->rule_count)
+			break;
+		r = bpf_map_lookup_elem(&rules, &k);
+		if (!r)
+			break;
+		if (r->family && r->family != family)
+			continue;
+		if (r->protocol && r->protocol != proto)
+			continue;
+		if ((dst[0] & r->mask[0]) != r->addr[0] || (dst[1] & r->mask[1]) != r->addr[1] ||
+		    (dst[2] & r->mask[2]) != r->addr[2] || (dst[3] & r->mask[3]) != r->addr[3])
+			continue;
+		if (dport < r->port_lo || dport > r->port_hi)
+			continue;
+		hit = i;
+		action = r->action;
+		break;
+	}
+	if (action == ACTION_FORWARD && l4 && addrs &&
+	    partial_csum(l4, end, proto, addrs, words, l4_len)) {
+		hit = COUNTER_PARTIAL_CSUM;
+		action = ACTION_REDIRECT;
+	}
+	count(hit, pkt_len);
+	return act(ctx, action);
+
+unclassifiable:
+	count(COUNTER_UNCLASSIFIABLE, pkt_len);
+	return act(ctx, cfg->unclassifiable_action);
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,25 @@
+//! Compiles the kernel filter in `bpf/`, and sets its rule limit in one place for both sides:
+//! the C program gets it as `-DMAX_RULES`, the Rust code as `$OUT_DIR/limits.rs`.
+
+use xskit_bpf_build::Program;
+
+/// Rules the kernel filter holds.
+const MAX_RULES: usize = 64;
+
+fn main() {
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    std::fs::write(
+        out.join("limits.rs"),
+        format!("/// Rules the kernel filter holds at most.\npub const MAX_RULES: usize = {MAX_RULES};\n"),
+    )
+    .expect("writing limits.rs");
+    println!("cargo:rerun-if-changed=build.rs");
+    let max = MAX_RULES.to_string();
+    xskit_bpf_build::compile(
+        &[
+            Program::new("xdp_filter", "xdp_filter"),
+            Program::with_args("xdp_filter_frags", "xdp_filter", &["-DXSKIT_FRAGS"]),
+        ],
+        &[("MAX_RULES", &max)],
+    );
+}

@@ -1,0 +1,332 @@
+//! The kernel half of the forwarder: an XDP program that applies the rules it can decide
+//! exactly (destination prefix, protocol, destination ports) before a packet reaches user
+//! space, counts every rule, and redirects the rest to the queue's AF_XDP socket.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use aya::maps::{Array, DevMap, MapData, PerCpuArray};
+use xskit::sync::LockUnpoisoned;
+use xskit::{AttachMode, Interface, ProgramObject, XdpProgram};
+
+use crate::error::{Error, Result};
+pub use crate::sys::filter::KernelRule;
+use crate::sys::filter::{ConfigRepr, CounterRepr};
+use crate::MAX_RULES;
+
+static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
+static FILTER_FRAGS_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter_frags.o"));
+
+/// Counter slots after the rules' (bpf/xdp_filter.c): the default action's, then three that
+/// count what the filter did not decide by a rule.
+const COUNTER_DEFAULT: u32 = MAX_RULES as u32;
+const COUNTER_UNDECIDED: u32 = MAX_RULES as u32 + 1;
+const COUNTER_PARTIAL_CSUM: u32 = MAX_RULES as u32 + 2;
+const COUNTER_UNCLASSIFIABLE: u32 = MAX_RULES as u32 + 3;
+
+/// What the kernel filter does with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Action {
+    /// Hand it to the kernel stack.
+    Pass = 0,
+    /// Drop it (DoS filtering).
+    Drop = 1,
+    /// Redirect it to the AF_XDP socket of its queue (the kernel stack if there is none).
+    Redirect = 2,
+    /// Transmit it out of the interface set with [`XdpFilter::set_forward_target`], without
+    /// user space (the kernel stack if none is set).
+    Forward = 3,
+}
+
+impl KernelRule {
+    /// A rule matching a destination prefix, an IP protocol and a destination port range
+    /// (inclusive); `None` matches anything.
+    pub fn new(
+        dst: Option<(IpAddr, u8)>,
+        protocol: Option<u8>,
+        dst_ports: Option<(u16, u16)>,
+        action: Action,
+    ) -> Result<Self> {
+        let mut r = KernelRule {
+            action: action as u8,
+            protocol: protocol.unwrap_or(0),
+            port_lo: 0,
+            port_hi: u16::MAX,
+            ..KernelRule::default()
+        };
+        if let Some((lo, hi)) = dst_ports {
+            if lo > hi {
+                return Err(Error::InvalidConfig(format!(
+                    "port range {lo}-{hi} is empty"
+                )));
+            }
+            (r.port_lo, r.port_hi) = (lo, hi);
+        }
+        if let Some((addr, len)) = dst {
+            let (bytes, max): (Vec<u8>, u8) = match addr {
+                IpAddr::V4(a) => (a.octets().to_vec(), 32),
+                IpAddr::V6(a) => (a.octets().to_vec(), 128),
+            };
+            if len > max {
+                return Err(Error::InvalidConfig(format!(
+                    "prefix length /{len} is longer than /{max}"
+                )));
+            }
+            r.family = if max == 32 { 4 } else { 6 };
+            for (i, chunk) in bytes.chunks(4).enumerate() {
+                let word_bits = u32::from(len).saturating_sub(i as u32 * 32).min(32);
+                let mask = if word_bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - word_bits)
+                };
+                let word = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+                // The program compares words as loaded from the packet: network byte order.
+                r.mask[i] = mask.to_be();
+                r.addr[i] = (word & mask).to_be();
+            }
+        }
+        Ok(r)
+    }
+
+    /// What the filter does on a match.
+    pub fn action(&self) -> Action {
+        match self.action {
+            0 => Action::Pass,
+            1 => Action::Drop,
+            3 => Action::Forward,
+            _ => Action::Redirect,
+        }
+    }
+
+    /// True when the rule matches every destination address.
+    pub fn any_destination(&self) -> bool {
+        self.family == 0
+    }
+}
+
+/// Packets and bytes that matched a rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleCounter {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+struct FilterMaps {
+    tx_port: DevMap<MapData>,
+    rules: Array<MapData, KernelRule>,
+    config: Array<MapData, ConfigRepr>,
+    counters: PerCpuArray<MapData, CounterRepr>,
+    installed: usize,
+    unclassifiable: Action,
+}
+
+fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
+    let mut reason = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        reason.push_str(": ");
+        reason.push_str(&s.to_string());
+        source = s.source();
+    }
+    Error::Filter { what, reason }
+}
+
+impl FilterMaps {
+    /// One counter, summed over CPUs.
+    fn read(&self, index: u32) -> Result<RuleCounter> {
+        let per_cpu = self
+            .counters
+            .get(&index, 0)
+            .map_err(|e| map_error("reading rule counters", e))?;
+        Ok(per_cpu
+            .iter()
+            .fold(RuleCounter::default(), |acc, c| RuleCounter {
+                packets: acc.packets + c.packets,
+                bytes: acc.bytes + c.bytes,
+            }))
+    }
+
+    fn configure(&mut self, rule_count: usize, default: Action) -> Result<()> {
+        let config = ConfigRepr {
+            rule_count: rule_count as u32,
+            default_action: default as u32,
+            unclassifiable_action: self.unclassifiable as u32,
+        };
+        self.config
+            .set(0, config, 0)
+            .map_err(|e| map_error("writing the filter's configuration", e))
+    }
+}
+
+/// The filter attached to an interface; AF_XDP sockets register with its
+/// [`XdpFilter::program`]. Detached on drop.
+pub struct XdpFilter {
+    program: Arc<XdpProgram>,
+    maps: Mutex<FilterMaps>,
+}
+
+impl std::fmt::Debug for XdpFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpFilter")
+            .field("program", &self.program)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpFilter {
+    /// Attaches the filter to `iface`. It starts with no rules and the default action
+    /// [`Action::Redirect`], so it behaves like xskit's redirect program until
+    /// [`XdpFilter::set_rules`]. With `multi_buffer` the `xdp.frags` variant: for sockets
+    /// bound with multi-buffer, links with an MTU above a page, and packets larger than a
+    /// frame (GSO/GRO super-packets in SKB mode).
+    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+        let object = if multi_buffer {
+            ProgramObject::new(FILTER_FRAGS_OBJ, "xskit_filter_frags")
+        } else {
+            ProgramObject::new(FILTER_OBJ, "xskit_filter")
+        };
+        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
+        let mut maps = FilterMaps {
+            tx_port: program.take_map("tx_port")?,
+            rules: program.take_map("rules")?,
+            config: program.take_map("config")?,
+            counters: program.take_map("counters")?,
+            installed: 0,
+            unclassifiable: Action::Drop,
+        };
+        maps.configure(0, Action::Redirect)?;
+        Ok(XdpFilter {
+            program: Arc::new(program),
+            maps: Mutex::new(maps),
+        })
+    }
+
+    /// The attached program: register sockets with it, watch it with `lost()`.
+    pub fn program(&self) -> &Arc<XdpProgram> {
+        &self.program
+    }
+
+    /// Replaces the rules (evaluated in order, first match wins) and the default action while
+    /// the program keeps running. During the update packets see no rule and take the new
+    /// default.
+    pub fn set_rules(&self, rules: &[KernelRule], default: Action) -> Result<()> {
+        if rules.len() > MAX_RULES {
+            return Err(Error::InvalidConfig(format!(
+                "{} rules given; the kernel filter holds at most {MAX_RULES}",
+                rules.len()
+            )));
+        }
+        let mut maps = self.maps.lock_unpoisoned();
+        maps.configure(0, default)?;
+        for (i, r) in rules.iter().enumerate() {
+            maps.rules
+                .set(i as u32, *r, 0)
+                .map_err(|e| map_error("updating the filter's rules", e))?;
+        }
+        maps.configure(rules.len(), default)?;
+        maps.installed = rules.len();
+        Ok(())
+    }
+
+    /// What the filter does with packets it cannot classify (runts, headers cut short or
+    /// lying, too many VLAN tags; see [`crate::rules::PacketKey::parse`]). [`Action::Drop`]
+    /// until this is called. Counted in [`XdpFilter::unclassifiable_counter`].
+    pub fn set_unclassifiable(&self, action: Action) -> Result<()> {
+        let mut maps = self.maps.lock_unpoisoned();
+        let mut cfg = maps
+            .config
+            .get(&0, 0)
+            .map_err(|e| map_error("reading the filter's configuration", e))?;
+        cfg.unclassifiable_action = action as u32;
+        maps.config
+            .set(0, cfg, 0)
+            .map_err(|e| map_error("writing the filter's configuration", e))?;
+        maps.unclassifiable = action;
+        Ok(())
+    }
+
+    /// Where [`Action::Forward`] sends packets: out of `target`, by XDP_REDIRECT through a
+    /// devmap. On veth, the far end of `target`'s pair must be able to take XDP frames (an XDP
+    /// program or GRO on it), or the kernel drops them.
+    pub fn set_forward_target(&self, target: &Interface) -> Result<()> {
+        self.maps
+            .lock_unpoisoned()
+            .tx_port
+            .set(0, target.index(), None, 0)
+            .map_err(|e| map_error("setting the forward target", e))
+    }
+
+    /// Packets the filter could not classify, whatever it then did with them.
+    pub fn unclassifiable_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_UNCLASSIFIABLE)
+    }
+
+    /// IPv6 packets with extension headers, which the filter sends to user space undecided
+    /// (their protocol and ports lie behind a chain it does not walk).
+    pub fn undecided_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_UNDECIDED)
+    }
+
+    /// Packets a `forward` rule would have sent on in XDP whose TCP or UDP checksum was partial:
+    /// the filter sends them to user space, which finishes the checksum.
+    pub fn partial_checksum_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_PARTIAL_CSUM)
+    }
+
+    /// Packets and bytes per rule, in rule order, then the default action's as the last entry.
+    pub fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
+        let maps = self.maps.lock_unpoisoned();
+        let mut out = (0..maps.installed as u32)
+            .map(|i| maps.read(i))
+            .collect::<Result<Vec<_>>>()?;
+        out.push(maps.read(COUNTER_DEFAULT)?);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_become_network_order_prefixes() {
+        let r = KernelRule::new(
+            Some(("198.51.100.77".parse().unwrap(), 24)),
+            Some(xskit_wire::ip_protocol::UDP),
+            Some((1000, 2000)),
+            Action::Drop,
+        )
+        .unwrap();
+        assert_eq!(r.family, 4);
+        assert_eq!(r.addr[0].to_ne_bytes(), [198, 51, 100, 0]);
+        assert_eq!(r.mask[0].to_ne_bytes(), [255, 255, 255, 0]);
+        assert_eq!(
+            (r.port_lo, r.port_hi, r.protocol, r.action()),
+            (1000, 2000, 17, Action::Drop)
+        );
+        let v6 = KernelRule::new(
+            Some(("2001:db8::1".parse().unwrap(), 40)),
+            None,
+            None,
+            Action::Pass,
+        )
+        .unwrap();
+        assert_eq!(
+            (v6.family, v6.mask[1].to_ne_bytes(), v6.mask[2]),
+            (6, [255, 0, 0, 0], 0)
+        );
+        let bad = KernelRule::new(
+            Some(("198.51.100.0".parse().unwrap(), 33)),
+            None,
+            None,
+            Action::Pass,
+        );
+        assert!(bad.unwrap_err().to_string().contains("/33"));
+        assert!(KernelRule::new(None, None, Some((9, 8)), Action::Pass).is_err());
+    }
+}

@@ -1,0 +1,1038 @@
+//! The forwarder: configuration, set-up, workers' threads and the report.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use xskit::sync::LockUnpoisoned;
+use xskit::{AttachMode, AttachedMode, Interface, SocketConfig, SocketHandle, Umem, UmemConfig};
+use xskit_pipeline::{
+    FramePool, Outputs, Pipeline, PipelinePort, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
+};
+
+use crate::chains;
+use crate::error::{Error, Result};
+use crate::filter::XdpFilter;
+use crate::rules::{RateLimiter, RuleSet, Verdict};
+use crate::stages::{Respond, RuleCells, Rules};
+use crate::sys::tap::TapFd;
+use crate::worker::{PortCells, TapPath, Worker, WorkerEnd, HOST_EVERY};
+
+/// How to forward.
+#[derive(Clone, Debug)]
+pub struct ForwardConfig {
+    /// One or two interfaces. With two, what arrives on one leaves on the other.
+    pub interfaces: Vec<String>,
+    /// XDP attach mode.
+    pub mode: AttachMode,
+    /// Queues to serve (a worker each); `None` serves every receive queue.
+    pub queues: Option<u32>,
+    /// The rules.
+    pub rules: RuleSet,
+    /// Send forwarded packets back out of the interface they came in on, MACs swapped (l2fwd).
+    pub reflect: bool,
+    /// Answer ARP and ICMP echo requests for this address.
+    pub respond: Option<Ipv4Addr>,
+    /// A TAP device for packets the rules pass to the kernel from user space, and for the
+    /// forwarding host's own traffic.
+    pub tap: Option<String>,
+    /// Let the XDP program forward what it can decide (XDP_REDIRECT between the two
+    /// interfaces), so only the rest reaches user space. Needs two interfaces and no
+    /// `reflect`, `respond` or `tap`, which need user space to see every packet.
+    pub xdp_forward: bool,
+    /// Check the frame accounting after every vector; stop with an error if it is off.
+    pub check: bool,
+    /// Packets per vector (1 to 256).
+    pub vector: usize,
+    /// UMEM frames; `None` sizes the UMEM for every ring of every socket.
+    pub frames: Option<u32>,
+    /// CPUs to pin workers to, in queue order (wrapping); empty leaves them unpinned.
+    pub cpus: Vec<usize>,
+    /// Socket ring sizes and options.
+    pub socket: SocketConfig,
+    /// How partial checksums (CHECKSUM_PARTIAL packets from the hosts' own sockets) are
+    /// finished before they leave.
+    pub checksum: ChecksumMode,
+}
+
+/// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
+/// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
+const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
+
+/// Checks CPUs to pin workers to: each must exist on the machine (counted online, not from
+/// this process's affinity) and be one this process may run on.
+fn check_cpus(cpus: &[usize]) -> Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    let online = xskit::os::online_cpus();
+    if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
+        return Err(Error::InvalidConfig(format!(
+            "CPU {cpu} does not exist: this machine has CPUs 0 to {}",
+            online - 1
+        )));
+    }
+    let allowed = xskit::os::allowed_cpus().map_err(Error::Syscall)?;
+    if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+        let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
+        return Err(Error::InvalidConfig(format!(
+            "CPU {cpu} is outside this process's allowed CPUs ({}), as set by taskset or a \
+             cgroup: pin workers to those, or widen the affinity",
+            list.join(",")
+        )));
+    }
+    Ok(())
+}
+
+/// How often a running forwarder checks that its interfaces and programs are still there.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// How the forwarder finishes checksums a sender left partial.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChecksumMode {
+    /// Ask the kernel through AF_XDP transmit metadata (the packet leaves CHECKSUM_PARTIAL, as
+    /// it left its sender); sum in user space where the kernel has no transmit metadata.
+    #[default]
+    Offload,
+    /// Sum every such packet in user space.
+    Software,
+}
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            interfaces: Vec::new(),
+            mode: AttachMode::Auto,
+            queues: None,
+            rules: RuleSet::with_default(Verdict::Forward),
+            reflect: false,
+            respond: None,
+            tap: None,
+            xdp_forward: false,
+            check: false,
+            vector: DEFAULT_VECTOR,
+            frames: None,
+            cpus: Vec::new(),
+            socket: SocketConfig::default(),
+            checksum: ChecksumMode::default(),
+        }
+    }
+}
+
+/// One rule's counts (or the default's, last).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuleCount {
+    /// The rule's name ("default" for the default).
+    pub name: String,
+    /// forward, drop, pass or rate-limit.
+    pub action: &'static str,
+    /// Packets that matched.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Of those, packets decided by the XDP program without reaching user space.
+    pub in_kernel: u64,
+    /// Packets a rate limit dropped.
+    pub over_rate: u64,
+}
+
+/// One interface's counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PortCount {
+    /// The interface.
+    pub interface: String,
+    /// xdp-skb or xdp-drv.
+    pub mode: String,
+    /// Packets that reached user space.
+    pub rx_packets: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Packets transmitted.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Packets dropped because the tx ring was full.
+    pub tx_ring_full: u64,
+    /// Packets the XDP program dropped by rule.
+    pub xdp_dropped: u64,
+    /// Packets the XDP program passed to the kernel stack by rule.
+    pub xdp_passed: u64,
+    /// XDP_REDIRECT verdicts out of the other interface by rule (`xdp_forward`): what the
+    /// program decided, not what left; see `xdp_forward_undelivered` on the other interface.
+    pub xdp_forwarded: u64,
+    /// Packets a `forward` verdict would have sent on in XDP that went to user space instead,
+    /// because their TCP or UDP checksum looked partial (finished there, then forwarded; also
+    /// counted in `rx_packets` and on their rule in user space).
+    pub xdp_partial_checksums: u64,
+    /// Packets this interface's device transmitted since the forwarder started (its own
+    /// counter: what the kernel confirms left).
+    pub device_tx_packets: u64,
+    /// Packets the other interface's program redirected here in XDP that this device did not
+    /// transmit: dropped by the kernel (on veth: the far end has neither GRO nor an XDP
+    /// program). Derived from the device's counter, so other traffic on it can hide some.
+    pub xdp_forward_undelivered: u64,
+    /// Packets handed to the kernel through the TAP device.
+    pub to_kernel: u64,
+    /// Packets for the kernel that were dropped (no TAP device, or it was full).
+    pub to_kernel_dropped: u64,
+    /// Packets from the TAP device sent out of this interface.
+    pub from_kernel: u64,
+    /// Packets sent with a partial checksum the kernel was asked to finish (transmit
+    /// metadata).
+    pub checksums_offloaded: u64,
+    /// Packets whose partial checksum xskit finished in user space.
+    pub checksums_completed: u64,
+    /// Packets arriving here that the XDP filter could not classify (also counted under
+    /// [`Counters::unclassifiable`] with what was done with them).
+    pub unclassifiable: u64,
+    /// Packets larger than this interface's MTU (GSO/GRO super-packets) cut into segments.
+    pub segmented: u64,
+    /// The segments sent for them.
+    pub segments: u64,
+    /// Packets larger than the MTU that could not be cut (not TCP), dropped.
+    pub oversize_dropped: u64,
+    /// Packets dropped for want of free frames to build segments in.
+    pub no_frames_dropped: u64,
+    /// The sockets' kernel counters, summed over queues.
+    pub socket_rx_dropped: u64,
+    /// Packets the kernel dropped because an rx ring was full.
+    pub socket_rx_ring_full: u64,
+    /// Times a fill ring was empty when a packet arrived.
+    pub socket_fill_ring_empty: u64,
+}
+
+/// Counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Per rule, in order, then the default.
+    pub rules: Vec<RuleCount>,
+    /// Packets that could not be classified (headers cut short or lying, too many VLAN tags
+    /// or IPv6 extension headers), which take the rules file's `unclassifiable` verdict.
+    pub unclassifiable: RuleCount,
+    /// Per interface.
+    pub ports: Vec<PortCount>,
+    /// ARP replies sent (`respond`).
+    pub arp_replies: u64,
+    /// ICMP echo replies sent (`respond`).
+    pub echo_replies: u64,
+    /// Requests for the `respond` address that Linux would discard (from a group MAC or a
+    /// broadcast, multicast or martian address), dropped.
+    pub respond_refused: u64,
+    /// The frame pools' counters, summed over workers.
+    pub pool: PoolStats,
+}
+
+/// Where every UMEM frame was when the forwarder stopped: total = pool + fill + rx + tx +
+/// kernel_held. The ring figures come from the rings' own indices; `kernel_held` is what the
+/// kernel took from a fill ring and keeps in its buffer pool (it does so when an rx ring is
+/// full), known from xskit's ledger of frames handed over and received back.
+/// `unaccounted` is what none of these explain: 0 unless a frame was lost or duplicated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FrameReport {
+    /// Frames in the UMEM.
+    pub total: u64,
+    /// In the frame pool.
+    pub pool: u64,
+    /// In fill rings.
+    pub fill: u64,
+    /// In rx rings.
+    pub rx: u64,
+    /// In tx or completion rings.
+    pub tx: u64,
+    /// Taken from a fill ring and held by the kernel.
+    pub kernel_held: u64,
+    /// total − pool − fill − rx − tx − kernel_held, or a ledger that disagrees with the rings.
+    pub unaccounted: i64,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// How long it ran.
+    pub seconds: f64,
+    /// Workers (queues) that ran.
+    pub workers: usize,
+    /// The counters at the end.
+    pub counters: Counters,
+    /// The frames at the end.
+    pub frames: FrameReport,
+    /// Why forwarding stopped before it was asked to (an interface deleted or moved to
+    /// another namespace, xskit's program detached from outside, a failed system call);
+    /// `None` after a normal stop. The counters and frames above are still complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+}
+
+/// What each worker publishes, kept here to read while it runs.
+pub(crate) struct WorkerCells {
+    pub(crate) ports: Arc<Vec<PortCells>>,
+    pub(crate) rules: Arc<Vec<RuleCells>>,
+    pub(crate) pool: Arc<Mutex<PoolStats>>,
+    pub(crate) sockets: Vec<SocketHandle>,
+}
+
+/// A forwarder, set up and ready to run.
+pub struct Forwarder {
+    rules: Arc<RuleSet>,
+    filters: Vec<XdpFilter>,
+    names: Vec<String>,
+    shared: SharedFrames,
+    total: usize,
+    queues: u32,
+    workers: Vec<Worker<XskPort>>,
+    cells: Vec<WorkerCells>,
+    replies: ReplyCounters,
+    warnings: Vec<String>,
+    /// Each device's transmit counter when the forwarder was set up.
+    device_tx_base: Vec<u64>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("interfaces", &self.names)
+            .field("queues", &self.queues)
+            .field("frames", &self.total)
+            .finish()
+    }
+}
+
+/// Counters of the respond stage, shared by every worker.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReplyCounters {
+    pub(crate) arp: Arc<AtomicU64>,
+    pub(crate) echo: Arc<AtomicU64>,
+    pub(crate) refused: Arc<AtomicU64>,
+}
+
+/// Checks what can be checked before anything is opened; returns the rules as the workers
+/// and the kernel filter will use them.
+fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
+    let n = config.interfaces.len();
+    if n == 0 || n > 2 {
+        return Err(Error::InvalidConfig(format!(
+            "{n} interfaces given: forward between two, or reflect on one"
+        )));
+    }
+    if n == 2 && config.interfaces[0] == config.interfaces[1] {
+        return Err(Error::InvalidConfig(format!(
+            "both interfaces are {}: give two different ones, or one with reflect",
+            config.interfaces[0]
+        )));
+    }
+    if config.xdp_forward
+        && (n != 2 || config.reflect || config.respond.is_some() || config.tap.is_some())
+    {
+        return Err(Error::InvalidConfig(
+            "forwarding in XDP needs two interfaces, and no reflect, respond or TAP device \
+             (those need user space to see every packet)"
+                .into(),
+        ));
+    }
+    let mut rules = config.rules.clone();
+    rules.set_forward_in_kernel(config.xdp_forward);
+    let forwards = rules.default_verdict() == Verdict::Forward
+        || rules
+            .rules()
+            .iter()
+            .any(|r| matches!(r.verdict(), Verdict::Forward | Verdict::RateLimit));
+    if n == 1 && !config.reflect && forwards {
+        return Err(Error::InvalidConfig(format!(
+            "with one interface ({}) forwarded packets have nowhere to go: give a second \
+             interface, or reflect them back out of this one (--reflect)",
+            config.interfaces[0]
+        )));
+    }
+    xskit_pipeline::check_vector_size(config.vector)?;
+    config.socket.validate()?;
+    check_cpus(&config.cpus)?;
+    Ok(rules)
+}
+
+/// The interfaces, as the kernel describes them.
+struct Devices {
+    ifaces: Vec<Interface>,
+    infos: Vec<xskit::netlink::LinkInfo>,
+    macs: Vec<[u8; 6]>,
+    mtus: Vec<usize>,
+    queues: u32,
+}
+
+impl Devices {
+    /// Looks the interfaces up and decides how many queues to serve (warning about the rest).
+    fn open(config: &ForwardConfig, warnings: &mut Vec<String>) -> Result<Self> {
+        let ifaces = config
+            .interfaces
+            .iter()
+            .map(|name| Interface::by_name(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let infos = ifaces
+            .iter()
+            .map(Interface::link_info)
+            .collect::<Result<Vec<_>, _>>()?;
+        let active = ifaces
+            .iter()
+            .map(Interface::active_rx_queues)
+            .collect::<Result<Vec<_>, _>>()?;
+        let fewest = active.iter().copied().min().unwrap_or(1);
+        let queues = config.queues.unwrap_or(fewest);
+        if queues == 0 {
+            return Err(Error::InvalidConfig("0 queues: serve at least one".into()));
+        }
+        for (info, &active) in infos.iter().zip(active.iter()) {
+            if queues > active {
+                return Err(xskit::Error::QueueOutOfRange {
+                    iface: info.name.clone(),
+                    queue: queues - 1,
+                    queues: active,
+                }
+                .into());
+            }
+            if queues < active {
+                warnings.push(format!(
+                    "{} uses {active} receive queues and {queues} are served: packets on the \
+                     others go to the kernel stack",
+                    info.name
+                ));
+            }
+        }
+        let macs = infos
+            .iter()
+            .map(|i| {
+                i.mac.ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "{} has no MAC address: it is not Ethernet",
+                        i.name
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mtus = infos.iter().map(|i| i.mtu as usize).collect();
+        Ok(Devices {
+            ifaces,
+            infos,
+            macs,
+            mtus,
+            queues,
+        })
+    }
+}
+
+/// Pass verdicts that user space decides reach the host only through a TAP device.
+fn warn_about_user_pass(rules: &RuleSet, tap: bool, warnings: &mut Vec<String>) {
+    let user_pass = rules
+        .rules()
+        .iter()
+        .enumerate()
+        .any(|(i, r)| r.verdict() == Verdict::Pass && !rules.decided_in_kernel(i))
+        || (rules.default_verdict() == Verdict::Pass
+            && rules.rules().iter().any(|r| !r.matcher.kernel_exact()));
+    if user_pass && !tap {
+        warnings.push(
+            "some packets are passed to the kernel from user space (a pass rule on a source \
+             address or port); without a TAP device they are dropped and counted: add a TAP \
+             device"
+                .into(),
+        );
+    }
+}
+
+/// Attaches the filter to every interface, in ifindex order whatever order they were given
+/// in: two forwarders started at once on the same interfaces then contend for the same first
+/// one, and exactly one of them gets both (the kernel refuses a second XDP link). Packets
+/// larger than a frame need multi-buffer sockets and the xdp.frags program: links with an MTU
+/// above what one frame holds, and SKB mode, where the senders' GSO/GRO super-packets arrive
+/// whole. In native mode on a small MTU a single-buffer program keeps them away (veth then
+/// segments at the sender). Returns the filters and whether they are multi-buffer.
+fn attach_filters(devices: &Devices, mode: AttachMode) -> Result<(Vec<XdpFilter>, bool)> {
+    let n = devices.ifaces.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| devices.ifaces[i].index());
+    let attach_all = |multi_buffer: bool| -> Result<Vec<XdpFilter>> {
+        let mut attached: Vec<Option<XdpFilter>> = (0..n).map(|_| None).collect();
+        for &i in &order {
+            attached[i] = Some(XdpFilter::attach(&devices.ifaces[i], mode, multi_buffer)?);
+        }
+        Ok(attached.into_iter().flatten().collect())
+    };
+    let jumbo = devices.mtus.iter().any(|&m| m + 18 > SINGLE_BUFFER_MAX);
+    let multi_buffer = jumbo || mode == AttachMode::Skb;
+    let attached = attach_all(multi_buffer)?;
+    if !multi_buffer
+        && attached
+            .iter()
+            .any(|f| f.program().mode() == AttachedMode::Skb)
+    {
+        drop(attached);
+        return Ok((attach_all(true)?, true));
+    }
+    Ok((attached, multi_buffer))
+}
+
+/// Installs the kernel's share of the rules in every filter.
+fn install_rules(
+    filters: &[XdpFilter],
+    devices: &Devices,
+    rules: &RuleSet,
+    xdp_forward: bool,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let (kernel_rules, kernel_default) = rules.kernel_rules()?;
+    for (p, filter) in filters.iter().enumerate() {
+        if xdp_forward {
+            filter.set_forward_target(&devices.ifaces[1 - p])?;
+        }
+        filter.set_rules(&kernel_rules, kernel_default)?;
+        filter.set_unclassifiable(rules.kernel_unclassifiable())?;
+        if let Some(why) = filter.program().fallback_reason() {
+            warnings.push(format!("{}: {why}", devices.ifaces[p].name()));
+        }
+    }
+    Ok(())
+}
+
+/// The UMEM for every ring of every socket (or `config.frames`), with transmit metadata room
+/// when checksums are offloaded.
+fn make_umem(config: &ForwardConfig, ports: u32, queues: u32, csum_offload: bool) -> Result<Umem> {
+    let frames = match config.frames {
+        Some(f) => f,
+        None => config
+            .socket
+            .fill_size
+            .checked_add(config.socket.tx_size)
+            .and_then(|per_port| per_port.checked_mul(queues * ports))
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "{queues} queue(s) x {ports} interface(s) with fill rings of {} and tx rings \
+                     of {} need more frames than one UMEM holds: use smaller rings",
+                    config.socket.fill_size, config.socket.tx_size
+                ))
+            })?,
+    };
+    Ok(Umem::new(UmemConfig {
+        frame_count: frames,
+        tx_metadata_len: if csum_offload {
+            xskit::TX_METADATA_LEN
+        } else {
+            0
+        },
+        ..UmemConfig::default()
+    })?)
+}
+
+/// The TAP device, when one is asked for, with its MAC address.
+fn open_tap(name: &str) -> Result<Arc<TapPath>> {
+    let fd = TapFd::open(name).map_err(|e| Error::Tap {
+        name: name.to_string(),
+        reason: format!(
+            "{e}: the name must be a free interface name of at most 15 characters, and \
+             creating one needs CAP_NET_ADMIN"
+        ),
+    })?;
+    let mac = Interface::by_name(fd.name())?
+        .link_info()?
+        .mac
+        .ok_or_else(|| Error::Tap {
+            name: name.to_string(),
+            reason: "it has no MAC address".into(),
+        })?;
+    Ok(Arc::new(TapPath {
+        link: Box::new(fd),
+        mac,
+        learnt: Mutex::new(HashMap::new()),
+    }))
+}
+
+/// What every worker of a forwarder shares: how to build its pipeline and what it does
+/// around it. Workers are built from it over any port type, so the same logic runs on
+/// AF_XDP sockets and on in-memory devices.
+pub(crate) struct WorkerPlan {
+    pub(crate) rules: Arc<RuleSet>,
+    pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
+    pub(crate) respond: Option<Ipv4Addr>,
+    pub(crate) reflect: bool,
+    pub(crate) macs: Vec<[u8; 6]>,
+    pub(crate) mtus: Vec<usize>,
+    pub(crate) tap: Option<Arc<TapPath>>,
+    pub(crate) vector: usize,
+    pub(crate) check: bool,
+    pub(crate) csum_offload: bool,
+    pub(crate) cpus: Vec<usize>,
+    pub(crate) replies: ReplyCounters,
+}
+
+impl WorkerPlan {
+    pub(crate) fn new(config: &ForwardConfig, rules: RuleSet, macs: Vec<[u8; 6]>) -> Self {
+        let rules = Arc::new(rules);
+        let limiters = Arc::new(
+            rules
+                .rules()
+                .iter()
+                .map(|r| r.rate.map(|rate| rate.limiter()))
+                .collect(),
+        );
+        WorkerPlan {
+            rules,
+            limiters,
+            respond: config.respond,
+            reflect: config.reflect,
+            mtus: vec![1500; macs.len()],
+            macs,
+            tap: None,
+            vector: config.vector,
+            check: config.check,
+            csum_offload: false,
+            cpus: config.cpus.clone(),
+            replies: ReplyCounters::default(),
+        }
+    }
+
+    /// The pipeline: respond (when asked), then the rules.
+    fn pipeline(&self, rule_cells: &Arc<Vec<RuleCells>>) -> Result<Pipeline> {
+        let n = self.macs.len();
+        let mut pipeline = Pipeline::new(n);
+        pipeline.set_vector_size(self.vector)?;
+        if let Some(addr) = self.respond {
+            // The rules come right after this stage.
+            let rules_stage = pipeline.next_stage_id().next();
+            pipeline.add_stage(Box::new(Respond {
+                addr: addr.octets(),
+                macs: self.macs.clone(),
+                next: rules_stage,
+                arp_replies: Arc::clone(&self.replies.arp),
+                echo_replies: Arc::clone(&self.replies.echo),
+                refused: Arc::clone(&self.replies.refused),
+            }));
+        }
+        pipeline.add_stage(Box::new(Rules {
+            rules: Arc::clone(&self.rules),
+            limiters: Arc::clone(&self.limiters),
+            cells: Arc::clone(rule_cells),
+            local: vec![[0; 3]; self.rules.rules().len() + 2],
+            outs: if n == 2 { vec![1, 0] } else { vec![0] },
+            reflect: self.reflect,
+            local_mac: self.tap.as_ref().map(|t| t.mac),
+        }));
+        Ok(pipeline)
+    }
+
+    /// Worker `index` (queue `queue`) over `ports`, one per interface, drawing frames from
+    /// `pool` on `umem`; and the cells it publishes (without socket handles).
+    pub(crate) fn worker<P: PipelinePort>(
+        &self,
+        index: usize,
+        queue: u32,
+        umem: &Umem,
+        ports: Vec<P>,
+        pool: FramePool,
+    ) -> Result<(Worker<P>, WorkerCells)> {
+        let n = ports.len();
+        let port_cells: Arc<Vec<PortCells>> =
+            Arc::new((0..n).map(|_| PortCells::default()).collect());
+        let rule_cells: Arc<Vec<RuleCells>> = Arc::new(
+            (0..self.rules.rules().len() + 2)
+                .map(|_| RuleCells::default())
+                .collect(),
+        );
+        let pool_stats = Arc::new(Mutex::new(PoolStats::default()));
+        let cells = WorkerCells {
+            ports: Arc::clone(&port_cells),
+            rules: Arc::clone(&rule_cells),
+            pool: Arc::clone(&pool_stats),
+            sockets: Vec::new(),
+        };
+        let worker = Worker {
+            index,
+            queue,
+            cpu: (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()]),
+            umem: umem.clone(),
+            ports,
+            pipeline: self.pipeline(&rule_cells)?,
+            pool,
+            vector: self.vector,
+            check: self.check,
+            tap: self.tap.clone(),
+            port_cells,
+            pool_stats,
+            tap_frames: Vec::with_capacity(1),
+            csum_offload: self.csum_offload,
+            mtus: self.mtus.clone(),
+            chains: chains::Chains::new(n),
+            raw: Vec::with_capacity(xskit_pipeline::MAX_VECTOR),
+            txq: Vec::with_capacity(2 * xskit_pipeline::MAX_VECTOR),
+            gathered: Vec::new(),
+            segment: Vec::new(),
+            input: Vec::with_capacity(self.vector),
+            out: Outputs::new(n),
+            rounds: 0,
+            host_every: HOST_EVERY,
+        };
+        Ok((worker, cells))
+    }
+}
+
+impl Forwarder {
+    /// Attaches the programs, installs the kernel's share of the rules, opens every socket and
+    /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
+    /// detaches everything.
+    pub fn new(config: ForwardConfig) -> Result<Self> {
+        let rules = check_config(&config)?;
+        let mut warnings = Vec::new();
+        let devices = Devices::open(&config, &mut warnings)?;
+        warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
+        let (filters, multi_buffer) = attach_filters(&devices, config.mode)?;
+        install_rules(
+            &filters,
+            &devices,
+            &rules,
+            config.xdp_forward,
+            &mut warnings,
+        )?;
+        let mut socket_config = config.socket;
+        socket_config.multi_buffer = multi_buffer;
+        let csum_offload =
+            config.checksum == ChecksumMode::Offload && xskit::kernel_supports_tx_metadata();
+        if config.checksum == ChecksumMode::Offload && !csum_offload {
+            warnings.push(
+                "this kernel has no AF_XDP transmit metadata (Linux 6.11 or later): partial \
+                 checksums are finished in user space"
+                    .into(),
+            );
+        }
+        let n = devices.ifaces.len() as u32;
+        let queues = devices.queues;
+        let umem = make_umem(&config, n, queues, csum_offload)?;
+        let total = umem.config().frame_count as usize;
+        let shared =
+            SharedFrames::new(umem.take_frames().ok_or_else(|| {
+                Error::InvalidConfig("the UMEM's frames were already taken".into())
+            })?);
+        let mut plan = WorkerPlan::new(&config, rules, devices.macs.clone());
+        plan.mtus = devices.mtus.clone();
+        plan.csum_offload = csum_offload;
+        plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
+        let mut workers = Vec::with_capacity(queues as usize);
+        let mut cells = Vec::with_capacity(queues as usize);
+        for q in 0..queues {
+            let mut ports = Vec::with_capacity(n as usize);
+            for filter in &filters {
+                ports.push(XskPort::open(
+                    &umem,
+                    Arc::clone(filter.program()),
+                    q,
+                    &socket_config,
+                )?);
+            }
+            let sockets = ports.iter_mut().map(|p| p.socket().handle()).collect();
+            let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
+            let (worker, mut cell) = plan.worker(q as usize, q, &umem, ports, pool)?;
+            cell.sockets = sockets;
+            workers.push(worker);
+            cells.push(cell);
+        }
+        Ok(Forwarder {
+            rules: plan.rules,
+            filters,
+            names: config.interfaces.clone(),
+            shared,
+            total,
+            queues,
+            workers,
+            cells,
+            replies: plan.replies,
+            warnings,
+            device_tx_base: devices.infos.iter().map(|i| i.stats.tx_packets).collect(),
+        })
+    }
+
+    /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
+    /// rules without a TAP device).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The attach mode of each interface's program.
+    pub fn modes(&self) -> Vec<String> {
+        self.filters
+            .iter()
+            .map(|f| f.program().mode().to_string())
+            .collect()
+    }
+
+    /// The counters now (the kernel's rule counters and socket statistics are read by system
+    /// calls: call this about once a second, not per packet).
+    pub fn counters(&self) -> Result<Counters> {
+        self.collect_counters(true)
+    }
+
+    /// The counters that can still be read after a device vanished: the kernel's are left
+    /// out where reading them fails.
+    fn counters_lenient(&self) -> Counters {
+        self.collect_counters(false).unwrap_or_default()
+    }
+
+    fn collect_counters(&self, strict: bool) -> Result<Counters> {
+        // Reads a kernel counter; without `strict`, a failed read counts nothing.
+        fn read<T: Default, E: Into<Error>>(
+            strict: bool,
+            r: std::result::Result<T, E>,
+        ) -> Result<T> {
+            match r {
+                Err(_) if !strict => Ok(T::default()),
+                other => other.map_err(Into::into),
+            }
+        }
+        let rules = self.rules.rules();
+        let default = rules.len();
+        let mut out = Counters {
+            rules: rules
+                .iter()
+                .map(|r| RuleCount {
+                    name: r.name.clone(),
+                    action: r.verdict().name(),
+                    ..RuleCount::default()
+                })
+                .chain(std::iter::once(RuleCount {
+                    name: "default".into(),
+                    action: self.rules.default_verdict().name(),
+                    ..RuleCount::default()
+                }))
+                .collect(),
+            ports: self
+                .names
+                .iter()
+                .zip(self.filters.iter())
+                .map(|(name, f)| PortCount {
+                    interface: name.clone(),
+                    mode: f.program().mode().to_string(),
+                    ..PortCount::default()
+                })
+                .collect(),
+            unclassifiable: RuleCount {
+                name: "unclassifiable".into(),
+                action: self.rules.unclassifiable_verdict().name(),
+                ..RuleCount::default()
+            },
+            arp_replies: self.replies.arp.load(Ordering::Relaxed),
+            echo_replies: self.replies.echo.load(Ordering::Relaxed),
+            respond_refused: self.replies.refused.load(Ordering::Relaxed),
+            pool: PoolStats::default(),
+        };
+        for w in &self.cells {
+            for (p, (cells, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
+                count.rx_packets += cells.rx_packets.load(Ordering::Relaxed);
+                count.rx_bytes += cells.rx_bytes.load(Ordering::Relaxed);
+                count.tx_packets += cells.tx_packets.load(Ordering::Relaxed);
+                count.tx_bytes += cells.tx_bytes.load(Ordering::Relaxed);
+                count.tx_ring_full += cells.tx_ring_full.load(Ordering::Relaxed);
+                count.to_kernel += cells.to_kernel.load(Ordering::Relaxed);
+                count.to_kernel_dropped += cells.to_kernel_dropped.load(Ordering::Relaxed);
+                count.from_kernel += cells.from_kernel.load(Ordering::Relaxed);
+                count.checksums_offloaded += cells.csum_offloaded.load(Ordering::Relaxed);
+                count.checksums_completed += cells.csum_completed.load(Ordering::Relaxed);
+                count.segmented += cells.segmented.load(Ordering::Relaxed);
+                count.segments += cells.segments.load(Ordering::Relaxed);
+                count.oversize_dropped += cells.oversize_dropped.load(Ordering::Relaxed);
+                count.no_frames_dropped += cells.no_frames_dropped.load(Ordering::Relaxed);
+                let s = read(strict, w.sockets[p].statistics())?;
+                count.socket_rx_dropped += s.rx_dropped;
+                count.socket_rx_ring_full += s.rx_ring_full;
+                count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
+            }
+            let counts = out
+                .rules
+                .iter_mut()
+                .chain(std::iter::once(&mut out.unclassifiable));
+            for (cells, count) in w.rules.iter().zip(counts) {
+                count.packets += cells.packets.load(Ordering::Relaxed);
+                count.bytes += cells.bytes.load(Ordering::Relaxed);
+                count.over_rate += cells.over_rate.load(Ordering::Relaxed);
+            }
+            out.pool += *w.pool.lock_unpoisoned();
+        }
+        for (i, port) in out.ports.iter_mut().enumerate() {
+            let now = read(
+                strict,
+                self.filters[i]
+                    .program()
+                    .interface()
+                    .link_info()
+                    .map(|l| l.stats.tx_packets),
+            )?;
+            port.device_tx_packets = now.saturating_sub(self.device_tx_base[i]);
+        }
+        let default_in_kernel = self.rules.default_decided_in_kernel();
+        let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
+        for (program, port) in self.filters.iter().zip(out.ports.iter_mut()) {
+            port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
+            let u = read(strict, program.unclassifiable_counter())?;
+            port.unclassifiable += u.packets;
+            if unclassifiable_in_kernel {
+                let count = &mut out.unclassifiable;
+                count.packets += u.packets;
+                count.bytes += u.bytes;
+                count.in_kernel += u.packets;
+                match self.rules.unclassifiable_verdict() {
+                    Verdict::Drop => port.xdp_dropped += u.packets,
+                    Verdict::Forward => port.xdp_forwarded += u.packets,
+                    _ => port.xdp_passed += u.packets,
+                }
+            }
+            let kernel = read(strict, program.rule_counters())?;
+            for (i, k) in kernel.iter().enumerate() {
+                let (index, verdict, decided) = if i < default {
+                    (i, rules[i].verdict(), self.rules.decided_in_kernel(i))
+                } else {
+                    (default, self.rules.default_verdict(), default_in_kernel)
+                };
+                if !decided {
+                    continue;
+                }
+                let count = &mut out.rules[index];
+                count.packets += k.packets;
+                count.bytes += k.bytes;
+                count.in_kernel += k.packets;
+                match verdict {
+                    Verdict::Drop => port.xdp_dropped += k.packets,
+                    Verdict::Forward => port.xdp_forwarded += k.packets,
+                    _ => port.xdp_passed += k.packets,
+                }
+            }
+        }
+        if out.ports.len() == 2 {
+            for q in 0..2 {
+                let into_q = out.ports[1 - q].xdp_forwarded;
+                let left_by_xdp = out.ports[q]
+                    .device_tx_packets
+                    .saturating_sub(out.ports[q].tx_packets + out.ports[q].from_kernel);
+                out.ports[q].xdp_forward_undelivered = into_q.saturating_sub(left_by_xdp);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forwards until `stop` is set, calling `on_tick` with the counters every `interval`;
+    /// then stops redirecting, drains the rings, and reports. Everything is detached when it
+    /// returns, whether it succeeds or not.
+    pub fn run(
+        mut self,
+        stop: &AtomicBool,
+        interval: Duration,
+        mut on_tick: impl FnMut(&Counters),
+    ) -> Result<Report> {
+        let start = Instant::now();
+        let (worker_stop, drain, failed) = (
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+        );
+        let workers = std::mem::take(&mut self.workers);
+        let count = workers.len();
+        let mut tick_error = None;
+        let mut lost = None;
+        let ends: Vec<std::thread::Result<Result<WorkerEnd>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = workers
+                .into_iter()
+                .map(|w| {
+                    let (worker_stop, drain, failed) = (&worker_stop, &drain, &failed);
+                    s.spawn(move || w.run(worker_stop, drain, failed))
+                })
+                .collect();
+            let mut next_tick = start + interval;
+            let mut next_watch = start + WATCH_EVERY;
+            while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+                let now = Instant::now();
+                if now >= next_watch {
+                    // A device deleted or moved, or our program detached from outside: the
+                    // workers may see nothing wrong (an idle socket), so look.
+                    lost = self.filters.iter().find_map(|f| f.program().lost());
+                    if lost.is_some() {
+                        break;
+                    }
+                    next_watch = now + WATCH_EVERY;
+                }
+                if now >= next_tick {
+                    match self.counters() {
+                        Ok(c) => on_tick(&c),
+                        Err(e) => {
+                            tick_error = Some(e);
+                            break;
+                        }
+                    }
+                    next_tick += interval;
+                }
+            }
+            worker_stop.store(true, Ordering::Relaxed);
+            // No more redirects: what arrives from now on goes to the kernel stack, so the
+            // rings settle and the workers can account for every frame.
+            for filter in &self.filters {
+                for q in 0..self.queues {
+                    let _ = filter.program().unregister(q);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            drain.store(true, Ordering::Relaxed);
+            handles.into_iter().map(|h| h.join()).collect()
+        });
+        // A worker's error after a device vanished says less than what vanished.
+        if lost.is_none() && failed.load(Ordering::Relaxed) {
+            lost = self.filters.iter().find_map(|f| f.program().lost());
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let mut frames = FrameReport {
+            total: self.total as u64,
+            ..FrameReport::default()
+        };
+        let mut first_error = tick_error;
+        let mut worker_error = None;
+        let mut ledger_disagrees = 0i64;
+        for end in ends {
+            match end {
+                Ok(Ok(end)) => {
+                    if let Some(e) = end.error {
+                        worker_error.get_or_insert(e);
+                    }
+                    let in_rings = end.rings.fill + end.rings.rx + end.rings.tx;
+                    frames.fill += end.rings.fill as u64;
+                    frames.rx += end.rings.rx as u64;
+                    frames.tx += end.rings.tx as u64;
+                    match end.ledger_in_kernel.checked_sub(in_rings) {
+                        Some(held) => frames.kernel_held += held as u64,
+                        None => ledger_disagrees += (in_rings - end.ledger_in_kernel) as i64,
+                    }
+                }
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        // Every worker's pool has given its cache back by now.
+        frames.pool = self.shared.len() as u64;
+        frames.unaccounted = frames.total as i64
+            - (frames.pool + frames.fill + frames.rx + frames.tx + frames.kernel_held) as i64
+            + ledger_disagrees;
+        // The counters of a vanished device can no longer be read: report what can be.
+        let counters = match self.counters() {
+            Ok(c) => c,
+            Err(_) if lost.is_some() || worker_error.is_some() => self.counters_lenient(),
+            Err(e) => return Err(e),
+        };
+        let fault = lost.or_else(|| worker_error.map(|e| e.to_string()));
+        Ok(Report {
+            seconds,
+            workers: count,
+            counters,
+            frames,
+            fault,
+        })
+    }
+}

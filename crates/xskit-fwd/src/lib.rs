@@ -1,0 +1,48 @@
+//! # xskit-fwd
+//!
+//! A filtering forwarder, the application `xskit fwd` runs: a bump in the wire between two
+//! interfaces (both directions), or one interface that reflects.
+//!
+//! Rules (see [`rules`]) are split: what the kernel can decide exactly (drop and pass
+//! by destination prefix, protocol and destination port) is decided by the XDP program; the
+//! rest comes up to the pipeline. Each queue gets a worker thread with both interfaces'
+//! sockets on that queue, one pipeline per input port, and its own frame pool, all on one
+//! UMEM, so forwarding moves descriptors and never copies.
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! use std::time::Duration;
+//! use xskit_fwd::rules::RuleSet;
+//! use xskit_fwd::{ForwardConfig, Forwarder};
+//!
+//! let rules = RuleSet::from_toml("[[rule]]\nprotocol = \"udp\"\ndst_port = 53\naction = \"drop\"\n")?;
+//! let fwd = Forwarder::new(ForwardConfig {
+//!     interfaces: vec!["eth1".into(), "eth2".into()],
+//!     rules,
+//!     ..ForwardConfig::default()
+//! })?;
+//! let stop = AtomicBool::new(false);
+//! let report = fwd.run(&stop, Duration::from_secs(1), |c| println!("{:?}", c.ports))?;
+//! println!("{} frames unaccounted", report.frames.unaccounted);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(unsafe_code)]
+
+mod chains;
+mod counter;
+mod error;
+pub mod filter;
+mod forward;
+pub mod rules;
+mod stages;
+#[allow(unsafe_code)]
+mod sys;
+mod worker;
+
+pub use error::{Error, Result};
+pub use forward::*;
+
+include!(concat!(env!("OUT_DIR"), "/limits.rs"));
+#[cfg(test)]
+mod tests;

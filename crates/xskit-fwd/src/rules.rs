@@ -1,0 +1,986 @@
+//! Forwarding rules: an ordered list read from TOML, matched on prefixes, protocol and ports,
+//! split between the kernel (what XDP can decide) and user space (everything else), with
+//! token-bucket rate limits.
+//!
+//! ```
+//! use xskit_fwd::rules::{PacketKey, RuleSet, Verdict};
+//! let rules = RuleSet::from_toml(r#"
+//!     default = "forward"
+//!     [[rule]]
+//!     name = "no-dns"
+//!     protocol = "udp"
+//!     dst_port = 53
+//!     action = "drop"
+//! "#)?;
+//! let key = PacketKey { family: 4, protocol: 17, dst_port: 53, ..PacketKey::default() };
+//! assert_eq!(rules.classify(&key), Some(0));
+//! assert_eq!(rules.rules()[0].verdict(), Verdict::Drop);
+//! # Ok::<(), xskit_fwd::rules::RulesError>(())
+//! ```
+//!
+//! Matching is the same in both places: a prefix matches only IP packets of its family; ports
+//! are TCP and UDP ports (a rule with ports needs `protocol = "tcp"` or `"udp"`), and only the
+//! first fragment of an IPv4 packet carries them.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Deserialize;
+use xskit_wire::{ip_protocol, ipv4, ipv6, EtherType};
+
+use crate::filter::{Action, KernelRule};
+
+/// A rules file that could not be read, with where in the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}, column {column}: {message}")]
+pub struct RulesError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// What is wrong and what to write instead.
+    pub message: String,
+}
+
+impl RulesError {
+    fn at(text: &str, offset: usize, message: String) -> Self {
+        let before = &text[..offset.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        RulesError {
+            line,
+            column,
+            message,
+        }
+    }
+}
+
+/// What happens to a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Out of the other interface.
+    Forward,
+    /// Dropped.
+    Drop,
+    /// To the forwarding host's own kernel stack.
+    Pass,
+    /// Forwarded while within the rule's rate, dropped above it.
+    RateLimit,
+}
+
+impl Verdict {
+    /// The name used in rules files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Forward => "forward",
+            Verdict::Drop => "drop",
+            Verdict::Pass => "pass",
+            Verdict::RateLimit => "rate-limit",
+        }
+    }
+}
+
+/// The unit of a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateUnit {
+    /// Packets per second; the burst is in packets.
+    Packets,
+    /// Bits per second of Ethernet frame (header and payload, no FCS); the burst is in bytes.
+    Bits,
+}
+
+/// A token-bucket rate: `per_second` units refilled each second, up to `burst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    /// Packets or bits per second.
+    pub per_second: u64,
+    /// Packets or bits.
+    pub unit: RateUnit,
+    /// What may pass at once after a quiet time: packets, or bytes for bit rates.
+    pub burst: u64,
+}
+
+impl Rate {
+    /// Parses `"1000pps"`, `"10kpps"`, `"2Mpps"`, `"800bps"`, `"10kbps"`, `"5Mbps"`, `"1Gbps"`
+    /// (SI multiples; bits, not bytes).
+    pub fn parse(s: &str) -> Result<(u64, RateUnit), String> {
+        let s = s.trim();
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("rate {s:?} must start with a number, as in \"10kpps\""))?;
+        let lower = unit.trim().to_ascii_lowercase();
+        let (mult, unit) = match lower.as_str() {
+            "pps" => (1.0, RateUnit::Packets),
+            "kpps" => (1e3, RateUnit::Packets),
+            "mpps" => (1e6, RateUnit::Packets),
+            "bps" | "bit" => (1.0, RateUnit::Bits),
+            "kbps" | "kbit" => (1e3, RateUnit::Bits),
+            "mbps" | "mbit" => (1e6, RateUnit::Bits),
+            "gbps" | "gbit" => (1e9, RateUnit::Bits),
+            _ => {
+                return Err(format!(
+                    "rate {s:?} has unit {unit:?}; use pps, kpps, Mpps, bps, kbps, Mbps or Gbps"
+                ))
+            }
+        };
+        let per_second = (value * mult).round();
+        if !(1.0..=1e12).contains(&per_second) {
+            return Err(format!("rate {s:?} must be at least 1 and at most 1 Tbps"));
+        }
+        Ok((per_second as u64, unit))
+    }
+
+    /// A limiter for this rate.
+    pub fn limiter(&self) -> RateLimiter {
+        RateLimiter::new(*self)
+    }
+}
+
+/// A token bucket as a GCRA (the "virtual scheduling" form): one atomic theoretical arrival
+/// time, so workers on several queues share one limit without a lock.
+#[derive(Debug)]
+pub struct RateLimiter {
+    /// The time (picoseconds of the caller's clock) at which the bucket is full again.
+    tat_ps: AtomicU64,
+    per_second: u64,
+    unit: RateUnit,
+    /// The most the arrival time may run ahead of now: the burst's worth of time.
+    tolerance_ps: u64,
+}
+
+const PS_PER_S: u128 = 1_000_000_000_000;
+
+impl RateLimiter {
+    /// A full bucket.
+    pub fn new(rate: Rate) -> Self {
+        let burst_units = match rate.unit {
+            RateUnit::Packets => rate.burst,
+            RateUnit::Bits => rate.burst.saturating_mul(8),
+        };
+        RateLimiter {
+            tat_ps: AtomicU64::new(0),
+            per_second: rate.per_second,
+            unit: rate.unit,
+            tolerance_ps: (u128::from(burst_units) * PS_PER_S / u128::from(rate.per_second))
+                .min(u128::from(u64::MAX / 4)) as u64,
+        }
+    }
+
+    /// Takes the tokens for a frame of `frame_len` bytes at time `now_ps` (picoseconds of any
+    /// clock that only moves forward: a full bucket at any time after 0); false if the bucket
+    /// does not hold them (the frame is over the rate).
+    pub fn allow(&self, now_ps: u64, frame_len: usize) -> bool {
+        let units = match self.unit {
+            RateUnit::Packets => 1u128,
+            RateUnit::Bits => frame_len as u128 * 8,
+        };
+        let cost =
+            (units * PS_PER_S / u128::from(self.per_second)).min(u128::from(u64::MAX / 4)) as u64;
+        let mut tat = self.tat_ps.load(Ordering::Relaxed);
+        loop {
+            let next = tat.max(now_ps) + cost;
+            if next - now_ps > self.tolerance_ps.max(cost) {
+                return false;
+            }
+            match self
+                .tat_ps
+                .compare_exchange_weak(tat, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(seen) => tat = seen,
+            }
+        }
+    }
+}
+
+/// An address prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prefix {
+    /// The address (host bits are ignored).
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// Parses `"198.51.100.0/24"`, `"2001:db8::/32"` or a lone address (a host prefix).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv4 or IPv6 address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match l {
+            None => max,
+            Some(l) => l
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&l| l <= max)
+                .ok_or_else(|| format!("prefix length {l:?} must be 0 to {max}"))?,
+        };
+        Ok(Prefix { addr, len })
+    }
+
+    fn family(&self) -> u8 {
+        if self.addr.is_ipv4() {
+            4
+        } else {
+            6
+        }
+    }
+
+    fn contains(&self, family: u8, addr: &[u8; 16]) -> bool {
+        if family != self.family() {
+            return false;
+        }
+        let mine = match self.addr {
+            IpAddr::V4(a) => {
+                let mut b = [0; 16];
+                b[..4].copy_from_slice(&a.octets());
+                b
+            }
+            IpAddr::V6(a) => a.octets(),
+        };
+        let (whole, bits) = (usize::from(self.len / 8), self.len % 8);
+        if mine[..whole] != addr[..whole] {
+            return false;
+        }
+        bits == 0 || {
+            let mask = 0xffu8 << (8 - bits);
+            mine[whole] & mask == addr[whole] & mask
+        }
+    }
+}
+
+/// What a rule matches; `None` matches anything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Match {
+    /// Source prefix.
+    pub src: Option<Prefix>,
+    /// Destination prefix.
+    pub dst: Option<Prefix>,
+    /// IP protocol (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6).
+    pub protocol: Option<u8>,
+    /// Source port range, inclusive.
+    pub src_ports: Option<(u16, u16)>,
+    /// Destination port range, inclusive.
+    pub dst_ports: Option<(u16, u16)>,
+}
+
+impl Match {
+    /// True if the packet matches.
+    pub fn matches(&self, k: &PacketKey) -> bool {
+        self.src.is_none_or(|p| p.contains(k.family, &k.src))
+            && self.dst.is_none_or(|p| p.contains(k.family, &k.dst))
+            && self
+                .protocol
+                .is_none_or(|p| k.family != 0 && p == k.protocol)
+            && self
+                .src_ports
+                .is_none_or(|(lo, hi)| (lo..=hi).contains(&k.src_port))
+            && self
+                .dst_ports
+                .is_none_or(|(lo, hi)| (lo..=hi).contains(&k.dst_port))
+    }
+
+    /// True if the kernel filter can decide this match exactly (it sees destination prefix,
+    /// protocol and destination port only).
+    pub fn kernel_exact(&self) -> bool {
+        self.src.is_none() && self.src_ports.is_none()
+    }
+}
+
+/// One rule of a [`RuleSet`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// A name for counters.
+    pub name: String,
+    /// What it matches.
+    pub matcher: Match,
+    action: Verdict,
+    /// The rate, for [`Verdict::RateLimit`].
+    pub rate: Option<Rate>,
+}
+
+impl RuleSpec {
+    /// What the rule does.
+    pub fn verdict(&self) -> Verdict {
+        self.action
+    }
+}
+
+/// The fields of a packet the rules look at. `family` is 0 for anything but IPv4 and IPv6.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketKey {
+    /// 4, 6, or 0.
+    pub family: u8,
+    /// Source address (IPv4 in the first 4 bytes).
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// IP protocol (after IPv6 extension headers).
+    pub protocol: u8,
+    /// TCP/UDP source port, else 0.
+    pub src_port: u16,
+    /// TCP/UDP destination port, else 0.
+    pub dst_port: u16,
+}
+
+/// Why a packet could not be classified: its headers are cut short or lie, or the fields the
+/// rules look at lie behind more than xskit walks. Such a packet takes the rules file's
+/// `unclassifiable` verdict (drop unless it says otherwise), never a rule's or the default's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unclassifiable(pub &'static str);
+
+impl std::fmt::Display for Unclassifiable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// VLAN tags (802.1Q, 802.1ad) followed before a packet counts as unclassifiable.
+pub const MAX_VLAN_TAGS: usize = 2;
+
+impl PacketKey {
+    /// Reads the key from a whole Ethernet frame. The XDP filter applies the same checks
+    /// (bpf/xdp_filter.c), so the kernel and user space call the same packets unclassifiable:
+    ///
+    /// - fewer than 14 bytes, more than [`MAX_VLAN_TAGS`] tags, or a tag cut short;
+    /// - IPv4: a header cut short, version not 4, IHL below 5, a total length below the header
+    ///   or beyond the frame; IPv6: a header cut short, version not 6, a payload length of 0
+    ///   (a jumbogram) or beyond the frame, an extension chain cut short or longer than
+    ///   [`ipv6::MAX_EXT_HEADERS`];
+    /// - TCP or UDP (in a first fragment) without the 4 bytes of ports inside the IP length.
+    ///
+    /// Other EtherTypes (ARP, ...) are classifiable, with family 0: they match only rules
+    /// without address, protocol or port fields.
+    pub fn parse(frame: &[u8]) -> Result<PacketKey, Unclassifiable> {
+        Self::parse_first(frame, false)
+    }
+
+    /// [`PacketKey::parse`] on the first buffer of a multi-buffer packet (`continued`): the
+    /// rest of the packet is in further buffers, so lengths beyond this one are not lies.
+    pub fn parse_first(frame: &[u8], continued: bool) -> Result<PacketKey, Unclassifiable> {
+        let mut k = PacketKey::default();
+        if frame.len() < 14 {
+            return Err(Unclassifiable("shorter than an Ethernet header"));
+        }
+        let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        let mut l3 = 14;
+        for _ in 0..=MAX_VLAN_TAGS {
+            if ethertype != 0x8100 && ethertype != 0x88a8 {
+                break;
+            }
+            if l3 == 14 + 4 * MAX_VLAN_TAGS {
+                return Err(Unclassifiable("more VLAN tags than are followed"));
+            }
+            if frame.len() < l3 + 4 {
+                return Err(Unclassifiable("VLAN tag cut short"));
+            }
+            ethertype = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]);
+            l3 += 4;
+        }
+        let ip = &frame[l3..];
+        // Bytes the IP packet may claim: the rest of the frame, or unknown for a chain.
+        let room = if continued { usize::MAX } else { ip.len() };
+        let l4 = match EtherType::from(ethertype) {
+            EtherType::Ipv4 => {
+                if ip.len() < 20 {
+                    return Err(Unclassifiable("IPv4 header cut short"));
+                }
+                let v = ipv4::Packet::new_unchecked(ip);
+                let hl = v.header_len();
+                if v.version() != 4 || hl < 20 {
+                    return Err(Unclassifiable("IPv4 header with a bad version or length"));
+                }
+                if hl > ip.len() {
+                    return Err(Unclassifiable("IPv4 options cut short"));
+                }
+                let total = usize::from(v.total_len());
+                if total < hl || total > room {
+                    return Err(Unclassifiable("IPv4 total length lies"));
+                }
+                k.family = 4;
+                k.protocol = v.protocol();
+                k.src[..4].copy_from_slice(&v.src_addr());
+                k.dst[..4].copy_from_slice(&v.dst_addr());
+                (v.frag_offset() == 0).then(|| (&ip[hl..], total - hl))
+            }
+            EtherType::Ipv6 => {
+                if ip.len() < 40 {
+                    return Err(Unclassifiable("IPv6 header cut short"));
+                }
+                let v = ipv6::Packet::new_unchecked(ip);
+                let plen = usize::from(v.payload_len());
+                if v.version() != 6 {
+                    return Err(Unclassifiable("IPv6 header with a bad version"));
+                }
+                if plen == 0 || 40 + plen > room {
+                    return Err(Unclassifiable("IPv6 payload length lies"));
+                }
+                k.family = 6;
+                k.src = v.src_addr();
+                k.dst = v.dst_addr();
+                let held = ip.len().min(40 + plen);
+                let (proto, rest, offset) = ipv6::Packet::new_unchecked(&ip[..held])
+                    .upper_layer_fragment()
+                    .map_err(|_| Unclassifiable("IPv6 extension headers cut short or too many"))?;
+                k.protocol = proto;
+                let l4_len = 40 + plen - (held - rest.len());
+                (offset == 0).then_some((rest, l4_len))
+            }
+            _ => return Ok(k),
+        };
+        if let Some((l4, l4_len)) = l4 {
+            if matches!(k.protocol, ip_protocol::TCP | ip_protocol::UDP) {
+                if l4.len() < 4 || l4_len < 4 {
+                    return Err(Unclassifiable("TCP or UDP ports cut short"));
+                }
+                k.src_port = u16::from_be_bytes([l4[0], l4[1]]);
+                k.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
+            }
+        }
+        Ok(k)
+    }
+}
+
+/// An ordered rule list and the verdict for packets no rule matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSet {
+    rules: Vec<RuleSpec>,
+    default: Verdict,
+    unclassifiable: Verdict,
+    forward_in_kernel: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRepr {
+    #[serde(default)]
+    default: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    unclassifiable: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    rule: Vec<toml::Spanned<RuleRepr>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleRepr {
+    name: Option<String>,
+    src: Option<toml::Spanned<String>>,
+    dst: Option<toml::Spanned<String>>,
+    protocol: Option<toml::Spanned<toml::Value>>,
+    src_port: Option<toml::Spanned<toml::Value>>,
+    dst_port: Option<toml::Spanned<toml::Value>>,
+    action: toml::Spanned<String>,
+    rate: Option<toml::Spanned<String>>,
+    burst: Option<toml::Spanned<i64>>,
+}
+
+fn parse_verdict(s: &str, allow_rate: bool) -> Result<Verdict, String> {
+    match s {
+        "forward" => Ok(Verdict::Forward),
+        "drop" => Ok(Verdict::Drop),
+        "pass" => Ok(Verdict::Pass),
+        "rate-limit" if allow_rate => Ok(Verdict::RateLimit),
+        _ if allow_rate => Err(format!(
+            "action {s:?} is not one of \"forward\", \"drop\", \"pass\", \"rate-limit\""
+        )),
+        _ => Err(format!(
+            "default {s:?} is not one of \"forward\", \"drop\", \"pass\""
+        )),
+    }
+}
+
+fn parse_protocol(v: &toml::Value) -> Result<u8, String> {
+    match v {
+        toml::Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "tcp" => Ok(ip_protocol::TCP),
+            "udp" => Ok(ip_protocol::UDP),
+            "icmp" => Ok(ip_protocol::ICMP),
+            "icmpv6" => Ok(ip_protocol::ICMPV6),
+            _ => Err(format!(
+                "protocol {s:?} is not tcp, udp, icmp or icmpv6 (or give a number 0-255)"
+            )),
+        },
+        toml::Value::Integer(n) => u8::try_from(*n)
+            .ok()
+            .filter(|&n| n != 0)
+            .ok_or_else(|| format!("protocol {n} must be 1 to 255")),
+        other => Err(format!(
+            "protocol must be a name or a number, not {}",
+            other.type_str()
+        )),
+    }
+}
+
+fn parse_ports(v: &toml::Value) -> Result<(u16, u16), String> {
+    let port = |s: &str| {
+        s.trim()
+            .parse::<u16>()
+            .map_err(|_| format!("{s:?} is not a port (0-65535)"))
+    };
+    match v {
+        toml::Value::Integer(n) => u16::try_from(*n)
+            .map(|p| (p, p))
+            .map_err(|_| format!("port {n} is not 0-65535")),
+        toml::Value::String(s) => {
+            let (lo, hi) = match s.split_once('-') {
+                Some((a, b)) => (port(a)?, port(b)?),
+                None => {
+                    let p = port(s)?;
+                    (p, p)
+                }
+            };
+            if lo > hi {
+                return Err(format!("port range {s:?} is empty: write it low-high"));
+            }
+            Ok((lo, hi))
+        }
+        other => Err(format!(
+            "a port is a number or a range such as \"1000-2000\", not {}",
+            other.type_str()
+        )),
+    }
+}
+
+impl RuleSet {
+    /// Rules from a TOML text; errors give line and column.
+    pub fn from_toml(text: &str) -> Result<Self, RulesError> {
+        let file: FileRepr = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            RulesError::at(text, offset, e.message().trim().to_string())
+        })?;
+        let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
+        let default = match &file.default {
+            Some(d) => parse_verdict(d.get_ref(), false).map_err(|m| at(d.span(), m))?,
+            None => Verdict::Forward,
+        };
+        // Fail closed: a packet the rules cannot see into is dropped unless the file says so.
+        let unclassifiable = match &file.unclassifiable {
+            Some(u) => parse_verdict(u.get_ref(), false)
+                .map_err(|m| at(u.span(), m.replacen("default", "unclassifiable", 1)))?,
+            None => Verdict::Drop,
+        };
+        let mut rules = Vec::with_capacity(file.rule.len());
+        for (i, spanned) in file.rule.iter().enumerate() {
+            let r = spanned.get_ref();
+            let prefix = |p: &Option<toml::Spanned<String>>| {
+                p.as_ref()
+                    .map(|s| Prefix::parse(s.get_ref()).map_err(|m| at(s.span(), m)))
+                    .transpose()
+            };
+            let (src, dst) = (prefix(&r.src)?, prefix(&r.dst)?);
+            if let (Some(s), Some(d)) = (src, dst) {
+                if s.family() != d.family() {
+                    return Err(at(
+                        spanned.span(),
+                        "src and dst are of different families: no packet can match".into(),
+                    ));
+                }
+            }
+            let protocol = r
+                .protocol
+                .as_ref()
+                .map(|p| parse_protocol(p.get_ref()).map_err(|m| at(p.span(), m)))
+                .transpose()?;
+            let ports = |p: &Option<toml::Spanned<toml::Value>>| {
+                p.as_ref()
+                    .map(|s| parse_ports(s.get_ref()).map_err(|m| at(s.span(), m)))
+                    .transpose()
+            };
+            let (src_ports, dst_ports) = (ports(&r.src_port)?, ports(&r.dst_port)?);
+            if (src_ports.is_some() || dst_ports.is_some())
+                && !matches!(protocol, Some(ip_protocol::TCP | ip_protocol::UDP))
+            {
+                let span = r
+                    .dst_port
+                    .as_ref()
+                    .or(r.src_port.as_ref())
+                    .map(|s| s.span());
+                return Err(at(
+                    span.unwrap_or(spanned.span()),
+                    "ports need protocol = \"tcp\" or \"udp\" in the same rule".into(),
+                ));
+            }
+            let action =
+                parse_verdict(r.action.get_ref(), true).map_err(|m| at(r.action.span(), m))?;
+            let rate =
+                match (&r.rate, action) {
+                    (Some(rate), Verdict::RateLimit) => {
+                        let (per_second, unit) =
+                            Rate::parse(rate.get_ref()).map_err(|m| at(rate.span(), m))?;
+                        let burst = match &r.burst {
+                            Some(b) => u64::try_from(*b.get_ref())
+                                .ok()
+                                .filter(|&b| b > 0)
+                                .ok_or_else(|| at(b.span(), "burst must be at least 1".into()))?,
+                            // 50 ms worth, and at least one full-size frame: a user-space
+                            // policer sees packets in bunches when its thread is scheduled
+                            // out, and a shorter burst would police the scheduler.
+                            None => match unit {
+                                RateUnit::Packets => (per_second / 20).max(1),
+                                RateUnit::Bits => (per_second / 160).max(1514),
+                            },
+                        };
+                        Some(Rate {
+                            per_second,
+                            unit,
+                            burst,
+                        })
+                    }
+                    (None, Verdict::RateLimit) => return Err(at(
+                        r.action.span(),
+                        "a rate-limit rule needs rate = \"...\", such as \"10kpps\" or \"5Mbps\""
+                            .into(),
+                    )),
+                    (Some(rate), _) => {
+                        return Err(at(
+                            rate.span(),
+                            "rate is only for action = \"rate-limit\"".into(),
+                        ))
+                    }
+                    (None, _) => {
+                        if let Some(b) = &r.burst {
+                            return Err(at(
+                                b.span(),
+                                "burst is only for action = \"rate-limit\"".into(),
+                            ));
+                        }
+                        None
+                    }
+                };
+            rules.push(RuleSpec {
+                name: r.name.clone().unwrap_or_else(|| format!("rule{}", i + 1)),
+                matcher: Match {
+                    src,
+                    dst,
+                    protocol,
+                    src_ports,
+                    dst_ports,
+                },
+                action,
+                rate,
+            });
+        }
+        if rules.len() > crate::MAX_RULES {
+            return Err(RulesError::at(
+                text,
+                file.rule[crate::MAX_RULES].span().start,
+                format!(
+                    "{} rules; at most {} are supported",
+                    rules.len(),
+                    crate::MAX_RULES
+                ),
+            ));
+        }
+        Ok(RuleSet {
+            rules,
+            default,
+            unclassifiable,
+            forward_in_kernel: false,
+        })
+    }
+
+    /// A rule set with no rules: everything takes `default`.
+    pub fn with_default(default: Verdict) -> Self {
+        RuleSet {
+            rules: Vec::new(),
+            default,
+            unclassifiable: Verdict::Drop,
+            forward_in_kernel: false,
+        }
+    }
+
+    /// The verdict for packets that cannot be classified ([`Unclassifiable`]): `drop` unless
+    /// the file's `unclassifiable` says otherwise.
+    pub fn unclassifiable_verdict(&self) -> Verdict {
+        self.unclassifiable
+    }
+
+    /// Sets the verdict for unclassifiable packets.
+    pub fn set_unclassifiable_verdict(&mut self, v: Verdict) {
+        self.unclassifiable = v;
+    }
+
+    /// The verdict for `frame`'s packet and the index of what decided it: a rule, the default
+    /// (`rules().len()`), or unclassifiable (`rules().len() + 1`).
+    pub fn decide(&self, key: &Result<PacketKey, Unclassifiable>) -> (usize, Verdict) {
+        match key {
+            Ok(k) => match self.classify(k) {
+                Some(i) => (i, self.rules[i].action),
+                None => (self.rules.len(), self.default),
+            },
+            Err(_) => (self.rules.len() + 1, self.unclassifiable),
+        }
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[RuleSpec] {
+        &self.rules
+    }
+
+    /// The verdict when no rule matches.
+    pub fn default_verdict(&self) -> Verdict {
+        self.default
+    }
+
+    /// The index of the first rule that matches, or `None` for the default.
+    pub fn classify(&self, key: &PacketKey) -> Option<usize> {
+        self.rules.iter().position(|r| r.matcher.matches(key))
+    }
+
+    /// Lets the kernel carry out `forward` verdicts it can decide (XDP_REDIRECT out of the
+    /// other interface), so those packets never reach user space. Off by default.
+    pub fn set_forward_in_kernel(&mut self, on: bool) {
+        self.forward_in_kernel = on;
+    }
+
+    /// Whether the kernel carries out `forward` verdicts (see
+    /// [`RuleSet::set_forward_in_kernel`]).
+    pub fn forward_in_kernel(&self) -> bool {
+        self.forward_in_kernel
+    }
+
+    fn kernel_can(&self, v: Verdict) -> bool {
+        match v {
+            Verdict::Drop | Verdict::Pass => true,
+            Verdict::Forward => self.forward_in_kernel,
+            Verdict::RateLimit => false,
+        }
+    }
+
+    /// True if the kernel filter settles rule `i` itself: its match is exact there and its
+    /// action is drop or pass (or forward, with [`RuleSet::set_forward_in_kernel`]). Such a
+    /// rule's packets never reach user space, unless an earlier rule that only user space can
+    /// decide sent them up.
+    pub fn decided_in_kernel(&self, i: usize) -> bool {
+        self.rules
+            .get(i)
+            .is_some_and(|r| r.matcher.kernel_exact() && self.kernel_can(r.action))
+    }
+
+    /// True if the kernel settles unclassifiable packets itself.
+    pub fn unclassifiable_decided_in_kernel(&self) -> bool {
+        self.kernel_can(self.unclassifiable)
+    }
+
+    /// The kernel filter's action for unclassifiable packets.
+    pub fn kernel_unclassifiable(&self) -> Action {
+        self.kernel_action(self.unclassifiable)
+    }
+
+    fn kernel_action(&self, v: Verdict) -> Action {
+        match v {
+            Verdict::Drop => Action::Drop,
+            Verdict::Pass => Action::Pass,
+            Verdict::Forward if self.forward_in_kernel => Action::Forward,
+            Verdict::Forward | Verdict::RateLimit => Action::Redirect,
+        }
+    }
+
+    /// True if the kernel settles packets no rule matches.
+    pub fn default_decided_in_kernel(&self) -> bool {
+        self.kernel_can(self.default)
+    }
+
+    /// The kernel filter's rules (one per rule, same order) and default action.
+    ///
+    /// A rule the kernel cannot match exactly (source prefix or port) becomes a redirect over
+    /// what the kernel can see of it (a superset of its packets), so no later kernel rule can
+    /// take a packet it might match; user space then evaluates the whole list again.
+    pub fn kernel_rules(&self) -> crate::Result<(Vec<KernelRule>, Action)> {
+        let action = |v: Verdict| self.kernel_action(v);
+        let rules = self
+            .rules
+            .iter()
+            .map(|r| {
+                KernelRule::new(
+                    r.matcher.dst.map(|p| (p.addr, p.len)),
+                    r.matcher.protocol,
+                    r.matcher.dst_ports,
+                    if r.matcher.kernel_exact() {
+                        action(r.action)
+                    } else {
+                        Action::Redirect
+                    },
+                )
+            })
+            .collect::<crate::Result<_>>()?;
+        Ok((rules, action(self.default)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(dst: [u8; 4], proto: u8, dport: u16) -> PacketKey {
+        let mut k = PacketKey {
+            family: 4,
+            protocol: proto,
+            dst_port: dport,
+            ..PacketKey::default()
+        };
+        k.dst[..4].copy_from_slice(&dst);
+        k
+    }
+
+    #[test]
+    fn first_match_wins_and_kernel_split_keeps_order() {
+        let rs = RuleSet::from_toml(
+            r#"
+default = "drop"
+[[rule]]
+src = "198.51.100.7"
+action = "forward"
+[[rule]]
+dst = "203.0.113.0/24"
+protocol = "udp"
+dst_port = "1000-2000"
+action = "drop"
+[[rule]]
+protocol = "icmp"
+action = "rate-limit"
+rate = "10kpps"
+"#,
+        )
+        .unwrap();
+        assert_eq!(rs.classify(&key([203, 0, 113, 9], 17, 1500)), Some(1));
+        assert_eq!(rs.classify(&key([203, 0, 113, 9], 17, 999)), None);
+        assert_eq!(rs.classify(&key([203, 0, 113, 9], 1, 0)), Some(2));
+        let mut from7 = key([203, 0, 113, 9], 17, 1500);
+        from7.src[..4].copy_from_slice(&[198, 51, 100, 7]);
+        assert_eq!(rs.classify(&from7), Some(0));
+        let (k, default) = rs.kernel_rules().unwrap();
+        assert_eq!(default, Action::Drop);
+        // The source rule is a redirect of everything, so the kernel drop below cannot
+        // take packets from .7.
+        assert!(k[0].any_destination());
+        assert_eq!(k[0].action(), Action::Redirect);
+        assert_eq!(k[1].action(), Action::Drop);
+        assert_eq!(k[2].action(), Action::Redirect);
+        assert!(!rs.decided_in_kernel(0) && rs.decided_in_kernel(1));
+        assert_eq!(rs.rules()[2].rate.unwrap().burst, 500);
+    }
+
+    #[test]
+    fn errors_point_at_line_and_column() {
+        let e = RuleSet::from_toml("[[rule]]\naction = \"forward\"\ndst = \"10.0.0.0/40\"\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.column), (3, 7), "{e}");
+        assert!(e.message.contains("0 to 32"), "{e}");
+        let e = RuleSet::from_toml("[[rule]]\naction = \"fwd\"\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 10), "{e}");
+        let e = RuleSet::from_toml("[[rule]]\nactoin = \"drop\"\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("actoin"), "{e}");
+        let e = RuleSet::from_toml("[[rule]]\ndst_port = 53\naction = \"drop\"\n").unwrap_err();
+        assert!(e.message.contains("tcp"), "{e}");
+        assert_eq!(e.line, 2);
+        let e = RuleSet::from_toml("[[rule]]\naction = \"rate-limit\"\n").unwrap_err();
+        assert!(e.message.contains("rate ="), "{e}");
+        let e = RuleSet::from_toml("[[rule]]\naction = \"rate-limit\"\nrate = \"5 furlongs\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, 3);
+        let e = RuleSet::from_toml("default = \"rate-limit\"").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 11));
+        let e = RuleSet::from_toml("[[rule]\n").unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+    }
+
+    #[test]
+    fn rates_parse_and_limit() {
+        assert_eq!(Rate::parse("10kpps"), Ok((10_000, RateUnit::Packets)));
+        assert_eq!(Rate::parse("5Mbps"), Ok((5_000_000, RateUnit::Bits)));
+        assert_eq!(Rate::parse("1.5Gbps"), Ok((1_500_000_000, RateUnit::Bits)));
+        assert!(Rate::parse("0pps").is_err() && Rate::parse("fast").is_err());
+        let l = RateLimiter::new(Rate {
+            per_second: 1000,
+            unit: RateUnit::Packets,
+            burst: 10,
+        });
+        // A burst of 10 at time 0, then one per millisecond.
+        assert_eq!((0..20).filter(|_| l.allow(0, 64)).count(), 10);
+        let ms = 1_000_000_000;
+        assert!(!l.allow(ms / 2, 64));
+        assert!(l.allow(ms, 64));
+        // Over one simulated second at 10x the rate, the rate passes (the bucket is empty).
+        let passed = (0..10_000u64)
+            .filter(|i| l.allow(ms + i * ms / 10, 64))
+            .count();
+        assert!((999..=1001).contains(&passed), "{passed}");
+        let bits = RateLimiter::new(Rate {
+            per_second: 8_000,
+            unit: RateUnit::Bits,
+            burst: 1000,
+        });
+        // 1000 bytes a second: one 1000-byte frame, then nothing until a second later.
+        assert!(bits.allow(0, 1000) && !bits.allow(0, 1));
+        assert!(bits.allow(1000 * ms, 1000));
+    }
+
+    #[test]
+    fn unclassifiable_packets_are_dropped_unless_the_file_says_otherwise() {
+        let rs = RuleSet::from_toml("").unwrap();
+        assert_eq!(rs.unclassifiable_verdict(), Verdict::Drop);
+        assert_eq!(rs.decide(&Err(Unclassifiable("x"))), (1, Verdict::Drop));
+        let rs = RuleSet::from_toml("unclassifiable = \"forward\"\n").unwrap();
+        assert_eq!(rs.unclassifiable_verdict(), Verdict::Forward);
+        let e = RuleSet::from_toml("\nunclassifiable = \"maybe\"\n").unwrap_err();
+        assert!(
+            e.to_string().contains("unclassifiable") && e.line == 2,
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn keys_come_from_frames_and_garbage_matches_nothing_specific() {
+        let mut f = [0u8; 64];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        {
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[14..]);
+            ip.init(20 + 8, 17, [198, 51, 100, 1], [203, 0, 113, 5]);
+        }
+        f[34..38].copy_from_slice(&[0x30, 0x39, 0, 53]);
+        let k = PacketKey::parse(&f).unwrap();
+        assert_eq!(
+            (k.family, k.protocol, k.src_port, k.dst_port),
+            (4, 17, 12345, 53)
+        );
+        assert_eq!(&k.dst[..4], &[203, 0, 113, 5]);
+        for cut in 0..14 + 20 + 4 {
+            assert!(PacketKey::parse(&f[..cut]).is_err(), "cut at {cut}");
+        }
+        // Ethernet padding after the IP packet is fine.
+        assert!(PacketKey::parse(&f).is_ok());
+        // Lying lengths, a wrong version, a short IHL.
+        for (at, v) in [(16, 0u8), (17, 10), (16, 0xff), (14, 0x65), (14, 0x44)] {
+            let mut g = f;
+            g[at] = v;
+            if at == 16 {
+                g[17] = if v == 0xff { 0xff } else { 10 };
+            }
+            assert!(PacketKey::parse(&g).is_err(), "byte {at} = {v}");
+        }
+        // Non-IP frames are classifiable, with family 0.
+        let mut arp = f;
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(PacketKey::parse(&arp).unwrap().family, 0);
+        let p = Prefix::parse("203.0.113.0/25").unwrap();
+        assert!(p.contains(4, &k.dst) && !p.contains(6, &k.dst));
+        assert!(!Prefix::parse("203.0.113.128/25")
+            .unwrap()
+            .contains(4, &k.dst));
+    }
+}

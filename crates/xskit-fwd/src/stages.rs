@@ -1,0 +1,440 @@
+//! The forwarder's stages: answering ARP and ICMP echo for its own address, and the rules.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
+
+use crate::counter::bump;
+use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
+use xskit::{Frame, Umem};
+use xskit_pipeline::{Next, Stage, StageContext, StageId};
+
+/// Counters a rule (or the default) keeps in user space; each set is written by one worker's
+/// pipeline only ([`bump`]), and read by the forwarder.
+#[derive(Debug, Default)]
+pub(crate) struct RuleCells {
+    pub(crate) packets: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    /// Packets a rate limit dropped.
+    pub(crate) over_rate: AtomicU64,
+}
+
+/// Replies to ARP requests and ICMP echo requests for `addr`, from the MAC of the port the
+/// request came in on (`macs`, by port); everything else goes on to stage `next`.
+pub(crate) struct Respond {
+    pub(crate) addr: [u8; 4],
+    pub(crate) macs: Vec<[u8; 6]>,
+    pub(crate) next: StageId,
+    pub(crate) arp_replies: Arc<AtomicU64>,
+    pub(crate) echo_replies: Arc<AtomicU64>,
+    /// Requests for our address that Linux would discard, dropped.
+    pub(crate) refused: Arc<AtomicU64>,
+}
+
+/// What [`Respond`] makes of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// Not a request for us: on to the rules.
+    NotOurs,
+    /// Rewritten into the reply.
+    Replied,
+    /// A request for us that Linux would discard: a group or martian sender.
+    Refused,
+}
+
+/// A sender address Linux's routing refuses as a source (martian): unspecified, loopback,
+/// multicast, or the limited broadcast.
+fn martian_source(ip: [u8; 4]) -> bool {
+    ip[0] == 0 || ip[0] == 127 || (224..=239).contains(&ip[0]) || ip == [255; 4]
+}
+
+impl Respond {
+    /// Rewrites an ARP request for our address into the reply, in place.
+    fn arp(&self, mac: [u8; 6], frame: &mut [u8]) -> Answer {
+        let Ok(mut eth) = ethernet::Frame::new_checked(&mut frame[..]) else {
+            return Answer::NotOurs;
+        };
+        if eth.ethertype() != EtherType::Arp {
+            return Answer::NotOurs;
+        }
+        let from_group = eth.src_addr()[0] & 1 == 1;
+        let (sender_mac, sender_ip) = {
+            let Ok(req) = arp::Packet::new_checked(eth.payload_mut()) else {
+                return Answer::NotOurs;
+            };
+            if req.operation() != arp::operation::REQUEST || req.target_ip() != self.addr {
+                return Answer::NotOurs;
+            }
+            (req.sender_mac(), req.sender_ip())
+        };
+        // A reply to a group MAC would reach every host; Linux ignores such requests. (A
+        // sender IP of 0.0.0.0 is a duplicate-address probe, which Linux does answer.)
+        if from_group
+            || sender_mac[0] & 1 == 1
+            || (sender_ip != [0; 4] && martian_source(sender_ip))
+        {
+            return Answer::Refused;
+        }
+        eth.set_dst_addr(sender_mac);
+        eth.set_src_addr(mac);
+        arp::Packet::new_unchecked(eth.payload_mut()).emit(
+            arp::operation::REPLY,
+            mac,
+            self.addr,
+            sender_mac,
+            sender_ip,
+        );
+        Answer::Replied
+    }
+
+    /// Rewrites an ICMP echo request to our address into the reply, in place.
+    fn echo(&self, mac: [u8; 6], frame: &mut [u8]) -> Answer {
+        let Ok(mut eth) = ethernet::Frame::new_checked(&mut frame[..]) else {
+            return Answer::NotOurs;
+        };
+        if eth.ethertype() != EtherType::Ipv4 {
+            return Answer::NotOurs;
+        }
+        let peer_mac = eth.src_addr();
+        {
+            let Ok(mut ip) = ipv4::Packet::new_checked(eth.payload_mut()) else {
+                return Answer::NotOurs;
+            };
+            if ip.protocol() != ip_protocol::ICMP
+                || ip.dst_addr() != self.addr
+                || ip.frag_offset() != 0
+                || ip.more_frags()
+            {
+                return Answer::NotOurs;
+            }
+            let peer_ip = ip.src_addr();
+            if peer_mac[0] & 1 == 1 || martian_source(peer_ip) {
+                return Answer::Refused;
+            }
+            {
+                let Ok(mut msg) = icmp::Packet::new_checked(ip.payload_mut()) else {
+                    return Answer::NotOurs;
+                };
+                if msg.kind() != icmp::kind::ECHO_REQUEST || msg.code() != 0 {
+                    return Answer::NotOurs;
+                }
+                // Only the type changes (8 -> 0): RFC 1624 updates the checksum without
+                // reading the payload.
+                let sum = checksum::update(
+                    msg.checksum(),
+                    u16::from(icmp::kind::ECHO_REQUEST) << 8,
+                    u16::from(icmp::kind::ECHO_REPLY) << 8,
+                );
+                msg.set_kind(icmp::kind::ECHO_REPLY, 0);
+                msg.set_checksum(sum);
+            }
+            ip.set_src_addr(self.addr);
+            ip.set_dst_addr(peer_ip);
+            ip.set_ttl(64);
+            ip.fill_checksum();
+        }
+        eth.set_dst_addr(peer_mac);
+        eth.set_src_addr(mac);
+        Answer::Replied
+    }
+}
+
+impl Stage for Respond {
+    fn name(&self) -> &'static str {
+        "respond"
+    }
+
+    fn process(
+        &mut self,
+        context: &StageContext,
+        umem: &Umem,
+        frames: &mut [Frame],
+        nexts: &mut [Next],
+    ) {
+        let Some(&mac) = self.macs.get(usize::from(context.input_port)) else {
+            nexts.fill(Next::Stage(self.next));
+            return;
+        };
+        let (mut arps, mut echoes, mut refused) = (0, 0, 0);
+        for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
+            let data = umem.data_mut(f);
+            let (answer, replies) = match self.arp(mac, data) {
+                Answer::NotOurs => (self.echo(mac, data), &mut echoes),
+                a => (a, &mut arps),
+            };
+            *n = match answer {
+                Answer::Replied => {
+                    *replies += 1;
+                    Next::Back
+                }
+                Answer::Refused => {
+                    refused += 1;
+                    Next::Drop
+                }
+                Answer::NotOurs => Next::Stage(self.next),
+            };
+        }
+        for (count, cell) in [
+            (arps, &self.arp_replies),
+            (echoes, &self.echo_replies),
+            (refused, &self.refused),
+        ] {
+            if count > 0 {
+                cell.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The rules: forward out of `out` (or back, swapped, when reflecting), drop, pass to the
+/// kernel, or forward within a rate.
+pub(crate) struct Rules {
+    pub(crate) rules: Arc<RuleSet>,
+    pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
+    /// One per rule, then the default's, then unclassifiable packets'.
+    pub(crate) cells: Arc<Vec<RuleCells>>,
+    /// Counts gathered during one vector, flushed to `cells` at its end.
+    pub(crate) local: Vec<[u64; 3]>,
+    /// The port each input port forwards to.
+    pub(crate) outs: Vec<u16>,
+    pub(crate) reflect: bool,
+    /// Frames to this MAC are the forwarding host's own (its TAP device).
+    pub(crate) local_mac: Option<[u8; 6]>,
+}
+
+impl Rules {
+    fn forward(&self, input_port: u16, data: &mut [u8]) -> Next {
+        let Ok(mut eth) = ethernet::Frame::new_checked(data) else {
+            return Next::Drop;
+        };
+        if self.reflect {
+            eth.swap_addrs();
+            return Next::Back;
+        }
+        if self.local_mac == Some(eth.dst_addr()) {
+            return Next::Kernel;
+        }
+        match self.outs.get(usize::from(input_port)) {
+            Some(&out) => Next::Tx(out),
+            None => Next::Drop,
+        }
+    }
+}
+
+impl Stage for Rules {
+    fn name(&self) -> &'static str {
+        "rules"
+    }
+
+    fn process(
+        &mut self,
+        context: &StageContext,
+        umem: &Umem,
+        frames: &mut [Frame],
+        nexts: &mut [Next],
+    ) {
+        let now_ps = context.now_ns.saturating_mul(1000);
+        let input = context.input_port;
+        for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
+            let len = f.len();
+            let continued = f.is_continued();
+            let data = umem.data_mut(f);
+            let (i, verdict) = self.rules.decide(&PacketKey::parse_first(data, continued));
+            let c = &mut self.local[i];
+            c[0] += 1;
+            c[1] += len as u64;
+            *n = match verdict {
+                Verdict::Drop => Next::Drop,
+                Verdict::Pass => Next::Kernel,
+                Verdict::Forward => self.forward(input, data),
+                Verdict::RateLimit => {
+                    let limiter = self.limiters.get(i).and_then(Option::as_ref);
+                    if limiter.is_none_or(|l| l.allow(now_ps, len)) {
+                        self.forward(input, data)
+                    } else {
+                        c[2] += 1;
+                        Next::Drop
+                    }
+                }
+            };
+        }
+        for (local, cell) in self.local.iter_mut().zip(self.cells.iter()) {
+            if local[0] > 0 {
+                bump(&cell.packets, local[0]);
+                bump(&cell.bytes, local[1]);
+                bump(&cell.over_rate, local[2]);
+                *local = [0; 3];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xskit::{Umem, UmemConfig};
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 9];
+    const PEER: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    fn respond() -> Respond {
+        Respond {
+            addr: [198, 51, 100, 254],
+            macs: vec![MAC],
+            next: xskit_pipeline::Pipeline::new(1).next_stage_id(),
+            arp_replies: Arc::default(),
+            echo_replies: Arc::default(),
+            refused: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn arp_requests_for_our_address_become_replies() {
+        let mut f = [0u8; 60];
+        {
+            let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+            eth.set_dst_addr([0xff; 6]);
+            eth.set_src_addr(PEER);
+            eth.set_ethertype(EtherType::Arp);
+            arp::Packet::new_unchecked(eth.payload_mut()).emit(
+                arp::operation::REQUEST,
+                PEER,
+                [198, 51, 100, 1],
+                [0; 6],
+                [198, 51, 100, 254],
+            );
+        }
+        let r = respond();
+        assert_eq!(r.arp(MAC, &mut f), Answer::Replied);
+        let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
+        assert_eq!((eth.dst_addr(), eth.src_addr()), (PEER, MAC));
+        let a = arp::Packet::new_checked(eth.payload()).unwrap();
+        assert_eq!(a.operation(), arp::operation::REPLY);
+        assert_eq!((a.sender_mac(), a.sender_ip()), (MAC, [198, 51, 100, 254]));
+        assert_eq!(a.target_ip(), [198, 51, 100, 1]);
+        // Not for us: left alone.
+        let mut other = f;
+        arp::Packet::new_unchecked(&mut other[14..]).emit(
+            arp::operation::REQUEST,
+            PEER,
+            [198, 51, 100, 1],
+            [0; 6],
+            [198, 51, 100, 3],
+        );
+        let before = other;
+        assert_eq!(r.arp(MAC, &mut other), Answer::NotOurs);
+        assert_eq!(before, other);
+    }
+
+    #[test]
+    fn echo_requests_become_replies_with_valid_checksums() {
+        let mut f = [0u8; 14 + 20 + 8 + 5];
+        {
+            let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+            eth.set_src_addr(PEER);
+            eth.set_dst_addr(MAC);
+            eth.set_ethertype(EtherType::Ipv4);
+            let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
+            ip.init(20 + 8 + 5, 1, [198, 51, 100, 1], [198, 51, 100, 254]);
+            ip.fill_checksum();
+            let mut m = icmp::Packet::new_unchecked(ip.payload_mut());
+            m.set_kind(icmp::kind::ECHO_REQUEST, 0);
+            m.set_echo(7, 1);
+            m.payload_mut().copy_from_slice(b"hello");
+            m.fill_checksum(0);
+        }
+        assert_eq!(respond().echo(MAC, &mut f), Answer::Replied);
+        let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
+        assert_eq!((eth.dst_addr(), eth.src_addr()), (PEER, MAC));
+        let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(
+            (ip.src_addr(), ip.dst_addr()),
+            ([198, 51, 100, 254], [198, 51, 100, 1])
+        );
+        let m = icmp::Packet::new_checked(ip.payload()).unwrap();
+        assert_eq!((m.kind(), m.echo_ident(), m.echo_seq()), (0, 7, 1));
+        assert!(m.verify_checksum(0));
+        assert_eq!(m.payload(), b"hello");
+    }
+
+    #[test]
+    fn requests_linux_would_discard_are_refused() {
+        let r = respond();
+        let request = |src_mac: [u8; 6], sender_mac: [u8; 6], sender_ip: [u8; 4]| {
+            let mut f = [0u8; 60];
+            let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+            eth.set_dst_addr([0xff; 6]);
+            eth.set_src_addr(src_mac);
+            eth.set_ethertype(EtherType::Arp);
+            arp::Packet::new_unchecked(eth.payload_mut()).emit(
+                arp::operation::REQUEST,
+                sender_mac,
+                sender_ip,
+                [0; 6],
+                [198, 51, 100, 254],
+            );
+            f
+        };
+        let bcast = [0xff; 6];
+        for (src, sender, ip) in [
+            (bcast, PEER, [198, 51, 100, 1]),
+            (PEER, bcast, [198, 51, 100, 1]),
+            (PEER, [0x01, 0, 0x5e, 0, 0, 1], [198, 51, 100, 1]),
+            (PEER, PEER, [255, 255, 255, 255]),
+            (PEER, PEER, [224, 0, 0, 1]),
+        ] {
+            assert_eq!(r.arp(MAC, &mut request(src, sender, ip)), Answer::Refused);
+        }
+        // A duplicate-address probe (sender 0.0.0.0) is answered, as Linux does.
+        assert_eq!(
+            r.arp(MAC, &mut request(PEER, PEER, [0; 4])),
+            Answer::Replied
+        );
+        for src in [
+            [255, 255, 255, 255],
+            [224, 0, 0, 5],
+            [0, 0, 0, 0],
+            [127, 0, 0, 1],
+        ] {
+            let mut f = [0u8; 14 + 20 + 8];
+            let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+            eth.set_src_addr(PEER);
+            eth.set_dst_addr(MAC);
+            eth.set_ethertype(EtherType::Ipv4);
+            let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
+            ip.init(20 + 8, 1, src, [198, 51, 100, 254]);
+            ip.fill_checksum();
+            let mut m = icmp::Packet::new_unchecked(ip.payload_mut());
+            m.set_kind(icmp::kind::ECHO_REQUEST, 0);
+            m.fill_checksum(0);
+            assert_eq!(r.echo(MAC, &mut f), Answer::Refused, "{src:?}");
+        }
+    }
+
+    #[test]
+    fn truncated_and_garbage_frames_are_not_answered() {
+        let r = respond();
+        for len in 0..60 {
+            let mut f = vec![0xffu8; len];
+            assert_eq!(
+                (r.arp(MAC, &mut f), r.echo(MAC, &mut f)),
+                (Answer::NotOurs, Answer::NotOurs)
+            );
+        }
+        let umem = Umem::new(UmemConfig {
+            frame_count: 4,
+            ..UmemConfig::default()
+        })
+        .unwrap();
+        let mut frames = umem.take_frames().unwrap();
+        for f in frames.iter_mut() {
+            umem.write(f, &[0x08; 40]).unwrap();
+        }
+        let mut nexts = vec![Next::Drop; 4];
+        let mut r = respond();
+        r.process(&StageContext::default(), &umem, &mut frames, &mut nexts);
+        assert!(nexts.iter().all(|n| *n == Next::Stage(r.next)));
+    }
+}

@@ -1,0 +1,184 @@
+//! The map values of the in-kernel filter (bpf/xdp_filter.c), laid out as the C structs.
+
+/// One rule of the kernel filter, laid out as `struct rule`: addresses and masks in network
+/// byte order as the program loads them from the packet. Built with `KernelRule::new`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelRule {
+    pub(crate) addr: [u32; 4],
+    pub(crate) mask: [u32; 4],
+    pub(crate) family: u8,
+    pub(crate) protocol: u8,
+    pub(crate) action: u8,
+    pub(crate) pad: u8,
+    pub(crate) port_lo: u16,
+    pub(crate) port_hi: u16,
+}
+
+/// `struct config`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ConfigRepr {
+    pub(crate) rule_count: u32,
+    pub(crate) default_action: u32,
+    pub(crate) unclassifiable_action: u32,
+}
+
+/// `struct counter`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CounterRepr {
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
+}
+
+// SAFETY: KernelRule is repr(C), has no padding (16+16+4+4 bytes, all fields naturally aligned)
+// and every bit pattern is a valid value, which is what aya::Pod requires.
+unsafe impl aya::Pod for KernelRule {}
+// SAFETY: three u32s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for ConfigRepr {}
+// SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for CounterRepr {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::mem::{offset_of, size_of};
+
+    /// `bpftool btf dump` of the filter object: struct name -> (size, field -> bit offset),
+    /// and the max_entries of each map.
+    struct Btf {
+        structs: HashMap<String, (usize, HashMap<String, usize>)>,
+        max_entries: HashMap<String, usize>,
+    }
+
+    fn btf() -> Btf {
+        let obj = concat!(env!("OUT_DIR"), "/xdp_filter.o");
+        let out = std::process::Command::new("bpftool")
+            .args(["btf", "dump", "file", obj])
+            .output()
+            .expect("bpftool runs (scripts/setup.sh installs it)");
+        assert!(out.status.success(), "bpftool btf dump {obj} failed");
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        // [id] KIND 'name' attrs, then indented member lines.
+        let mut types: HashMap<usize, (String, String, String)> = HashMap::new();
+        let mut members: HashMap<usize, Vec<(String, usize, usize)>> = HashMap::new();
+        let mut current = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix('[') {
+                let (id, rest) = rest.split_once("] ").expect("[id] KIND");
+                current = id.parse().expect("type id");
+                let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+                let name = rest.split('\'').nth(1).unwrap_or("").to_string();
+                types.insert(current, (kind.to_string(), name, rest.to_string()));
+            } else if let Some(m) = line.trim().strip_prefix('\'') {
+                let (name, rest) = m.split_once('\'').expect("'member'");
+                let field = |key: &str| {
+                    rest.split_whitespace()
+                        .find_map(|w| w.strip_prefix(key))
+                        .and_then(|v| v.parse().ok())
+                };
+                if let (Some(ty), Some(bits)) = (field("type_id="), field("bits_offset=")) {
+                    members
+                        .entry(current)
+                        .or_default()
+                        .push((name.to_string(), ty, bits));
+                }
+            }
+        }
+        let attr = |rest: &str, key: &str| -> Option<usize> {
+            rest.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|v| v.trim_end_matches(',').parse().ok())
+        };
+        let mut structs = HashMap::new();
+        let mut max_entries = HashMap::new();
+        for (id, (kind, name, rest)) in &types {
+            if kind == "STRUCT" && !name.starts_with('(') {
+                let size = attr(rest, "size=").expect("struct size");
+                let fields = members
+                    .get(id)
+                    .map(|m| m.iter().map(|(n, _, b)| (n.clone(), *b)).collect())
+                    .unwrap_or_default();
+                structs.insert(name.clone(), (size, fields));
+            }
+            if kind == "VAR" {
+                // A map: VAR -> anonymous STRUCT whose max_entries is PTR -> ARRAY nr_elems=N.
+                let def = attr(rest, "type_id=").expect("var type");
+                let Some(entries) = members
+                    .get(&def)
+                    .and_then(|m| m.iter().find(|(n, _, _)| n == "max_entries"))
+                else {
+                    continue;
+                };
+                let ptr = &types[&entries.1].2;
+                let array = attr(ptr, "type_id=").expect("pointer target");
+                max_entries.insert(
+                    name.clone(),
+                    attr(&types[&array].2, "nr_elems=").expect("n"),
+                );
+            }
+        }
+        Btf {
+            structs,
+            max_entries,
+        }
+    }
+
+    fn assert_layout(btf: &Btf, name: &str, size: usize, fields: &[(&str, usize)]) {
+        let (c_size, c_fields) = &btf.structs[name];
+        assert_eq!(*c_size, size, "size of struct {name}");
+        assert_eq!(c_fields.len(), fields.len(), "fields of struct {name}");
+        for (field, offset) in fields {
+            assert_eq!(c_fields[*field], offset * 8, "offset of {name}.{field}");
+        }
+    }
+
+    #[test]
+    fn layouts_and_limits_match_the_compiled_c_program() {
+        let btf = btf();
+        assert_layout(
+            &btf,
+            "rule",
+            size_of::<KernelRule>(),
+            &[
+                ("addr", offset_of!(KernelRule, addr)),
+                ("mask", offset_of!(KernelRule, mask)),
+                ("family", offset_of!(KernelRule, family)),
+                ("protocol", offset_of!(KernelRule, protocol)),
+                ("action", offset_of!(KernelRule, action)),
+                ("pad", offset_of!(KernelRule, pad)),
+                ("port_lo", offset_of!(KernelRule, port_lo)),
+                ("port_hi", offset_of!(KernelRule, port_hi)),
+            ],
+        );
+        assert_layout(
+            &btf,
+            "config",
+            size_of::<ConfigRepr>(),
+            &[
+                ("rule_count", offset_of!(ConfigRepr, rule_count)),
+                ("default_action", offset_of!(ConfigRepr, default_action)),
+                (
+                    "unclassifiable_action",
+                    offset_of!(ConfigRepr, unclassifiable_action),
+                ),
+            ],
+        );
+        assert_layout(
+            &btf,
+            "counter",
+            size_of::<CounterRepr>(),
+            &[
+                ("packets", offset_of!(CounterRepr, packets)),
+                ("bytes", offset_of!(CounterRepr, bytes)),
+            ],
+        );
+        assert_eq!(btf.max_entries["rules"], crate::MAX_RULES, "rules map size");
+        assert!(
+            btf.max_entries["counters"] > crate::MAX_RULES + 3,
+            "the counters map has a slot per rule, the default and the three special ones"
+        );
+    }
+}

@@ -1,0 +1,358 @@
+//! The forwarder's logic without root, on virtual time: a worker built exactly as
+//! `Forwarder::new` builds one, over in-memory devices (`xskit_pipeline::wire`) and an
+//! in-memory host link, driven round by round. Each test is deterministic and takes
+//! milliseconds; the testbed tests (crates/xskit-cli/tests/fwd*.rs) keep what needs the kernel.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use xskit::os::SyscallError;
+use xskit::sync::LockUnpoisoned;
+use xskit::{Umem, UmemConfig};
+use xskit_pipeline::{wire, SharedFrames, WireEnd, WirePort};
+use xskit_traffic::probe::{self, ProbeAddrs};
+use xskit_wire::{arp, ethernet, EtherType};
+
+use crate::forward::{ForwardConfig, WorkerCells, WorkerPlan};
+use crate::rules::RuleSet;
+use crate::worker::{Clock, HostLink, TapPath, Worker};
+
+const A_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+const B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+const PORT_MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]];
+const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
+
+/// Time that moves only when a test says so.
+struct VirtualClock(Cell<u64>);
+
+impl Clock for VirtualClock {
+    fn now_ns(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl VirtualClock {
+    fn advance_ms(&self, ms: u64) {
+        self.0.set(self.0.get() + ms * 1_000_000);
+    }
+}
+
+/// The host's kernel, in memory.
+#[derive(Debug, Default)]
+struct MemHost {
+    received: Mutex<Vec<Vec<u8>>>,
+    to_send: Mutex<VecDeque<Vec<u8>>>,
+}
+
+impl HostLink for Arc<MemHost> {
+    fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
+        self.received.lock_unpoisoned().push(frame.to_vec());
+        Ok(true)
+    }
+    fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
+        Ok(self.to_send.lock_unpoisoned().pop_front().map(|f| {
+            buf[..f.len()].copy_from_slice(&f);
+            f.len()
+        }))
+    }
+    fn readiness(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+}
+
+/// A worker between two in-memory devices (or one, reflecting), with its far ends.
+struct Bench {
+    worker: Worker<WirePort>,
+    cells: WorkerCells,
+    ends: Vec<WireEnd>,
+    clock: VirtualClock,
+    shared: SharedFrames,
+    total: usize,
+    plan: WorkerPlan,
+}
+
+impl Bench {
+    fn new(rules: &str, ports: usize, edit: impl FnOnce(&mut ForwardConfig)) -> Self {
+        Self::with_host(rules, ports, edit, None)
+    }
+
+    fn with_host(
+        rules: &str,
+        ports: usize,
+        edit: impl FnOnce(&mut ForwardConfig),
+        host: Option<Arc<MemHost>>,
+    ) -> Self {
+        let mut config = ForwardConfig {
+            rules: RuleSet::from_toml(rules).expect("rules"),
+            check: true,
+            ..ForwardConfig::default()
+        };
+        edit(&mut config);
+        let rules = config.rules.clone();
+        let mut plan = WorkerPlan::new(&config, rules, PORT_MACS[..ports].to_vec());
+        plan.tap = host.map(|h| {
+            Arc::new(TapPath {
+                link: Box::new(h),
+                mac: HOST_MAC,
+                learnt: Mutex::new(HashMap::new()),
+            })
+        });
+        let total = 256;
+        let umem = Umem::new(UmemConfig {
+            frame_count: total as u32,
+            frame_size: 2048,
+            ..UmemConfig::default()
+        })
+        .expect("anonymous memory");
+        let shared = SharedFrames::new(umem.take_frames().expect("frames"));
+        let (wires, ends): (Vec<WirePort>, Vec<WireEnd>) = (0..ports).map(|_| wire()).unzip();
+        let pool = shared.pool(64);
+        let (mut worker, cells) = plan.worker(0, 0, &umem, wires, pool).expect("worker");
+        worker.host_every = 1;
+        Bench {
+            worker,
+            cells,
+            ends,
+            clock: VirtualClock(Cell::new(1_000_000_000)),
+            shared,
+            total,
+            plan,
+        }
+    }
+
+    /// Runs rounds until nothing moves (checking the frame accounting after each vector).
+    fn settle(&mut self) {
+        for _ in 0..64 {
+            let got = self.worker.round(&self.clock).expect("round");
+            if got == 0 && self.ends.iter().all(|e| e.pending() == 0) {
+                break;
+            }
+        }
+        self.worker
+            .round(&self.clock)
+            .expect("a last round reaps completions");
+    }
+
+    fn port(
+        &self,
+        p: usize,
+        f: fn(&crate::worker::PortCells) -> &std::sync::atomic::AtomicU64,
+    ) -> u64 {
+        f(&self.cells.ports[p]).load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn rule(&self, r: usize) -> (u64, u64) {
+        let c = &self.cells.rules[r];
+        (
+            c.packets.load(std::sync::atomic::Ordering::Relaxed),
+            c.over_rate.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Every frame is back in the pool once the devices are idle.
+    fn assert_all_frames_home(&mut self) {
+        self.worker.check_accounting().expect("accounting");
+        assert_eq!(
+            self.worker.pool.held(),
+            self.worker.pool.cached(),
+            "frames held outside the pool"
+        );
+        assert_eq!(self.shared.len() + self.worker.pool.cached(), self.total);
+    }
+}
+
+fn udp(dst_port: u16, seq: u64) -> Vec<u8> {
+    let addrs = ProbeAddrs {
+        src_mac: A_MAC,
+        dst_mac: B_MAC,
+        src_ip: [198, 51, 100, 1],
+        dst_ip: [198, 51, 100, 2],
+    };
+    let mut t = addrs.template(64).expect("template");
+    if dst_port != probe::PORT {
+        t = xskit_traffic::probe::Template::new(
+            xskit_traffic::probe::Endpoints {
+                src_mac: A_MAC,
+                dst_mac: B_MAC,
+                src_ip: addrs.src_ip.into(),
+                dst_ip: addrs.dst_ip.into(),
+                src_port: 1234,
+                dst_port,
+            },
+            xskit_traffic::probe::Flows::default(),
+            None,
+            64,
+        )
+        .expect("template");
+    }
+    let mut buf = vec![0u8; 64];
+    let len = t.write(&mut buf, seq, 0).expect("fits");
+    buf.truncate(len);
+    buf
+}
+
+#[test]
+fn rules_forward_and_drop_each_packet_and_count_it() {
+    let mut bench = Bench::new(
+        "default = \"forward\"\n[[rule]]\nprotocol = \"udp\"\ndst_port = 9\naction = \"drop\"\n",
+        2,
+        |_| {},
+    );
+    for seq in 0..10 {
+        bench.ends[0].inject(&udp(9, seq));
+        bench.ends[0].inject(&udp(5000, seq));
+    }
+    bench.settle();
+    let out = bench.ends[1].take();
+    let expected: Vec<Vec<u8>> = (0..10).map(|seq| udp(5000, seq)).collect();
+    assert_eq!(
+        out, expected,
+        "the port-5000 packets cross intact, the port-9 ones do not"
+    );
+    assert!(bench.ends[0].take().is_empty(), "nothing goes back");
+    assert_eq!(bench.rule(0), (10, 0), "the drop rule counts its packets");
+    assert_eq!(bench.rule(1), (10, 0), "the default counts the rest");
+    assert_eq!(bench.port(0, |c| &c.rx_packets), 20);
+    assert_eq!(bench.port(1, |c| &c.tx_packets), 10);
+    bench.assert_all_frames_home();
+}
+
+#[test]
+fn a_rate_limit_follows_the_clock_it_is_given() {
+    let mut bench = Bench::new(
+        "default = \"drop\"\n[[rule]]\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"100pps\"\nburst = 5\n",
+        2,
+        |_| {},
+    );
+    let send = |bench: &mut Bench, n: u64| {
+        for seq in 0..n {
+            bench.ends[0].inject(&udp(9, seq));
+        }
+        bench.settle();
+        bench.ends[1].take().len()
+    };
+    assert_eq!(
+        send(&mut bench, 20),
+        5,
+        "a full bucket lets the burst through"
+    );
+    assert_eq!(send(&mut bench, 20), 0, "no time passed: nothing more");
+    bench.clock.advance_ms(30);
+    assert_eq!(send(&mut bench, 20), 3, "30 ms at 100 pps refill three");
+    bench.clock.advance_ms(10_000);
+    assert_eq!(
+        send(&mut bench, 20),
+        5,
+        "a long pause refills only the burst"
+    );
+    assert_eq!(
+        bench.rule(0),
+        (80, 67),
+        "every packet counted, those over the rate too"
+    );
+    bench.assert_all_frames_home();
+}
+
+#[test]
+fn reflect_swaps_addresses_and_sends_back_out_of_the_same_device() {
+    let mut bench = Bench::new("default = \"forward\"\n", 1, |c| c.reflect = true);
+    let sent = udp(9, 7);
+    bench.ends[0].inject(&sent);
+    bench.settle();
+    let back = bench.ends[0].take();
+    assert_eq!(back.len(), 1);
+    let eth = ethernet::Frame::new_checked(&back[0][..]).unwrap();
+    assert_eq!((eth.src_addr(), eth.dst_addr()), (B_MAC, A_MAC));
+    assert_eq!(back[0][14..], sent[14..], "only the addresses change");
+    bench.assert_all_frames_home();
+}
+
+#[test]
+fn respond_answers_arp_from_the_mac_of_the_port_asked() {
+    let mut bench = Bench::new("default = \"forward\"\n", 2, |c| {
+        c.respond = Some([198, 51, 100, 254].into())
+    });
+    let mut request = vec![0u8; 60];
+    {
+        let mut eth = ethernet::Frame::new_unchecked(&mut request[..]);
+        eth.set_dst_addr([0xff; 6]);
+        eth.set_src_addr(A_MAC);
+        eth.set_ethertype(EtherType::Arp);
+        arp::Packet::new_unchecked(eth.payload_mut()).emit(
+            arp::operation::REQUEST,
+            A_MAC,
+            [198, 51, 100, 1],
+            [0; 6],
+            [198, 51, 100, 254],
+        );
+    }
+    // Asked on the second device: answered there, from its MAC; not forwarded.
+    bench.ends[1].inject(&request);
+    bench.settle();
+    assert!(bench.ends[0].take().is_empty());
+    let reply = bench.ends[1].take();
+    assert_eq!(reply.len(), 1);
+    let eth = ethernet::Frame::new_checked(&reply[0][..]).unwrap();
+    assert_eq!((eth.src_addr(), eth.dst_addr()), (PORT_MACS[1], A_MAC));
+    let a = arp::Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(a.operation(), arp::operation::REPLY);
+    assert_eq!(
+        bench
+            .plan
+            .replies
+            .arp
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    bench.assert_all_frames_home();
+}
+
+#[test]
+fn the_host_gets_passed_and_broadcast_frames_and_its_own_go_where_learnt() {
+    let host = Arc::new(MemHost::default());
+    let mut bench = Bench::with_host(
+        "default = \"forward\"\n[[rule]]\nprotocol = \"udp\"\ndst_port = 7\naction = \"pass\"\n",
+        2,
+        |_| {},
+        Some(Arc::clone(&host)),
+    );
+    // Passed by a rule: to the host only.
+    bench.ends[0].inject(&udp(7, 1));
+    // A broadcast from b's side: forwarded, and a copy for the host, which learns B_MAC.
+    let mut broadcast = udp(9, 2);
+    broadcast[..6].copy_from_slice(&[0xff; 6]);
+    broadcast[6..12].copy_from_slice(&B_MAC);
+    bench.ends[1].inject(&broadcast);
+    bench.settle();
+    assert_eq!(bench.ends[0].take(), vec![broadcast.clone()]);
+    assert!(bench.ends[1].take().is_empty());
+    assert_eq!(*host.received.lock_unpoisoned(), vec![udp(7, 1), broadcast]);
+    assert_eq!(bench.port(0, |c| &c.to_kernel), 1);
+    // The host answers B_MAC: out of port 1 only, where B_MAC was learnt. To an unknown
+    // address: out of every port.
+    let mut to_b = udp(9, 3);
+    to_b[..6].copy_from_slice(&B_MAC);
+    to_b[6..12].copy_from_slice(&HOST_MAC);
+    let mut to_unknown = to_b.clone();
+    to_unknown[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x77]);
+    host.to_send.lock_unpoisoned().push_back(to_b.clone());
+    host.to_send.lock_unpoisoned().push_back(to_unknown.clone());
+    bench.settle();
+    assert_eq!(bench.ends[1].take(), vec![to_b, to_unknown.clone()]);
+    assert_eq!(bench.ends[0].take(), vec![to_unknown]);
+    assert_eq!(bench.port(1, |c| &c.from_kernel), 2);
+    bench.assert_all_frames_home();
+}
+
+#[test]
+fn without_a_host_link_passed_frames_are_dropped_and_counted() {
+    let mut bench = Bench::new("default = \"pass\"\n", 2, |_| {});
+    for seq in 0..4 {
+        bench.ends[0].inject(&udp(9, seq));
+    }
+    bench.settle();
+    assert!(bench.ends[1].take().is_empty());
+    assert_eq!(bench.port(0, |c| &c.to_kernel_dropped), 4);
+    bench.assert_all_frames_home();
+}

@@ -1,0 +1,729 @@
+//! One worker: a port per interface for one queue, one pipeline, its own frame pool, and
+//! exact frame accounting. Generic over the pipeline's port trait, so the same logic runs on
+//! AF_XDP sockets and, in tests, on in-memory devices with virtual time.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use xskit_wire::ethernet;
+use xskit_wire::gso::TcpSegmenter;
+use xskit_wire::offload::{L4Checksum, Sum};
+
+use crate::chains::Chains;
+use crate::counter::bump;
+
+use std::os::fd::BorrowedFd;
+
+use xskit::os::SyscallError;
+use xskit::sync::LockUnpoisoned;
+use xskit::{Frame, Umem};
+use xskit_pipeline::{
+    FramePool, Outputs, Pipeline, PipelinePort, PoolStats, RingOccupancy, StageContext,
+};
+
+use crate::error::{Error, Result};
+
+/// The host's side of the forwarder: where frames for the forwarding host's own kernel go,
+/// and where the kernel's frames come from (a TAP device; in tests, memory).
+pub(crate) trait HostLink: Send + Sync + std::fmt::Debug {
+    /// Hands a frame to the host; false when its queue is full (the frame is dropped).
+    fn write(&self, frame: &[u8]) -> Result<bool, SyscallError>;
+    /// Takes a frame from the host into `buf`; `None` when there is none.
+    fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError>;
+    /// A descriptor that turns readable when the host has a frame.
+    fn readiness(&self) -> Option<BorrowedFd<'_>>;
+}
+
+impl HostLink for crate::sys::tap::TapFd {
+    fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
+        crate::sys::tap::TapFd::write(self, frame)
+    }
+    fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
+        crate::sys::tap::TapFd::read(self, buf)
+    }
+    fn readiness(&self) -> Option<BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(self))
+    }
+}
+
+/// Where a worker's time comes from: read once per busy round, never per packet.
+pub(crate) trait Clock {
+    /// Nanoseconds on this clock.
+    fn now_ns(&self) -> u64;
+}
+
+/// CLOCK_MONOTONIC.
+pub(crate) struct MonotonicClock;
+
+impl Clock for MonotonicClock {
+    fn now_ns(&self) -> u64 {
+        xskit::os::monotonic_ns()
+    }
+}
+
+/// Per-port counters of one worker, written by that worker only ([`bump`]).
+#[derive(Debug, Default)]
+pub(crate) struct PortCells {
+    pub(crate) rx_packets: AtomicU64,
+    pub(crate) rx_bytes: AtomicU64,
+    pub(crate) tx_packets: AtomicU64,
+    pub(crate) tx_bytes: AtomicU64,
+    /// Frames the tx ring had no room for.
+    pub(crate) tx_ring_full: AtomicU64,
+    /// Frames handed to the kernel through the TAP device.
+    pub(crate) to_kernel: AtomicU64,
+    /// Frames for the kernel that were dropped (no TAP device, or its queue was full).
+    pub(crate) to_kernel_dropped: AtomicU64,
+    /// Frames the kernel sent through the TAP device out of this port.
+    pub(crate) from_kernel: AtomicU64,
+    /// Transmitted frames whose partial checksum the kernel or device was asked to finish.
+    pub(crate) csum_offloaded: AtomicU64,
+    /// Frames whose partial checksum xskit finished itself.
+    pub(crate) csum_completed: AtomicU64,
+    /// Packets larger than the egress MTU that xskit cut into segments (TCP), and the
+    /// segments sent for them.
+    pub(crate) segmented: AtomicU64,
+    pub(crate) segments: AtomicU64,
+    /// Packets larger than the egress MTU that could not be cut (not TCP), dropped.
+    pub(crate) oversize_dropped: AtomicU64,
+    /// Packets dropped for want of free frames to build segments in.
+    pub(crate) no_frames_dropped: AtomicU64,
+}
+
+/// The host link and what it has learnt: which port each MAC address is behind.
+#[derive(Debug)]
+pub(crate) struct TapPath {
+    pub(crate) link: Box<dyn HostLink>,
+    pub(crate) mac: [u8; 6],
+    pub(crate) learnt: Mutex<HashMap<[u8; 6], u16>>,
+}
+
+impl TapPath {
+    fn learn(&self, frame: &[u8], port: u16) {
+        let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+            return;
+        };
+        let src = eth.src_addr();
+        if src[0] & 1 == 0 {
+            self.learnt.lock_unpoisoned().insert(src, port);
+        }
+    }
+}
+
+/// What a worker leaves behind: its frames, by where they are, and why it stopped early.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerEnd {
+    /// Frames its ports' ledgers say the kernel holds.
+    pub(crate) ledger_in_kernel: usize,
+    /// What the rings' indices say they hold.
+    pub(crate) rings: RingOccupancy,
+    /// The error that stopped it before it was asked to stop (a device gone, a failed
+    /// system call); its frames are still accounted for.
+    pub(crate) error: Option<Error>,
+}
+
+pub(crate) struct Worker<P> {
+    pub(crate) index: usize,
+    pub(crate) queue: u32,
+    pub(crate) cpu: Option<usize>,
+    pub(crate) umem: Umem,
+    pub(crate) ports: Vec<P>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) pool: FramePool,
+    pub(crate) vector: usize,
+    pub(crate) check: bool,
+    pub(crate) tap: Option<Arc<TapPath>>,
+    pub(crate) port_cells: Arc<Vec<PortCells>>,
+    pub(crate) pool_stats: Arc<Mutex<PoolStats>>,
+    /// Frames on their way from the TAP device, reused from read to read.
+    pub(crate) tap_frames: Vec<Frame>,
+    /// Ask the kernel to finish partial checksums (transmit metadata) instead of summing them.
+    pub(crate) csum_offload: bool,
+    /// Each port's MTU: the largest IP packet it may send.
+    pub(crate) mtus: Vec<usize>,
+    /// Multi-buffer packets: the frames after each packet's first.
+    pub(crate) chains: Chains,
+    /// Packets on their way into the pipeline, as received (chains unsorted).
+    pub(crate) raw: Vec<Frame>,
+    /// A transmit vector with chains expanded, reused.
+    pub(crate) txq: Vec<Frame>,
+    /// A packet gathered from its frames, and one segment, for segmentation.
+    pub(crate) gathered: Vec<u8>,
+    pub(crate) segment: Vec<u8>,
+    /// The vector on its way into the pipeline, and what the pipeline made of it.
+    pub(crate) input: Vec<Frame>,
+    pub(crate) out: Outputs,
+    /// Rounds so far, and every how many rounds the host link is read.
+    pub(crate) rounds: u32,
+    pub(crate) host_every: u32,
+}
+
+/// What preparing one transmit vector did.
+#[derive(Debug, Default)]
+struct TxPrepared {
+    offloaded: u64,
+    completed: u64,
+    segmented: u64,
+    segments: u64,
+    oversize: u64,
+    no_frames: u64,
+}
+
+/// The IP packet length of an Ethernet frame of `total` bytes (VLAN tags skipped), or what
+/// follows the Ethernet header for anything that is not IP.
+fn l3_len(first: &[u8], total: usize) -> usize {
+    let Ok(eth) = ethernet::Frame::new_checked(first) else {
+        return total;
+    };
+    let Ok(un) = eth.untagged() else {
+        return total;
+    };
+    let l3 = first.len() - un.payload.len();
+    let claimed = match un.ethertype {
+        xskit_wire::EtherType::Ipv4 if un.payload.len() >= 4 => {
+            usize::from(u16::from_be_bytes([un.payload[2], un.payload[3]]))
+        }
+        xskit_wire::EtherType::Ipv6 if un.payload.len() >= 6 => {
+            40 + usize::from(u16::from_be_bytes([un.payload[4], un.payload[5]]))
+        }
+        _ => total.saturating_sub(l3),
+    };
+    claimed.min(total.saturating_sub(l3))
+}
+
+/// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
+const SPIN_POLLS: u32 = 2000;
+/// The longest wait in poll(2) before the stop flag is looked at again.
+const WAIT_MS: i32 = 10;
+/// Rounds between looks at the clock for publishing the pool counters.
+const PUBLISH_ROUNDS: u32 = 1024;
+/// TAP frames read per visit.
+const TAP_BATCH: usize = 32;
+/// Rounds between visits to the TAP device (a system call), so control traffic costs the
+/// data path little.
+pub(crate) const HOST_EVERY: u32 = 16;
+
+impl<P: PipelinePort> Worker<P> {
+    /// Forwards until `stop` (or an error), then drains (once `drain` is set) and reports where
+    /// the frames are. `failed` is set when this worker stops on an error, so the others stop
+    /// too.
+    pub(crate) fn run(
+        mut self,
+        stop: &AtomicBool,
+        drain: &AtomicBool,
+        failed: &AtomicBool,
+    ) -> Result<WorkerEnd> {
+        let error = match self.forward(stop) {
+            Ok(()) => None,
+            Err(e) => {
+                failed.store(true, Ordering::Relaxed);
+                Some(e)
+            }
+        };
+        self.release_held();
+        let mut end = self.drain(drain)?;
+        end.error = error;
+        Ok(end)
+    }
+
+    fn forward(&mut self, stop: &AtomicBool) -> Result<()> {
+        if let Some(cpu) = self.cpu {
+            xskit::os::pin_current_thread(cpu).map_err(Error::Syscall)?;
+        }
+        let clock = MonotonicClock;
+        let mut idle = 0u32;
+        let mut last_publish = Instant::now();
+        let mut pfds = xskit::os::PollSet::default();
+        while !stop.load(Ordering::Relaxed) {
+            let got = self.round(&clock)?;
+            if got == 0 {
+                idle += 1;
+                if idle > SPIN_POLLS && self.ports.iter().all(|p| p.tx_in_flight() == 0) {
+                    self.wait_for_packets(&mut pfds)?;
+                }
+            } else {
+                idle = 0;
+            }
+            // Reading the clock every round costs more than a round's ring work in a VM: look
+            // at it once every PUBLISH_ROUNDS rounds.
+            if self.rounds.is_multiple_of(PUBLISH_ROUNDS)
+                && last_publish.elapsed() > Duration::from_millis(100)
+            {
+                self.publish();
+                last_publish = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the pool's counters visible to the forwarder's reader.
+    pub(crate) fn publish(&self) {
+        *self.pool_stats.lock_unpoisoned() = self.pool.stats();
+    }
+
+    /// One round: refill, then per port receive a vector and run it through the pipeline,
+    /// hand the kernel its frames, read the host link now and then, transmit once per port,
+    /// and reap completions. Returns the frames received.
+    pub(crate) fn round(&mut self, clock: &impl Clock) -> Result<usize> {
+        self.rounds = self.rounds.wrapping_add(1);
+        let nports = self.ports.len();
+        for port in self.ports.iter_mut() {
+            port.refill(&self.umem, &mut self.pool)?;
+        }
+        let mut now_ns = None;
+        let mut got = 0;
+        for p in 0..nports {
+            let frames =
+                self.ports[p].receive(&self.umem, &mut self.pool, &mut self.raw, self.vector)?;
+            if frames == 0 {
+                continue;
+            }
+            got += frames;
+            let bytes: usize = self.raw.iter().map(Frame::len).sum();
+            let n =
+                self.chains
+                    .sort_received(p, &mut self.raw, &mut self.input, &mut self.out.drop);
+            let cells = &self.port_cells[p];
+            bump(&cells.rx_packets, n as u64);
+            bump(&cells.rx_bytes, bytes as u64);
+            if let Some(tap) = &self.tap {
+                // Broadcast and multicast (ARP requests, neighbour discovery) are also
+                // the forwarding host's business: its kernel gets a copy.
+                for f in self.input.iter() {
+                    let data = self.umem.data(f);
+                    if data.first().is_some_and(|b| b & 1 == 1) && !f.is_continued() {
+                        tap.learn(data, p as u16);
+                        let _ = tap.link.write(data);
+                    }
+                }
+            }
+            let now = *now_ns.get_or_insert_with(|| clock.now_ns());
+            self.pipeline.process(
+                &self.umem,
+                StageContext::new(p as u16, now),
+                &mut self.input,
+                &mut self.out,
+            );
+            // Drops go straight back to the fill ring they came from, whole.
+            self.chains.release_tails(&self.out.drop, &mut self.raw);
+            self.out.drop.append(&mut self.raw);
+            self.ports[p].recycle(&mut self.out.drop, &mut self.pool);
+            let mut kernel = std::mem::take(&mut self.out.kernel);
+            let handed = self.hand_to_kernel(p, &mut kernel);
+            self.out.kernel = kernel;
+            handed?;
+            if self.check {
+                self.check_accounting()?;
+            }
+        }
+        // Idle rounds count too, and a readable host link ends the wait in poll(2), so the
+        // host's frames wait at most `host_every` short rounds.
+        if self.index == 0 && self.tap.is_some() && self.rounds.is_multiple_of(self.host_every) {
+            self.send_kernel_frames()?;
+        }
+        // One transmit (and wakeup) per port per round.
+        for p in 0..nports {
+            if self.out.tx[p].is_empty() {
+                continue;
+            }
+            let mut txq = std::mem::take(&mut self.txq);
+            let mut heads = std::mem::take(&mut self.out.tx[p]);
+            let prepared = self.prepare_tx(p, &mut heads, &mut txq);
+            self.out.tx[p] = heads;
+            let n = txq.len();
+            let bytes: usize = txq.iter().map(Frame::len).sum();
+            let packets = txq.iter().filter(|f| !f.is_continued()).count();
+            let sent = self.ports[p].send(&self.umem, &mut txq, &mut self.pool);
+            self.pool.free(&mut txq);
+            self.txq = txq;
+            let sent = sent?;
+            let cells = &self.port_cells[p];
+            let sent_packets = if sent == n {
+                packets
+            } else {
+                packets - (n - sent).min(packets)
+            };
+            bump(&cells.tx_packets, sent_packets as u64);
+            bump(&cells.tx_bytes, bytes as u64);
+            bump(&cells.tx_ring_full, (n - sent) as u64);
+            if prepared.offloaded + prepared.completed > 0 {
+                bump(&cells.csum_offloaded, prepared.offloaded);
+                bump(&cells.csum_completed, prepared.completed);
+            }
+            if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
+                bump(&cells.segmented, prepared.segmented);
+                bump(&cells.segments, prepared.segments);
+                bump(&cells.oversize_dropped, prepared.oversize);
+                bump(&cells.no_frames_dropped, prepared.no_frames);
+            }
+        }
+        for port in self.ports.iter_mut() {
+            port.complete(&mut self.pool);
+        }
+        if self.check {
+            self.check_accounting()?;
+        }
+        Ok(got)
+    }
+
+    /// What the pipeline still holds goes back to the pool (an error can leave a round half
+    /// done).
+    fn release_held(&mut self) {
+        for v in self.out.tx.iter_mut() {
+            self.chains.release_tails(v, &mut self.raw);
+            self.pool.free(v);
+        }
+        self.chains.release_tails(&self.out.drop, &mut self.raw);
+        self.chains.release_tails(&self.out.kernel, &mut self.raw);
+        self.pool.free(&mut self.out.drop);
+        self.pool.free(&mut self.out.kernel);
+        self.pool.free(&mut self.raw);
+        self.pool.free(&mut self.input);
+    }
+
+    /// Once the programs no longer redirect here (`drain`): takes what is in the rx rings,
+    /// waits for the transmits to complete, and reports where every frame is.
+    fn drain(&mut self, drain: &AtomicBool) -> Result<WorkerEnd> {
+        let mut input = Vec::with_capacity(self.vector);
+        while !drain.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let mut busy = false;
+            for port in self.ports.iter_mut() {
+                while port
+                    .receive(&self.umem, &mut self.pool, &mut input, usize::MAX)
+                    .unwrap_or(0)
+                    > 0
+                {
+                    self.pool.free(&mut input);
+                }
+                port.complete(&mut self.pool);
+                if port.tx_in_flight() > 0 {
+                    busy = true;
+                    let _ = port.flush();
+                }
+            }
+            if !busy || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.chains.drain(&mut input);
+        self.pool.free(&mut input);
+        let mut end = WorkerEnd::default();
+        for port in self.ports.iter_mut() {
+            let held = port.in_flight();
+            end.ledger_in_kernel += held;
+            // A port without kernel rings holds its frames itself: they count as in flight.
+            let r = port.ring_occupancy().unwrap_or(RingOccupancy {
+                tx: held,
+                ..RingOccupancy::default()
+            });
+            end.rings.fill += r.fill;
+            end.rings.rx += r.rx;
+            end.rings.tx += r.tx;
+        }
+        self.publish();
+        if self.pool.held() != self.pool.cached() + end.ledger_in_kernel {
+            return Err(Error::FrameAccounting(format!(
+                "worker {} (queue {}) at stop: holds {} frames, but {} are cached and {} in the kernel",
+                self.index,
+                self.queue,
+                self.pool.held(),
+                self.pool.cached(),
+                end.ledger_in_kernel
+            )));
+        }
+        Ok(end)
+    }
+
+    /// Sleeps in poll(2) until a socket (or the TAP device) has something, or for at most
+    /// WAIT_MS, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
+    /// for a fixed time would let a burst overflow the rx ring before the nap ends.
+    fn wait_for_packets(&self, pfds: &mut xskit::os::PollSet) -> Result<()> {
+        let mut fds: Vec<BorrowedFd<'_>> =
+            self.ports.iter().filter_map(|p| p.readiness()).collect();
+        if let (0, Some(tap)) = (self.index, &self.tap) {
+            fds.extend(tap.link.readiness());
+        }
+        if fds.is_empty() {
+            std::thread::sleep(Duration::from_millis(WAIT_MS as u64));
+            return Ok(());
+        }
+        xskit::os::poll_readable(&fds, pfds, WAIT_MS).map_err(Error::Syscall)?;
+        Ok(())
+    }
+
+    /// Every frame this worker took from the shared ring is in its cache, a ring, or a vector.
+    pub(crate) fn check_accounting(&self) -> Result<()> {
+        let (input, out) = (&self.input, &self.out);
+        let in_kernel: usize = self.ports.iter().map(P::in_flight).sum();
+        let here = self.pool.cached() + in_kernel + input.len() + out.len() + self.chains.held();
+        if here != self.pool.held() {
+            return Err(Error::FrameAccounting(format!(
+                "worker {} (queue {}): holds {} frames, but counts {here} (cache {}, kernel {in_kernel}, vectors {})",
+                self.index,
+                self.queue,
+                self.pool.held(),
+                self.pool.cached(),
+                input.len() + out.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Turns the packets the pipeline sent to port `p` into the descriptors to transmit, in
+    /// `txq`: each packet's chain put back together, partial checksums finished (through
+    /// transmit metadata when `csum_offload` is set, else summed here), and packets larger than
+    /// the port's MTU cut into segments (TCP) or dropped and counted (anything else).
+    fn prepare_tx(&mut self, p: usize, heads: &mut Vec<Frame>, txq: &mut Vec<Frame>) -> TxPrepared {
+        let mut done = TxPrepared::default();
+        let mtu = self.mtus[p];
+        for mut head in heads.drain(..) {
+            let tail = self.chains.take_tail(&head);
+            let total = head.len() + tail.as_ref().map_or(0, |t| t.iter().map(Frame::len).sum());
+            // A frame no longer than the MTU plus an Ethernet header cannot carry an IP packet
+            // over the MTU: only longer ones are parsed for their length.
+            if total > mtu + 14 && l3_len(self.umem.data(&head), total) > mtu {
+                self.segment(&mut done, mtu, head, tail, txq);
+                continue;
+            }
+            let first = self.umem.data(&head);
+            if let Some(c) = L4Checksum::locate(first, total) {
+                if c.is_partial(first) {
+                    if self.csum_offload
+                        && self
+                            .umem
+                            .request_tx_checksum(&mut head, c.start as u16, c.offset as u16)
+                    {
+                        done.offloaded += 1;
+                    } else {
+                        match &tail {
+                            None => c.complete(self.umem.data_mut(&mut head)),
+                            Some(tail) => {
+                                let mut sum = Sum::default();
+                                sum.add(&first[c.start.min(first.len())..]);
+                                for t in tail {
+                                    sum.add(self.umem.data(t));
+                                }
+                                c.store(self.umem.data_mut(&mut head), sum.value());
+                            }
+                        }
+                        done.completed += 1;
+                    }
+                }
+            }
+            match tail {
+                None => {
+                    head.set_continued(false);
+                    txq.push(head);
+                }
+                Some(mut tail) => {
+                    head.set_continued(true);
+                    txq.push(head);
+                    let last = tail.len() - 1;
+                    for (i, mut f) in tail.drain(..).enumerate() {
+                        f.set_continued(i != last);
+                        txq.push(f);
+                    }
+                    self.chains.recycle_vec(tail);
+                }
+            }
+        }
+        done
+    }
+
+    /// Cuts a packet larger than `mtu` into segments built in fresh frames, or drops it.
+    fn segment(
+        &mut self,
+        done: &mut TxPrepared,
+        mtu: usize,
+        head: Frame,
+        tail: Option<Vec<Frame>>,
+        txq: &mut Vec<Frame>,
+    ) {
+        self.gathered.clear();
+        self.gathered.extend_from_slice(self.umem.data(&head));
+        self.pool.free_one(head);
+        if let Some(mut tail) = tail {
+            for t in &tail {
+                self.gathered.extend_from_slice(self.umem.data(t));
+            }
+            self.pool.free(&mut tail);
+            self.chains.recycle_vec(tail);
+        }
+        let Some(plan) = TcpSegmenter::new(&self.gathered, mtu) else {
+            done.oversize += 1;
+            return;
+        };
+        done.segmented += 1;
+        self.segment.resize(plan.max_segment_len(), 0);
+        for k in 0..plan.count() {
+            let len = plan.write(&self.gathered, k, &mut self.segment);
+            let seg = &mut self.segment[..len];
+            // The segmenter leaves the checksum partial, as the kernel's GSO does for a device
+            // that offloads it.
+            let csum = L4Checksum::locate(seg, len);
+            if !self.csum_offload {
+                if let Some(c) = csum {
+                    c.complete(seg);
+                }
+            }
+            let first = txq.len();
+            if !self.scatter(len, txq) {
+                done.no_frames += 1;
+                continue;
+            }
+            done.segments += 1;
+            if let (true, Some(c)) = (self.csum_offload, csum) {
+                if !self
+                    .umem
+                    .request_tx_checksum(&mut txq[first], c.start as u16, c.offset as u16)
+                {
+                    // No metadata room: finish it here, in the frames just written.
+                    let mut sum = Sum::default();
+                    sum.add(&self.segment[c.start..len]);
+                    c.store(self.umem.data_mut(&mut txq[first]), sum.value());
+                }
+            }
+        }
+    }
+
+    /// Copies `self.segment[..len]` into as many fresh frames as it needs, chained, onto `txq`.
+    /// False (nothing added) when the pool has too few frames.
+    fn scatter(&mut self, len: usize, txq: &mut Vec<Frame>) -> bool {
+        let start = txq.len();
+        let mut at = 0;
+        while at < len {
+            if self.pool.alloc(&mut self.tap_frames, 1) == 0 {
+                let mut partial: Vec<Frame> = txq.drain(start..).collect();
+                self.pool.free(&mut partial);
+                return false;
+            }
+            let Some(mut f) = self.tap_frames.pop() else {
+                return false;
+            };
+            self.umem.reset(&mut f);
+            let room = self.umem.capacity(&f);
+            let n = room.min(len - at);
+            let buf = self.umem.buffer_mut(&mut f);
+            buf[..n].copy_from_slice(&self.segment[at..at + n]);
+            // n <= capacity, so this cannot fail.
+            let _ = self.umem.set_len(&mut f, n);
+            at += n;
+            f.set_continued(at < len);
+            txq.push(f);
+        }
+        true
+    }
+
+    fn hand_to_kernel(&mut self, port: usize, frames: &mut Vec<Frame>) -> Result<()> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let cells = &self.port_cells[port];
+        match &self.tap {
+            Some(tap) => {
+                for f in frames.iter_mut() {
+                    // The host's kernel reads bytes, not skb state: the packet goes whole, its
+                    // checksum finished.
+                    let data = match self.chains.take_tail(f) {
+                        Some(mut tail) => {
+                            self.gathered.clear();
+                            self.gathered.extend_from_slice(self.umem.data(f));
+                            for t in &tail {
+                                self.gathered.extend_from_slice(self.umem.data(t));
+                            }
+                            self.pool.free(&mut tail);
+                            self.chains.recycle_vec(tail);
+                            &mut self.gathered[..]
+                        }
+                        None => self.umem.data_mut(f),
+                    };
+                    if let Some(c) = L4Checksum::locate(data, data.len()) {
+                        if c.is_partial(data) {
+                            c.complete(data);
+                            bump(&cells.csum_completed, 1);
+                        }
+                    }
+                    let data = &*data;
+                    tap.learn(data, port as u16);
+                    if tap.link.write(data).map_err(Error::Syscall)? {
+                        bump(&cells.to_kernel, 1);
+                    } else {
+                        bump(&cells.to_kernel_dropped, 1);
+                    }
+                }
+            }
+            None => {
+                bump(&cells.to_kernel_dropped, frames.len() as u64);
+                self.chains.release_tails(frames, &mut self.raw);
+                frames.append(&mut self.raw);
+            }
+        }
+        self.ports[port].recycle(frames, &mut self.pool);
+        Ok(())
+    }
+
+    /// Frames the kernel sent through the TAP device go out of the port their destination was
+    /// learnt on, or every port when it is unknown or a group address.
+    fn send_kernel_frames(&mut self) -> Result<()> {
+        let out = &mut self.out;
+        let Some(tap) = self.tap.clone() else {
+            return Ok(());
+        };
+        let nports = self.ports.len();
+        for _ in 0..TAP_BATCH {
+            if self.pool.alloc(&mut self.tap_frames, 1) == 0 {
+                return Ok(());
+            }
+            let Some(mut f) = self.tap_frames.pop() else {
+                return Ok(());
+            };
+            let len = match tap.link.read(self.umem.buffer_mut(&mut f)) {
+                Ok(Some(len)) if len >= 14 => len,
+                Ok(_) => {
+                    self.pool.free_one(f);
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.pool.free_one(f);
+                    return Err(Error::Syscall(e));
+                }
+            };
+            self.umem.set_len(&mut f, len)?;
+            let data = self.umem.data(&f);
+            // At least 14 bytes were read: the view cannot fail.
+            let dst = ethernet::Frame::new_checked(data).map_or([0xff; 6], |e| e.dst_addr());
+            let port = if dst[0] & 1 == 0 {
+                tap.learnt.lock_unpoisoned().get(&dst).copied()
+            } else {
+                None
+            };
+            match port {
+                Some(p) if usize::from(p) < nports => {
+                    bump(&self.port_cells[usize::from(p)].from_kernel, 1);
+                    out.tx[usize::from(p)].push(f);
+                }
+                _ => {
+                    // Flood: a copy for every port after the first.
+                    for p in 1..nports {
+                        self.pool.alloc(&mut self.tap_frames, 1);
+                        if let Some(mut c) = self.tap_frames.pop() {
+                            self.umem.write(&mut c, self.umem.data(&f))?;
+                            bump(&self.port_cells[p].from_kernel, 1);
+                            out.tx[p].push(c);
+                        }
+                    }
+                    bump(&self.port_cells[0].from_kernel, 1);
+                    out.tx[0].push(f);
+                }
+            }
+        }
+        Ok(())
+    }
+}

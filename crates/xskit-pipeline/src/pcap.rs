@@ -1,0 +1,269 @@
+//! Capture files as ports: a pcap or pcapng file read as a receive port, and a transmit port
+//! written to pcap, so a pipeline can be run and debugged offline.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::{Block, PcapNgReader};
+
+use super::pool::FramePool;
+use crate::error::{Error, Result};
+use xskit::{Frame, Umem};
+
+enum Reader {
+    Pcap(PcapReader<BufReader<File>>),
+    PcapNg(PcapNgReader<BufReader<File>>),
+}
+
+/// A capture file read as a receive port.
+pub struct PcapSource {
+    path: PathBuf,
+    reader: Reader,
+    oversize: u64,
+    done: bool,
+}
+
+impl std::fmt::Debug for PcapSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PcapSource")
+            .field("path", &self.path)
+            .field("oversize", &self.oversize)
+            .finish_non_exhaustive()
+    }
+}
+
+fn pcap_error(path: &Path, reason: impl std::fmt::Display) -> Error {
+    Error::Pcap {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl PcapSource {
+    /// Opens a pcap or pcapng file (told apart by its magic number).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let open =
+            || File::open(path).map_err(|e| pcap_error(path, format!("cannot open it ({e})")));
+        let mut magic = [0u8; 4];
+        open()?
+            .read_exact(&mut magic)
+            .map_err(|_| pcap_error(path, "too short to be a capture file"))?;
+        let file = BufReader::new(open()?);
+        let reader = match u32::from_le_bytes(magic) {
+            0x0a0d_0d0a => Reader::PcapNg(
+                PcapNgReader::new(file)
+                    .map_err(|e| pcap_error(path, format!("bad pcapng header: {e}")))?,
+            ),
+            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Reader::Pcap(
+                PcapReader::new(file)
+                    .map_err(|e| pcap_error(path, format!("bad pcap header: {e}")))?,
+            ),
+            _ => {
+                return Err(pcap_error(
+                    path,
+                    "not a pcap or pcapng file (unknown magic number)",
+                ))
+            }
+        };
+        Ok(PcapSource {
+            path: path.to_path_buf(),
+            reader,
+            oversize: 0,
+            done: false,
+        })
+    }
+
+    /// Packets skipped because they were larger than a frame.
+    pub fn oversize(&self) -> u64 {
+        self.oversize
+    }
+
+    /// True once the file is exhausted.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Reads up to `max` packets into frames from `pool`; returns how many (0 at the end of
+    /// the file, or when the pool is empty). Each packet is copied once, from the reader's
+    /// buffer straight into its frame.
+    pub fn receive(
+        &mut self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        out: &mut Vec<Frame>,
+        max: usize,
+    ) -> Result<usize> {
+        let mut got = 0;
+        while got < max && !self.done {
+            // Take the frame first, so the packet can go from the reader's buffer into it.
+            if pool.alloc(out, 1) == 0 {
+                // Nothing to read into: as on a wire with an empty fill ring, stop for now.
+                break;
+            }
+            let mut frame = out.pop().expect("allocated one");
+            umem.reset(&mut frame);
+            // Some(fits) for a packet, None at the end of the file.
+            let stored: Result<Option<bool>> = match &mut self.reader {
+                Reader::Pcap(r) => match r.next_packet() {
+                    None => Ok(None),
+                    Some(Ok(p)) => Ok(Some(umem.write(&mut frame, &p.data).is_ok())),
+                    Some(Err(e)) => Err(pcap_error(
+                        &self.path,
+                        format!("truncated or corrupt packet record: {e}"),
+                    )),
+                },
+                Reader::PcapNg(r) => loop {
+                    match r.next_block() {
+                        None => break Ok(None),
+                        Some(Ok(Block::EnhancedPacket(p))) => {
+                            break Ok(Some(umem.write(&mut frame, &p.data).is_ok()))
+                        }
+                        Some(Ok(Block::SimplePacket(p))) => {
+                            break Ok(Some(umem.write(&mut frame, &p.data).is_ok()))
+                        }
+                        Some(Ok(_)) => continue,
+                        Some(Err(e)) => {
+                            break Err(pcap_error(
+                                &self.path,
+                                format!("truncated or corrupt block: {e}"),
+                            ))
+                        }
+                    }
+                },
+            };
+            match stored {
+                Ok(Some(true)) => {
+                    out.push(frame);
+                    got += 1;
+                }
+                Ok(Some(false)) => {
+                    self.oversize += 1;
+                    pool.free_one(frame);
+                }
+                Ok(None) => {
+                    self.done = true;
+                    pool.free_one(frame);
+                }
+                Err(e) => {
+                    pool.free_one(frame);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// A transmit port written to a pcap file.
+pub struct PcapSink {
+    path: PathBuf,
+    writer: PcapWriter<BufWriter<File>>,
+    written: u64,
+}
+
+impl std::fmt::Debug for PcapSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PcapSink")
+            .field("path", &self.path)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PcapSink {
+    /// Creates (or truncates) a pcap file.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let file =
+            File::create(path).map_err(|e| pcap_error(path, format!("cannot create it ({e})")))?;
+        let writer = PcapWriter::new(BufWriter::new(file)).map_err(|e| pcap_error(path, e))?;
+        Ok(PcapSink {
+            path: path.to_path_buf(),
+            writer,
+            written: 0,
+        })
+    }
+
+    /// Writes every frame of `frames` and gives the frames back to `pool`; returns how many.
+    pub fn send(
+        &mut self,
+        umem: &Umem,
+        frames: &mut Vec<Frame>,
+        pool: &mut FramePool,
+    ) -> Result<usize> {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        for f in frames.iter() {
+            let data = umem.data(f);
+            self.writer
+                .write_packet(&PcapPacket::new(now, data.len() as u32, data))
+                .map_err(|e| pcap_error(&self.path, e))?;
+        }
+        let n = frames.len();
+        self.written += n as u64;
+        pool.free(frames);
+        Ok(n)
+    }
+
+    /// Packets written.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Flushes and closes the file.
+    pub fn finish(self) -> Result<()> {
+        let path = self.path;
+        let mut inner = self.writer.into_writer();
+        std::io::Write::flush(&mut inner).map_err(|e| pcap_error(&path, e))
+    }
+}
+
+impl crate::PipelinePort for PcapSource {
+    fn receive(
+        &mut self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        out: &mut Vec<Frame>,
+        max: usize,
+    ) -> Result<usize> {
+        PcapSource::receive(self, umem, pool, out, max)
+    }
+
+    /// A capture file is read, never written: transmits are dropped back to the pool.
+    fn send(
+        &mut self,
+        _umem: &Umem,
+        frames: &mut Vec<Frame>,
+        pool: &mut FramePool,
+    ) -> Result<usize> {
+        pool.free(frames);
+        Ok(0)
+    }
+}
+
+impl crate::PipelinePort for PcapSink {
+    /// Nothing arrives from a file being written.
+    fn receive(
+        &mut self,
+        _umem: &Umem,
+        _pool: &mut FramePool,
+        _out: &mut Vec<Frame>,
+        _max: usize,
+    ) -> Result<usize> {
+        Ok(0)
+    }
+
+    fn send(
+        &mut self,
+        umem: &Umem,
+        frames: &mut Vec<Frame>,
+        pool: &mut FramePool,
+    ) -> Result<usize> {
+        PcapSink::send(self, umem, frames, pool)
+    }
+}

@@ -1,0 +1,87 @@
+//! The port trait: what the pipeline's runtime needs of a port, whatever is behind it (an
+//! AF_XDP socket, an in-memory link, a capture file, a bond of ports).
+
+use std::os::fd::BorrowedFd;
+
+use xskit::{Frame, Umem};
+
+use crate::error::Result;
+use crate::pool::FramePool;
+
+/// Frames a port's kernel rings hold, read from the rings' indices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingOccupancy {
+    /// In the fill ring.
+    pub fill: usize,
+    /// In the rx ring.
+    pub rx: usize,
+    /// In the tx ring or the completion ring.
+    pub tx: usize,
+}
+
+/// A port of a pipeline. Frames are the UMEM's, taken from and given back to the caller's
+/// [`FramePool`]; a port holds the frames it was given (receive buffers, transmits in flight)
+/// until it gives them back, and says how many ([`PipelinePort::in_flight`]), so a worker can
+/// account for every frame.
+pub trait PipelinePort {
+    /// Stocks receive buffers from `pool` (an AF_XDP fill ring); ports that do not receive
+    /// into buffers given ahead do nothing.
+    fn refill(&mut self, _umem: &Umem, _pool: &mut FramePool) -> Result<()> {
+        Ok(())
+    }
+
+    /// Moves up to `max` received frames into `out` (frames of one multi-buffer packet
+    /// marked continued, then its last); returns how many.
+    fn receive(
+        &mut self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        out: &mut Vec<Frame>,
+        max: usize,
+    ) -> Result<usize>;
+
+    /// Queues `frames` (emptied) for transmission; what cannot be queued goes back to `pool`,
+    /// as a full device queue drops. A multi-buffer packet is queued whole or not at all.
+    /// Returns how many frames were queued.
+    fn send(&mut self, umem: &Umem, frames: &mut Vec<Frame>, pool: &mut FramePool)
+        -> Result<usize>;
+
+    /// Gives transmitted frames back to `pool`; returns how many.
+    fn complete(&mut self, _pool: &mut FramePool) -> usize {
+        0
+    }
+
+    /// Takes frames (emptied) a stage has finished with: as receive buffers where the port
+    /// uses them, else back to `pool`.
+    fn recycle(&mut self, frames: &mut Vec<Frame>, pool: &mut FramePool) {
+        pool.free(frames);
+    }
+
+    /// Frames this port holds: receive buffers not yet received, and transmits not yet
+    /// completed.
+    fn in_flight(&self) -> usize {
+        0
+    }
+
+    /// Transmits not yet completed.
+    fn tx_in_flight(&self) -> usize {
+        0
+    }
+
+    /// Pushes queued transmits out (a wakeup), for a worker draining before it stops.
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// What the port's kernel rings hold, to check [`PipelinePort::in_flight`] against;
+    /// `None` for ports without kernel rings.
+    fn ring_occupancy(&mut self) -> Option<RingOccupancy> {
+        None
+    }
+
+    /// A descriptor that turns readable when frames arrive, to sleep in poll(2) on; `None`
+    /// for ports that are never waited on.
+    fn readiness(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests and benchmarks only: see `tests/` and `benches/`.

@@ -1,0 +1,537 @@
+//! Stage 0 in the kernel: ordered rules drop, pass and redirect, count exactly, and change at
+//! run time without reattaching.
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use xskit::{AttachMode, Interface, Mode, Port, PortConfig, SocketConfig};
+use xskit_fwd::filter::{Action, KernelRule, XdpFilter};
+use xskit_testbed::TestbedConfig;
+use xskit_traffic::probe::{self, Endpoints, Flows, Template};
+
+fn template(bed: &xskit_testbed::Testbed, dst_port: u16) -> Template {
+    let ends = Endpoints {
+        src_mac: bed.a.mac,
+        dst_mac: bed.b.mac,
+        src_ip: IpAddr::V4(bed.a.ip),
+        dst_ip: IpAddr::V4(bed.b.ip),
+        src_port: 40000,
+        dst_port,
+    };
+    Template::new(ends, Flows::default(), None, 64).unwrap()
+}
+
+/// Sends `n` probes numbered from `first` to `dst_port`, paced so no ring overflows.
+fn send(tx: &mut Port, t: &Template, first: u64, n: u64) {
+    let umem = tx.umem().clone();
+    let mut batch = Vec::new();
+    for seq in first..first + n {
+        tx.alloc(&mut batch, 1);
+        let f = batch.last_mut().unwrap();
+        let len = t.write(umem.buffer_mut(f), seq, 0).unwrap();
+        umem.set_len(f, len).unwrap();
+        if batch.len() == 16 || seq + 1 == first + n {
+            while !batch.is_empty() {
+                tx.send(&mut batch).unwrap();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while tx.tx_in_flight() > 0 && Instant::now() < deadline {
+        tx.complete();
+        tx.socket().tx().unwrap().wakeup_if_needed().unwrap();
+    }
+}
+
+/// Receives until `n` probes arrived or a second passed; returns how many were valid.
+fn receive(rx: &mut Port, n: u64) -> u64 {
+    let umem = rx.umem().clone();
+    let (mut frames, mut valid) = (Vec::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while valid < n && Instant::now() < deadline {
+        rx.receive(&mut frames, 64).unwrap();
+        valid += frames
+            .iter()
+            .filter(|f| matches!(probe::check(umem.data(f)), probe::Probe::Valid { .. }))
+            .count() as u64;
+        rx.recycle(&mut frames);
+    }
+    valid
+}
+
+#[test]
+fn rules_drop_pass_and_redirect_and_change_at_run_time() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let (b_if, b_ip) = (bed.b.ifname.clone(), bed.b.ip);
+    let (program, mut rx, udp) = bed
+        .b
+        .ns
+        .run(move || {
+            let iface = Interface::by_name(&b_if).unwrap();
+            let program = XdpFilter::attach(&iface, AttachMode::Drv, false).unwrap();
+            let rx = Port::open_with(
+                Arc::clone(program.program()),
+                0,
+                &PortConfig {
+                    mode: Mode::Drv,
+                    ..PortConfig::default()
+                },
+            )
+            .unwrap();
+            let udp = UdpSocket::bind(SocketAddr::new(IpAddr::V4(b_ip), 5000)).unwrap();
+            udp.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            (program, rx, udp)
+        })
+        .unwrap();
+    let id = attached_program(&bed.b).expect("filter attached");
+    program
+        .set_rules(
+            &[
+                KernelRule::new(
+                    Some((IpAddr::V4(bed.b.ip), 32)),
+                    Some(17),
+                    Some((7, 7)),
+                    Action::Drop,
+                )
+                .unwrap(),
+                KernelRule::new(None, Some(17), Some((5000, 5000)), Action::Pass).unwrap(),
+            ],
+            Action::Redirect,
+        )
+        .unwrap();
+    let a_if = bed.a.ifname.clone();
+    let cfg = PortConfig {
+        mode: Mode::Drv,
+        tx_only: true,
+        ..PortConfig::default()
+    };
+    let mut tx = bed
+        .a
+        .ns
+        .run(|| Port::open(&a_if, 0, &cfg))
+        .unwrap()
+        .unwrap();
+
+    send(&mut tx, &template(&bed, 7), 0, 100); // dropped in the kernel
+    send(&mut tx, &template(&bed, 5000), 0, 50); // passed to the kernel stack's socket
+    send(&mut tx, &template(&bed, 9), 0, 80); // redirected to the xskit socket
+    let mut buf = [0u8; 2048];
+    let mut datagrams = 0;
+    while udp.recv(&mut buf).is_ok() {
+        datagrams += 1;
+    }
+    assert_eq!(datagrams, 50, "passed packets reach the stack's UDP socket");
+    assert_eq!(
+        receive(&mut rx, 80),
+        80,
+        "redirected packets reach the xskit socket"
+    );
+    let c = program.rule_counters().unwrap();
+    assert_eq!(c.len(), 3, "two rules and the default");
+    assert_eq!((c[0].packets, c[0].bytes), (100, 100 * 64), "drop rule");
+    assert_eq!(c[1].packets, 50, "pass rule");
+    assert_eq!(c[2].packets, 80, "default (redirect)");
+
+    // Change the rules while running: the drop rule goes, port 7 now takes the default.
+    program.set_rules(&[], Action::Redirect).unwrap();
+    send(&mut tx, &template(&bed, 7), 100, 20);
+    assert_eq!(receive(&mut rx, 20), 20, "port 7 is redirected now");
+    let c = program.rule_counters().unwrap();
+    assert_eq!(
+        (c.len(), c[0].packets),
+        (1, 100),
+        "only the default remains, counting on"
+    );
+    assert_eq!(
+        attached_program(&bed.b),
+        Some(id),
+        "same program, never reattached"
+    );
+
+    // A default of Drop stops everything without a rule.
+    program.set_rules(&[], Action::Drop).unwrap();
+    send(&mut tx, &template(&bed, 9), 200, 10);
+    assert_eq!(receive(&mut rx, 10), 0);
+}
+
+#[test]
+fn rule_errors_are_clear() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let b_if = bed.b.ifname.clone();
+    let filter = bed
+        .b
+        .ns
+        .run(move || {
+            let iface = Interface::by_name(&b_if).unwrap();
+            let filter = XdpFilter::attach(&iface, AttachMode::Skb, false).unwrap();
+            let any = KernelRule::new(None, None, None, Action::Pass).unwrap();
+            let too_many = vec![any; xskit_fwd::MAX_RULES + 1];
+            filter
+                .set_rules(&too_many, Action::Pass)
+                .unwrap_err()
+                .to_string()
+        })
+        .unwrap();
+    assert!(filter.contains("at most 64"), "{filter}");
+}
+
+mod split {
+    //! The kernel and user space agree on every packet: for random rule sets and packets, the
+    //! rule the XDP filter hits (read from its counters after a dry run) is the rule user
+    //! space picks when the kernel decides, and never later than it when the kernel sends the
+    //! packet up.
+
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    use xskit_fwd::rules::{PacketKey, RuleSet, Verdict};
+    use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
+
+    const DSTS: [&str; 5] = [
+        "",
+        "198.51.100.0/24",
+        "198.51.100.2/32",
+        "203.0.113.0/25",
+        "2001:db8::/32",
+    ];
+    const SRCS: [&str; 3] = ["", "198.51.100.1/32", "2001:db8::1/128"];
+    const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];
+    const PORTS: [&str; 3] = ["", "53", "\"1-100\""];
+    const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
+    const DEFAULTS: [&str; 3] = ["drop", "pass", "forward"];
+
+    fn rules_text(
+        rules: &[(usize, usize, usize, usize, usize, usize)],
+        default: usize,
+        unclassifiable: usize,
+    ) -> String {
+        let mut t = format!(
+            "default = \"{}\"\nunclassifiable = \"{}\"\n",
+            DEFAULTS[default], DEFAULTS[unclassifiable]
+        );
+        for &(dst, src, proto, dport, sport, action) in rules {
+            t.push_str("[[rule]]\n");
+            // A source of the other family than the destination can match nothing: skip it.
+            let src = if DSTS[dst].contains(':') != SRCS[src].contains(':') && !DSTS[dst].is_empty()
+            {
+                0
+            } else {
+                src
+            };
+            for (key, v) in [("dst", DSTS[dst]), ("src", SRCS[src])] {
+                if !v.is_empty() {
+                    t.push_str(&format!("{key} = \"{v}\"\n"));
+                }
+            }
+            if !PROTOS[proto].is_empty() {
+                t.push_str(&format!("protocol = \"{}\"\n", PROTOS[proto]));
+                if proto <= 2 {
+                    for (key, v) in [("dst_port", PORTS[dport]), ("src_port", PORTS[sport])] {
+                        if !v.is_empty() {
+                            t.push_str(&format!("{key} = {v}\n"));
+                        }
+                    }
+                }
+            }
+            t.push_str(&format!("action = \"{}\"\n", ACTIONS[action]));
+        }
+        t
+    }
+
+    const V4: [[u8; 4]; 3] = [[198, 51, 100, 1], [198, 51, 100, 2], [203, 0, 113, 9]];
+    const V6: [[u8; 16]; 2] = [
+        [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0x20, 0x01, 0x0d, 0xb9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    ];
+    const L4: [u8; 3] = [17, 6, 1];
+    const PORT_VALUES: [u16; 4] = [9, 53, 80, 1000];
+
+    /// (family: 0 ARP, 1 IPv4, 2 IPv6, 3 IPv6 with a hop-by-hop header; src, dst, l4, sport,
+    /// dport, first fragment)
+    fn frame(p: (usize, usize, usize, usize, usize, usize, bool)) -> Vec<u8> {
+        let (family, src, dst, l4, sport, dport, first) = p;
+        let mut f = vec![0u8; 14 + 40 + 8 + 20 + 8];
+        let proto = L4[l4];
+        let l4_len = if proto == 6 { 20 } else { 8 };
+        let mut eth = ethernet::Frame::new_unchecked(&mut f[..]);
+        eth.set_dst_addr([2, 0, 0, 0, 0, 2]);
+        eth.set_src_addr([2, 0, 0, 0, 0, 1]);
+        let l4_at = match family % 4 {
+            0 => {
+                eth.set_ethertype(EtherType::Arp);
+                return f[..14 + 28].to_vec();
+            }
+            1 => {
+                eth.set_ethertype(EtherType::Ipv4);
+                let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
+                ip.init(20 + l4_len, proto, V4[src % 3], V4[dst % 3]);
+                ip.fill_checksum();
+                14 + 20
+            }
+            2 => {
+                eth.set_ethertype(EtherType::Ipv6);
+                let mut ip = ipv6::Packet::new_unchecked(eth.payload_mut());
+                ip.init(l4_len, proto, V6[src % 2], V6[dst % 2], 0);
+                14 + 40
+            }
+            _ => {
+                // IPv6 with a hop-by-hop header (PadN options) before the upper layer.
+                eth.set_ethertype(EtherType::Ipv6);
+                let mut ip = ipv6::Packet::new_unchecked(eth.payload_mut());
+                ip.init(8 + l4_len, 0, V6[src % 2], V6[dst % 2], 0);
+                ip.payload_mut()[..8].copy_from_slice(&[proto, 0, 1, 4, 0, 0, 0, 0]);
+                14 + 40 + 8
+            }
+        };
+        if !first && family == 1 {
+            // Fragment offset 64 bytes: the bytes where ports would be are payload.
+            f[14 + 6] = 0;
+            f[14 + 7] = 8;
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[14..]);
+            ip.fill_checksum();
+        }
+        f[l4_at..l4_at + 2].copy_from_slice(&PORT_VALUES[sport].to_be_bytes());
+        f[l4_at + 2..l4_at + 4].copy_from_slice(&PORT_VALUES[dport].to_be_bytes());
+        if proto == 6 {
+            f[l4_at + 12] = 5 << 4;
+        }
+        f.truncate(l4_at + usize::from(l4_len));
+        f
+    }
+
+    /// Damages a frame as an attacker (or a broken sender) would: `m` picks the damage, `at`
+    /// where to cut. Some of them leave a valid packet (one or two VLAN tags).
+    fn mutate(mut f: Vec<u8>, m: usize, at: usize) -> Vec<u8> {
+        let ethertype = u16::from_be_bytes([f[12], f[13]]);
+        let v4 = ethertype == 0x0800;
+        let v6 = ethertype == 0x86dd;
+        match m {
+            1 => f.truncate(at % (f.len() + 1)),
+            2 if v4 => f[16..18].copy_from_slice(&10u16.to_be_bytes()),
+            3 if v4 => f[16..18].copy_from_slice(&65535u16.to_be_bytes()),
+            2 if v6 => f[18..20].copy_from_slice(&0u16.to_be_bytes()),
+            3 if v6 => f[18..20].copy_from_slice(&65535u16.to_be_bytes()),
+            4 if v4 => f[14] = 0x65,
+            4 if v6 => f[14] = 0x45,
+            5 if v4 => f[14] = 0x44,
+            6 | 7 => {
+                // UDP to port 53 behind 9 or 50 Destination Options headers.
+                let n = if m == 6 { 9 } else { 50 };
+                let mut g = vec![0u8; 14 + 40 + 8 * n + 8];
+                g[..12].copy_from_slice(&f[..12]);
+                let mut eth = ethernet::Frame::new_unchecked(&mut g[..]);
+                eth.set_ethertype(EtherType::Ipv6);
+                let mut ip = ipv6::Packet::new_unchecked(eth.payload_mut());
+                ip.init((8 * n + 8) as u16, 60, V6[0], V6[1], 0);
+                for k in 0..n {
+                    let at = 14 + 40 + 8 * k;
+                    g[at] = if k + 1 == n { 17 } else { 60 };
+                    g[at + 2..at + 4].copy_from_slice(&[1, 4]);
+                }
+                let at = 14 + 40 + 8 * n;
+                g[at + 2..at + 4].copy_from_slice(&53u16.to_be_bytes());
+                g[at + 4..at + 6].copy_from_slice(&8u16.to_be_bytes());
+                return g;
+            }
+            8..=11 => {
+                // 1, 2, 3 or 10 VLAN tags in front of the packet.
+                let tags = [1, 2, 3, 10][m - 8];
+                for _ in 0..tags {
+                    f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+                }
+            }
+            _ => {}
+        }
+        f
+    }
+
+    #[test]
+    fn kernel_and_user_space_agree() {
+        agree(false);
+    }
+
+    #[test]
+    fn kernel_and_user_space_agree_in_the_multi_buffer_program() {
+        agree(true);
+    }
+
+    fn agree(multi_buffer: bool) {
+        if !privileged() {
+            return;
+        }
+        let bed = bed(TestbedConfig::default());
+        let b_if = bed.b.ifname.clone();
+        // A socket on queue 0, so a redirect shows in a dry run as XDP_REDIRECT, not PASS.
+        let (program, _port) = bed
+            .b
+            .ns
+            .run(move || {
+                let iface = Interface::by_name(&b_if).unwrap();
+                let program = XdpFilter::attach(&iface, AttachMode::Skb, multi_buffer).unwrap();
+                let port = Port::open_with(
+                    Arc::clone(program.program()),
+                    0,
+                    &PortConfig {
+                        mode: Mode::Skb,
+                        socket: SocketConfig {
+                            multi_buffer,
+                            ..SocketConfig::default()
+                        },
+                        ..PortConfig::default()
+                    },
+                )
+                .unwrap();
+                // Forwarding in XDP redirects to a devmap: any interface will do for dry runs.
+                program.set_forward_target(&iface).unwrap();
+                (program, port)
+            })
+            .unwrap();
+        let rule = (
+            0..5usize,
+            0..3usize,
+            0..4usize,
+            0..3usize,
+            0..3usize,
+            0..3usize,
+        );
+        let packet = (
+            0..4usize,
+            0..3usize,
+            0..3usize,
+            0..3usize,
+            0..4usize,
+            0..4usize,
+            prop::bool::weighted(0.8),
+        );
+        // Mostly intact packets; the rest damaged in one of the ways `mutate` knows.
+        let damage = prop_oneof![3 => Just(0usize), 2 => 1..12usize];
+        let case = (
+            prop::collection::vec(rule, 0..8),
+            0..3usize,
+            prop::collection::vec((packet, damage, 0..200usize), 1..24),
+            any::<bool>(),
+            0..3usize,
+        );
+        let mut runner = TestRunner::new(Config {
+            cases: 96,
+            ..Config::default()
+        });
+        runner
+            .run(
+                &case,
+                |(rules, default, packets, xdp_forward, unclassifiable)| {
+                    let text = rules_text(&rules, default, unclassifiable);
+                    let mut rs = RuleSet::from_toml(&text).unwrap();
+                    rs.set_forward_in_kernel(xdp_forward);
+                    let (kernel_rules, kernel_default) = rs.kernel_rules().unwrap();
+                    program.set_rules(&kernel_rules, kernel_default).unwrap();
+                    program
+                        .set_unclassifiable(rs.kernel_unclassifiable())
+                        .unwrap();
+                    let n = rs.rules().len();
+                    for (p, damage, at) in packets {
+                        let f = mutate(frame(p), damage, at);
+                        if f.len() < 14 {
+                            // The kernel's dry run refuses frames shorter than an Ethernet header.
+                            prop_assert!(PacketKey::parse(&f).is_err());
+                            continue;
+                        }
+                        let before = program.rule_counters().unwrap();
+                        let undecided = program.undecided_counter().unwrap().packets;
+                        let unclassified = program.unclassifiable_counter().unwrap().packets;
+                        let verdict = program.program().test_run(&f).unwrap();
+                        let after = program.rule_counters().unwrap();
+                        let hit: Vec<usize> = (0..=n)
+                            .filter(|&i| after[i].packets != before[i].packets)
+                            .collect();
+                        let parsed = PacketKey::parse(&f);
+                        if program.undecided_counter().unwrap().packets != undecided {
+                            // IPv6 with extension headers: always up to user space, undecided;
+                            // user space walks the chain (or finds it unclassifiable).
+                            prop_assert!(hit.is_empty() && verdict == 4, "{:?} {}", hit, verdict);
+                            continue;
+                        }
+                        if program.unclassifiable_counter().unwrap().packets != unclassified {
+                            prop_assert!(hit.is_empty(), "{:?}", hit);
+                            prop_assert!(parsed.is_err(), "user space classified it\n{:?}", f);
+                            let want = match rs.unclassifiable_verdict() {
+                                Verdict::Drop => 1,
+                                Verdict::Pass => 2,
+                                _ => 4,
+                            };
+                            prop_assert_eq!(verdict, want, "{:?}", f);
+                            continue;
+                        }
+                        prop_assert!(
+                            parsed.is_ok(),
+                            "kernel classified it: {:?}\n{:?}",
+                            parsed,
+                            f
+                        );
+                        prop_assert_eq!(hit.len(), 1, "one counter moves: {:?}", hit);
+                        let kernel = hit[0];
+                        let user = rs.classify(&parsed.unwrap()).unwrap_or(n);
+                        let decided = if kernel == n {
+                            rs.default_decided_in_kernel()
+                        } else {
+                            rs.decided_in_kernel(kernel)
+                        };
+                        // What user space would do with the packet, had it seen it.
+                        let fate = if user == n {
+                            rs.default_verdict()
+                        } else {
+                            rs.rules()[user].verdict()
+                        };
+                        match verdict {
+                            1 => prop_assert!(
+                                decided && fate == Verdict::Drop,
+                                "dropped\n{}\n{:?}",
+                                text,
+                                f
+                            ),
+                            2 => prop_assert!(
+                                decided && fate == Verdict::Pass,
+                                "passed\n{}\n{:?}",
+                                text,
+                                f
+                            ),
+                            // To the socket (user space decides), or forwarded in XDP.
+                            4 => prop_assert!(
+                                !decided || fate == Verdict::Forward,
+                                "redirected\n{}\n{:?}",
+                                text,
+                                f
+                            ),
+                            other => prop_assert!(false, "verdict {}", other),
+                        }
+                        if decided {
+                            prop_assert_eq!(user, kernel, "{}\n{:?}", text, f);
+                        } else {
+                            prop_assert!(
+                                user >= kernel,
+                                "user {} kernel {}\n{}\n{:?}",
+                                user,
+                                kernel,
+                                text,
+                                f
+                            );
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+}

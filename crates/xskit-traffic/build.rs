@@ -1,0 +1,14 @@
+//! Compiles the benchmark's drop program and the live-frames generator in `bpf/`.
+
+use xskit_bpf_build::Program;
+
+fn main() {
+    xskit_bpf_build::compile(
+        &[
+            Program::new("xdp_count_drop", "xdp_count_drop"),
+            Program::with_args("xdp_count_drop_frags", "xdp_count_drop", &["-DXSKIT_FRAGS"]),
+            Program::new("xdp_live_redirect", "xdp_live_redirect"),
+        ],
+        &[],
+    );
+}

@@ -1,0 +1,26 @@
+//! # xskit-traffic
+//!
+//! Traffic for xskit's tests, demo and benchmarks, and for yours:
+//! - [`probe`]: numbered, timestamped UDP probes, their templates (flows, VLAN tags, IPv6) and
+//!   the checks a receiver makes (loss, reordering, damage, latency);
+//! - [`LiveFrames`]: the kernel's live-frames generator, several Mpps from one core;
+//! - [`XdpDropCounter`]: the XDP_DROP ceiling receive benchmarks are measured against;
+//! - [`baseline`]: AF_PACKET with a TPACKET_V3 ring and `sendmmsg`, written as a tuned
+//!   AF_PACKET application would, to measure xskit against.
+#![deny(unsafe_code)]
+
+mod error;
+mod live;
+mod packet;
+pub mod probe;
+#[allow(unsafe_code)]
+mod sys;
+
+pub use error::{Error, Result};
+pub use live::{LiveFrames, XdpDropCounter};
+
+/// Baselines xskit is measured against: AF_PACKET with a TPACKET_V3 receive ring and a
+/// `sendmmsg` transmitter.
+pub mod baseline {
+    pub use crate::sys::afpacket::{PacketRxRing, PacketTx};
+}

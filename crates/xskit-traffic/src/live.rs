@@ -1,0 +1,174 @@
+//! The kernel's own generators and sinks for benchmarks: the live-frames generator (a
+//! BPF_PROG_TEST_RUN loop that transmits copies of one frame) and the XDP_DROP ceiling (a
+//! program that counts and drops).
+
+use std::fmt;
+
+use aya::maps::PerCpuArray;
+use aya::programs::Xdp;
+use aya::Ebpf;
+use xskit::{AttachMode, AttachedMode, Interface, ProgramObject, XdpProgram};
+
+use crate::error::{Error, Result};
+
+static COUNT_DROP_FRAGS_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop_frags.o"));
+static COUNT_DROP_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
+static LIVE_REDIRECT_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
+
+/// The message of an error with its sources, so the kernel's reason is kept.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn bpf_error(what: &'static str, e: &dyn std::error::Error) -> Error {
+    let reason = chain(e);
+    if reason.contains("Operation not permitted") || reason.contains("EPERM") {
+        Error::NotPermitted { what }
+    } else {
+        Error::Bpf { what, reason }
+    }
+}
+
+/// The kernel's ceiling for receive benchmarks: a program that counts packets per CPU and
+/// drops them. Detached on drop, like every xskit program.
+pub struct XdpDropCounter {
+    counts: PerCpuArray<aya::maps::MapData, u64>,
+    program: XdpProgram,
+}
+
+impl fmt::Debug for XdpDropCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("XdpDropCounter")
+            .field("mode", &self.program.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpDropCounter {
+    /// Attaches the counting drop program to `iface`; with `multi_buffer`, the `xdp.frags`
+    /// variant, which native XDP needs on links with an MTU above a page.
+    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+        let object = if multi_buffer {
+            ProgramObject::new(COUNT_DROP_FRAGS_OBJ, "xskit_count_drop_frags")
+        } else {
+            ProgramObject::new(COUNT_DROP_OBJ, "xskit_count_drop")
+        };
+        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
+        let counts = program.take_map("drop_count")?;
+        Ok(XdpDropCounter { counts, program })
+    }
+
+    /// Packets dropped so far, summed over CPUs.
+    pub fn dropped(&self) -> Result<u64> {
+        let per_cpu = self
+            .counts
+            .get(&0, 0)
+            .map_err(|e| bpf_error("reading the drop counter", &e))?;
+        Ok(per_cpu.iter().sum())
+    }
+
+    /// The mode the program runs in.
+    pub fn mode(&self) -> AttachedMode {
+        self.program.mode()
+    }
+}
+
+/// A generator that needs no socket: the kernel's live-frames test run sends copies of one
+/// frame out of an interface in a tight loop (several Mpps on one core). The frames are
+/// redirected at the XDP level, so the receiving device must run native XDP, or have GRO on
+/// (veth), or it drops them silently. Nothing is attached to any interface.
+pub struct LiveFrames {
+    ebpf: Ebpf,
+    target: Interface,
+}
+
+impl fmt::Debug for LiveFrames {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveFrames")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+const LIVE_PROGRAM: &str = "xskit_live_redirect";
+
+impl LiveFrames {
+    /// Prepares the program that transmits out of `target` (in this thread's namespace).
+    pub fn new(target: &Interface) -> Result<Self> {
+        let index = target.index();
+        let mut ebpf = aya::EbpfLoader::new()
+            .override_global("target_ifindex", &index, true)
+            .load(LIVE_REDIRECT_OBJ)
+            .map_err(|e| bpf_error("loading the live-frames program", &e))?;
+        let program: &mut Xdp = ebpf
+            .program_mut(LIVE_PROGRAM)
+            .ok_or_else(|| Error::Bpf {
+                what: "loading the live-frames program",
+                reason: format!("the embedded object has no {LIVE_PROGRAM}"),
+            })?
+            .try_into()
+            .map_err(|e| bpf_error("loading the live-frames program", &e))?;
+        program
+            .load()
+            .map_err(|e| bpf_error("verifying the live-frames program", &e))?;
+        Ok(LiveFrames {
+            ebpf,
+            target: target.clone(),
+        })
+    }
+
+    /// [`LiveFrames::send`] with SIGINT and SIGTERM held until the kernel is done, so all
+    /// `count` copies leave and the count is known; a stop signal takes effect when it
+    /// returns. Keep `count` to what the device sends in a fraction of a second.
+    pub fn send_whole(&mut self, frame: &[u8], count: u32) -> Result<bool> {
+        xskit::os::with_stop_signals_held(|| self.send(frame, count))
+    }
+
+    /// Transmits `count` copies of `frame`; returns when the kernel is done: true, or false if
+    /// a signal interrupted the run (the kernel does not say how many of the copies left).
+    pub fn send(&mut self, frame: &[u8], count: u32) -> Result<bool> {
+        const WHAT: &str = "running the live-frames generator";
+        let program: &mut Xdp = self
+            .ebpf
+            .program_mut(LIVE_PROGRAM)
+            .ok_or_else(|| Error::Bpf {
+                what: WHAT,
+                reason: format!("{LIVE_PROGRAM} is gone"),
+            })?
+            .try_into()
+            .map_err(|e| bpf_error(WHAT, &e))?;
+        let fd = program.fd().map_err(|e| bpf_error(WHAT, &e))?;
+        let run = xskit::program::test_run_live(std::os::fd::AsFd::as_fd(fd), frame, count, 64);
+        if run.as_ref().is_err_and(|e| e.errno() == Some(libc::EINTR)) {
+            return Ok(false);
+        }
+        run.map(|_| true).map_err(|e| match e.errno() {
+            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what: WHAT },
+            Some(libc::EINVAL) => Error::Bpf {
+                what: WHAT,
+                reason: format!(
+                    "the kernel refused live frames ({}): it needs Linux 5.18 or later and a \
+                     frame of 14 to {} bytes",
+                    e.os_error,
+                    4096 - 256 - 320
+                ),
+            },
+            _ => Error::Syscall(e),
+        })
+    }
+
+    /// The interface frames leave from.
+    pub fn target(&self) -> &Interface {
+        &self.target
+    }
+}
