@@ -126,14 +126,10 @@ struct FilterMaps {
 }
 
 fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
-    let mut reason = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        reason.push_str(": ");
-        reason.push_str(&s.to_string());
-        source = s.source();
+    Error::Filter {
+        what,
+        reason: xskit::error_chain(&e),
     }
-    Error::Filter { what, reason }
 }
 
 impl FilterMaps {

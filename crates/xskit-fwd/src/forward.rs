@@ -670,6 +670,7 @@ impl WorkerPlan {
             out: Outputs::new(n),
             rounds: 0,
             host_every: HOST_EVERY,
+            needs_clock: self.limiters.iter().any(Option::is_some),
         };
         Ok((worker, cells))
     }

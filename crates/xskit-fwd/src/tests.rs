@@ -23,18 +23,22 @@ const B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 const PORT_MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]];
 const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
 
-/// Time that moves only when a test says so.
-struct VirtualClock(Cell<u64>);
+/// Time that moves only when a test says so; it counts how often it is read.
+struct VirtualClock {
+    now_ns: Cell<u64>,
+    reads: Cell<u64>,
+}
 
 impl Clock for VirtualClock {
     fn now_ns(&self) -> u64 {
-        self.0.get()
+        self.reads.set(self.reads.get() + 1);
+        self.now_ns.get()
     }
 }
 
 impl VirtualClock {
     fn advance_ms(&self, ms: u64) {
-        self.0.set(self.0.get() + ms * 1_000_000);
+        self.now_ns.set(self.now_ns.get() + ms * 1_000_000);
     }
 }
 
@@ -114,7 +118,10 @@ impl Bench {
             worker,
             cells,
             ends,
-            clock: VirtualClock(Cell::new(1_000_000_000)),
+            clock: VirtualClock {
+                now_ns: Cell::new(1_000_000_000),
+                reads: Cell::new(0),
+            },
             shared,
             total,
             plan,
@@ -215,6 +222,11 @@ fn rules_forward_and_drop_each_packet_and_count_it() {
     assert_eq!(bench.rule(1), (10, 0), "the default counts the rest");
     assert_eq!(bench.port(0, |c| &c.rx_packets), 20);
     assert_eq!(bench.port(1, |c| &c.tx_packets), 10);
+    assert_eq!(
+        bench.clock.reads.get(),
+        0,
+        "no rule needs the time: no clock read"
+    );
     bench.assert_all_frames_home();
 }
 
@@ -251,6 +263,7 @@ fn a_rate_limit_follows_the_clock_it_is_given() {
         (80, 67),
         "every packet counted, those over the rate too"
     );
+    assert!(bench.clock.reads.get() > 0, "the limit reads the clock it is given");
     bench.assert_all_frames_home();
 }
 

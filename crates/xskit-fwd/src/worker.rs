@@ -158,6 +158,9 @@ pub(crate) struct Worker<P> {
     /// Rounds so far, and every how many rounds the host link is read.
     pub(crate) rounds: u32,
     pub(crate) host_every: u32,
+    /// Some stage reads the time (a rate limit): only then is the clock read, once per busy
+    /// round.
+    pub(crate) needs_clock: bool,
 }
 
 /// What preparing one transmit vector did.
@@ -299,7 +302,11 @@ impl<P: PipelinePort> Worker<P> {
                     }
                 }
             }
-            let now = *now_ns.get_or_insert_with(|| clock.now_ns());
+            let now = if self.needs_clock {
+                *now_ns.get_or_insert_with(|| clock.now_ns())
+            } else {
+                0
+            };
             self.pipeline.process(
                 &self.umem,
                 StageContext::new(p as u16, now),
@@ -336,7 +343,6 @@ impl<P: PipelinePort> Worker<P> {
             let bytes: usize = txq.iter().map(Frame::len).sum();
             let packets = txq.iter().filter(|f| !f.is_continued()).count();
             let sent = self.ports[p].send(&self.umem, &mut txq, &mut self.pool);
-            self.pool.free(&mut txq);
             self.txq = txq;
             let sent = sent?;
             let cells = &self.port_cells[p];
@@ -381,6 +387,7 @@ impl<P: PipelinePort> Worker<P> {
         self.pool.free(&mut self.out.kernel);
         self.pool.free(&mut self.raw);
         self.pool.free(&mut self.input);
+        self.pool.free(&mut self.txq);
     }
 
     /// Once the programs no longer redirect here (`drain`): takes what is in the rx rings,

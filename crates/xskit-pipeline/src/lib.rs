@@ -103,7 +103,7 @@ pub enum Next {
     Drop,
     /// Out of port N.
     Tx(u16),
-    /// Out of the port the vector came in on (see [`Pipeline::process_from`]).
+    /// Out of the port the vector came in on ([`StageContext::input_port`]).
     Back,
     /// To the kernel stack (through a TAP device, where one is set up).
     Kernel,

@@ -19,7 +19,7 @@ struct Queues {
     inbound: VecDeque<Vec<u8>>,
     /// Packets the port transmitted.
     outbound: VecDeque<Vec<u8>>,
-    /// Inbound packets lost for want of a frame, or longer than every frame chain allows.
+    /// Inbound packets lost for want of free frames to receive them into.
     rx_dropped: u64,
 }
 

@@ -130,9 +130,10 @@ impl PipelinePort for XskPort {
         }
         let n = tx.send(frames, fit);
         self.in_tx += n;
-        tx.wakeup_if_needed()?;
-        // Frames that did not fit are dropped back to the pool, as a full NIC queue drops.
+        // Frames that did not fit are dropped back to the pool, as a full NIC queue drops
+        // (before the wakeup, so a failed one leaves no frame outside the pool's count).
         pool.free(frames);
+        tx.wakeup_if_needed()?;
         Ok(n)
     }
 

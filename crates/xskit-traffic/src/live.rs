@@ -18,20 +18,8 @@ static COUNT_DROP_OBJ: &[u8] =
 static LIVE_REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
 
-/// The message of an error with its sources, so the kernel's reason is kept.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 fn bpf_error(what: &'static str, e: &dyn std::error::Error) -> Error {
-    let reason = chain(e);
+    let reason = xskit::error_chain(e);
     if reason.contains("Operation not permitted") || reason.contains("EPERM") {
         Error::NotPermitted { what }
     } else {

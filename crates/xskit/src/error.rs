@@ -203,21 +203,22 @@ pub enum Error {
 /// Results of xskit operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An error's message followed by its sources' (as anyhow's `{:#}` prints them), for errors
+/// of other crates (aya's, above all) whose reason is only in the chain.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What `{:#}` of an error chain prints (as anyhow does): every message, joined.
-    fn chain(e: &dyn std::error::Error) -> String {
-        let mut text = e.to_string();
-        let mut next = e.source();
-        while let Some(s) = next {
-            text.push_str(": ");
-            text.push_str(&s.to_string());
-            next = s.source();
-        }
-        text
-    }
 
     #[test]
     fn an_os_error_is_printed_once() {
@@ -225,7 +226,7 @@ mod tests {
             call: "sendto(AF_XDP wakeup)",
             os_error: std::io::Error::from_raw_os_error(libc::ENXIO),
         });
-        let text = chain(&e);
+        let text = error_chain(&e);
         assert_eq!(text.matches("os error 6").count(), 1, "{text}");
         assert!(text.starts_with("sendto(AF_XDP wakeup) failed: "), "{text}");
     }

@@ -58,7 +58,7 @@ pub mod sync;
 mod sys;
 mod umem;
 
-pub use error::{Error, Result};
+pub use error::{error_chain, Error, Result};
 pub use interface::Interface;
 pub use port::{Mode, ModeInfo, Port, PortConfig};
 pub use program::{AttachMode, AttachedMode, ProgramObject, XdpProgram};

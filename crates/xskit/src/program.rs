@@ -9,7 +9,7 @@ use aya::maps::{MapData, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
 
-use crate::error::{Error, Result};
+use crate::error::{error_chain, Error, Result};
 use crate::interface::Interface;
 use crate::socket::Socket;
 use crate::sync::LockUnpoisoned;
@@ -119,18 +119,6 @@ fn native_error(iface: &Interface, mtu: u32, multi_buffer: bool, reason: &str) -
     }
 }
 
-/// The full error chain of an aya error, so messages keep the kernel's reason.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// A loaded, attached object: the link lives as long as `ebpf`.
 struct Attached {
     ebpf: Ebpf,
@@ -158,7 +146,7 @@ fn attach_object(
             mode: link.xdp.mode_name(),
         });
     }
-    let mut ebpf = Ebpf::load(obj).map_err(|e| program_error("loading", chain(&e)))?;
+    let mut ebpf = Ebpf::load(obj).map_err(|e| program_error("loading", error_chain(&e)))?;
     let program: &mut Xdp = ebpf
         .program_mut(prog_name)
         .ok_or_else(|| Error::Program(format!("the embedded object has no program {prog_name}")))?
@@ -166,7 +154,7 @@ fn attach_object(
         .map_err(|e| Error::Program(format!("{prog_name}: {e}")))?;
     program
         .load()
-        .map_err(|e| program_error("verifying", chain(&e)))?;
+        .map_err(|e| program_error("verifying", error_chain(&e)))?;
     let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
     // Another program attached between the check above and our attach: the kernel refused
     // ours. Name the winner instead of trying another mode.
@@ -183,13 +171,15 @@ fn attach_object(
     let (mode, fallback) = match mode {
         AttachMode::Skb => {
             attach(program, XdpMode::Skb).map_err(|e| {
-                taken().unwrap_or_else(|| program_error("attaching in SKB mode", chain(&e)))
+                taken().unwrap_or_else(|| program_error("attaching in SKB mode", error_chain(&e)))
             })?;
             (AttachedMode::Skb, None)
         }
         AttachMode::Drv => {
             attach(program, XdpMode::Driver).map_err(|e| {
-                taken().unwrap_or_else(|| native_error(iface, link.mtu, multi_buffer, &chain(&e)))
+                taken().unwrap_or_else(|| {
+                    native_error(iface, link.mtu, multi_buffer, &error_chain(&e))
+                })
             })?;
             (AttachedMode::Drv, None)
         }
@@ -200,13 +190,14 @@ fn attach_object(
                     return Err(e);
                 }
                 attach(program, XdpMode::Skb).map_err(|e| {
-                    taken().unwrap_or_else(|| program_error("attaching in SKB mode", chain(&e)))
+                    taken()
+                        .unwrap_or_else(|| program_error("attaching in SKB mode", error_chain(&e)))
                 })?;
                 (
                     AttachedMode::Skb,
                     Some(format!(
                         "native XDP refused ({}), using SKB mode",
-                        chain(&native)
+                        error_chain(&native)
                     )),
                 )
             }
@@ -307,7 +298,7 @@ impl XdpProgram {
             .take_map(name)
             .ok_or_else(|| Error::Program(format!("the loaded object has no map {name}")))?
             .try_into()
-            .map_err(|e| Error::Program(format!("{name}: {}", chain(&e))))
+            .map_err(|e| Error::Program(format!("{name}: {}", error_chain(&e))))
     }
 
     /// The kernel's id of this program.
@@ -374,7 +365,7 @@ impl XdpProgram {
             Error::Program(format!(
                 "registering queue {}: {}",
                 socket.queue(),
-                chain(&e)
+                error_chain(&e)
             ))
         })
     }
@@ -382,8 +373,9 @@ impl XdpProgram {
     /// Stops steering queue `queue` to a socket; its packets go to the kernel stack again.
     pub fn unregister(&self, queue: u32) -> Result<()> {
         let mut map = self.socket_map()?;
-        map.unset(queue)
-            .map_err(|e| Error::Program(format!("unregistering queue {queue}: {}", chain(&e))))
+        map.unset(queue).map_err(|e| {
+            Error::Program(format!("unregistering queue {queue}: {}", error_chain(&e)))
+        })
     }
 
     /// Runs the program once over `frame` without acting on the result (BPF_PROG_TEST_RUN) and
