@@ -263,7 +263,10 @@ fn a_rate_limit_follows_the_clock_it_is_given() {
         (80, 67),
         "every packet counted, those over the rate too"
     );
-    assert!(bench.clock.reads.get() > 0, "the limit reads the clock it is given");
+    assert!(
+        bench.clock.reads.get() > 0,
+        "the limit reads the clock it is given"
+    );
     bench.assert_all_frames_home();
 }
 
