@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use xskit::clock::process_cpu_ns;
-use xskit::{AttachMode, Interface, Mode, Port, Statistics};
+use xskit::{Interface, Port, Statistics};
 use xskit_traffic::baseline::{PacketRxRing, PacketTx};
 use xskit_traffic::probe::ProbeAddrs;
 use xskit_traffic::XdpDropCounter;
@@ -343,7 +343,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let mut meter = Meter::new(label, args, stop, 1)?;
             let mut rx = 0;
             loop {
-                rx += ring.receive(100, |_| {})?;
+                rx += ring.receive(Some(Duration::from_millis(100)), |_| {})?;
                 match meter.round(rx) {
                     Next::Stop => break,
                     Next::Line => meter.line(rx, 0, None, 0, 0),
@@ -371,12 +371,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         }
         Kind::XdpDrop => {
             let iface = Interface::by_name(&ifname)?;
-            let attach = match args.port.mode()? {
-                Mode::Skb => AttachMode::Skb,
-                Mode::Drv | Mode::ZeroCopy => AttachMode::Drv,
-                Mode::Auto => AttachMode::Auto,
-            };
-            let counter = XdpDropCounter::attach(&iface, attach, false)?;
+            let counter = XdpDropCounter::attach(&iface, args.port.mode(), false)?;
             announce(args.run.json, &format!("{label} {}", counter.mode()));
             let mut meter = Meter::new(label, args, stop, 1)?;
             let rx = loop {
@@ -438,7 +433,11 @@ fn rxdrop(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, 
     let (mut rx, mut empty) = (0u64, 0u64);
     loop {
         let n = if args.port.poll {
-            port.poll_receive(&mut frames, args.port.batch, 100)?
+            port.poll_receive(
+                &mut frames,
+                args.port.batch,
+                Some(Duration::from_millis(100)),
+            )?
         } else {
             port.receive(&mut frames, args.port.batch)?
         };

@@ -7,6 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use xskit::{Mode, ModeInfo, Port, PortConfig, Statistics};
 use xskit_testbed::{Testbed, TestbedConfig};
+
+use crate::opts::ModeArg;
 use xskit_traffic::probe::{
     self, ProbeAddrs, ReceiveOptions, ReceiveReport, SendOptions, SequenceCheck,
 };
@@ -23,10 +25,11 @@ pub(crate) struct DemoArgs {
     #[arg(
         short = 'm',
         long = "mode",
+        value_enum,
         value_delimiter = ',',
-        default_value = "skb,drv"
+        default_values_t = [ModeArg::Skb, ModeArg::Drv]
     )]
-    modes: Vec<String>,
+    modes: Vec<ModeArg>,
 }
 
 struct ModeReport {
@@ -49,11 +52,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<i32> {
     if args.count == 0 {
         bail!("--count must be at least 1");
     }
-    let modes: Vec<Mode> = args
-        .modes
-        .iter()
-        .map(|m| m.parse::<Mode>())
-        .collect::<Result<_, _>>()?;
+    let modes: Vec<Mode> = args.modes.iter().map(|&m| Mode::from(m)).collect();
     if !xskit_testbed::have_privileges() {
         bail!("the demo builds network namespaces and attaches XDP programs: run it as root (e.g. with sudo)");
     }
@@ -68,8 +67,9 @@ pub(crate) fn run(args: &DemoArgs) -> Result<i32> {
         args.size
     );
     let mut failed = false;
-    for (mode, name) in modes.iter().zip(&args.modes) {
-        let report = run_mode(&bed, *mode, name, args.count, args.size)
+    for &mode in &modes {
+        let name = mode.name();
+        let report = run_mode(&bed, mode, name, args.count, args.size)
             .with_context(|| format!("mode {name}"))?;
         failed |= !print_report(&report);
     }
@@ -78,10 +78,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<i32> {
 }
 
 fn run_mode(bed: &Testbed, mode: Mode, name: &str, count: u64, size: usize) -> Result<ModeReport> {
-    let config = PortConfig {
-        mode,
-        ..PortConfig::default()
-    };
+    let config = PortConfig::default().mode(mode);
     let b_if = bed.b.ifname.clone();
     let a_if = bed.a.ifname.clone();
     let mut rx = bed.b.ns.run(|| Port::open(&b_if, 0, &config))??;
@@ -100,10 +97,7 @@ fn run_mode(bed: &Testbed, mode: Mode, name: &str, count: u64, size: usize) -> R
         size,
         ..SendOptions::default()
     };
-    let recv_opts = ReceiveOptions {
-        count,
-        ..ReceiveOptions::default()
-    };
+    let recv_opts = ReceiveOptions::default().count(count);
     let (sent, received) = std::thread::scope(|s| {
         let receiver = s.spawn(|| probe::receive(&mut rx, &recv_opts, &seen, &stop));
         let sent = probe::send(&mut tx, &addrs, &send_opts, &seen, &stop);

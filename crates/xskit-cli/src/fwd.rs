@@ -4,10 +4,10 @@
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use xskit::{AttachMode, Mode, SocketConfig};
+use xskit::{Mode, SocketConfig};
 use xskit_fwd::rules::{RuleSet, Verdict};
 use xskit_fwd::{ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report};
 
@@ -19,11 +19,12 @@ pub(crate) struct FwdArgs {
     #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
     interfaces: Vec<String>,
     /// The rules file (TOML): see the README. Without it everything is forwarded.
-    #[arg(short = 'r', long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     rules: Option<std::path::PathBuf>,
-    /// auto (native, else skb), skb or drv.
-    #[arg(short = 'm', long, default_value = "auto")]
-    mode: String,
+    /// Where the XDP program runs. The sockets copy: they share one UMEM across the
+    /// interfaces, so there is no zero-copy mode.
+    #[arg(short = 'm', long, value_enum, default_value_t = FwdModeArg::Auto)]
+    mode: FwdModeArg,
     /// Queues to serve, a pinned worker each (default: every receive queue).
     #[arg(short = 'Q', long)]
     queues: Option<u32>,
@@ -80,14 +81,25 @@ struct FwdJson<'a> {
     report: &'a Report,
 }
 
-/// The program's mode: the socket modes of the other commands, without zero-copy (the
-/// forwarder's sockets share one UMEM across interfaces, which binds in copy mode).
-fn attach_mode(s: &str) -> Result<AttachMode> {
-    match s.parse::<Mode>()? {
-        Mode::ZeroCopy => bail!(
-            "xskit fwd binds in copy mode (its ports share one UMEM): use -m auto, skb or drv"
-        ),
-        mode => Ok(mode.into()),
+/// `--mode` of fwd: the modes of the other commands without zero-copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FwdModeArg {
+    /// Native XDP, else generic (skb).
+    Auto,
+    /// Generic XDP.
+    Skb,
+    /// Native XDP in the driver.
+    #[value(alias = "native")]
+    Drv,
+}
+
+impl From<FwdModeArg> for Mode {
+    fn from(mode: FwdModeArg) -> Mode {
+        match mode {
+            FwdModeArg::Auto => Mode::Auto,
+            FwdModeArg::Skb => Mode::Skb,
+            FwdModeArg::Drv => Mode::Drv,
+        }
     }
 }
 
@@ -215,31 +227,30 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         return Ok(0);
     }
     crate::opts::check_ring_size(args.ring_size, "vector size (--vector)", args.vector)?;
-    let config = ForwardConfig {
-        interfaces: args.interfaces.clone(),
-        mode: attach_mode(&args.mode)?,
-        queues: args.queues,
-        rules,
-        reflect: args.reflect,
-        respond: args.respond,
-        tap: args.tap.clone(),
-        xdp_forward: args.xdp_forward,
-        check: args.check,
-        vector: args.vector,
-        frames: None,
-        cpus: args.cpus.clone(),
-        socket: SocketConfig {
-            rx_size: args.ring_size,
-            tx_size: args.ring_size,
-            fill_size: args.ring_size.saturating_mul(2),
-            completion_size: args.ring_size,
-            ..SocketConfig::default()
-        },
-        checksum: match args.checksum {
+    let config = ForwardConfig::default()
+        .interfaces(args.interfaces.clone())
+        .mode(args.mode.into())
+        .queues(args.queues)
+        .rules(rules)
+        .reflect(args.reflect)
+        .respond(args.respond)
+        .tap(args.tap.clone())
+        .xdp_forward(args.xdp_forward)
+        .check(args.check)
+        .vector(args.vector)
+        .frames(None)
+        .cpus(args.cpus.clone())
+        .socket(
+            SocketConfig::default()
+                .rx_size(args.ring_size)
+                .tx_size(args.ring_size)
+                .fill_size(args.ring_size.saturating_mul(2))
+                .completion_size(args.ring_size),
+        )
+        .checksum(match args.checksum {
             ChecksumArg::Offload => ChecksumMode::Offload,
             ChecksumArg::Software => ChecksumMode::Software,
-        },
-    };
+        });
     let stop = stop_flag()?;
     let forwarder = Forwarder::new(config)
         .with_context(|| format!("setting up forwarding on {}", args.interfaces.join(" and ")))?;

@@ -395,7 +395,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
 
 /// Packets among `frames`: a chain counts once.
 fn count_packets(frames: &[Frame]) -> u64 {
-    frames.iter().filter(|f| !f.is_continued()).count() as u64
+    xskit::packets(frames).count() as u64
 }
 
 /// Frames per live-frames call, flat out: the smallest, the largest, and the time a call aims at.

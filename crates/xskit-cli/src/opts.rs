@@ -17,9 +17,9 @@ pub(crate) struct PortArgs {
     /// The queue.
     #[arg(short = 'q', long, default_value_t = 0)]
     pub(crate) queue: u32,
-    /// auto (zero-copy, else native copy, else skb), skb, drv or zc.
-    #[arg(short = 'm', long, default_value = "auto")]
-    pub(crate) mode: String,
+    /// Where the XDP program runs and whether the socket copies.
+    #[arg(short = 'm', long, value_enum, default_value_t = ModeArg::Auto)]
+    pub(crate) mode: ModeArg,
     /// Descriptors per ring operation.
     #[arg(short = 'b', long = "batch-size", default_value_t = 64)]
     pub(crate) batch: usize,
@@ -51,9 +51,35 @@ pub(crate) struct PortArgs {
     pub(crate) tx_budget: u32,
 }
 
+/// `--mode` of the commands that open ports (xskit::Mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ModeArg {
+    /// Zero-copy, else native copy, else generic (skb).
+    Auto,
+    /// Generic XDP, copy: works on every device.
+    Skb,
+    /// Native XDP in the driver, copy.
+    #[value(alias = "native")]
+    Drv,
+    /// Native XDP, zero-copy.
+    #[value(name = "zc", alias = "zero-copy")]
+    ZeroCopy,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Mode {
+        match mode {
+            ModeArg::Auto => Mode::Auto,
+            ModeArg::Skb => Mode::Skb,
+            ModeArg::Drv => Mode::Drv,
+            ModeArg::ZeroCopy => Mode::ZeroCopy,
+        }
+    }
+}
+
 impl PortArgs {
-    pub(crate) fn mode(&self) -> Result<Mode> {
-        Ok(self.mode.parse::<Mode>()?)
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode.into()
     }
 
     pub(crate) fn interface(&self) -> Result<&str> {
@@ -68,30 +94,29 @@ impl PortArgs {
             bail!("batch size {} is out of range: use 1 to 4096", self.batch);
         }
         check_ring_size(self.ring_size, "batch size (-b)", self.batch)?;
-        Ok(PortConfig {
-            mode: self.mode()?,
-            umem: UmemConfig {
-                frame_size: self.frame_size,
-                frame_count: self.frames,
-                unaligned: self.unaligned,
-                ..UmemConfig::default()
-            },
-            socket: SocketConfig {
-                rx_size: self.ring_size,
-                tx_size: self.ring_size,
-                fill_size: self.ring_size.saturating_mul(2),
-                completion_size: self.ring_size,
-                need_wakeup: !self.no_need_wakeup,
-                multi_buffer,
-                tx_skb_budget: (self.tx_budget > 0).then_some(self.tx_budget),
-                busy_poll: self.busy_poll.then_some(BusyPoll {
-                    timeout_us: 20,
-                    budget: self.batch as u32,
-                }),
-                ..SocketConfig::default()
-            },
-            tx_only,
-        })
+        Ok(PortConfig::default()
+            .mode(self.mode())
+            .umem(
+                UmemConfig::default()
+                    .frame_size(self.frame_size)
+                    .frame_count(self.frames)
+                    .unaligned(self.unaligned),
+            )
+            .socket(
+                SocketConfig::default()
+                    .rx_size(self.ring_size)
+                    .tx_size(self.ring_size)
+                    .fill_size(self.ring_size.saturating_mul(2))
+                    .completion_size(self.ring_size)
+                    .need_wakeup(!self.no_need_wakeup)
+                    .multi_buffer(multi_buffer)
+                    .tx_skb_budget((self.tx_budget > 0).then_some(self.tx_budget))
+                    .busy_poll(
+                        self.busy_poll
+                            .then_some(BusyPoll::new(Duration::from_micros(20), self.batch as u32)),
+                    ),
+            )
+            .tx_only(tx_only))
     }
 }
 

@@ -1,9 +1,9 @@
 //! `xskit recv`: receive probe traffic (from `xskit gen`) and report loss, reordering, damage
 //! and one-way latency.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 use xskit::clock::monotonic_ns;
@@ -78,8 +78,13 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     let config = args.port.config(args.frags, false)?;
-    let mut port = Port::open(&ifname, args.port.queue, &config)
-        .with_context(|| format!("opening {ifname} queue {}", args.port.queue))?;
+    let mut port = Port::open(&ifname, args.port.queue, &config).map_err(|e| {
+        let flag = match e {
+            xskit::Error::MtuNeedsMultiBuffer { .. } => " (multi-buffer is --frags)",
+            _ => "",
+        };
+        anyhow::Error::new(e).context(format!("opening {ifname} queue {}{flag}", args.port.queue))
+    })?;
     let stop = stop_flag()?;
     let umem = port.umem().clone();
     let mut frames = Vec::with_capacity(args.port.batch);
@@ -106,25 +111,32 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
             break;
         }
         let n = if args.port.poll {
-            port.poll_receive(&mut frames, args.port.batch, 100)?
+            port.poll_receive(
+                &mut frames,
+                args.port.batch,
+                Some(Duration::from_millis(100)),
+            )?
         } else {
             port.receive(&mut frames, args.port.batch)?
         };
         if n > 0 {
             let stamp = monotonic_ns();
-            for f in &frames {
-                if f.is_continued() || !packet.is_empty() {
-                    packet.extend_from_slice(umem.data(f));
-                    if !f.is_continued() {
+            // `packet` holds the start of a chain cut by the end of the last receive.
+            let mut chains = xskit::packets(&frames);
+            for chain in chains.by_ref() {
+                match chain {
+                    [single] if packet.is_empty() => {
+                        check.observe_at(umem.data(single), Some(stamp));
+                    }
+                    _ => {
+                        umem.gather(chain, &mut packet);
                         check.observe_at(&packet, Some(stamp));
                         packet.clear();
-                        packets += 1;
                     }
-                } else {
-                    check.observe_at(umem.data(f), Some(stamp));
-                    packets += 1;
                 }
+                packets += 1;
             }
+            umem.gather(chains.remainder(), &mut packet);
             port.recycle(&mut frames);
         }
         if !args.run.json && now - tick >= interval {

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use xskit::clock::process_cpu_ns;
-use xskit::{AttachMode, Interface};
+use xskit::{Interface, Mode};
 use xskit_testbed::{Chain, Host, Testbed, TestbedConfig};
 use xskit_traffic::XdpDropCounter;
 use xskit_zerocopy::{UringZeroCopySender, ZeroCopyConfig, ZeroCopySender, ZeroCopyStats};
@@ -204,10 +204,9 @@ fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
             (_, Some(u)) => u.try_clone()?.into(),
             _ => unreachable!("one socket is open"),
         };
-        let config = ZeroCopyConfig {
-            zerocopy,
-            threshold: if zerocopy { 0 } else { usize::MAX },
-        };
+        let config = ZeroCopyConfig::default()
+            .zerocopy(zerocopy)
+            .threshold(if zerocopy { 0 } else { usize::MAX });
         let mut sender = ZeroCopySender::new(fd, config)?;
         let mut free: Vec<Vec<u8>> = (0..16).map(|_| vec![0u8; args.size]).collect();
         let mut seq = 0u64;
@@ -392,7 +391,7 @@ fn table(args: &ZcArgs) -> Result<i32> {
     let _sink = chain
         .c
         .ns
-        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, AttachMode::Drv, true))??;
+        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, Mode::Drv, true))??;
     for size in sizes {
         if size > 65536 {
             rows.push(("udp, forwarded, XDP drop", size, None));

@@ -126,10 +126,7 @@ fn l2fwd_returns_every_frame_with_macs_swapped() {
         ],
     );
     let ifname = bed.a.ifname.clone();
-    let cfg = PortConfig {
-        mode: Mode::Drv,
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().mode(Mode::Drv);
     let mut port = bed
         .a
         .ns

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use xskit_testbed::{Chain, Host};
@@ -13,20 +13,6 @@ use xskit_testbed::{Chain, Host};
 /// SIGINT, then the JSON summary.
 fn interrupt(child: KillOnDrop) -> serde_json::Value {
     signal(child, "-INT")
-}
-
-fn run(host: &Host, program: &str, args: &[&str]) -> Output {
-    host.ns.command(program).args(args).output().unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    text
 }
 
 /// `xskit gen` from `from` to `to`'s address and MAC, with the given destination port.
@@ -131,7 +117,7 @@ fn a_bad_rules_file_names_line_and_column() {
             "xsk-none0",
             "-i",
             "xsk-none1",
-            "-r",
+            "--rules",
             rules.path(),
         ])
         .output()
@@ -150,7 +136,14 @@ fn explain_says_where_each_rule_is_decided() {
          [[rule]]\nname = \"f\"\nprotocol = \"tcp\"\naction = \"forward\"\n",
     );
     let out = Command::new(XSKIT)
-        .args(["fwd", "--explain", "-i", "xsk-none0", "-r", rules.path()])
+        .args([
+            "fwd",
+            "--explain",
+            "-i",
+            "xsk-none0",
+            "--rules",
+            rules.path(),
+        ])
         .output()
         .unwrap();
     let text = ok(&out);
@@ -196,7 +189,7 @@ dst_port = 8
 action = "drop"
 "#,
     );
-    let fwd = start_fwd(&chain, &["-m", "drv", "--check", "-r", rules.path()]);
+    let fwd = start_fwd(&chain, &["-m", "drv", "--check", "--rules", rules.path()]);
     let receiver = recv(&chain.c, &["-m", "drv", "-n", "500", "-d", "20"]);
     for (port, n) in [(7, "1000"), (8, "700"), (9, "500")] {
         let g = gen(
@@ -244,7 +237,7 @@ fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
     let rules = RulesFile::new(&format!(
         "[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"{rate}\"\nburst = {burst}\n"
     ));
-    let fwd = start_fwd(&chain, &["-m", "drv", "-r", rules.path()]);
+    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
     let g = gen(
         &chain.a,
         &chain.c,
@@ -326,7 +319,7 @@ fn the_tap_device_carries_the_hosts_own_traffic_and_pass_rules() {
     );
     let fwd = start_fwd(
         &chain,
-        &["-m", "drv", "--tap", "xskit-tap0", "-r", rules.path()],
+        &["-m", "drv", "--tap", "xskit-tap0", "--rules", rules.path()],
     );
     ok(&run(
         &chain.m_a,
@@ -413,7 +406,10 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
             vec!["fwd", "-i", ma, "-i", mc, "--cpus", "0,99"],
             "CPU 99 does not exist",
         ),
-        (vec!["fwd", "-i", ma, "-i", mc, "-m", "zc"], "copy mode"),
+        (
+            vec!["fwd", "-i", ma, "-i", mc, "-m", "zc"],
+            "possible values: auto, skb, drv]",
+        ),
         (
             vec!["fwd", "-i", ma, "-i", mc, "--ring-size", "1000"],
             "power of two",
@@ -468,7 +464,7 @@ fn live_counters_per_interface_and_rule_every_interval() {
             .ns
             .command(XSKIT)
             .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
-            .args(["-m", "skb", "-r", rules.path(), "-I", "0.5", "-d", "3"])
+            .args(["-m", "skb", "--rules", rules.path(), "-I", "0.5", "-d", "3"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -524,16 +520,7 @@ fn reflect_sends_every_packet_back_with_macs_swapped() {
     let mut port = chain
         .a
         .ns
-        .run(|| {
-            Port::open(
-                &a_if,
-                0,
-                &PortConfig {
-                    mode: Mode::Drv,
-                    ..PortConfig::default()
-                },
-            )
-        })
+        .run(|| Port::open(&a_if, 0, &PortConfig::default().mode(Mode::Drv)))
         .unwrap()
         .unwrap();
     let template = Template::new(
@@ -666,16 +653,7 @@ fn one_pinned_worker_per_queue() {
     let mut ports = chain
         .c
         .ns
-        .run(|| {
-            Port::open_queues(
-                &c_if,
-                &[0, 1],
-                &PortConfig {
-                    mode: Mode::Drv,
-                    ..PortConfig::default()
-                },
-            )
-        })
+        .run(|| Port::open_queues(&c_if, &[0, 1], &PortConfig::default().mode(Mode::Drv)))
         .unwrap()
         .unwrap();
     // Fewer than an rx ring holds: c reads them after both generators are done.
@@ -726,7 +704,14 @@ fn xdp_forward_keeps_decided_packets_in_the_kernel() {
     );
     let fwd = start_fwd(
         &chain,
-        &["-m", "drv", "--check", "--xdp-forward", "-r", rules.path()],
+        &[
+            "-m",
+            "drv",
+            "--check",
+            "--xdp-forward",
+            "--rules",
+            rules.path(),
+        ],
     );
     // c's receiver attaches a native program, so xsk-c takes XDP frames from m_c.
     let receiver = recv(&chain.c, &["-m", "drv", "-n", "500", "-d", "20"]);

@@ -124,7 +124,7 @@ fn run_case(extra: &[&str], rules: &str, frames: &[Vec<u8>]) -> (usize, serde_js
     })
     .unwrap();
     let file = RulesFile::new(rules);
-    let mut args = vec!["--check", "-r", file.path()];
+    let mut args = vec!["--check", "--rules", file.path()];
     args.extend_from_slice(extra);
     let fwd = start_fwd(&chain, &args);
     let (v4, v6) = listen_53(&chain);

@@ -124,18 +124,11 @@ fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
     let from = addr(&chain.a, v6, 0);
     // Resolve c first: datagrams to an unresolved neighbour wait in a's kernel, which keeps
     // only about 90 of this size and drops the rest if resolution is slow (under load).
-    let ping = chain
-        .a
-        .ns
-        .command("ping")
-        .args(["-c", "1", "-W", "3", &to.ip().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        ping.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ping.stdout)
-    );
+    ok(&run(
+        &chain.a,
+        "ping",
+        &["-c", "1", "-W", "3", &to.ip().to_string()],
+    ));
     chain
         .a
         .ns

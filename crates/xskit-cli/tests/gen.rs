@@ -35,11 +35,7 @@ fn gen(host: &Host, to: &Host, args: &[&str]) -> serde_json::Value {
 
 fn exact_transfer(mode: &str, gen_args: &[&str], recv_args: &[&str], count: u64) {
     let jumbo = recv_args.contains(&"--frags");
-    let bed = Testbed::new(&TestbedConfig {
-        mtu: jumbo.then_some(9000),
-        ..TestbedConfig::default()
-    })
-    .unwrap();
+    let bed = Testbed::new(&TestbedConfig::default().mtu(jumbo.then_some(9000))).unwrap();
     let n = count.to_string();
     let mut rargs = vec!["-m", mode, "-n", &n, "-d", "20"];
     rargs.extend_from_slice(recv_args);
@@ -192,11 +188,7 @@ fn native_attach_with_jumbo_mtu_explains_multi_buffer() {
     if !privileged() {
         return;
     }
-    let bed = Testbed::new(&TestbedConfig {
-        mtu: Some(9000),
-        ..TestbedConfig::default()
-    })
-    .unwrap();
+    let bed = Testbed::new(&TestbedConfig::default().mtu(Some(9000))).unwrap();
     let out = bed
         .b
         .ns

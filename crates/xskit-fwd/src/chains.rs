@@ -140,11 +140,7 @@ mod tests {
     use xskit::{Umem, UmemConfig};
 
     fn frames(n: u32) -> Vec<Frame> {
-        let umem = Umem::new(UmemConfig {
-            frame_count: n,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(n)).unwrap();
         umem.take_frames().unwrap()
     }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use aya::maps::{Array, DevMap, MapData, PerCpuArray};
 use xskit::sync::LockUnpoisoned;
-use xskit::{AttachMode, Interface, ProgramObject, XdpProgram};
+use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 
 use crate::error::{Error, Result};
 pub use crate::sys::filter::KernelRule;
@@ -180,7 +180,7 @@ impl XdpFilter {
     /// [`XdpFilter::set_rules`]. With `multi_buffer` the `xdp.frags` variant: for sockets
     /// bound with multi-buffer, links with an MTU above a page, and packets larger than a
     /// frame (GSO/GRO super-packets in SKB mode).
-    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+    pub fn attach(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
         let object = if multi_buffer {
             ProgramObject::new(FILTER_FRAGS_OBJ, "xskit_filter_frags")
         } else {

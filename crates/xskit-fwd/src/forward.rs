@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use xskit::sync::LockUnpoisoned;
-use xskit::{AttachMode, AttachedMode, Interface, SocketConfig, SocketHandle, Umem, UmemConfig};
+use xskit::{AttachedMode, Interface, Mode, SocketConfig, SocketHandle, Umem, UmemConfig};
 use xskit_pipeline::{
     FramePool, Outputs, Pipeline, PipelinePort, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
 };
@@ -22,13 +22,15 @@ use crate::stages::{Respond, RuleCells, Rules};
 use crate::sys::tap::TapFd;
 use crate::worker::{PortCells, TapPath, Worker, WorkerEnd, HOST_EVERY};
 
-/// How to forward.
+/// How to forward: `ForwardConfig::new(interfaces)` and the setters for the rest.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ForwardConfig {
     /// One or two interfaces. With two, what arrives on one leaves on the other.
     pub interfaces: Vec<String>,
-    /// XDP attach mode.
-    pub mode: AttachMode,
+    /// Where the XDP program runs: `Auto`, `Skb` or `Drv`. The sockets copy: one UMEM serves
+    /// both interfaces, so `ZeroCopy` is refused.
+    pub mode: Mode,
     /// Queues to serve (a worker each); `None` serves every receive queue.
     pub queues: Option<u32>,
     /// The rules.
@@ -106,7 +108,7 @@ impl Default for ForwardConfig {
     fn default() -> Self {
         ForwardConfig {
             interfaces: Vec::new(),
-            mode: AttachMode::Auto,
+            mode: Mode::Auto,
             queues: None,
             rules: RuleSet::with_default(Verdict::Forward),
             reflect: false,
@@ -120,6 +122,45 @@ impl Default for ForwardConfig {
             socket: SocketConfig::default(),
             checksum: ChecksumMode::default(),
         }
+    }
+}
+
+xskit::config_setters!(ForwardConfig {
+    /// Sets the interfaces.
+    interfaces: Vec<String>,
+    /// Sets where the XDP program runs.
+    mode: Mode,
+    /// Sets the queues served (`None`: all).
+    queues: Option<u32>,
+    /// Sets the rules.
+    rules: RuleSet,
+    /// Turns reflecting on or off.
+    reflect: bool,
+    /// Sets the address to answer ARP and ICMP echo for.
+    respond: Option<Ipv4Addr>,
+    /// Sets the TAP device.
+    tap: Option<String>,
+    /// Turns forwarding in XDP on or off.
+    xdp_forward: bool,
+    /// Turns the frame accounting check on or off.
+    check: bool,
+    /// Sets the packets per vector.
+    vector: usize,
+    /// Sets the UMEM frames (`None`: sized for every ring).
+    frames: Option<u32>,
+    /// Sets the CPUs to pin workers to.
+    cpus: Vec<usize>,
+    /// Sets the socket ring sizes and options.
+    socket: SocketConfig,
+    /// Sets how partial checksums are finished.
+    checksum: ChecksumMode,
+});
+
+impl ForwardConfig {
+    /// Forwards between `interfaces` (or reflects on one) with the defaults: every packet
+    /// forwarded, every queue served, mode `Auto`.
+    pub fn new<S: Into<String>>(interfaces: impl IntoIterator<Item = S>) -> Self {
+        ForwardConfig::default().interfaces(interfaces.into_iter().map(Into::into).collect())
     }
 }
 
@@ -324,6 +365,13 @@ fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
             config.interfaces[0]
         )));
     }
+    if config.mode == Mode::ZeroCopy {
+        return Err(Error::InvalidConfig(
+            "the forwarder cannot run zero-copy: one UMEM serves both interfaces, which takes \
+             copy mode; use auto, skb or drv"
+                .into(),
+        ));
+    }
     if config.xdp_forward
         && (n != 2 || config.reflect || config.respond.is_some() || config.tap.is_some())
     {
@@ -448,7 +496,7 @@ fn warn_about_user_pass(rules: &RuleSet, tap: bool, warnings: &mut Vec<String>) 
 /// above what one frame holds, and SKB mode, where the senders' GSO/GRO super-packets arrive
 /// whole. In native mode on a small MTU a single-buffer program keeps them away (veth then
 /// segments at the sender). Returns the filters and whether they are multi-buffer.
-fn attach_filters(devices: &Devices, mode: AttachMode) -> Result<(Vec<XdpFilter>, bool)> {
+fn attach_filters(devices: &Devices, mode: Mode) -> Result<(Vec<XdpFilter>, bool)> {
     let n = devices.ifaces.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| devices.ifaces[i].index());
@@ -460,7 +508,7 @@ fn attach_filters(devices: &Devices, mode: AttachMode) -> Result<(Vec<XdpFilter>
         Ok(attached.into_iter().flatten().collect())
     };
     let jumbo = devices.mtus.iter().any(|&m| m + 18 > SINGLE_BUFFER_MAX);
-    let multi_buffer = jumbo || mode == AttachMode::Skb;
+    let multi_buffer = jumbo || mode == Mode::Skb;
     let attached = attach_all(multi_buffer)?;
     if !multi_buffer
         && attached
@@ -513,15 +561,16 @@ fn make_umem(config: &ForwardConfig, ports: u32, queues: u32, csum_offload: bool
                 ))
             })?,
     };
-    Ok(Umem::new(UmemConfig {
-        frame_count: frames,
-        tx_metadata_len: if csum_offload {
-            xskit::TX_METADATA_LEN
-        } else {
-            0
-        },
-        ..UmemConfig::default()
-    })?)
+    let tx_metadata_len = if csum_offload {
+        xskit::TX_METADATA_LEN
+    } else {
+        0
+    };
+    Ok(Umem::new(
+        UmemConfig::default()
+            .frame_count(frames)
+            .tx_metadata_len(tx_metadata_len),
+    )?)
 }
 
 /// The TAP device, when one is asked for, with its MAC address.

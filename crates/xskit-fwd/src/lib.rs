@@ -6,7 +6,7 @@
 //! Rules (see [`rules`]) are split: what the kernel can decide exactly (drop and pass
 //! by destination prefix, protocol and destination port) is decided by the XDP program; the
 //! rest comes up to the pipeline. Each queue gets a worker thread with both interfaces'
-//! sockets on that queue, one pipeline per input port, and its own frame pool, all on one
+//! sockets on that queue, one pipeline, and its own frame pool, all on one
 //! UMEM, so forwarding moves descriptors and never copies.
 //!
 //! ```no_run
@@ -16,11 +16,7 @@
 //! use xskit_fwd::{ForwardConfig, Forwarder};
 //!
 //! let rules = RuleSet::from_toml("[[rule]]\nprotocol = \"udp\"\ndst_port = 53\naction = \"drop\"\n")?;
-//! let fwd = Forwarder::new(ForwardConfig {
-//!     interfaces: vec!["eth1".into(), "eth2".into()],
-//!     rules,
-//!     ..ForwardConfig::default()
-//! })?;
+//! let fwd = Forwarder::new(ForwardConfig::new(["eth1", "eth2"]).rules(rules))?;
 //! let stop = AtomicBool::new(false);
 //! let report = fwd.run(&stop, Duration::from_secs(1), |c| println!("{:?}", c.ports))?;
 //! println!("{} frames unaccounted", report.frames.unaccounted);

@@ -423,11 +423,7 @@ mod tests {
                 (Answer::NotOurs, Answer::NotOurs)
             );
         }
-        let umem = Umem::new(UmemConfig {
-            frame_count: 4,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(4)).unwrap();
         let mut frames = umem.take_frames().unwrap();
         for f in frames.iter_mut() {
             umem.write(f, &[0x08; 40]).unwrap();

@@ -87,11 +87,9 @@ impl Bench {
         edit: impl FnOnce(&mut ForwardConfig),
         host: Option<Arc<MemHost>>,
     ) -> Self {
-        let mut config = ForwardConfig {
-            rules: RuleSet::from_toml(rules).expect("rules"),
-            check: true,
-            ..ForwardConfig::default()
-        };
+        let mut config = ForwardConfig::default()
+            .rules(RuleSet::from_toml(rules).expect("rules"))
+            .check(true);
         edit(&mut config);
         let rules = config.rules.clone();
         let mut plan = WorkerPlan::new(&config, rules, PORT_MACS[..ports].to_vec());
@@ -103,11 +101,11 @@ impl Bench {
             })
         });
         let total = 256;
-        let umem = Umem::new(UmemConfig {
-            frame_count: total as u32,
-            frame_size: 2048,
-            ..UmemConfig::default()
-        })
+        let umem = Umem::new(
+            UmemConfig::default()
+                .frame_count(total as u32)
+                .frame_size(2048),
+        )
         .expect("anonymous memory");
         let shared = SharedFrames::new(umem.take_frames().expect("frames"));
         let (wires, ends): (Vec<WirePort>, Vec<WireEnd>) = (0..ports).map(|_| wire()).unzip();
@@ -371,4 +369,13 @@ fn without_a_host_link_passed_frames_are_dropped_and_counted() {
     assert!(bench.ends[1].take().is_empty());
     assert_eq!(bench.port(0, |c| &c.to_kernel_dropped), 4);
     bench.assert_all_frames_home();
+}
+
+#[test]
+fn zero_copy_is_refused_before_any_interface_is_touched() {
+    let config = ForwardConfig::new(["xsk-none0", "xsk-none1"]).mode(xskit::Mode::ZeroCopy);
+    match crate::Forwarder::new(config) {
+        Ok(_) => panic!("a zero-copy forwarder was built"),
+        Err(e) => assert!(e.to_string().contains("cannot run zero-copy"), "{e}"),
+    }
 }

@@ -199,7 +199,7 @@ fn l3_len(first: &[u8], total: usize) -> usize {
 /// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
 const SPIN_POLLS: u32 = 2000;
 /// The longest wait in poll(2) before the stop flag is looked at again.
-const WAIT_MS: i32 = 10;
+const WAIT: Duration = Duration::from_millis(10);
 /// Rounds between looks at the clock for publishing the pool counters.
 const PUBLISH_ROUNDS: u32 = 1024;
 /// TAP frames read per visit.
@@ -341,7 +341,7 @@ impl<P: PipelinePort> Worker<P> {
             self.out.tx[p] = heads;
             let n = txq.len();
             let bytes: usize = txq.iter().map(Frame::len).sum();
-            let packets = txq.iter().filter(|f| !f.is_continued()).count();
+            let packets = xskit::packets(&txq).count();
             let sent = self.ports[p].send(&self.umem, &mut txq, &mut self.pool);
             self.txq = txq;
             let sent = sent?;
@@ -449,7 +449,7 @@ impl<P: PipelinePort> Worker<P> {
     }
 
     /// Sleeps in poll(2) until a socket (or the TAP device) has something, or for at most
-    /// WAIT_MS, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
+    /// WAIT, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
     /// for a fixed time would let a burst overflow the rx ring before the nap ends.
     fn wait_for_packets(&self, pfds: &mut xskit::os::PollSet) -> Result<()> {
         let mut fds: Vec<BorrowedFd<'_>> =
@@ -458,10 +458,10 @@ impl<P: PipelinePort> Worker<P> {
             fds.extend(tap.link.readiness());
         }
         if fds.is_empty() {
-            std::thread::sleep(Duration::from_millis(WAIT_MS as u64));
+            std::thread::sleep(WAIT);
             return Ok(());
         }
-        xskit::os::poll_readable(&fds, pfds, WAIT_MS).map_err(Error::Syscall)?;
+        xskit::os::poll_readable(&fds, pfds, Some(WAIT)).map_err(Error::Syscall)?;
         Ok(())
     }
 

@@ -23,7 +23,7 @@
 //!
 //! let mut pipeline = Pipeline::new(2);
 //! pipeline.add_stage(Box::new(EvenToOne));
-//! # let umem = Umem::new(xskit::UmemConfig { frame_count: 4, ..Default::default() })?;
+//! # let umem = Umem::new(xskit::UmemConfig::default().frame_count(4))?;
 //! # let mut input = umem.take_frames().unwrap();
 //! # for (i, f) in input.iter_mut().enumerate() { umem.write(f, &[i as u8])?; }
 //! let mut out = Outputs::new(2);

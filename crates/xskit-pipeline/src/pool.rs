@@ -191,11 +191,7 @@ mod tests {
     use xskit::{Umem, UmemConfig};
 
     fn shared(n: u32) -> SharedFrames {
-        let umem = Umem::new(UmemConfig {
-            frame_count: n,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(n)).unwrap();
         SharedFrames::new(umem.take_frames().unwrap())
     }
 

@@ -164,12 +164,7 @@ mod tests {
 
     #[test]
     fn packets_cross_as_bytes_and_frames_come_back() {
-        let umem = Umem::new(UmemConfig {
-            frame_count: 8,
-            frame_size: 2048,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(8).frame_size(2048)).unwrap();
         let shared = SharedFrames::new(umem.take_frames().unwrap());
         let mut pool = shared.pool(8);
         let (mut port, end) = wire();
@@ -188,11 +183,7 @@ mod tests {
 
     #[test]
     fn a_packet_without_frames_is_dropped_and_counted() {
-        let umem = Umem::new(UmemConfig {
-            frame_count: 1,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(1)).unwrap();
         let shared = SharedFrames::new(umem.take_frames().unwrap());
         let mut pool = shared.pool(1);
         let (mut port, end) = wire();

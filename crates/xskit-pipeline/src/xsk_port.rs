@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::pool::FramePool;
 use super::port::{PipelinePort, RingOccupancy};
 use crate::error::Result;
-use xskit::{BindMode, Frame, Socket, SocketConfig, Umem, XdpProgram};
+use xskit::{Frame, Mode, Socket, SocketConfig, Umem, XdpProgram};
 
 /// Below this many free fill slots a refill is not worth a ring update.
 const FILL_BATCH: u32 = 16;
@@ -38,8 +38,9 @@ impl XskPort {
         queue: u32,
         config: &SocketConfig,
     ) -> Result<Self> {
-        let mut cfg = *config;
-        cfg.bind_mode = BindMode::Copy;
+        // Copy, in the program's mode: ports of one UMEM on several devices cannot all be
+        // zero-copy.
+        let cfg = config.mode(Mode::from(program.mode()));
         let socket = Socket::bind(umem, program.interface(), queue, &cfg)?;
         program.register(&socket)?;
         Ok(XskPort {
@@ -123,11 +124,8 @@ impl PipelinePort for XskPort {
             pool.free(frames);
             return Ok(0);
         };
-        let mut fit =
-            (tx.free(frames.len().min(u32::MAX as usize) as u32) as usize).min(frames.len());
-        while fit > 0 && frames[fit - 1].is_continued() {
-            fit -= 1;
-        }
+        let room = (tx.free(frames.len().min(u32::MAX as usize) as u32) as usize).min(frames.len());
+        let fit = xskit::whole_packets_len(&frames[..room]);
         let n = tx.send(frames, fit);
         self.in_tx += n;
         // Frames that did not fit are dropped back to the pool, as a full NIC queue drops

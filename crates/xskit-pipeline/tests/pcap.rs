@@ -40,12 +40,7 @@ fn packets(n: u64) -> Vec<Vec<u8>> {
 }
 
 fn setup() -> (Umem, SharedFrames) {
-    let umem = Umem::new(UmemConfig {
-        frame_count: 512,
-        frame_size: 2048,
-        ..UmemConfig::default()
-    })
-    .unwrap();
+    let umem = Umem::new(UmemConfig::default().frame_count(512).frame_size(2048)).unwrap();
     let shared = SharedFrames::new(umem.take_frames().unwrap());
     (umem, shared)
 }

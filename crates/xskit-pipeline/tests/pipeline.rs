@@ -18,12 +18,7 @@ const ADDRS: ProbeAddrs = ProbeAddrs {
 };
 
 fn umem(frames: u32) -> Umem {
-    Umem::new(UmemConfig {
-        frame_count: frames,
-        frame_size: 2048,
-        ..UmemConfig::default()
-    })
-    .unwrap()
+    Umem::new(UmemConfig::default().frame_count(frames).frame_size(2048)).unwrap()
 }
 
 /// Alternates drop and forward: verdicts intermixed packet by packet.

@@ -55,8 +55,9 @@ impl Subnet {
     }
 }
 
-/// How to build a testbed.
+/// How to build a testbed: `TestbedConfig::default()` and the setters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TestbedConfig {
     /// Receive and transmit queues of each veth end.
     pub queues: u32,
@@ -77,6 +78,33 @@ impl Default for TestbedConfig {
             subnet: Subnet::default(),
             ipv6: false,
         }
+    }
+}
+
+impl TestbedConfig {
+    /// Sets the queues of each veth end.
+    #[must_use]
+    pub fn queues(mut self, queues: u32) -> Self {
+        self.queues = queues;
+        self
+    }
+    /// Sets the link's MTU (`None`: 1500).
+    #[must_use]
+    pub fn mtu(mut self, mtu: Option<u32>) -> Self {
+        self.mtu = mtu;
+        self
+    }
+    /// Sets the address block.
+    #[must_use]
+    pub fn subnet(mut self, subnet: Subnet) -> Self {
+        self.subnet = subnet;
+        self
+    }
+    /// Keeps IPv6 on, or not.
+    #[must_use]
+    pub fn ipv6(mut self, ipv6: bool) -> Self {
+        self.ipv6 = ipv6;
+        self
     }
 }
 

@@ -36,11 +36,7 @@ fn typed_cycles(c: &mut Criterion) {
     let mut g = c.benchmark_group("typed");
     for batch in BATCHES {
         g.throughput(Throughput::Elements(u64::from(batch)));
-        let umem = Umem::new(UmemConfig {
-            frame_count: 1024,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(1024)).unwrap();
         let mut frames = umem.take_frames().unwrap();
         for f in frames.iter_mut() {
             umem.set_len(f, 64).unwrap();
@@ -65,11 +61,7 @@ fn typed_cycles(c: &mut Criterion) {
             })
         });
 
-        let umem = Umem::new(UmemConfig {
-            frame_count: 1024,
-            ..UmemConfig::default()
-        })
-        .unwrap();
+        let umem = Umem::new(UmemConfig::default().frame_count(1024)).unwrap();
         let mut frames = umem.take_frames().unwrap();
         let (mut rx, mut rx_kernel) = rx_ring(&umem, 1024).unwrap();
         let (mut fill, mut fill_kernel) = fill_ring(&umem, 1024).unwrap();

@@ -24,10 +24,7 @@ fn hundred_cycles_leak_nothing() {
         }
         let mode = if i % 2 == 0 { Mode::Skb } else { Mode::Drv };
         let bed = bed(TestbedConfig::default());
-        let cfg = PortConfig {
-            mode,
-            ..PortConfig::default()
-        };
+        let cfg = PortConfig::default().mode(mode);
         let mut rx = open(&bed.b, 0, &cfg).unwrap();
         let mut tx = open(&bed.a, 0, &cfg).unwrap();
         let send = SendOptions {
@@ -36,10 +33,7 @@ fn hundred_cycles_leak_nothing() {
         };
         let (seen, stop) = (AtomicU64::new(0), AtomicBool::new(false));
         probe::send(&mut tx, &addrs(&bed.a, &bed.b), &send, &seen, &stop).unwrap();
-        let recv = ReceiveOptions {
-            count: 10,
-            ..ReceiveOptions::default()
-        };
+        let recv = ReceiveOptions::default().count(10);
         let report = probe::receive(&mut rx, &recv, &seen, &stop).unwrap();
         assert!(report.check.is_perfect(10), "cycle {i}: {:?}", report.check);
         drop((rx, tx));

@@ -21,17 +21,14 @@ fn check_delivery(
     size: usize,
 ) {
     let bed = bed(TestbedConfig::default());
-    let mut rx = open(&bed.b, 0, &PortConfig { mode, ..rx_cfg }).expect("receiver port");
-    let mut tx = open(&bed.a, 0, &PortConfig { mode, ..tx_cfg }).expect("sender port");
+    let mut rx = open(&bed.b, 0, &rx_cfg.mode(mode)).expect("receiver port");
+    let mut tx = open(&bed.a, 0, &tx_cfg.mode(mode)).expect("sender port");
     let send = SendOptions {
         count: COUNT,
         size,
         ..SendOptions::default()
     };
-    let recv = ReceiveOptions {
-        count: COUNT,
-        ..recv
-    };
+    let recv = recv.count(COUNT);
     let (sent, report) = transfer(&mut rx, &mut tx, &addrs(&bed.a, &bed.b), &send, &recv);
     assert_eq!(sent, COUNT, "{mode:?}: every probe handed to the kernel");
     assert!(
@@ -71,15 +68,7 @@ fn modes_report_what_the_kernel_gave() {
         (Mode::Drv, "xdp-drv copy"),
         (Mode::Auto, "xdp-drv copy"),
     ] {
-        let port = open(
-            &bed.b,
-            0,
-            &PortConfig {
-                mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let port = open(&bed.b, 0, &PortConfig::default().mode(mode)).unwrap();
         assert_eq!(port.mode().to_string(), attach);
         assert!(!port.mode().zero_copy);
         if mode == Mode::Auto {
@@ -102,10 +91,7 @@ fn poll_mode_delivery() {
         return;
     }
     for mode in [Mode::Skb, Mode::Drv] {
-        let recv = ReceiveOptions {
-            poll_ms: Some(100),
-            ..ReceiveOptions::default()
-        };
+        let recv = ReceiveOptions::default().poll_wait(Some(Duration::from_millis(100)));
         check_delivery(mode, PortConfig::default(), PortConfig::default(), recv, 64);
     }
 }
@@ -115,13 +101,8 @@ fn busy_poll_delivery() {
     if !privileged() {
         return;
     }
-    let cfg = PortConfig {
-        socket: SocketConfig {
-            busy_poll: Some(BusyPoll::default()),
-            ..SocketConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg =
+        PortConfig::default().socket(SocketConfig::default().busy_poll(Some(BusyPoll::default())));
     for mode in [Mode::Skb, Mode::Drv] {
         check_delivery(mode, cfg, cfg, ReceiveOptions::default(), 64);
     }
@@ -132,13 +113,7 @@ fn need_wakeup_off_delivery() {
     if !privileged() {
         return;
     }
-    let cfg = PortConfig {
-        socket: SocketConfig {
-            need_wakeup: false,
-            ..SocketConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().socket(SocketConfig::default().need_wakeup(false));
     for mode in [Mode::Skb, Mode::Drv] {
         check_delivery(mode, cfg, cfg, ReceiveOptions::default(), 64);
     }
@@ -149,13 +124,7 @@ fn frames_of_2k() {
     if !privileged() {
         return;
     }
-    let cfg = PortConfig {
-        umem: UmemConfig {
-            frame_size: 2048,
-            ..UmemConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().umem(UmemConfig::default().frame_size(2048));
     for mode in [Mode::Skb, Mode::Drv] {
         check_delivery(mode, cfg, cfg, ReceiveOptions::default(), 1500);
     }
@@ -168,14 +137,7 @@ fn unaligned_chunks() {
     }
     // 3000-byte chunks are only possible in unaligned mode; packets then start at addresses
     // that are not a multiple of the chunk size, and the kernel reports offsets in the top bits.
-    let cfg = PortConfig {
-        umem: UmemConfig {
-            frame_size: 3000,
-            unaligned: true,
-            ..UmemConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().umem(UmemConfig::default().frame_size(3000).unaligned(true));
     for mode in [Mode::Skb, Mode::Drv] {
         check_delivery(mode, cfg, cfg, ReceiveOptions::default(), 1000);
     }
@@ -186,32 +148,10 @@ fn headroom_is_left_in_front_of_packets() {
     if !privileged() {
         return;
     }
-    let cfg = PortConfig {
-        umem: UmemConfig {
-            headroom: 512,
-            ..UmemConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().umem(UmemConfig::default().headroom(512));
     let bed = bed(TestbedConfig::default());
-    let mut rx = open(
-        &bed.b,
-        0,
-        &PortConfig {
-            mode: Mode::Drv,
-            ..cfg
-        },
-    )
-    .unwrap();
-    let mut tx = open(
-        &bed.a,
-        0,
-        &PortConfig {
-            mode: Mode::Drv,
-            ..PortConfig::default()
-        },
-    )
-    .unwrap();
+    let mut rx = open(&bed.b, 0, &cfg.mode(Mode::Drv)).unwrap();
+    let mut tx = open(&bed.a, 0, &PortConfig::default().mode(Mode::Drv)).unwrap();
     let umem = rx.umem().clone();
     let seen = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
@@ -248,10 +188,7 @@ fn bidirectional_on_one_pair() {
     }
     for mode in [Mode::Skb, Mode::Drv] {
         let bed = bed(TestbedConfig::default());
-        let cfg = PortConfig {
-            mode,
-            ..PortConfig::default()
-        };
+        let cfg = PortConfig::default().mode(mode);
         let mut a = open(&bed.a, 0, &cfg).unwrap();
         let mut b = open(&bed.b, 0, &cfg).unwrap();
         let seen_by_a = AtomicU64::new(0);
@@ -307,17 +244,9 @@ fn tx_skb_budget_and_tx_metadata_room() {
     if !privileged() {
         return;
     }
-    let cfg = PortConfig {
-        umem: UmemConfig {
-            tx_metadata_len: 16,
-            ..UmemConfig::default()
-        },
-        socket: SocketConfig {
-            tx_skb_budget: Some(32),
-            ..SocketConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default()
+        .umem(UmemConfig::default().tx_metadata_len(16))
+        .socket(SocketConfig::default().tx_skb_budget(Some(32)));
     for mode in [Mode::Skb, Mode::Drv] {
         check_delivery(
             mode,
@@ -349,14 +278,7 @@ fn huge_page_umem() {
     }
     let _restore = Restore(before);
     let _ = std::fs::write(KNOB, (before + 8).to_string());
-    let cfg = PortConfig {
-        umem: UmemConfig {
-            frame_count: 2048,
-            huge_pages: true,
-            ..UmemConfig::default()
-        },
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().umem(UmemConfig::default().frame_count(2048).huge_pages(true));
     match xskit::Umem::new(cfg.umem) {
         Ok(umem) => {
             drop(umem);

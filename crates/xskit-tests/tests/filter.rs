@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use xskit::{AttachMode, Interface, Mode, Port, PortConfig, SocketConfig};
+use xskit::{Interface, Mode, Port, PortConfig, SocketConfig};
 use xskit_fwd::filter::{Action, KernelRule, XdpFilter};
 use xskit_testbed::TestbedConfig;
 use xskit_traffic::probe::{self, Endpoints, Flows, Template};
@@ -76,14 +76,11 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
         .ns
         .run(move || {
             let iface = Interface::by_name(&b_if).unwrap();
-            let program = XdpFilter::attach(&iface, AttachMode::Drv, false).unwrap();
+            let program = XdpFilter::attach(&iface, Mode::Drv, false).unwrap();
             let rx = Port::open_with(
                 Arc::clone(program.program()),
                 0,
-                &PortConfig {
-                    mode: Mode::Drv,
-                    ..PortConfig::default()
-                },
+                &PortConfig::default().mode(Mode::Drv),
             )
             .unwrap();
             let udp = UdpSocket::bind(SocketAddr::new(IpAddr::V4(b_ip), 5000)).unwrap();
@@ -109,11 +106,7 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
         )
         .unwrap();
     let a_if = bed.a.ifname.clone();
-    let cfg = PortConfig {
-        mode: Mode::Drv,
-        tx_only: true,
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().mode(Mode::Drv).tx_only(true);
     let mut tx = bed
         .a
         .ns
@@ -175,7 +168,7 @@ fn rule_errors_are_clear() {
         .ns
         .run(move || {
             let iface = Interface::by_name(&b_if).unwrap();
-            let filter = XdpFilter::attach(&iface, AttachMode::Skb, false).unwrap();
+            let filter = XdpFilter::attach(&iface, Mode::Skb, false).unwrap();
             let any = KernelRule::new(None, None, None, Action::Pass).unwrap();
             let too_many = vec![any; xskit_fwd::MAX_RULES + 1];
             filter
@@ -379,18 +372,13 @@ mod split {
             .ns
             .run(move || {
                 let iface = Interface::by_name(&b_if).unwrap();
-                let program = XdpFilter::attach(&iface, AttachMode::Skb, multi_buffer).unwrap();
+                let program = XdpFilter::attach(&iface, Mode::Skb, multi_buffer).unwrap();
                 let port = Port::open_with(
                     Arc::clone(program.program()),
                     0,
-                    &PortConfig {
-                        mode: Mode::Skb,
-                        socket: SocketConfig {
-                            multi_buffer,
-                            ..SocketConfig::default()
-                        },
-                        ..PortConfig::default()
-                    },
+                    &PortConfig::default()
+                        .mode(Mode::Skb)
+                        .socket(SocketConfig::default().multi_buffer(multi_buffer)),
                 )
                 .unwrap();
                 // Forwarding in XDP redirects to a devmap: any interface will do for dry runs.

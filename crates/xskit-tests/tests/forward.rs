@@ -8,10 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use xskit::{
-    AttachMode, Frame, Interface, Mode, Port, PortConfig, SocketConfig, Umem, UmemConfig,
-    XdpProgram,
-};
+use xskit::{Frame, Interface, Mode, Port, PortConfig, SocketConfig, Umem, UmemConfig, XdpProgram};
 use xskit_pipeline::{
     Next, Outputs, Pipeline, PipelinePort, SharedFrames, Stage, StageContext, XskPort,
 };
@@ -53,19 +50,12 @@ fn forwarding_between_interfaces_on_one_umem() {
         .m_a
         .ns
         .run(move || {
-            let umem = Umem::new(UmemConfig {
-                frame_count: FRAMES,
-                ..UmemConfig::default()
-            })
-            .unwrap();
+            let umem = Umem::new(UmemConfig::default().frame_count(FRAMES)).unwrap();
             let shared = SharedFrames::new(umem.take_frames().unwrap());
-            let cfg = SocketConfig {
-                fill_size: 1024,
-                ..SocketConfig::default()
-            };
+            let cfg = SocketConfig::default().fill_size(1024);
             let prog = |name: &str| {
                 Arc::new(
-                    XdpProgram::attach(&Interface::by_name(name).unwrap(), AttachMode::Drv, false)
+                    XdpProgram::attach(&Interface::by_name(name).unwrap(), Mode::Drv, false)
                         .unwrap(),
                 )
             };
@@ -83,23 +73,11 @@ fn forwarding_between_interfaces_on_one_umem() {
     }));
 
     let (a_if, c_if) = (chain.a.ifname.clone(), chain.c.ifname.clone());
-    let cfg = PortConfig {
-        mode: Mode::Drv,
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().mode(Mode::Drv);
     let mut tx = chain
         .a
         .ns
-        .run(|| {
-            Port::open(
-                &a_if,
-                0,
-                &PortConfig {
-                    tx_only: true,
-                    ..cfg
-                },
-            )
-        })
+        .run(|| Port::open(&a_if, 0, &cfg.tx_only(true)))
         .unwrap()
         .unwrap();
     let mut rx = chain
@@ -124,10 +102,7 @@ fn forwarding_between_interfaces_on_one_umem() {
         let receiver = s.spawn(|| {
             probe::receive(
                 &mut rx,
-                &ReceiveOptions {
-                    count,
-                    ..ReceiveOptions::default()
-                },
+                &ReceiveOptions::default().count(count),
                 &seen,
                 &stop,
             )

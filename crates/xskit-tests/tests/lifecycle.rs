@@ -8,9 +8,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use xskit::{
-    AttachMode, Error, Interface, Mode, Port, PortConfig, SocketConfig, UmemConfig, XdpProgram,
-};
+use xskit::{Error, Interface, Mode, Port, PortConfig, SocketConfig, UmemConfig, XdpProgram};
 use xskit_testbed::{Host, TestbedConfig};
 
 /// Run by a child process (see `spawn_child`): opens a port as XSKIT_CHILD asks and reports on
@@ -26,17 +24,8 @@ fn child_entry() {
     };
     let config = match action.as_str() {
         // 64 MiB: far over an 8 MiB locked-memory limit.
-        "big-umem" => PortConfig {
-            umem: UmemConfig {
-                frame_count: 16384,
-                ..UmemConfig::default()
-            },
-            ..PortConfig::default()
-        },
-        _ => PortConfig {
-            mode: Mode::Skb,
-            ..PortConfig::default()
-        },
+        "big-umem" => PortConfig::default().umem(UmemConfig::default().frame_count(16384)),
+        _ => PortConfig::default().mode(Mode::Skb),
     };
     match Port::open(&iface, 0, &config) {
         Ok(port) => {
@@ -168,13 +157,7 @@ fn another_program_is_named_and_not_replaced() {
     let first = bed
         .b
         .ns
-        .run(|| {
-            XdpProgram::attach(
-                &Interface::by_name(&ifname).unwrap(),
-                AttachMode::Skb,
-                false,
-            )
-        })
+        .run(|| XdpProgram::attach(&Interface::by_name(&ifname).unwrap(), Mode::Skb, false))
         .unwrap()
         .unwrap();
     let id = attached_program(&bed.b).expect("attached");
@@ -221,46 +204,25 @@ fn errors_are_clear_and_leave_nothing_attached() {
         ),
         (
             "ring size",
-            PortConfig {
-                socket: SocketConfig {
-                    rx_size: 1000,
-                    ..SocketConfig::default()
-                },
-                ..PortConfig::default()
-            },
+            PortConfig::default().socket(SocketConfig::default().rx_size(1000)),
             0,
             "not a power of two",
         ),
         (
             "frame size",
-            PortConfig {
-                umem: UmemConfig {
-                    frame_size: 3000,
-                    ..UmemConfig::default()
-                },
-                ..PortConfig::default()
-            },
+            PortConfig::default().umem(UmemConfig::default().frame_size(3000)),
             0,
             "power of two",
         ),
         (
             "headroom",
-            PortConfig {
-                umem: UmemConfig {
-                    headroom: 3900,
-                    ..UmemConfig::default()
-                },
-                ..PortConfig::default()
-            },
+            PortConfig::default().umem(UmemConfig::default().headroom(3900)),
             0,
             "headroom 3900 is too large",
         ),
         (
             "zero-copy on veth",
-            PortConfig {
-                mode: Mode::ZeroCopy,
-                ..PortConfig::default()
-            },
+            PortConfig::default().mode(Mode::ZeroCopy),
             0,
             "zero-copy is not available on xsk-b",
         ),
@@ -301,7 +263,7 @@ fn queue_in_use_is_reported() {
         .ns
         .run(|| -> xskit::Result<()> {
             let iface = Interface::by_name(&ifname)?;
-            let program = std::sync::Arc::new(XdpProgram::attach(&iface, AttachMode::Skb, false)?);
+            let program = std::sync::Arc::new(XdpProgram::attach(&iface, Mode::Skb, false)?);
             let _first = Port::open_with(program.clone(), 0, &PortConfig::default())?;
             let second = Port::open_with(program, 0, &PortConfig::default());
             match second {

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xskit::{
-    AttachMode, Interface, Mode, Port, PortConfig, Socket, SocketConfig, Umem, UmemConfig,
-    XdpProgram,
+    Interface, Mode, Port, PortConfig, Socket, SocketConfig, Umem, UmemConfig, XdpProgram,
 };
 use xskit_testbed::TestbedConfig;
 use xskit_traffic::probe::{self, SendOptions, SequenceCheck};
@@ -60,20 +59,20 @@ fn receive_jumbo(rx: &mut Port, count: u64, seen: &AtomicU64) -> (SequenceCheck,
             continue;
         }
         last = Instant::now();
-        for f in &frames {
-            packet.extend_from_slice(umem.data(f));
-            chain += 1;
-            if !f.is_continued() {
-                check.observe(&packet);
-                max_chain = max_chain.max(chain);
-                packet.clear();
-                chain = 0;
-            }
+        let mut chains = xskit::packets(&frames);
+        for frames in chains.by_ref() {
+            umem.gather(frames, &mut packet);
+            check.observe(&packet);
+            max_chain = max_chain.max(chain + frames.len());
+            packet.clear();
+            chain = 0;
         }
+        umem.gather(chains.remainder(), &mut packet);
+        chain += chains.remainder().len();
         rx.recycle(&mut frames);
         seen.store(check.probes(), Ordering::Release);
     }
-    (check, max_chain)
+    (check, max_chain as u64)
 }
 
 #[test]
@@ -82,18 +81,10 @@ fn jumbo_packets_through_multi_buffer() {
         return;
     }
     for mode in [Mode::Skb, Mode::Drv] {
-        let bed = bed(TestbedConfig {
-            mtu: Some(JUMBO as u32),
-            ..TestbedConfig::default()
-        });
-        let cfg = PortConfig {
-            mode,
-            socket: SocketConfig {
-                multi_buffer: true,
-                ..SocketConfig::default()
-            },
-            ..PortConfig::default()
-        };
+        let bed = bed(TestbedConfig::default().mtu(Some(JUMBO as u32)));
+        let cfg = PortConfig::default()
+            .mode(mode)
+            .socket(SocketConfig::default().multi_buffer(true));
         let mut rx = open(&bed.b, 0, &cfg).unwrap();
         let mut tx = open(&bed.a, 0, &cfg).unwrap();
         assert!(rx.program().is_some_and(|p| p.is_multi_buffer()));
@@ -122,30 +113,14 @@ fn jumbo_packets_without_multi_buffer_are_dropped_and_counted() {
     if !privileged() {
         return;
     }
-    let bed = bed(TestbedConfig {
-        mtu: Some(JUMBO as u32),
-        ..TestbedConfig::default()
-    });
-    let mut rx = open(
-        &bed.b,
-        0,
-        &PortConfig {
-            mode: Mode::Skb,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let bed = bed(TestbedConfig::default().mtu(Some(JUMBO as u32)));
+    let mut rx = open(&bed.b, 0, &PortConfig::default().mode(Mode::Skb)).unwrap();
     let mut tx = open(
         &bed.a,
         0,
-        &PortConfig {
-            mode: Mode::Skb,
-            socket: SocketConfig {
-                multi_buffer: true,
-                ..SocketConfig::default()
-            },
-            ..Default::default()
-        },
+        &PortConfig::default()
+            .mode(Mode::Skb)
+            .socket(SocketConfig::default().multi_buffer(true)),
     )
     .unwrap();
     let seen = AtomicU64::new(u64::MAX / 2);
@@ -166,17 +141,14 @@ fn shared_umem_across_two_queues_drv() {
     if !privileged() {
         return;
     }
-    let bed = bed(TestbedConfig {
-        queues: 2,
-        ..TestbedConfig::default()
-    });
+    let bed = bed(TestbedConfig::default().queues(2));
     let ifname = bed.b.ifname.clone();
     let (mut sockets, umem, program) = bed
         .b
         .ns
         .run(|| -> xskit::Result<_> {
             let iface = Interface::by_name(&ifname)?;
-            let program = XdpProgram::attach(&iface, AttachMode::Drv, false)?;
+            let program = XdpProgram::attach(&iface, Mode::Drv, false)?;
             let umem = Umem::new(UmemConfig::default())?;
             let sockets = Socket::bind_shared(
                 &umem,
@@ -197,10 +169,7 @@ fn shared_umem_across_two_queues_drv() {
         assert!(s.completion().is_some());
     }
     let a_if = bed.a.ifname.clone();
-    let cfg = PortConfig {
-        mode: Mode::Drv,
-        ..PortConfig::default()
-    };
+    let cfg = PortConfig::default().mode(Mode::Drv);
     let mut ports = bed
         .a
         .ns

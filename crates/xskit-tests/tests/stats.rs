@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xskit::{
-    AttachMode, Interface, Mode, PortConfig, RawDesc, Socket, SocketConfig, Statistics, Umem,
-    UmemConfig, XdpProgram,
+    Interface, Mode, PortConfig, RawDesc, Socket, SocketConfig, Statistics, Umem, UmemConfig,
+    XdpProgram,
 };
 use xskit_testbed::TestbedConfig;
 use xskit_traffic::probe::{self, ReceiveOptions, SendOptions};
@@ -54,14 +54,8 @@ fn rx_dropped_when_headroom_leaves_no_room() {
     }
     for mode in [Mode::Skb, Mode::Drv] {
         // 2048-byte frames with 1024 bytes of headroom (plus the kernel's 256) hold 768 bytes.
-        let rx_cfg = PortConfig {
-            umem: UmemConfig {
-                frame_size: 2048,
-                headroom: 1024,
-                ..UmemConfig::default()
-            },
-            ..PortConfig::default()
-        };
+        let rx_cfg =
+            PortConfig::default().umem(UmemConfig::default().frame_size(2048).headroom(1024));
         let (mut rx, mut tx, bed) = receiver_and_sender(mode, rx_cfg);
         assert_eq!(blast(&mut tx, &bed, 50, 1000), 50);
         let s = wait_for(|| rx.statistics().unwrap(), |s| s.rx_dropped >= 50);
@@ -81,14 +75,8 @@ fn rx_ring_full_when_rx_ring_is_smaller_than_fill_ring() {
         return;
     }
     for mode in [Mode::Skb, Mode::Drv] {
-        let rx_cfg = PortConfig {
-            socket: SocketConfig {
-                rx_size: 64,
-                fill_size: 2048,
-                ..SocketConfig::default()
-            },
-            ..PortConfig::default()
-        };
+        let rx_cfg =
+            PortConfig::default().socket(SocketConfig::default().rx_size(64).fill_size(2048));
         let (rx, mut tx, bed) = receiver_and_sender(mode, rx_cfg);
         // Nobody reads the rx ring: after 64 packets it is full and the rest are dropped.
         blast(&mut tx, &bed, 300, 64);
@@ -102,7 +90,7 @@ fn fill_ring_empty_when_no_frames_are_given() {
     if !privileged() {
         return;
     }
-    for (attach, mode) in [(AttachMode::Skb, Mode::Skb), (AttachMode::Drv, Mode::Drv)] {
+    for mode in [Mode::Skb, Mode::Drv] {
         let bed = bed(TestbedConfig::default());
         let ifname = bed.b.ifname.clone();
         // The low-level API: a socket whose fill ring never gets a frame.
@@ -111,7 +99,7 @@ fn fill_ring_empty_when_no_frames_are_given() {
             .ns
             .run(|| -> xskit::Result<_> {
                 let iface = Interface::by_name(&ifname)?;
-                let program = XdpProgram::attach(&iface, attach, false)?;
+                let program = XdpProgram::attach(&iface, mode, false)?;
                 let umem = Umem::new(UmemConfig::default())?;
                 let socket = Socket::bind(&umem, &iface, 0, &SocketConfig::default())?;
                 program.register(&socket)?;
@@ -119,15 +107,7 @@ fn fill_ring_empty_when_no_frames_are_given() {
             })
             .unwrap()
             .unwrap();
-        let mut tx = open(
-            &bed.a,
-            0,
-            &PortConfig {
-                mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let mut tx = open(&bed.a, 0, &PortConfig::default().mode(mode)).unwrap();
         blast(&mut tx, &bed, 20, 64);
         let s = wait_for(
             || socket.statistics().unwrap(),
@@ -194,11 +174,9 @@ fn invalid_tx_descriptors_are_dropped_and_valid_ones_arrive() {
             ring.wakeup().unwrap();
         }
         assert_eq!(ring.pending(), 0, "the kernel consumed every descriptor");
-        let recv = ReceiveOptions {
-            count: 20,
-            idle_timeout: Duration::from_secs(2),
-            ..ReceiveOptions::default()
-        };
+        let recv = ReceiveOptions::default()
+            .count(20)
+            .idle_timeout(Duration::from_secs(2));
         let report =
             probe::receive(&mut rx, &recv, &AtomicU64::new(0), &AtomicBool::new(false)).unwrap();
         assert!(report.check.is_perfect(20), "{mode:?}: {:?}", report.check);

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use common::*;
-use xskit::{AttachMode, Interface};
+use xskit::{Interface, Mode};
 use xskit_testbed::{Chain, TestbedConfig};
 use xskit_traffic::XdpDropCounter;
 use xskit_zerocopy::{ZeroCopyConfig, ZeroCopySender};
@@ -129,10 +129,24 @@ fn chain_with_sink() -> (Chain, XdpDropCounter) {
     let sink = chain
         .c
         .ns
-        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, AttachMode::Drv, false))
+        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, Mode::Drv, false))
         .unwrap()
         .unwrap();
     (chain, sink)
+}
+
+/// Runs `f` in a's namespace with a UDP socket connected to c's discard port.
+fn from_a_udp_to_c<T: Send>(chain: &Chain, f: impl FnOnce(UdpSocket) -> T + Send) -> T {
+    let dst = SocketAddr::new(chain.c.ip.into(), 9);
+    chain
+        .a
+        .ns
+        .run(move || {
+            let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
+            socket.connect(dst).unwrap();
+            f(socket)
+        })
+        .unwrap()
 }
 
 /// UDP routed through m and dropped by XDP on c: no socket ever receives it, so the pages go
@@ -143,38 +157,28 @@ fn udp_forwarded_then_dropped_completes_without_copy() {
         return;
     }
     let (chain, drop_counter) = chain_with_sink();
-    let dst = SocketAddr::new(chain.c.ip.into(), 9);
     let count = 300u64;
-    let stats = chain
-        .a
-        .ns
-        .run(move || {
-            let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
-            socket.connect(dst).unwrap();
-            let config = ZeroCopyConfig {
-                threshold: 1024,
-                ..ZeroCopyConfig::default()
-            };
-            let mut sender = ZeroCopySender::new(socket, config).unwrap();
-            let mut free: Vec<Vec<u8>> = (0..16).map(|_| vec![0u8; 1400]).collect();
-            let mut seq = 0;
-            while seq < count {
-                match free.pop() {
-                    Some(mut buf) => {
-                        fill(&mut buf, seq);
-                        sender.send(buf).unwrap();
-                        seq += 1;
-                    }
-                    None => {
-                        sender.reap(&mut free).unwrap();
-                    }
+    let stats = from_a_udp_to_c(&chain, move |socket| {
+        let config = ZeroCopyConfig::default().threshold(1024);
+        let mut sender = ZeroCopySender::new(socket, config).unwrap();
+        let mut free: Vec<Vec<u8>> = (0..16).map(|_| vec![0u8; 1400]).collect();
+        let mut seq = 0;
+        while seq < count {
+            match free.pop() {
+                Some(mut buf) => {
+                    fill(&mut buf, seq);
+                    sender.send(buf).unwrap();
+                    seq += 1;
+                }
+                None => {
+                    sender.reap(&mut free).unwrap();
                 }
             }
-            sender.flush(Duration::from_secs(10), &mut free).unwrap();
-            assert_eq!(free.len(), 16);
-            sender.stats().clone()
-        })
-        .unwrap();
+        }
+        sender.flush(Duration::from_secs(10), &mut free).unwrap();
+        assert_eq!(free.len(), 16);
+        sender.stats().clone()
+    });
     assert_eq!(stats.zerocopy_calls, count, "{stats:?}");
     assert_eq!(
         stats.copied_completions, 0,
@@ -196,23 +200,16 @@ fn small_buffers_are_copied_below_the_threshold() {
         return;
     }
     let (chain, _sink) = chain_with_sink();
-    let dst = SocketAddr::new(chain.c.ip.into(), 9);
-    let stats = chain
-        .a
-        .ns
-        .run(move || {
-            let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
-            socket.connect(dst).unwrap();
-            let mut sender = ZeroCopySender::new(socket, ZeroCopyConfig::default()).unwrap();
-            let mut back = Vec::new();
-            for _ in 0..10 {
-                sender.send(vec![1u8; 512]).unwrap();
-            }
-            sender.reap(&mut back).unwrap();
-            assert_eq!(back.len(), 10, "copied buffers come straight back");
-            sender.stats().clone()
-        })
-        .unwrap();
+    let stats = from_a_udp_to_c(&chain, move |socket| {
+        let mut sender = ZeroCopySender::new(socket, ZeroCopyConfig::default()).unwrap();
+        let mut back = Vec::new();
+        for _ in 0..10 {
+            sender.send(vec![1u8; 512]).unwrap();
+        }
+        sender.reap(&mut back).unwrap();
+        assert_eq!(back.len(), 10, "copied buffers come straight back");
+        sender.stats().clone()
+    });
     assert_eq!((stats.zerocopy_calls, stats.copy_calls), (0, 10));
 }
 
@@ -306,17 +303,10 @@ mod uring {
             return;
         }
         let (chain, sink) = chain_with_sink();
-        let dst = SocketAddr::new(chain.c.ip.into(), 9);
-        let stats = chain
-            .a
-            .ns
-            .run(move || {
-                let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
-                socket.connect(dst).unwrap();
-                let mut sender = UringZeroCopySender::new(socket, 16, 1400).unwrap();
-                send_all(&mut sender, 300, 1400).1
-            })
-            .unwrap();
+        let stats = from_a_udp_to_c(&chain, move |socket| {
+            let mut sender = UringZeroCopySender::new(socket, 16, 1400).unwrap();
+            send_all(&mut sender, 300, 1400).1
+        });
         assert_eq!(stats.zerocopy_completions, 300, "{stats:?}");
         assert_eq!(stats.copied_completions, 0, "{stats:?}");
         assert!(sink.dropped().unwrap() >= 300);

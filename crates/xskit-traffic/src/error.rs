@@ -10,9 +10,36 @@ pub enum Error {
     /// A system call failed.
     #[error(transparent)]
     Syscall(#[from] xskit::SyscallError),
-    /// A packet template or option that cannot be built.
-    #[error("invalid traffic: {0}")]
-    InvalidConfig(String),
+    /// The source and destination addresses are of different families.
+    #[error("source and destination addresses must both be IPv4 or both IPv6")]
+    MixedFamilies,
+    /// A VLAN id outside 1..4094.
+    #[error("VLAN id {vid} is out of range 1..4094")]
+    VlanId {
+        /// The id given.
+        vid: u16,
+    },
+    /// A packet size the template cannot be built at.
+    #[error(
+        "packet size {size} is out of range: {family} probes with these options take {min} to \
+         {max} bytes"
+    )]
+    PacketSize {
+        /// The size asked for.
+        size: usize,
+        /// "IPv4" or "IPv6".
+        family: &'static str,
+        /// The smallest that holds the headers and the probe payload.
+        min: usize,
+        /// The largest xskit builds.
+        max: usize,
+    },
+    /// A flow range with no values.
+    #[error("every flow range needs at least one value")]
+    EmptyFlowRange,
+    /// A port range that runs past 65535.
+    #[error("a port range runs past 65535: start lower or take fewer ports")]
+    PortRange,
     /// A BPF program of this crate could not be loaded, run or read.
     #[error("{what}: {reason}")]
     Bpf {

@@ -7,7 +7,7 @@ use std::fmt;
 use aya::maps::PerCpuArray;
 use aya::programs::Xdp;
 use aya::Ebpf;
-use xskit::{AttachMode, AttachedMode, Interface, ProgramObject, XdpProgram};
+use xskit::{AttachedMode, Interface, Mode, ProgramObject, XdpProgram};
 
 use crate::error::{Error, Result};
 
@@ -45,7 +45,7 @@ impl fmt::Debug for XdpDropCounter {
 impl XdpDropCounter {
     /// Attaches the counting drop program to `iface`; with `multi_buffer`, the `xdp.frags`
     /// variant, which native XDP needs on links with an MTU above a page.
-    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+    pub fn attach(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
         let object = if multi_buffer {
             ProgramObject::new(COUNT_DROP_FRAGS_OBJ, "xskit_count_drop_frags")
         } else {

@@ -107,25 +107,21 @@ impl Template {
         let ipv6 = match (ends.src_ip, ends.dst_ip) {
             (IpAddr::V4(_), IpAddr::V4(_)) => false,
             (IpAddr::V6(_), IpAddr::V6(_)) => true,
-            _ => {
-                return Err(Error::InvalidConfig(
-                    "source and destination addresses must both be IPv4 or both IPv6".into(),
-                ))
-            }
+            _ => return Err(Error::MixedFamilies),
         };
         if let Some(vid) = vlan {
             if vid == 0 || vid >= 4095 {
-                return Err(Error::InvalidConfig(format!(
-                    "VLAN id {vid} is out of range 1..4094"
-                )));
+                return Err(Error::VlanId { vid });
             }
         }
         let min = Self::min_len(ipv6, vlan.is_some());
         if size < min || size > MAX_LEN {
-            return Err(Error::InvalidConfig(format!(
-                "packet size {size} is out of range: {} probes with these options take {min} to {MAX_LEN} bytes",
-                if ipv6 { "IPv6" } else { "IPv4" }
-            )));
+            return Err(Error::PacketSize {
+                size,
+                family: if ipv6 { "IPv6" } else { "IPv4" },
+                min,
+                max: MAX_LEN,
+            });
         }
         let counts = [
             flows.src_macs,
@@ -135,14 +131,12 @@ impl Template {
             flows.dst_ports,
         ];
         if counts.contains(&0) {
-            return Err(Error::InvalidConfig(
-                "every flow range needs at least one value".into(),
-            ));
+            return Err(Error::EmptyFlowRange);
         }
         if u64::from(ends.src_port) + u64::from(flows.src_ports) > 65536
             || u64::from(ends.dst_port) + u64::from(flows.dst_ports) > 65536
         {
-            return Err(Error::InvalidConfig("a port range runs past 65535".into()));
+            return Err(Error::PortRange);
         }
         let l3_offset = ethernet::HEADER_LEN + if vlan.is_some() { vlan::HEADER_LEN } else { 0 };
         Ok(Template {

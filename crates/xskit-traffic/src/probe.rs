@@ -251,15 +251,16 @@ pub fn send(
     Ok(sent)
 }
 
-/// How [`receive`] waits for a probe stream.
+/// How [`receive`] waits for a probe stream: `ReceiveOptions::default().count(n)` and so on.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct ReceiveOptions {
     /// Probes expected.
     pub count: u64,
     /// Frames per receive batch.
     pub batch: usize,
-    /// Sleep in poll() up to this many ms when the ring is empty (None: spin).
-    pub poll_ms: Option<i32>,
+    /// Sleep in poll() up to this long when the ring is empty (`None`: spin).
+    pub poll_wait: Option<Duration>,
     /// Give up after this long without a packet.
     pub idle_timeout: Duration,
 }
@@ -269,11 +270,22 @@ impl Default for ReceiveOptions {
         ReceiveOptions {
             count: 10_000,
             batch: 64,
-            poll_ms: None,
+            poll_wait: None,
             idle_timeout: Duration::from_secs(3),
         }
     }
 }
+
+xskit::config_setters!(ReceiveOptions {
+    /// Sets the probes expected.
+    count: u64,
+    /// Sets the frames per receive batch.
+    batch: usize,
+    /// Sets how long to sleep in poll() when the ring is empty (`None`: spin).
+    poll_wait: Option<Duration>,
+    /// Sets how long to wait without a packet.
+    idle_timeout: Duration,
+});
 
 /// What [`receive`] saw.
 #[derive(Clone, Copy, Debug)]
@@ -300,8 +312,8 @@ pub fn receive(
     let mut last = None;
     let mut last_progress = Instant::now();
     while check.probes() < opts.count {
-        let n = match opts.poll_ms {
-            Some(ms) => rx.poll_receive(&mut batch, opts.batch, ms)?,
+        let n = match opts.poll_wait {
+            Some(wait) => rx.poll_receive(&mut batch, opts.batch, Some(wait))?,
             None => rx.receive(&mut batch, opts.batch)?,
         };
         if n > 0 {

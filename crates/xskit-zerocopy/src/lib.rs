@@ -43,8 +43,9 @@ pub use uring::UringZeroCopySender;
 use sys::msg_zerocopy::{self as sys_zc, Completion};
 use xskit::os::SyscallError;
 
-/// Settings of a zero-copy sender.
+/// Settings of a zero-copy sender: `ZeroCopyConfig::default()` and the setters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ZeroCopyConfig {
     /// Use MSG_ZEROCOPY at all.
     pub zerocopy: bool,
@@ -61,6 +62,13 @@ impl Default for ZeroCopyConfig {
         }
     }
 }
+
+xskit::config_setters!(ZeroCopyConfig {
+    /// Turns MSG_ZEROCOPY on or off.
+    zerocopy: bool,
+    /// Sets the size below which buffers are copied.
+    threshold: usize,
+});
 
 struct InFlight {
     first: u32,
@@ -118,10 +126,9 @@ impl ZeroCopySender {
         let fd: OwnedFd = socket.into();
         if config.zerocopy {
             sys_zc::enable(fd.as_fd()).map_err(|e| match e.errno() {
-                Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT) => Error::Unsupported(format!(
-                    "this socket cannot do MSG_ZEROCOPY ({}): it needs a TCP or UDP socket on Linux 4.14+ (UDP: 5.0+)",
-                    e.os_error
-                )),
+                Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT) => {
+                    Error::SocketUnsupported { source: e.os_error }
+                }
                 _ => Error::Syscall(e),
             })?;
         }
@@ -177,12 +184,9 @@ impl ZeroCopySender {
                     self.stats.backpressure_waits += 1;
                     waits += 1;
                     if waits > 200 {
-                        return Err(Error::InvalidConfig(format!(
-                            "MSG_ZEROCOPY sends keep failing with ENOBUFS: the socket's option memory \
-                             (sysctl net.core.optmem_max) is full of unreleased sends; raise it or send \
-                             fewer, larger buffers{}",
-                            memlock_hint()
-                        )));
+                        return Err(Error::OptionMemoryFull {
+                            memlock_hint: memlock_hint(),
+                        });
                     }
                     self.wait_for_completions(Duration::from_millis(10))?;
                 }
@@ -208,11 +212,7 @@ impl ZeroCopySender {
     }
 
     fn wait_for_completions(&mut self, timeout: Duration) -> Result<()> {
-        xskit::os::poll(
-            self.fd.as_fd(),
-            0,
-            timeout.as_millis().min(i32::MAX as u128) as i32,
-        )?;
+        xskit::os::poll(self.fd.as_fd(), 0, Some(timeout))?;
         self.process()
     }
 

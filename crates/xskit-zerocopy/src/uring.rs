@@ -23,17 +23,11 @@ pub struct UringZeroCopySender {
 fn uring_error(e: SyscallError) -> Error {
     let call = e.call;
     match e.errno() {
-        Some(libc::ENOSYS) => Error::Unsupported(format!(
-            "{call}: io_uring is not available (kernel too old, or disabled by the sysctl \
-             kernel.io_uring_disabled)"
-        )),
+        Some(libc::ENOSYS) => Error::UringUnavailable { call },
         Some(libc::EPERM) => Error::NotPermitted {
             what: "setting up io_uring",
         },
-        Some(libc::ENOMEM) => Error::InvalidConfig(format!(
-            "{call}: the kernel could not pin the registered buffers (ENOMEM): they count \
-             against RLIMIT_MEMLOCK; use fewer or smaller slots, or raise the limit"
-        )),
+        Some(libc::ENOMEM) => Error::PinnedBuffers { call },
         _ => Error::Syscall(e),
     }
 }
@@ -42,9 +36,7 @@ impl UringZeroCopySender {
     /// Takes a connected TCP or UDP socket and registers `slots` buffers of `slot_size` bytes.
     pub fn new(socket: impl Into<OwnedFd>, slots: u16, slot_size: usize) -> Result<Self> {
         if slots == 0 || slot_size == 0 || slot_size > u32::MAX as usize {
-            return Err(Error::InvalidConfig(
-                "the io_uring sender needs at least one slot of 1 byte to 4 GiB".into(),
-            ));
+            return Err(Error::Slots { slots, slot_size });
         }
         Ok(UringZeroCopySender {
             ring: UringRing::new(socket, slots, slot_size).map_err(uring_error)?,
@@ -77,9 +69,7 @@ impl UringZeroCopySender {
     /// SEND_ZC from where it stopped.
     pub fn send(&mut self, idx: u16, len: usize) -> Result<()> {
         if !self.ring.is_unsent(idx) {
-            return Err(Error::InvalidConfig(format!(
-                "slot {idx} is not taken, or already sent"
-            )));
+            return Err(Error::SlotNotTaken { slot: idx });
         }
         self.ring.send(idx, len).map_err(uring_error)
     }

@@ -15,7 +15,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut batch = Vec::with_capacity(64);
     let (mut packets, mut tick) = (0u64, Instant::now());
     loop {
-        packets += port.poll_receive(&mut batch, 64, 100)? as u64;
+        packets +=
+            port.poll_receive(&mut batch, 64, Some(std::time::Duration::from_millis(100)))? as u64;
         port.recycle(&mut batch); // dropping = giving the frames back to the fill ring
         if tick.elapsed() >= Duration::from_secs(1) {
             println!("{packets} rx/s");

@@ -142,6 +142,20 @@ pub enum Error {
         /// The kernel's answer.
         reason: String,
     },
+    /// Native XDP was refused because the MTU needs a multi-buffer program.
+    #[error(
+        "native (driver) XDP could not be attached to {iface}: its MTU {mtu} is too large for a \
+         single-buffer XDP program. Use multi-buffer (the xdp.frags program and sockets), lower \
+         the MTU, or use mode `skb`; kernel said: {reason}"
+    )]
+    MtuNeedsMultiBuffer {
+        /// The interface.
+        iface: String,
+        /// Its MTU.
+        mtu: u32,
+        /// The kernel's answer.
+        reason: String,
+    },
     /// Another XDP program is attached to the interface.
     #[error(
         "{iface} already has an XDP program attached ({mode} mode): id {id}, name '{name}'. xskit \
@@ -159,9 +173,64 @@ pub enum Error {
         /// "native" or "generic".
         mode: &'static str,
     },
-    /// Loading or attaching the XDP program failed.
-    #[error("XDP program: {0}")]
-    Program(String),
+    /// The kernel refused the XDP program: loading the object, verifying the program or
+    /// attaching it. The cause (aya's error, with the verifier's log) is the source.
+    #[error("XDP program {program}: {step} failed")]
+    ProgramRefused {
+        /// The program's name in its object.
+        program: String,
+        /// What was being done: "loading", "verifying", "attaching in SKB mode".
+        step: &'static str,
+        /// The kernel's (or aya's) answer.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The object has no program of that name.
+    #[error("the XDP object has no program named '{name}': check the function name in its source")]
+    NoSuchProgram {
+        /// The name asked for.
+        name: String,
+    },
+    /// The loaded object has no map of that name, or it was already taken.
+    #[error(
+        "the XDP object has no map named '{name}' (or it was taken already): check the map's \
+         name in its source"
+    )]
+    NoSuchMap {
+        /// The name asked for.
+        name: String,
+    },
+    /// A map could not be used as the type asked for, or updated.
+    #[error("XDP map {name}: {step} failed")]
+    Map {
+        /// The map's name.
+        name: String,
+        /// What was being done.
+        step: String,
+        /// aya's answer.
+        #[source]
+        source: Box<aya::maps::MapError>,
+    },
+    /// A socket was registered with a program whose object has no `xsks_map`.
+    #[error(
+        "the XDP program on {iface} has no xsks_map, so it cannot redirect to sockets: use \
+         xskit's redirect program or give your object an XSKMAP named xsks_map"
+    )]
+    NoSocketMap {
+        /// The program's interface.
+        iface: String,
+    },
+    /// A socket was registered with the program of another interface.
+    #[error(
+        "the socket is bound to {socket_iface} but the XDP program is on {program_iface}: \
+         register it with the program of its own interface"
+    )]
+    InterfaceMismatch {
+        /// The socket's interface.
+        socket_iface: String,
+        /// The program's interface.
+        program_iface: String,
+    },
     /// A frame was given more data than it can hold.
     #[error("{len} bytes do not fit in a frame with room for {capacity}: use larger frames or multi-buffer")]
     FrameOverflow {
@@ -170,30 +239,38 @@ pub enum Error {
         /// The frame's room.
         capacity: usize,
     },
-    /// A capture file could not be read or written.
-    #[error("capture file {path}: {reason}")]
-    Pcap {
-        /// The file.
-        path: String,
-        /// What went wrong, and what to do.
-        reason: String,
+    /// A socket with neither an rx nor a tx ring was asked for.
+    #[error("a socket needs an rx ring, a tx ring, or both: give one of them a size")]
+    NoDataRing,
+    /// A transmit was asked of a port or socket that has no tx ring.
+    #[error("this socket has no tx ring: open it with a tx ring size to transmit")]
+    NoTxRing,
+    /// The copy-mode transmit budget is below what the kernel takes.
+    #[error("a tx skb budget of {budget} is below the kernel's minimum of 32: use 32 or more")]
+    TxSkbBudget {
+        /// The budget given.
+        budget: u32,
     },
-    /// A configuration value is out of range.
-    #[error("invalid configuration: {0}")]
-    InvalidConfig(String),
-    /// A frame went missing or was counted twice (`--check`): a bug in xskit or in a stage.
-    #[error(
-        "frame accounting broken: {0}. This is a bug in xskit or in a stage of yours: please \
-         report it with the command line and the counters"
-    )]
-    FrameAccounting(String),
-    /// The TAP device for kernel-bound frames could not be made.
-    #[error("TAP device {name}: {reason}")]
-    Tap {
-        /// The device name asked for.
-        name: String,
-        /// What went wrong, and what to do.
-        reason: String,
+    /// A UMEM with no frames was asked for.
+    #[error("the UMEM needs at least one frame")]
+    NoFrames,
+    /// The transmit metadata room is not one the kernel takes.
+    #[error("tx metadata length {len} must be a multiple of 8 and at most 256")]
+    TxMetadataLen {
+        /// The length given.
+        len: u32,
+    },
+    /// The UMEM is larger than its descriptors can address.
+    #[error("a UMEM of {bytes} bytes is too large to address (the limit is 2^48 bytes)")]
+    UmemAddressSpace {
+        /// The size asked for.
+        bytes: u64,
+    },
+    /// A mode name that is not one of xskit's.
+    #[error("unknown mode '{text}': use auto, skb, drv or zc")]
+    UnknownMode {
+        /// The text given.
+        text: String,
     },
     /// A system call failed in a way not covered above.
     #[error(transparent)]

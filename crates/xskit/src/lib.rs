@@ -24,7 +24,7 @@
 //! let mut port = Port::open("veth0", 0, &PortConfig::default())?;
 //! println!("running in {}", port.mode());
 //! let mut frames = Vec::with_capacity(64);
-//! let n = port.poll_receive(&mut frames, 64, 1000)?;
+//! let n = port.poll_receive(&mut frames, 64, Some(std::time::Duration::from_secs(1)))?;
 //! for frame in &frames {
 //!     println!("{} bytes", port.umem().data(frame).len());
 //! }
@@ -33,6 +33,26 @@
 //! # Ok::<(), xskit::Error>(())
 //! ```
 #![deny(unsafe_code)]
+
+/// Chainable setters, one per listed field, for config structs that are `#[non_exhaustive]`
+/// (built from `Default` and changed, never with a struct literal outside their crate). For
+/// xskit's own crates.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! config_setters {
+    ($ty:ident { $($(#[$doc:meta])* $field:ident: $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $field(mut self, $field: $t) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
 
 /// Clocks for measurements.
 pub mod clock {
@@ -48,8 +68,10 @@ pub mod testing {
 }
 mod error;
 mod interface;
+pub mod mode;
 pub mod netlink;
 pub mod os;
+mod packet;
 mod port;
 pub mod program;
 mod socket;
@@ -60,11 +82,13 @@ mod umem;
 
 pub use error::{error_chain, Error, Result};
 pub use interface::Interface;
-pub use port::{Mode, ModeInfo, Port, PortConfig};
-pub use program::{AttachMode, AttachedMode, ProgramObject, XdpProgram};
+pub use mode::{AttachedMode, Mode, ModeInfo};
+pub use packet::{packets, whole_packets_len, Packets};
+pub use port::{Port, PortConfig};
+pub use program::{ProgramObject, XdpProgram};
 pub use socket::{
-    kernel_supports_tx_metadata, BindMode, BusyPoll, Socket, SocketConfig, SocketHandle,
-    SocketParts, Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
+    kernel_supports_tx_metadata, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts,
+    Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
 };
 pub use sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
 pub use sys::umem::{

@@ -3,6 +3,7 @@
 //! stays in the system layer; errors are system errors, which callers turn into advice.
 
 use std::os::fd::BorrowedFd;
+use std::time::Duration;
 
 pub use crate::sys::mmap::Mmap;
 pub use crate::sys::SyscallError;
@@ -54,23 +55,28 @@ pub fn memlock_limit() -> Option<u64> {
     crate::sys::memlock_limit()
 }
 
-/// Waits up to `timeout_ms` (-1: forever) for `events` (`libc::POLLIN`, ...) on `fd`; returns
-/// the events seen, 0 on a timeout or a signal.
-pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> Result<i16, SyscallError> {
-    crate::sys::xsk::poll(fd, events, timeout_ms)
+/// Waits up to `timeout` (`None`: forever) for `events` (`libc::POLLIN`, ...) on `fd`;
+/// returns the events seen, 0 on a timeout or a signal.
+pub fn poll(
+    fd: BorrowedFd<'_>,
+    events: i16,
+    timeout: Option<Duration>,
+) -> Result<i16, SyscallError> {
+    crate::sys::xsk::poll(fd, events, timeout)
 }
 
 /// Scratch space for [`poll_readable`], reused between calls so waiting allocates nothing.
 #[derive(Debug, Default)]
 pub struct PollSet(Vec<libc::pollfd>);
 
-/// Waits up to `timeout_ms` until one of `fds` is readable; false on a timeout or a signal.
+/// Waits up to `timeout` (`None`: forever) until one of `fds` is readable; false on a timeout
+/// or a signal.
 pub fn poll_readable(
     fds: &[BorrowedFd<'_>],
     scratch: &mut PollSet,
-    timeout_ms: i32,
+    timeout: Option<Duration>,
 ) -> Result<bool, SyscallError> {
-    crate::sys::xsk::poll_readable(fds, &mut scratch.0, timeout_ms)
+    crate::sys::xsk::poll_readable(fds, &mut scratch.0, timeout)
 }
 
 /// Runs `f` with SIGINT and SIGTERM held on this thread; a signal that arrives meanwhile is

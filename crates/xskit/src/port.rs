@@ -1,69 +1,22 @@
 //! A port: one socket on one queue with its own UMEM, frame pool and (shared) XDP program.
 //! The shortest way from an interface name to receiving and sending batches.
 
-use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::interface::Interface;
-use crate::program::{AttachMode, AttachedMode, XdpProgram};
-use crate::socket::{BindMode, Socket, SocketConfig, Statistics};
+use crate::mode::{AttachedMode, Mode, ModeInfo};
+use crate::program::XdpProgram;
+use crate::socket::{Socket, SocketConfig, Statistics};
 use crate::sys::umem::{Frame, Umem, UmemConfig};
 
-/// The mode to run a port in.
+/// Settings of a port: start from `PortConfig::default()` and change what you need, with
+/// the setters (`PortConfig::default().mode(Mode::Skb)`) or the fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// Zero-copy if the device can, else native copy, else generic (SKB).
-    #[default]
-    Auto,
-    /// Generic XDP, copy mode: works on every device.
-    Skb,
-    /// Native XDP, copy mode.
-    Drv,
-    /// Native XDP, zero-copy; an error if the device cannot.
-    ZeroCopy,
-}
-
-impl std::str::FromStr for Mode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "auto" => Ok(Mode::Auto),
-            "skb" => Ok(Mode::Skb),
-            "drv" | "native" => Ok(Mode::Drv),
-            "zc" | "zero-copy" => Ok(Mode::ZeroCopy),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown mode '{s}': use auto, skb, drv or zc"
-            ))),
-        }
-    }
-}
-
-/// What a port actually got: the program's attach mode, copy or zero-copy, and why it fell back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModeInfo {
-    /// Where the XDP program runs (`None` for a transmit-only port, which has none).
-    pub attach: Option<AttachedMode>,
-    /// Zero-copy, as XDP_OPTIONS reports it.
-    pub zero_copy: bool,
-    /// Reasons for each fallback taken.
-    pub fallbacks: Vec<String>,
-}
-
-impl fmt::Display for ModeInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let copy = if self.zero_copy { "zero-copy" } else { "copy" };
-        match self.attach {
-            Some(attach) => write!(f, "{attach} {copy}"),
-            None => write!(f, "tx-only {copy}"),
-        }
-    }
-}
-
-/// Settings of a port.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortConfig {
-    /// The mode.
+    /// The mode, for both the program and the socket.
     pub mode: Mode,
     /// The UMEM layout.
     pub umem: UmemConfig,
@@ -96,6 +49,17 @@ pub struct Port {
     tx_pending: usize,
 }
 
+crate::config_setters!(PortConfig {
+    /// Sets the mode.
+    mode: Mode,
+    /// Sets the UMEM layout.
+    umem: UmemConfig,
+    /// Sets the ring sizes and socket options.
+    socket: SocketConfig,
+    /// Makes the port transmit-only.
+    tx_only: bool,
+});
+
 impl PortConfig {
     /// Checks the UMEM layout and the ring sizes, before anything is attached or allocated.
     pub fn validate(&self) -> Result<()> {
@@ -122,11 +86,7 @@ impl Port {
         let iface = Interface::by_name(iface)?;
         let mut socket_cfg = config.socket;
         socket_cfg.rx_size = 0;
-        socket_cfg.bind_mode = match config.mode {
-            Mode::ZeroCopy => BindMode::ZeroCopy,
-            Mode::Auto => BindMode::Auto,
-            Mode::Skb | Mode::Drv => BindMode::Copy,
-        };
+        socket_cfg.mode = config.mode;
         Port::assemble(None, &iface, queue, config.umem, &socket_cfg)
     }
 
@@ -143,10 +103,10 @@ impl Port {
     /// Opens a queue of the program's interface and registers it with the program.
     pub fn open_with(program: Arc<XdpProgram>, queue: u32, config: &PortConfig) -> Result<Port> {
         let mut socket_cfg = config.socket;
-        socket_cfg.bind_mode = match (config.mode, program.mode()) {
-            (Mode::ZeroCopy, _) => BindMode::ZeroCopy,
-            (Mode::Auto, AttachedMode::Drv) => BindMode::Auto,
-            _ => BindMode::Copy,
+        // Auto over a generic program binds copy: zero-copy needs a native one.
+        socket_cfg.mode = match (config.mode, program.mode()) {
+            (Mode::Auto, AttachedMode::Skb) => Mode::Skb,
+            (mode, _) => mode,
         };
         let iface = program.interface().clone();
         Port::assemble(Some(program), &iface, queue, config.umem, &socket_cfg)
@@ -251,12 +211,13 @@ impl Port {
         Ok(n)
     }
 
-    /// Waits up to `timeout_ms` for packets, then receives like [`Port::receive`].
+    /// Waits up to `timeout` (`None`: until packets come) for packets, then receives like
+    /// [`Port::receive`].
     pub fn poll_receive(
         &mut self,
         out: &mut Vec<Frame>,
         max: usize,
-        timeout_ms: i32,
+        timeout: Option<Duration>,
     ) -> Result<usize> {
         self.refill();
         let Some(rx) = self.socket.rx() else {
@@ -264,7 +225,7 @@ impl Port {
         };
         if rx.available() == 0 {
             // poll() itself wakes the kernel's receive path, so no separate wakeup is needed.
-            rx.poll(timeout_ms)?;
+            rx.poll(timeout)?;
         }
         Ok(rx.receive(out, max))
     }
@@ -303,7 +264,7 @@ impl Port {
     pub fn send(&mut self, frames: &mut Vec<Frame>) -> Result<usize> {
         self.complete();
         let Some(tx) = self.socket.tx() else {
-            return Err(Error::InvalidConfig("this port has no tx ring".into()));
+            return Err(Error::NoTxRing);
         };
         let n = tx.send(frames, usize::MAX);
         tx.wakeup_if_needed()?;
@@ -322,18 +283,7 @@ fn attach_for(iface: &str, config: &PortConfig) -> Result<Arc<XdpProgram>> {
     let iface = Interface::by_name(iface)?;
     Ok(Arc::new(XdpProgram::attach(
         &iface,
-        AttachMode::from(config.mode),
+        config.mode,
         config.socket.multi_buffer,
     )?))
-}
-
-impl From<Mode> for AttachMode {
-    /// The program's attach mode for a socket mode (zero-copy needs a native program).
-    fn from(mode: Mode) -> AttachMode {
-        match mode {
-            Mode::Auto => AttachMode::Auto,
-            Mode::Skb => AttachMode::Skb,
-            Mode::Drv | Mode::ZeroCopy => AttachMode::Drv,
-        }
-    }
 }

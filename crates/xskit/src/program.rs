@@ -11,6 +11,7 @@ use aya::Ebpf;
 
 use crate::error::{error_chain, Error, Result};
 use crate::interface::Interface;
+use crate::mode::{AttachedMode, Mode};
 use crate::socket::Socket;
 use crate::sync::LockUnpoisoned;
 use crate::sys::SyscallError;
@@ -20,36 +21,6 @@ static REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
 static REDIRECT_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect_frags.o"));
-
-/// Where to run the XDP program.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AttachMode {
-    /// Native if the driver supports it, else generic (SKB).
-    #[default]
-    Auto,
-    /// Generic XDP in the kernel's network stack (XDP_FLAGS_SKB_MODE): works on any device.
-    Skb,
-    /// Native XDP in the driver (XDP_FLAGS_DRV_MODE): fails if the driver lacks it.
-    Drv,
-}
-
-/// The attach mode a program actually runs in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttachedMode {
-    /// Generic (SKB) XDP.
-    Skb,
-    /// Native (driver) XDP.
-    Drv,
-}
-
-impl fmt::Display for AttachedMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AttachedMode::Skb => "xdp-skb",
-            AttachedMode::Drv => "xdp-drv",
-        })
-    }
-}
 
 /// An XDP program attached to an interface. xskit's redirect program: a packet received on queue `q` goes to
 /// the socket registered for `q`, and everything else to the kernel stack.
@@ -78,8 +49,14 @@ impl fmt::Debug for XdpProgram {
     }
 }
 
-fn program_error(what: &str, e: impl fmt::Display) -> Error {
-    let text = e.to_string();
+/// The kernel's refusal of `program` at `step`, or a missing privilege when that is the
+/// reason (found in the error chain: aya keeps the errno deep inside it).
+fn program_error(
+    program: &str,
+    step: &'static str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> Error {
+    let text = error_chain(&e);
     if text.contains("Operation not permitted")
         || text.contains("EPERM")
         || text.contains("permission")
@@ -88,7 +65,11 @@ fn program_error(what: &str, e: impl fmt::Display) -> Error {
             what: "loading the XDP program",
         }
     } else {
-        Error::Program(format!("{what}: {text}"))
+        Error::ProgramRefused {
+            program: program.to_string(),
+            step,
+            source: Box::new(e),
+        }
     }
 }
 
@@ -96,12 +77,10 @@ fn program_error(what: &str, e: impl fmt::Display) -> Error {
 /// without multi-buffer support" (veth, and drivers with page-sized buffers).
 fn native_error(iface: &Interface, mtu: u32, multi_buffer: bool, reason: &str) -> Error {
     if reason.contains("os error 34") && !multi_buffer {
-        return Error::NativeXdpUnsupported {
+        return Error::MtuNeedsMultiBuffer {
             iface: iface.name().to_string(),
-            reason: format!(
-                "its MTU {mtu} is too large for a single-buffer XDP program: enable multi-buffer \
-                 (--frags) or lower the MTU; kernel said: {reason}"
-            ),
+            mtu,
+            reason: reason.to_string(),
         };
     }
     if multi_buffer && mtu as usize + 18 > 4096 - 256 - 320 {
@@ -116,6 +95,14 @@ fn native_error(iface: &Interface, mtu: u32, multi_buffer: bool, reason: &str) -
     Error::NativeXdpUnsupported {
         iface: iface.name().to_string(),
         reason: reason.to_string(),
+    }
+}
+
+fn map_error(name: &str, step: impl Into<String>, source: aya::maps::MapError) -> Error {
+    Error::Map {
+        name: name.to_string(),
+        step: step.into(),
+        source: Box::new(source),
     }
 }
 
@@ -134,7 +121,7 @@ fn attach_object(
     iface: &Interface,
     obj: &[u8],
     prog_name: &str,
-    mode: AttachMode,
+    mode: Mode,
     multi_buffer: bool,
 ) -> Result<Attached> {
     let link = iface.link_info()?;
@@ -146,15 +133,17 @@ fn attach_object(
             mode: link.xdp.mode_name(),
         });
     }
-    let mut ebpf = Ebpf::load(obj).map_err(|e| program_error("loading", error_chain(&e)))?;
+    let mut ebpf = Ebpf::load(obj).map_err(|e| program_error(prog_name, "loading", e))?;
     let program: &mut Xdp = ebpf
         .program_mut(prog_name)
-        .ok_or_else(|| Error::Program(format!("the embedded object has no program {prog_name}")))?
+        .ok_or_else(|| Error::NoSuchProgram {
+            name: prog_name.to_string(),
+        })?
         .try_into()
-        .map_err(|e| Error::Program(format!("{prog_name}: {e}")))?;
+        .map_err(|e| program_error(prog_name, "taking it as an XDP program", e))?;
     program
         .load()
-        .map_err(|e| program_error("verifying", error_chain(&e)))?;
+        .map_err(|e| program_error(prog_name, "verifying", e))?;
     let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
     // Another program attached between the check above and our attach: the kernel refused
     // ours. Name the winner instead of trying another mode.
@@ -168,14 +157,15 @@ fn attach_object(
             })
         })
     };
+    let skb_refused =
+        |e| taken().unwrap_or_else(|| program_error(prog_name, "attaching in SKB mode", e));
+    // Zero-copy sockets need the program in the driver.
     let (mode, fallback) = match mode {
-        AttachMode::Skb => {
-            attach(program, XdpMode::Skb).map_err(|e| {
-                taken().unwrap_or_else(|| program_error("attaching in SKB mode", error_chain(&e)))
-            })?;
+        Mode::Skb => {
+            attach(program, XdpMode::Skb).map_err(skb_refused)?;
             (AttachedMode::Skb, None)
         }
-        AttachMode::Drv => {
+        Mode::Drv | Mode::ZeroCopy => {
             attach(program, XdpMode::Driver).map_err(|e| {
                 taken().unwrap_or_else(|| {
                     native_error(iface, link.mtu, multi_buffer, &error_chain(&e))
@@ -183,16 +173,13 @@ fn attach_object(
             })?;
             (AttachedMode::Drv, None)
         }
-        AttachMode::Auto => match attach(program, XdpMode::Driver) {
+        Mode::Auto => match attach(program, XdpMode::Driver) {
             Ok(_) => (AttachedMode::Drv, None),
             Err(native) => {
                 if let Some(e) = taken() {
                     return Err(e);
                 }
-                attach(program, XdpMode::Skb).map_err(|e| {
-                    taken()
-                        .unwrap_or_else(|| program_error("attaching in SKB mode", error_chain(&e)))
-                })?;
+                attach(program, XdpMode::Skb).map_err(skb_refused)?;
                 (
                     AttachedMode::Skb,
                     Some(format!(
@@ -249,7 +236,8 @@ impl XdpProgram {
     ///
     /// Refuses, naming the other program, if one is already attached. With `multi_buffer` the
     /// program is the `xdp.frags` variant, needed for sockets bound with multi-buffer.
-    pub fn attach(iface: &Interface, mode: AttachMode, multi_buffer: bool) -> Result<Self> {
+    /// `Drv` and `ZeroCopy` attach in the driver; `Auto` tries the driver, then SKB.
+    pub fn attach(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
         let object = if multi_buffer {
             ProgramObject::new(REDIRECT_FRAGS_OBJ, "xskit_redirect_frags")
         } else {
@@ -266,15 +254,17 @@ impl XdpProgram {
     pub fn attach_object(
         iface: &Interface,
         object: ProgramObject<'_>,
-        mode: AttachMode,
+        mode: Mode,
         multi_buffer: bool,
     ) -> Result<Self> {
         let mut attached = attach_object(iface, object.elf, object.program, mode, multi_buffer)?;
         let xsks = match attached.ebpf.take_map("xsks_map") {
             None => None,
-            Some(map) => Some(Mutex::new(
-                XskMap::try_from(map).map_err(|e| Error::Program(format!("xsks_map: {e}")))?,
-            )),
+            Some(map) => {
+                Some(Mutex::new(XskMap::try_from(map).map_err(|e| {
+                    map_error("xsks_map", "taking it as an XSKMAP", e)
+                })?))
+            }
         };
         Ok(XdpProgram {
             ebpf: Mutex::new(attached.ebpf),
@@ -296,9 +286,11 @@ impl XdpProgram {
         self.ebpf
             .lock_unpoisoned()
             .take_map(name)
-            .ok_or_else(|| Error::Program(format!("the loaded object has no map {name}")))?
+            .ok_or_else(|| Error::NoSuchMap {
+                name: name.to_string(),
+            })?
             .try_into()
-            .map_err(|e| Error::Program(format!("{name}: {}", error_chain(&e))))
+            .map_err(|e| map_error(name, "taking it as the type asked for", e))
     }
 
     /// The kernel's id of this program.
@@ -338,22 +330,18 @@ impl XdpProgram {
         self.xsks
             .as_ref()
             .map(|m| m.lock_unpoisoned())
-            .ok_or_else(|| {
-                Error::Program(format!(
-                    "the program on {} has no xsks_map: it cannot redirect to sockets",
-                    self.iface.name()
-                ))
+            .ok_or_else(|| Error::NoSocketMap {
+                iface: self.iface.name().to_string(),
             })
     }
 
     /// Sends packets of the socket's queue to the socket.
     pub fn register(&self, socket: &Socket) -> Result<()> {
         if socket.interface().index() != self.iface.index() {
-            return Err(Error::InvalidConfig(format!(
-                "the socket is bound to {}, the program is on {}",
-                socket.interface().name(),
-                self.iface.name()
-            )));
+            return Err(Error::InterfaceMismatch {
+                socket_iface: socket.interface().name().to_string(),
+                program_iface: self.iface.name().to_string(),
+            });
         }
         let mut map = self.socket_map()?;
         map.set(
@@ -362,20 +350,19 @@ impl XdpProgram {
             0,
         )
         .map_err(|e| {
-            Error::Program(format!(
-                "registering queue {}: {}",
-                socket.queue(),
-                error_chain(&e)
-            ))
+            map_error(
+                "xsks_map",
+                format!("registering queue {}", socket.queue()),
+                e,
+            )
         })
     }
 
     /// Stops steering queue `queue` to a socket; its packets go to the kernel stack again.
     pub fn unregister(&self, queue: u32) -> Result<()> {
         let mut map = self.socket_map()?;
-        map.unset(queue).map_err(|e| {
-            Error::Program(format!("unregistering queue {queue}: {}", error_chain(&e)))
-        })
+        map.unset(queue)
+            .map_err(|e| map_error("xsks_map", format!("unregistering queue {queue}"), e))
     }
 
     /// Runs the program once over `frame` without acting on the result (BPF_PROG_TEST_RUN) and
@@ -384,13 +371,12 @@ impl XdpProgram {
     /// dry run shows which rule a packet hits.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
         let ebpf = self.ebpf.lock_unpoisoned();
-        let (name, program) = ebpf
-            .programs()
-            .next()
-            .ok_or_else(|| Error::Program("the loaded object has no program".into()))?;
+        let (name, program) = ebpf.programs().next().ok_or_else(|| Error::NoSuchProgram {
+            name: "(any)".to_string(),
+        })?;
         let fd = program
             .fd()
-            .map_err(|e| Error::Program(format!("{name}: {e}")))?;
+            .map_err(|e| program_error(name, "reading its descriptor", e))?;
         Ok(test_run(std::os::fd::AsFd::as_fd(fd), frame)?)
     }
 

@@ -3,9 +3,11 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::interface::{current_netns, Interface};
+use crate::mode::Mode;
 use crate::sys::mmap::Mmap;
 use crate::sys::ring::{RawRing, RingLayout};
 use crate::sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
@@ -13,38 +15,35 @@ use crate::sys::umem::Umem;
 use crate::sys::xsk::{self, RingKind};
 use crate::sys::{self, SyscallError};
 
-/// How the socket moves packet data between the device and the UMEM.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum BindMode {
-    /// Zero-copy if the driver can, else copy (tries XDP_ZEROCOPY, then XDP_COPY).
-    #[default]
-    Auto,
-    /// Always copy (XDP_COPY).
-    Copy,
-    /// Zero-copy or fail (XDP_ZEROCOPY).
-    ZeroCopy,
-}
-
 /// Busy-polling settings (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BusyPoll {
-    /// How long a system call may busy-poll the device, in microseconds.
-    pub timeout_us: u32,
+    /// How long a system call may busy-poll the device (the kernel counts whole
+    /// microseconds).
+    pub timeout: Duration,
     /// Packets per busy-poll round.
     pub budget: u32,
 }
 
-impl Default for BusyPoll {
-    fn default() -> Self {
-        BusyPoll {
-            timeout_us: 20,
-            budget: 64,
-        }
+impl BusyPoll {
+    /// Busy-polls for up to `timeout` per system call, `budget` packets a round.
+    pub fn new(timeout: Duration, budget: u32) -> Self {
+        BusyPoll { timeout, budget }
     }
 }
 
-/// Ring sizes and options of one socket.
+impl Default for BusyPoll {
+    /// 20 µs, 64 packets: the values of the kernel's busy-poll documentation.
+    fn default() -> Self {
+        BusyPoll::new(Duration::from_micros(20), 64)
+    }
+}
+
+/// Ring sizes and options of one socket: start from `SocketConfig::default()` and change
+/// what you need (`SocketConfig::default().rx_size(0)` for a transmit-only socket).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// Entries in the rx ring (0: a transmit-only socket).
     pub rx_size: u32,
@@ -54,8 +53,9 @@ pub struct SocketConfig {
     pub fill_size: u32,
     /// Entries in the completion ring.
     pub completion_size: u32,
-    /// Copy or zero-copy.
-    pub bind_mode: BindMode,
+    /// Copy or zero-copy: `ZeroCopy` binds zero-copy or fails, `Skb` and `Drv` copy, and
+    /// `Auto` tries zero-copy before copy (see [`crate::mode`]).
+    pub mode: Mode,
     /// Ask the kernel to set the need_wakeup flag instead of expecting a system call per batch.
     pub need_wakeup: bool,
     /// Multi-buffer (XDP_USE_SG): packets larger than a frame arrive and leave as frame chains.
@@ -88,7 +88,7 @@ impl Default for SocketConfig {
             tx_size: 2048,
             fill_size: 2048,
             completion_size: 2048,
-            bind_mode: BindMode::Auto,
+            mode: Mode::Auto,
             need_wakeup: true,
             multi_buffer: false,
             busy_poll: None,
@@ -96,6 +96,27 @@ impl Default for SocketConfig {
         }
     }
 }
+
+crate::config_setters!(SocketConfig {
+    /// Sets the rx ring's entries (0: transmit-only).
+    rx_size: u32,
+    /// Sets the tx ring's entries (0: receive-only).
+    tx_size: u32,
+    /// Sets the fill ring's entries.
+    fill_size: u32,
+    /// Sets the completion ring's entries.
+    completion_size: u32,
+    /// Sets copy or zero-copy.
+    mode: Mode,
+    /// Turns need_wakeup on or off.
+    need_wakeup: bool,
+    /// Turns multi-buffer on or off.
+    multi_buffer: bool,
+    /// Sets busy polling.
+    busy_poll: Option<BusyPoll>,
+    /// Sets the copy-mode transmit budget.
+    tx_skb_budget: Option<u32>,
+});
 
 impl SocketConfig {
     /// Checks ring sizes: powers of two from [`MIN_RING_SIZE`] to [`MAX_RING_SIZE`], and at
@@ -114,15 +135,11 @@ impl SocketConfig {
             }
         }
         if self.rx_size == 0 && self.tx_size == 0 {
-            return Err(Error::InvalidConfig(
-                "a socket needs an rx ring, a tx ring, or both".into(),
-            ));
+            return Err(Error::NoDataRing);
         }
         if let Some(b) = self.tx_skb_budget {
             if b < 32 {
-                return Err(Error::InvalidConfig(format!(
-                    "tx skb budget {b} is below the kernel's minimum of 32"
-                )));
+                return Err(Error::TxSkbBudget { budget: b });
             }
         }
         Ok(())
@@ -269,6 +286,228 @@ fn permission(e: SyscallError, what: &'static str) -> Error {
     }
 }
 
+/// The queues the device uses now, not what it allocated: binding beyond them fails with a
+/// bare EINVAL.
+fn check_queue(iface: &Interface, queue: u32, config: &SocketConfig) -> Result<()> {
+    let (rx_queues, tx_queues) = iface.active_queues()?;
+    let queues = if config.rx_size > 0 {
+        rx_queues
+    } else {
+        tx_queues
+    };
+    if queue >= queues {
+        return Err(Error::QueueOutOfRange {
+            iface: iface.name().to_string(),
+            queue,
+            queues,
+        });
+    }
+    Ok(())
+}
+
+/// A live socket already holding a UMEM's registration, which a new socket shares.
+struct Sharing {
+    with: Option<Arc<OwnedFd>>,
+    /// The sharer is on the same (interface, queue), so its fill and completion rings serve
+    /// the new socket too.
+    same_queue: bool,
+}
+
+impl Sharing {
+    fn find(umem: &Umem, netns: u64, iface: &Interface, queue: u32) -> Sharing {
+        let mut reg = umem.registration();
+        reg.bound.retain(|(_, _, _, w)| w.strong_count() > 0);
+        let same = reg
+            .bound
+            .iter()
+            .find(|(ns, ifx, q, _)| *ns == netns && *ifx == iface.index() && *q == queue)
+            .and_then(|(_, _, _, w)| w.upgrade());
+        match same {
+            Some(fd) => Sharing {
+                with: Some(fd),
+                same_queue: true,
+            },
+            None => Sharing {
+                with: reg.bound.iter().find_map(|(_, _, _, w)| w.upgrade()),
+                same_queue: false,
+            },
+        }
+    }
+}
+
+/// Registers the UMEM with its first socket, explaining a refusal to pin it.
+fn register_first(fd: BorrowedFd<'_>, umem: &Umem) -> Result<()> {
+    register_umem(fd, umem).map_err(|e| match e.errno() {
+        Some(libc::ENOBUFS | libc::ENOMEM) => Error::UmemMemlock {
+            bytes: umem.config().len(),
+            limit: match sys::memlock_limit() {
+                Some(l) if sys::geteuid() != 0 => format!("{l} bytes"),
+                Some(l) => format!(
+                    "{l} bytes; root normally has CAP_IPC_LOCK and is not charged, so the UMEM \
+                     may simply be too large for the kernel to pin"
+                ),
+                None => "unlimited".into(),
+            },
+        },
+        _ => permission(e, "registering the UMEM"),
+    })
+}
+
+fn set_ring_sizes(fd: BorrowedFd<'_>, config: &SocketConfig, own_fill: bool) -> Result<()> {
+    if own_fill {
+        xsk::set_ring_size(fd, RingKind::Fill, config.fill_size)?;
+        xsk::set_ring_size(fd, RingKind::Completion, config.completion_size)?;
+    }
+    if config.rx_size > 0 {
+        xsk::set_ring_size(fd, RingKind::Rx, config.rx_size)?;
+    }
+    if config.tx_size > 0 {
+        xsk::set_ring_size(fd, RingKind::Tx, config.tx_size)?;
+    }
+    Ok(())
+}
+
+/// A socket's four rings, mapped; each is `None` when the socket has no such ring.
+struct Rings {
+    rx: Option<RxRing>,
+    tx: Option<TxRing>,
+    fill: Option<FillRing>,
+    completion: Option<CompletionRing>,
+}
+
+impl Rings {
+    fn map(fd: &Arc<OwnedFd>, umem: &Umem, config: &SocketConfig, own_fill: bool) -> Result<Rings> {
+        let offsets = xsk::mmap_offsets(fd.as_fd())?;
+        fn ring<T: Copy>(
+            fd: &Arc<OwnedFd>,
+            offsets: &libc::xdp_mmap_offsets,
+            kind: RingKind,
+            size: u32,
+            producer_side: bool,
+        ) -> Result<Option<RawRing<T>>> {
+            if size == 0 {
+                return Ok(None);
+            }
+            map_ring(fd.as_fd(), kind, size, offsets, producer_side).map(Some)
+        }
+        let (fill_size, completion_size) = if own_fill {
+            (config.fill_size, config.completion_size)
+        } else {
+            (0, 0)
+        };
+        Ok(Rings {
+            fill: ring(fd, &offsets, RingKind::Fill, fill_size, true)?
+                .map(|r| FillRing::new(r, umem.clone(), fd.clone())),
+            completion: ring(fd, &offsets, RingKind::Completion, completion_size, false)?
+                .map(|r| CompletionRing::new(r, umem.clone())),
+            rx: ring(fd, &offsets, RingKind::Rx, config.rx_size, false)?
+                .map(|r| RxRing::new(r, umem.clone(), fd.clone())),
+            tx: ring(fd, &offsets, RingKind::Tx, config.tx_size, true)?
+                .map(|r| TxRing::new(r, umem.clone(), fd.clone())),
+        })
+    }
+}
+
+/// The (interface, queue) a socket binds to.
+struct BindTarget<'a> {
+    iface: &'a Interface,
+    queue: u32,
+}
+
+impl BindTarget<'_> {
+    fn flags(config: &SocketConfig) -> u16 {
+        let mut flags = 0u16;
+        if config.need_wakeup {
+            flags |= libc::XDP_USE_NEED_WAKEUP;
+        }
+        if config.multi_buffer {
+            flags |= libc::XDP_USE_SG;
+        }
+        flags
+    }
+
+    fn error(&self, e: SyscallError) -> Error {
+        match e.errno() {
+            Some(libc::EBUSY) => Error::QueueBusy {
+                iface: self.iface.name().to_string(),
+                queue: self.queue,
+            },
+            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
+                what: "binding an AF_XDP socket",
+            },
+            _ => Error::Syscall(e),
+        }
+    }
+
+    fn try_bind(
+        &self,
+        fd: BorrowedFd<'_>,
+        flags: u16,
+        shared: Option<BorrowedFd<'_>>,
+    ) -> Result<(), SyscallError> {
+        xsk::bind_retrying(fd, self.iface.index(), self.queue, flags, shared)
+    }
+
+    /// Binds a socket that shares another's UMEM. It inherits copy mode, need_wakeup and
+    /// multi-buffer from the socket that registered the UMEM; the kernel rejects any of those
+    /// flags beside XDP_SHARED_UMEM.
+    fn bind_shared(&self, fd: BorrowedFd<'_>, first: BorrowedFd<'_>) -> Result<Option<String>> {
+        self.try_bind(fd, libc::XDP_SHARED_UMEM, Some(first))
+            .map_err(|e| self.error(e))?;
+        Ok(None)
+    }
+
+    /// Binds in the socket's mode; returns why it fell back to copy, when `Auto` did.
+    fn bind(&self, fd: BorrowedFd<'_>, config: &SocketConfig) -> Result<Option<String>> {
+        let flags = Self::flags(config);
+        let copy = |this: &Self| {
+            this.try_bind(fd, flags | libc::XDP_COPY, None)
+                .map_err(|e| this.error(e))
+        };
+        match config.mode {
+            Mode::Skb | Mode::Drv => copy(self).map(|()| None),
+            Mode::ZeroCopy => self
+                .try_bind(fd, flags | libc::XDP_ZEROCOPY, None)
+                .map(|()| None)
+                .map_err(|e| match e.errno() {
+                    Some(libc::EBUSY | libc::EPERM | libc::EACCES) => self.error(e),
+                    _ => Error::ZeroCopyUnsupported {
+                        iface: self.iface.name().to_string(),
+                        reason: e.to_string(),
+                    },
+                }),
+            Mode::Auto => match self.try_bind(fd, flags | libc::XDP_ZEROCOPY, None) {
+                Ok(()) => Ok(None),
+                Err(e) if matches!(e.errno(), Some(libc::EBUSY | libc::EPERM | libc::EACCES)) => {
+                    Err(self.error(e))
+                }
+                Err(e) => {
+                    copy(self)?;
+                    Ok(Some(format!(
+                        "zero-copy refused ({}), using copy mode",
+                        e.os_error
+                    )))
+                }
+            },
+        }
+    }
+}
+
+/// Sets XDP_MAX_TX_SKB_BUDGET, which the kernel takes from 32 to the tx ring size; returns
+/// the budget in force.
+fn set_tx_skb_budget(fd: BorrowedFd<'_>, config: &SocketConfig) -> Result<Option<u32>> {
+    let (Some(budget), true) = (config.tx_skb_budget, config.tx_size >= 32) else {
+        return Ok(None);
+    };
+    let budget = budget.min(config.tx_size);
+    match xsk::set_max_tx_skb_budget(fd, budget) {
+        Ok(()) => Ok(Some(budget)),
+        // Documented on SocketConfig::tx_skb_budget: older kernels lack the option.
+        Err(e) if e.errno() == Some(libc::ENOPROTOOPT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 impl Socket {
     /// Creates a socket on `umem` and binds it to `queue` of `iface`.
     ///
@@ -282,209 +521,26 @@ impl Socket {
         config: &SocketConfig,
     ) -> Result<Socket> {
         config.validate()?;
-        // The queues the device uses now, not what it allocated: binding beyond them fails
-        // with a bare EINVAL.
-        let (rx_queues, tx_queues) = iface.active_queues()?;
-        let queues = if config.rx_size > 0 {
-            rx_queues
-        } else {
-            tx_queues
-        };
-        if queue >= queues {
-            return Err(Error::QueueOutOfRange {
-                iface: iface.name().to_string(),
-                queue,
-                queues,
-            });
-        }
+        check_queue(iface, queue, config)?;
         let fd = xsk::socket().map_err(|e| permission(e, "creating an AF_XDP socket"))?;
         let netns = current_netns();
-
-        // Find a live socket already holding this UMEM's registration.
-        let (share_with, same_queue) = {
-            let mut reg = umem.registration();
-            reg.bound.retain(|(_, _, _, w)| w.strong_count() > 0);
-            let same = reg
-                .bound
-                .iter()
-                .find(|(ns, ifx, q, _)| *ns == netns && *ifx == iface.index() && *q == queue)
-                .and_then(|(_, _, _, w)| w.upgrade());
-            match same {
-                Some(fd) => (Some(fd), true),
-                None => (reg.bound.iter().find_map(|(_, _, _, w)| w.upgrade()), false),
-            }
-        };
-
-        if share_with.is_none() {
-            let cfg = umem.config();
-            register_umem(fd.as_fd(), umem).map_err(|e| match e.errno() {
-                Some(libc::ENOBUFS | libc::ENOMEM) => Error::UmemMemlock {
-                    bytes: cfg.len(),
-                    limit: match sys::memlock_limit() {
-                        Some(l) if sys::geteuid() != 0 => format!("{l} bytes"),
-                        Some(l) => format!("{l} bytes; root normally has CAP_IPC_LOCK and is not charged, so the UMEM may simply be too large for the kernel to pin"),
-                        None => "unlimited".into(),
-                    },
-                },
-                _ => permission(e, "registering the UMEM"),
-            })?;
+        let sharing = Sharing::find(umem, netns, iface, queue);
+        if sharing.with.is_none() {
+            register_first(fd.as_fd(), umem)?;
         }
-        let own_fill = !same_queue;
-        if own_fill {
-            xsk::set_ring_size(fd.as_fd(), RingKind::Fill, config.fill_size)?;
-            xsk::set_ring_size(fd.as_fd(), RingKind::Completion, config.completion_size)?;
-        }
-        if config.rx_size > 0 {
-            xsk::set_ring_size(fd.as_fd(), RingKind::Rx, config.rx_size)?;
-        }
-        if config.tx_size > 0 {
-            xsk::set_ring_size(fd.as_fd(), RingKind::Tx, config.tx_size)?;
-        }
-        let offsets = xsk::mmap_offsets(fd.as_fd())?;
+        let own_fill = !sharing.same_queue;
+        set_ring_sizes(fd.as_fd(), config, own_fill)?;
         let fd = Arc::new(fd);
-        let fill = if own_fill {
-            Some(FillRing::new(
-                map_ring(fd.as_fd(), RingKind::Fill, config.fill_size, &offsets, true)?,
-                umem.clone(),
-                fd.clone(),
-            ))
-        } else {
-            None
+        let rings = Rings::map(&fd, umem, config, own_fill)?;
+        let target = BindTarget { iface, queue };
+        let fallback = match &sharing.with {
+            Some(first) => target.bind_shared(fd.as_fd(), first.as_fd())?,
+            None => target.bind(fd.as_fd(), config)?,
         };
-        let completion = if own_fill {
-            Some(CompletionRing::new(
-                map_ring(
-                    fd.as_fd(),
-                    RingKind::Completion,
-                    config.completion_size,
-                    &offsets,
-                    false,
-                )?,
-                umem.clone(),
-            ))
-        } else {
-            None
-        };
-        let rx = if config.rx_size > 0 {
-            Some(RxRing::new(
-                map_ring(fd.as_fd(), RingKind::Rx, config.rx_size, &offsets, false)?,
-                umem.clone(),
-                fd.clone(),
-            ))
-        } else {
-            None
-        };
-        let tx = if config.tx_size > 0 {
-            Some(TxRing::new(
-                map_ring(fd.as_fd(), RingKind::Tx, config.tx_size, &offsets, true)?,
-                umem.clone(),
-                fd.clone(),
-            ))
-        } else {
-            None
-        };
-
-        let mut flags = 0u16;
-        if config.need_wakeup {
-            flags |= libc::XDP_USE_NEED_WAKEUP;
-        }
-        if config.multi_buffer {
-            flags |= libc::XDP_USE_SG;
-        }
-        let shared_fd = share_with.as_ref().map(|f| f.as_fd());
-        if shared_fd.is_some() {
-            // A sharing socket inherits copy mode, need_wakeup and multi-buffer from the socket
-            // that registered the UMEM; the kernel rejects any of those flags beside this one.
-            flags = libc::XDP_SHARED_UMEM;
-        }
-        let bind_err = |e: SyscallError| -> Error {
-            match e.errno() {
-                Some(libc::EBUSY) => Error::QueueBusy {
-                    iface: iface.name().to_string(),
-                    queue,
-                },
-                Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
-                    what: "binding an AF_XDP socket",
-                },
-                _ => Error::Syscall(e),
-            }
-        };
-        let mut fallback = None;
-        if shared_fd.is_some() {
-            xsk::bind_retrying(fd.as_fd(), iface.index(), queue, flags, shared_fd)
-                .map_err(bind_err)?;
-        } else {
-            match config.bind_mode {
-                BindMode::Copy => xsk::bind_retrying(
-                    fd.as_fd(),
-                    iface.index(),
-                    queue,
-                    flags | libc::XDP_COPY,
-                    None,
-                )
-                .map_err(bind_err)?,
-                BindMode::ZeroCopy => xsk::bind_retrying(
-                    fd.as_fd(),
-                    iface.index(),
-                    queue,
-                    flags | libc::XDP_ZEROCOPY,
-                    None,
-                )
-                .map_err(|e| match e.errno() {
-                    Some(libc::EBUSY | libc::EPERM | libc::EACCES) => bind_err(e),
-                    _ => Error::ZeroCopyUnsupported {
-                        iface: iface.name().to_string(),
-                        reason: e.to_string(),
-                    },
-                })?,
-                BindMode::Auto => {
-                    match xsk::bind_retrying(
-                        fd.as_fd(),
-                        iface.index(),
-                        queue,
-                        flags | libc::XDP_ZEROCOPY,
-                        None,
-                    ) {
-                        Ok(()) => {}
-                        Err(e)
-                            if matches!(
-                                e.errno(),
-                                Some(libc::EBUSY | libc::EPERM | libc::EACCES)
-                            ) =>
-                        {
-                            return Err(bind_err(e))
-                        }
-                        Err(e) => {
-                            fallback = Some(format!(
-                                "zero-copy refused ({}), using copy mode",
-                                e.os_error
-                            ));
-                            xsk::bind_retrying(
-                                fd.as_fd(),
-                                iface.index(),
-                                queue,
-                                flags | libc::XDP_COPY,
-                                None,
-                            )
-                            .map_err(bind_err)?;
-                        }
-                    }
-                }
-            }
-        }
-        // The kernel takes budgets from 32 to the tx ring size.
-        let mut tx_skb_budget = None;
-        if let (Some(budget), true) = (config.tx_skb_budget, config.tx_size >= 32) {
-            let budget = budget.min(config.tx_size);
-            match xsk::set_max_tx_skb_budget(fd.as_fd(), budget) {
-                Ok(()) => tx_skb_budget = Some(budget),
-                // Documented on SocketConfig::tx_skb_budget: older kernels lack the option.
-                Err(e) if e.errno() == Some(libc::ENOPROTOOPT) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let tx_skb_budget = set_tx_skb_budget(fd.as_fd(), config)?;
         if let Some(bp) = config.busy_poll {
-            xsk::set_busy_poll(fd.as_fd(), bp.timeout_us, bp.budget)?;
+            let timeout_us = u32::try_from(bp.timeout.as_micros()).unwrap_or(u32::MAX);
+            xsk::set_busy_poll(fd.as_fd(), timeout_us, bp.budget)?;
         }
         let zero_copy = xsk::is_zero_copy(fd.as_fd())?;
         umem.registration()
@@ -498,10 +554,10 @@ impl Socket {
             zero_copy,
             fallback,
             tx_skb_budget,
-            rx,
-            tx,
-            fill,
-            completion,
+            rx: rings.rx,
+            tx: rings.tx,
+            fill: rings.fill,
+            completion: rings.completion,
         })
     }
 
@@ -562,9 +618,9 @@ impl Socket {
     pub fn statistics(&self) -> Result<Statistics> {
         statistics(self.fd.as_fd())
     }
-    /// Waits up to `timeout_ms` (-1: forever) for received packets or transmit room.
-    /// Returns (readable, writable).
-    pub fn poll(&self, rx: bool, tx: bool, timeout_ms: i32) -> Result<(bool, bool)> {
+    /// Waits up to `timeout` (`None`: for as long as it takes) for received packets or
+    /// transmit room. Returns (readable, writable).
+    pub fn poll(&self, rx: bool, tx: bool, timeout: Option<Duration>) -> Result<(bool, bool)> {
         let mut events = 0;
         if rx {
             events |= libc::POLLIN;
@@ -572,7 +628,7 @@ impl Socket {
         if tx {
             events |= libc::POLLOUT;
         }
-        let ev = xsk::poll(self.fd.as_fd(), events, timeout_ms)?;
+        let ev = xsk::poll(self.fd.as_fd(), events, timeout)?;
         Ok((ev & libc::POLLIN != 0, ev & libc::POLLOUT != 0))
     }
     /// A handle for reading statistics from another thread.
@@ -601,11 +657,10 @@ impl Socket {
 /// 6.8 and later, with the `XDP_UMEM_TX_METADATA_LEN` flag from 6.11): registers a two-frame
 /// UMEM with metadata room on an unbound socket, which needs no interface.
 pub fn kernel_supports_tx_metadata() -> bool {
-    let Ok(umem) = Umem::new(crate::UmemConfig {
-        frame_count: 2,
-        tx_metadata_len: crate::sys::umem::TX_METADATA_LEN,
-        ..crate::UmemConfig::default()
-    }) else {
+    let config = crate::UmemConfig::default()
+        .frame_count(2)
+        .tx_metadata_len(crate::sys::umem::TX_METADATA_LEN);
+    let Ok(umem) = Umem::new(config) else {
         return false;
     };
     let Ok(fd) = xsk::socket() else {

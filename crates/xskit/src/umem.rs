@@ -32,9 +32,7 @@ impl UmemConfig {
             });
         }
         if self.frame_count == 0 {
-            return Err(Error::InvalidConfig(
-                "the UMEM needs at least one frame".into(),
-            ));
+            return Err(Error::NoFrames);
         }
         if self.headroom >= fs - XDP_PACKET_HEADROOM {
             return Err(Error::Headroom {
@@ -44,16 +42,12 @@ impl UmemConfig {
             });
         }
         if !self.tx_metadata_len.is_multiple_of(8) || self.tx_metadata_len > 256 {
-            return Err(Error::InvalidConfig(format!(
-                "tx metadata length {} must be a multiple of 8 and at most 256",
-                self.tx_metadata_len
-            )));
+            return Err(Error::TxMetadataLen {
+                len: self.tx_metadata_len,
+            });
         }
         if self.len() > ADDR_MASK {
-            return Err(Error::InvalidConfig(format!(
-                "a UMEM of {} bytes is too large; the kernel limit is far below 2^48",
-                self.len()
-            )));
+            return Err(Error::UmemAddressSpace { bytes: self.len() });
         }
         Ok(())
     }

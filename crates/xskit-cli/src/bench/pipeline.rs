@@ -65,10 +65,7 @@ struct Bed {
 
 impl Bed {
     fn new(cache: usize) -> Result<Self> {
-        let umem = Umem::new(UmemConfig {
-            frame_count: 4096,
-            ..UmemConfig::default()
-        })?;
+        let umem = Umem::new(UmemConfig::default().frame_count(4096))?;
         let shared = SharedFrames::new(umem.take_frames().expect("a new UMEM has its frames"));
         let (port, wire) = mem_port_pair(4096);
         Ok(Bed {

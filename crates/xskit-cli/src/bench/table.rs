@@ -431,7 +431,7 @@ impl FwdRunner {
                 "-m",
                 "drv",
                 "--json",
-                "-r",
+                "--rules",
             ])
             .into_iter()
             .chain([rules.display().to_string()])
@@ -576,7 +576,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
     if args.runs == 0 || args.runs > 20 {
         bail!("--runs {} is out of range: use 1 to 20", args.runs);
     }
-    if args.port.mode != "auto" {
+    if args.port.mode != crate::opts::ModeArg::Auto {
         bail!("without -i the table covers both skb and drv mode; --mode applies only with -i");
     }
     let secs = args

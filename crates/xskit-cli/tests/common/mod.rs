@@ -2,13 +2,29 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::{Child, Output, Stdio};
 
 use xskit_testbed::{Chain, Host};
 
 pub use xskit_testbed::privileged_or_skip as privileged;
 
 pub const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
+
+/// Runs `program` with `args` in `host`'s namespace.
+pub fn run(host: &Host, program: &str, args: &[&str]) -> Output {
+    host.ns.command(program).args(args).output().unwrap()
+}
+
+/// The output of a command that must have succeeded (stdout and stderr, to show otherwise).
+pub fn ok(out: &Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
 
 /// Starts `xskit ARGS` in `host`'s namespace and waits for its header line on stderr (printed
 /// once its port is open, or its error).

@@ -48,16 +48,8 @@ pub fn addrs(from: &Host, to: &Host) -> ProbeAddrs {
 /// port on host a, both in `mode`. Returned as (receiver, sender, testbed).
 pub fn receiver_and_sender(mode: xskit::Mode, rx: PortConfig) -> (Port, Port, Testbed) {
     let bed = bed(TestbedConfig::default());
-    let rx = open(&bed.b, 0, &PortConfig { mode, ..rx }).expect("receiver port");
-    let tx = open(
-        &bed.a,
-        0,
-        &PortConfig {
-            mode,
-            ..PortConfig::default()
-        },
-    )
-    .expect("sender port");
+    let rx = open(&bed.b, 0, &rx.mode(mode)).expect("receiver port");
+    let tx = open(&bed.a, 0, &PortConfig::default().mode(mode)).expect("sender port");
     (rx, tx, bed)
 }
 

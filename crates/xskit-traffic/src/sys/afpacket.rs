@@ -3,6 +3,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use xskit::os::{Mmap, SyscallError};
 
@@ -125,11 +126,11 @@ impl PacketRxRing {
         }
     }
 
-    /// Hands every packet of the next ready block to `f` (waiting up to `timeout_ms` for one),
+    /// Hands every packet of the next ready block to `f` (waiting up to `timeout` for one),
     /// returns the block to the kernel, and returns the number of packets.
     pub fn receive(
         &mut self,
-        timeout_ms: i32,
+        timeout: Option<Duration>,
         mut f: impl FnMut(&[u8]),
     ) -> Result<u64, SyscallError> {
         let block = self.current;
@@ -138,7 +139,7 @@ impl PacketRxRing {
             xskit::os::poll(
                 std::os::fd::AsFd::as_fd(&self.fd),
                 libc::POLLIN | libc::POLLERR,
-                timeout_ms,
+                timeout,
             )?;
             if self.word(block, BLOCK_STATUS).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
                 return Ok(0);

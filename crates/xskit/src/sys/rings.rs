@@ -45,6 +45,65 @@ pub struct TxRing {
     wakeups: u64,
 }
 
+/// What every ring has.
+macro_rules! any_side {
+    ($($ring:ident),*) => {$(
+        impl $ring {
+            /// The ring's size in entries.
+            pub fn size(&self) -> u32 {
+                self.ring.size()
+            }
+        }
+    )*};
+}
+
+/// What the two rings user space produces into (fill, tx) have: free slots, entries the
+/// kernel has not taken yet, and the need_wakeup protocol.
+macro_rules! producer_side {
+    ($($ring:ident),*) => {$(
+        impl $ring {
+            /// Free slots (refreshing the kernel's index if the cache shows fewer than
+            /// `wanted`).
+            pub fn free(&mut self, wanted: u32) -> u32 {
+                self.ring.free(wanted)
+            }
+
+            /// Entries submitted and not yet taken by the kernel (as last seen).
+            pub fn pending(&mut self) -> u32 {
+                self.ring.outstanding()
+            }
+
+            /// Whether the kernel must be woken to take entries from this ring (need_wakeup
+            /// mode; always true for tx in copy mode).
+            pub fn needs_wakeup(&self) -> bool {
+                self.ring.needs_wakeup()
+            }
+
+            /// Wakeup system calls made so far.
+            pub fn wakeups(&self) -> u64 {
+                self.wakeups
+            }
+        }
+    )*};
+}
+
+/// What the two rings the kernel produces into (completion, rx) have.
+macro_rules! consumer_side {
+    ($($ring:ident),*) => {$(
+        impl $ring {
+            /// Entries waiting to be taken (refreshing the kernel's index when the cache is
+            /// empty).
+            pub fn available(&mut self) -> u32 {
+                self.ring.available(u32::MAX)
+            }
+        }
+    )*};
+}
+
+any_side!(FillRing, CompletionRing, RxRing, TxRing);
+producer_side!(FillRing, TxRing);
+consumer_side!(CompletionRing, RxRing);
+
 fn clamp(max: usize, have: usize) -> u32 {
     max.min(have).min(u32::MAX as usize) as u32
 }
@@ -57,16 +116,6 @@ impl FillRing {
             fd,
             wakeups: 0,
         }
-    }
-
-    /// The ring's size in entries.
-    pub fn size(&self) -> u32 {
-        self.ring.size()
-    }
-
-    /// Free slots (refreshing the kernel's index if the cache shows fewer than `wanted`).
-    pub fn free(&mut self, wanted: u32) -> u32 {
-        self.ring.free(wanted)
     }
 
     /// Moves up to `max` frames from the end of `frames` into the ring, for the kernel to
@@ -95,37 +144,17 @@ impl FillRing {
         self.umem.frame_at(0, 0, 0).tag()
     }
 
-    /// Frames the kernel has not yet taken (as last seen).
-    pub fn pending(&mut self) -> u32 {
-        self.ring.outstanding()
-    }
-
-    /// Whether the kernel must be woken to take frames from this ring (need_wakeup mode).
-    pub fn needs_wakeup(&self) -> bool {
-        self.ring.needs_wakeup()
-    }
-
     /// Wakes the kernel's receive path (a non-blocking `recvfrom`), counting the call.
     pub fn wakeup(&mut self) -> Result<(), SyscallError> {
         self.wakeups += 1;
         xsk::kick_rx(self.fd.as_fd())?;
         Ok(())
     }
-
-    /// Wakeup system calls made so far.
-    pub fn wakeups(&self) -> u64 {
-        self.wakeups
-    }
 }
 
 impl CompletionRing {
     pub(crate) fn new(ring: RawRing<u64>, umem: Umem) -> Self {
         CompletionRing { ring, umem }
-    }
-
-    /// The ring's size in entries.
-    pub fn size(&self) -> u32 {
-        self.ring.size()
     }
 
     /// Moves up to `max` transmitted frames into `out` (empty, at the address they were sent
@@ -142,11 +171,6 @@ impl CompletionRing {
         }
         n as usize
     }
-
-    /// Completed frames waiting to be reaped.
-    pub fn available(&mut self) -> u32 {
-        self.ring.available(u32::MAX)
-    }
 }
 
 impl RxRing {
@@ -154,14 +178,10 @@ impl RxRing {
         RxRing { ring, umem, fd }
     }
 
-    /// The ring's size in entries.
-    pub fn size(&self) -> u32 {
-        self.ring.size()
-    }
-
     /// Moves up to `max` received packets (frames) into `out`; returns how many. A packet that
     /// spans several frames (multi-buffer) arrives as consecutive frames, all but the last with
-    /// [`Frame::is_continued`].
+    /// [`Frame::is_continued`]; [`crate::packets`] reads them packet by packet. `max` can
+    /// stop the receive in the middle of a chain.
     pub fn receive(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
         let (idx, n) = self.ring.peek(clamp(max, usize::MAX));
         out.reserve(n as usize);
@@ -175,14 +195,9 @@ impl RxRing {
         n as usize
     }
 
-    /// Packets waiting (refreshing the kernel's index when the cache is empty).
-    pub fn available(&mut self) -> u32 {
-        self.ring.available(u32::MAX)
-    }
-
-    /// Waits up to `timeout_ms` for packets; true if some are ready.
-    pub fn poll(&mut self, timeout_ms: i32) -> Result<bool, SyscallError> {
-        let ev = xsk::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms)?;
+    /// Waits up to `timeout` (`None`: until they come) for packets; true if some are ready.
+    pub fn poll(&mut self, timeout: Option<std::time::Duration>) -> Result<bool, SyscallError> {
+        let ev = xsk::poll(self.fd.as_fd(), libc::POLLIN, timeout)?;
         Ok(ev & libc::POLLIN != 0)
     }
 }
@@ -195,16 +210,6 @@ impl TxRing {
             fd,
             wakeups: 0,
         }
-    }
-
-    /// The ring's size in entries.
-    pub fn size(&self) -> u32 {
-        self.ring.size()
-    }
-
-    /// Free slots (refreshing the kernel's index if the cache shows fewer than `wanted`).
-    pub fn free(&mut self, wanted: u32) -> u32 {
-        self.ring.free(wanted)
     }
 
     /// Moves up to `max` frames from the front of `frames` into the ring, in order; returns how
@@ -260,16 +265,6 @@ impl TxRing {
         n as usize
     }
 
-    /// Descriptors submitted and not yet taken by the kernel (as last seen).
-    pub fn pending(&mut self) -> u32 {
-        self.ring.outstanding()
-    }
-
-    /// Whether the kernel must be woken to transmit (always true in copy mode).
-    pub fn needs_wakeup(&self) -> bool {
-        self.ring.needs_wakeup()
-    }
-
     /// Kicks transmission with a non-blocking `sendto`, counting the call.
     pub fn wakeup(&mut self) -> Result<(), SyscallError> {
         self.wakeups += 1;
@@ -284,11 +279,6 @@ impl TxRing {
             return Ok(true);
         }
         Ok(false)
-    }
-
-    /// Wakeup system calls made so far.
-    pub fn wakeups(&self) -> u64 {
-        self.wakeups
     }
 }
 

@@ -32,8 +32,10 @@ pub(crate) const HUGE_PAGE_SIZE: u64 = 2 * 1024 * 1024;
 const TAG_SHIFT: u32 = 48;
 pub(crate) const ADDR_MASK: u64 = (1 << TAG_SHIFT) - 1;
 
-/// How to lay out a UMEM.
+/// How to lay out a UMEM: start from `UmemConfig::default()` (4096 frames of 4096 bytes) and
+/// change what you need (`UmemConfig::default().frame_count(8192)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UmemConfig {
     /// Bytes per frame (chunk): 2048 or 4096, or any size between them in unaligned mode.
     pub frame_size: u32,
@@ -62,6 +64,21 @@ impl Default for UmemConfig {
         }
     }
 }
+
+crate::config_setters!(UmemConfig {
+    /// Sets the bytes per frame.
+    frame_size: u32,
+    /// Sets the number of frames.
+    frame_count: u32,
+    /// Sets the extra headroom.
+    headroom: u32,
+    /// Turns unaligned-chunk mode on or off.
+    unaligned: bool,
+    /// Turns huge pages on or off.
+    huge_pages: bool,
+    /// Sets the transmit metadata room.
+    tx_metadata_len: u32,
+});
 
 impl UmemConfig {
     /// Total bytes of frames.
@@ -178,7 +195,7 @@ struct UmemInner {
 ///
 /// ```no_run
 /// use xskit::{Umem, UmemConfig};
-/// let umem = Umem::new(UmemConfig { frame_count: 8192, ..UmemConfig::default() })?;
+/// let umem = Umem::new(UmemConfig::default().frame_count(8192))?;
 /// let frames = umem.take_frames().expect("first call");
 /// assert_eq!(frames.len(), 8192);
 /// # Ok::<(), xskit::Error>(())

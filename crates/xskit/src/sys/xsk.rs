@@ -317,8 +317,25 @@ pub(crate) fn kick_rx(fd: BorrowedFd<'_>) -> Result<(), SyscallError> {
     wakeup_result(ret, "recvfrom(AF_XDP wakeup)")
 }
 
-/// Waits up to `timeout_ms` (-1: forever) for `events` on the socket; returns the events seen.
-pub(crate) fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> Result<i16, SyscallError> {
+/// A poll(2) timeout in milliseconds: -1 for none, a part millisecond rounded up so a short
+/// wait never becomes a busy loop.
+fn timeout_ms(timeout: Option<std::time::Duration>) -> libc::c_int {
+    match timeout {
+        None => -1,
+        Some(t) => {
+            let ms = t.as_nanos().div_ceil(1_000_000);
+            libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+        }
+    }
+}
+
+/// Waits up to `timeout` (`None`: forever) for `events` on the socket; returns the events seen.
+pub(crate) fn poll(
+    fd: BorrowedFd<'_>,
+    events: i16,
+    timeout: Option<std::time::Duration>,
+) -> Result<i16, SyscallError> {
+    let timeout_ms = timeout_ms(timeout);
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
@@ -339,13 +356,14 @@ pub(crate) fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> Result<i
     Ok(if ret == 0 { 0 } else { pfd.revents })
 }
 
-/// Waits up to `timeout_ms` until one of `fds` is readable; a signal ends the wait early.
+/// Waits up to `timeout` until one of `fds` is readable; a signal ends the wait early.
 /// `pfds` is scratch space, reused between calls.
 pub(crate) fn poll_readable(
     fds: &[BorrowedFd<'_>],
     pfds: &mut Vec<libc::pollfd>,
-    timeout_ms: i32,
+    timeout: Option<std::time::Duration>,
 ) -> Result<bool, SyscallError> {
+    let timeout_ms = timeout_ms(timeout);
     pfds.clear();
     pfds.extend(fds.iter().map(|fd| libc::pollfd {
         fd: fd.as_raw_fd(),
