@@ -53,6 +53,13 @@ impl<'a> Iterator for Packets<'a> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         (0, Some(self.rest.len()))
     }
+
+    /// Every packet ends in the one frame of it that is not continued, so counting those
+    /// counts the whole packets, without splitting the run (the data path counts per vector).
+    #[inline]
+    fn count(self) -> usize {
+        self.rest.iter().filter(|f| !f.is_continued()).count()
+    }
 }
 
 impl Umem {
@@ -89,6 +96,11 @@ mod tests {
         let mut it = packets(&frames);
         let sizes: Vec<usize> = it.by_ref().map(<[Frame]>::len).collect();
         assert_eq!(sizes, [1, 3]);
+        assert_eq!(
+            packets(&frames).count(),
+            2,
+            "the unfinished chain is not counted"
+        );
         assert_eq!(it.remainder().len(), 1, "the unfinished chain");
         assert_eq!(whole_packets_len(&frames), 4);
         let mut bytes = Vec::new();
