@@ -103,6 +103,18 @@ impl From<FwdModeArg> for Mode {
     }
 }
 
+/// The flags behind a refused set-up, which the library's message cannot name.
+fn flags_for(e: &xskit_fwd::Error) -> &'static str {
+    use xskit_fwd::Error as E;
+    match e {
+        E::NowhereToForward { .. } => " (reflecting is --reflect)",
+        E::XdpForwardConflict => " (--xdp-forward with --reflect, --respond or --tap)",
+        E::NoSuchCpu { .. } | E::CpuNotAllowed { .. } => " (--cpus)",
+        E::TooManyFrames { .. } => " (--ring-size, --queues)",
+        _ => "",
+    }
+}
+
 fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the rules file {}", path.display()))?;
@@ -252,8 +264,13 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             ChecksumArg::Software => ChecksumMode::Software,
         });
     let stop = stop_flag()?;
-    let forwarder = Forwarder::new(config)
-        .with_context(|| format!("setting up forwarding on {}", args.interfaces.join(" and ")))?;
+    let forwarder = Forwarder::new(config).map_err(|e| {
+        let flags = flags_for(&e);
+        anyhow::Error::new(e).context(format!(
+            "setting up forwarding on {}{flags}",
+            args.interfaces.join(" and ")
+        ))
+    })?;
     let (modes, warnings) = (forwarder.modes(), forwarder.warnings().to_vec());
     let header = format!(
         "xskit fwd: {} ({}){}{}{}{}; Ctrl-C stops",

@@ -393,7 +393,10 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
             vec!["fwd", "-i", ma, "-i", ma],
             "both interfaces are xsk-ma",
         ),
-        (vec!["fwd", "-i", ma], "nowhere to go"),
+        (
+            vec!["fwd", "-i", ma],
+            "(reflecting is --reflect): with one interface",
+        ),
         (
             vec!["fwd", "-i", ma, "-i", mc, "--vector", "300"],
             "vector size 300",

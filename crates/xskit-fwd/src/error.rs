@@ -15,9 +15,109 @@ pub enum Error {
     /// A system call failed.
     #[error(transparent)]
     Syscall(#[from] SyscallError),
-    /// A forwarder setting that cannot work.
-    #[error("invalid forwarder configuration: {0}")]
-    InvalidConfig(String),
+    /// Neither one nor two interfaces.
+    #[error("{count} interfaces given: forward between two, or reflect on one")]
+    InterfaceCount {
+        /// How many were given.
+        count: usize,
+    },
+    /// The same interface twice.
+    #[error("both interfaces are {name}: give two different ones, or one with reflect")]
+    SameInterface {
+        /// The interface.
+        name: String,
+    },
+    /// Zero-copy was asked of the forwarder.
+    #[error(
+        "the forwarder cannot run zero-copy: one UMEM serves both interfaces, which takes copy \
+         mode; use auto, skb or drv"
+    )]
+    ZeroCopy,
+    /// Forwarding in XDP with a setting that needs user space to see every packet.
+    #[error(
+        "forwarding in XDP needs two interfaces, and no reflect, respond or TAP device (those \
+         need user space to see every packet)"
+    )]
+    XdpForwardConflict,
+    /// One interface, no reflect, and rules that forward.
+    #[error(
+        "with one interface ({iface}) forwarded packets have nowhere to go: give a second \
+         interface, or reflect them back out of this one"
+    )]
+    NowhereToForward {
+        /// The interface.
+        iface: String,
+    },
+    /// No queue to serve.
+    #[error("0 queues: serve at least one")]
+    NoQueues,
+    /// An interface without a MAC address.
+    #[error("{iface} has no MAC address: it is not Ethernet")]
+    NotEthernet {
+        /// The interface.
+        iface: String,
+    },
+    /// More frames than one UMEM holds.
+    #[error(
+        "{queues} queue(s) x {ports} interface(s) with fill rings of {fill} and tx rings of \
+         {tx} need more frames than one UMEM holds: use smaller rings"
+    )]
+    TooManyFrames {
+        /// Queues served.
+        queues: u32,
+        /// Interfaces.
+        ports: u32,
+        /// Fill ring entries per socket.
+        fill: u32,
+        /// Tx ring entries per socket.
+        tx: u32,
+    },
+    /// A pinning CPU the machine does not have.
+    #[error("CPU {cpu} does not exist: this machine has CPUs 0 to {last}")]
+    NoSuchCpu {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The highest CPU online.
+        last: usize,
+    },
+    /// A pinning CPU this process may not run on.
+    #[error(
+        "CPU {cpu} is outside this process's allowed CPUs ({allowed}), as set by taskset or a \
+         cgroup: pin workers to those, or widen the affinity"
+    )]
+    CpuNotAllowed {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The allowed CPUs, comma-separated.
+        allowed: String,
+    },
+    /// A kernel rule's destination port range runs backwards.
+    #[error("port range {lo}-{hi} is empty: give the lower port first")]
+    EmptyPortRange {
+        /// The first port.
+        lo: u16,
+        /// The last port.
+        hi: u16,
+    },
+    /// A prefix longer than its address.
+    #[error("prefix length /{len} is longer than /{max}")]
+    PrefixTooLong {
+        /// The length given.
+        len: u8,
+        /// The address's bits.
+        max: u8,
+    },
+    /// More kernel rules than the filter's map holds.
+    #[error("{count} rules given; the kernel filter holds at most {max}")]
+    TooManyRules {
+        /// Rules given.
+        count: usize,
+        /// The filter's limit.
+        max: usize,
+    },
+    /// The UMEM's frames were taken before the forwarder could.
+    #[error("the UMEM's frames were already taken: give the forwarder a UMEM of its own")]
+    FramesTaken,
     /// The kernel filter's maps could not be read or written.
     #[error("the XDP filter: {what}: {reason}")]
     Filter {

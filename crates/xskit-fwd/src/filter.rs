@@ -58,9 +58,7 @@ impl KernelRule {
         };
         if let Some((lo, hi)) = dst_ports {
             if lo > hi {
-                return Err(Error::InvalidConfig(format!(
-                    "port range {lo}-{hi} is empty"
-                )));
+                return Err(Error::EmptyPortRange { lo, hi });
             }
             (r.port_lo, r.port_hi) = (lo, hi);
         }
@@ -70,9 +68,7 @@ impl KernelRule {
                 IpAddr::V6(a) => (a.octets().to_vec(), 128),
             };
             if len > max {
-                return Err(Error::InvalidConfig(format!(
-                    "prefix length /{len} is longer than /{max}"
-                )));
+                return Err(Error::PrefixTooLong { len, max });
             }
             r.family = if max == 32 { 4 } else { 6 };
             for (i, chunk) in bytes.chunks(4).enumerate() {
@@ -212,10 +208,10 @@ impl XdpFilter {
     /// default.
     pub fn set_rules(&self, rules: &[KernelRule], default: Action) -> Result<()> {
         if rules.len() > MAX_RULES {
-            return Err(Error::InvalidConfig(format!(
-                "{} rules given; the kernel filter holds at most {MAX_RULES}",
-                rules.len()
-            )));
+            return Err(Error::TooManyRules {
+                count: rules.len(),
+                max: MAX_RULES,
+            });
         }
         let mut maps = self.maps.lock_unpoisoned();
         maps.configure(0, default)?;

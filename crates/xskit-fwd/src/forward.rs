@@ -73,19 +73,18 @@ fn check_cpus(cpus: &[usize]) -> Result<()> {
     }
     let online = xskit::os::online_cpus();
     if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
-        return Err(Error::InvalidConfig(format!(
-            "CPU {cpu} does not exist: this machine has CPUs 0 to {}",
-            online - 1
-        )));
+        return Err(Error::NoSuchCpu {
+            cpu,
+            last: online - 1,
+        });
     }
     let allowed = xskit::os::allowed_cpus().map_err(Error::Syscall)?;
     if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
         let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
-        return Err(Error::InvalidConfig(format!(
-            "CPU {cpu} is outside this process's allowed CPUs ({}), as set by taskset or a \
-             cgroup: pin workers to those, or widen the affinity",
-            list.join(",")
-        )));
+        return Err(Error::CpuNotAllowed {
+            cpu,
+            allowed: list.join(","),
+        });
     }
     Ok(())
 }
@@ -355,31 +354,20 @@ pub(crate) struct ReplyCounters {
 fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
     let n = config.interfaces.len();
     if n == 0 || n > 2 {
-        return Err(Error::InvalidConfig(format!(
-            "{n} interfaces given: forward between two, or reflect on one"
-        )));
+        return Err(Error::InterfaceCount { count: n });
     }
     if n == 2 && config.interfaces[0] == config.interfaces[1] {
-        return Err(Error::InvalidConfig(format!(
-            "both interfaces are {}: give two different ones, or one with reflect",
-            config.interfaces[0]
-        )));
+        return Err(Error::SameInterface {
+            name: config.interfaces[0].clone(),
+        });
     }
     if config.mode == Mode::ZeroCopy {
-        return Err(Error::InvalidConfig(
-            "the forwarder cannot run zero-copy: one UMEM serves both interfaces, which takes \
-             copy mode; use auto, skb or drv"
-                .into(),
-        ));
+        return Err(Error::ZeroCopy);
     }
     if config.xdp_forward
         && (n != 2 || config.reflect || config.respond.is_some() || config.tap.is_some())
     {
-        return Err(Error::InvalidConfig(
-            "forwarding in XDP needs two interfaces, and no reflect, respond or TAP device \
-             (those need user space to see every packet)"
-                .into(),
-        ));
+        return Err(Error::XdpForwardConflict);
     }
     let mut rules = config.rules.clone();
     rules.set_forward_in_kernel(config.xdp_forward);
@@ -389,11 +377,9 @@ fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
             .iter()
             .any(|r| matches!(r.verdict(), Verdict::Forward | Verdict::RateLimit));
     if n == 1 && !config.reflect && forwards {
-        return Err(Error::InvalidConfig(format!(
-            "with one interface ({}) forwarded packets have nowhere to go: give a second \
-             interface, or reflect them back out of this one (--reflect)",
-            config.interfaces[0]
-        )));
+        return Err(Error::NowhereToForward {
+            iface: config.interfaces[0].clone(),
+        });
     }
     xskit_pipeline::check_vector_size(config.vector)?;
     config.socket.validate()?;
@@ -429,7 +415,7 @@ impl Devices {
         let fewest = active.iter().copied().min().unwrap_or(1);
         let queues = config.queues.unwrap_or(fewest);
         if queues == 0 {
-            return Err(Error::InvalidConfig("0 queues: serve at least one".into()));
+            return Err(Error::NoQueues);
         }
         for (info, &active) in infos.iter().zip(active.iter()) {
             if queues > active {
@@ -451,11 +437,8 @@ impl Devices {
         let macs = infos
             .iter()
             .map(|i| {
-                i.mac.ok_or_else(|| {
-                    Error::InvalidConfig(format!(
-                        "{} has no MAC address: it is not Ethernet",
-                        i.name
-                    ))
+                i.mac.ok_or_else(|| Error::NotEthernet {
+                    iface: i.name.clone(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -553,12 +536,11 @@ fn make_umem(config: &ForwardConfig, ports: u32, queues: u32, csum_offload: bool
             .fill_size
             .checked_add(config.socket.tx_size)
             .and_then(|per_port| per_port.checked_mul(queues * ports))
-            .ok_or_else(|| {
-                Error::InvalidConfig(format!(
-                    "{queues} queue(s) x {ports} interface(s) with fill rings of {} and tx rings \
-                     of {} need more frames than one UMEM holds: use smaller rings",
-                    config.socket.fill_size, config.socket.tx_size
-                ))
+            .ok_or(Error::TooManyFrames {
+                queues,
+                ports,
+                fill: config.socket.fill_size,
+                tx: config.socket.tx_size,
             })?,
     };
     let tx_metadata_len = if csum_offload {
@@ -757,10 +739,7 @@ impl Forwarder {
         let queues = devices.queues;
         let umem = make_umem(&config, n, queues, csum_offload)?;
         let total = umem.config().frame_count as usize;
-        let shared =
-            SharedFrames::new(umem.take_frames().ok_or_else(|| {
-                Error::InvalidConfig("the UMEM's frames were already taken".into())
-            })?);
+        let shared = SharedFrames::new(umem.take_frames().ok_or_else(|| Error::FramesTaken)?);
         let mut plan = WorkerPlan::new(&config, rules, devices.macs.clone());
         plan.mtus = devices.mtus.clone();
         plan.csum_offload = csum_offload;

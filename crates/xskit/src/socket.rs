@@ -539,7 +539,8 @@ impl Socket {
         };
         let tx_skb_budget = set_tx_skb_budget(fd.as_fd(), config)?;
         if let Some(bp) = config.busy_poll {
-            let timeout_us = u32::try_from(bp.timeout.as_micros()).unwrap_or(u32::MAX);
+            // SO_BUSY_POLL takes a C int of microseconds.
+            let timeout_us = bp.timeout.as_micros().min(i32::MAX as u128) as u32;
             xsk::set_busy_poll(fd.as_fd(), timeout_us, bp.budget)?;
         }
         let zero_copy = xsk::is_zero_copy(fd.as_fd())?;
