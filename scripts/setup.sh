@@ -21,7 +21,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3)
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,6 +31,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# Debian's 6.12 kernel for the guest testbed (bonding, virtio_net): bash scripts/guest-kernel.sh.
+bash scripts/guest-kernel.sh
 
 if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then

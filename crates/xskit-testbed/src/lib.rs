@@ -28,6 +28,9 @@ use std::sync::{Mutex, Once};
 
 use nix::sched::{setns, CloneFlags};
 
+mod guest;
+pub use guest::{check_requirements, kernel_dir, Guest, GuestConfig, GuestRun, RunningGuest};
+
 /// Prefix of every namespace a testbed creates: `xskit-<pid>-<n>-<host>`.
 pub const NS_PREFIX: &str = "xskit-";
 
@@ -234,8 +237,10 @@ fn forget(name: &str) {
     live.retain(|n| n != name);
 }
 
-/// Removes every namespace this process created and has not removed yet.
+/// Removes every namespace this process created and has not removed yet, and stops its
+/// guests.
 pub fn cleanup_all() {
+    guest::stop_all();
     let names: Vec<String> = {
         let mut live = LIVE
             .lock()

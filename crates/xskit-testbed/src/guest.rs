@@ -1,0 +1,532 @@
+//! A Linux guest on the testbed: Debian's 6.12 kernel under QEMU (TCG), for what this host's
+//! kernel lacks — the bonding driver, virtio_net (whose transmit path builds skbs from UMEM
+//! pages), a NIC other than veth.
+//!
+//! The guest boots a busybox initramfs that loads a few modules, mounts the host's root
+//! read-only over 9p and chroots into it, so it runs the host's own binaries (`xskit`, `ip`,
+//! `ethtool`, `ping`); there is no disk image. Its NICs are virtio-net devices on TAP devices
+//! in a namespace of the guest's own, so the guest reaches only that namespace. A script runs
+//! per boot: [`Guest::run`] boots, runs it, and powers off (about 5 s under TCG); its output and
+//! exit status come back through a second, writable 9p share.
+//!
+//! Dropping a [`Guest`] removes its namespace (and TAP devices) and its job directory; a
+//! running guest is killed when its [`RunningGuest`] is dropped, on SIGINT/SIGTERM, and at its
+//! timeout in any case (QEMU runs under `timeout`, so not even a SIGKILLed test leaves one
+//! behind for long).
+//!
+//! What it needs: `qemu-system-x86`, `busybox-static`, `cpio`, and the kernel that
+//! `scripts/setup.sh` fetches into [`kernel_dir`] (`vmlinuz` and `modules/`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{ip, Netns, LIVE, NEXT, NS_PREFIX};
+
+/// Where `scripts/setup.sh` puts the guest kernel: `$XSKIT_GUEST_DIR`, or
+/// `/var/cache/xskit/guest`.
+pub fn kernel_dir() -> PathBuf {
+    std::env::var_os("XSKIT_GUEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/xskit/guest"))
+}
+
+const BUSYBOX: &str = "/bin/busybox";
+const QEMU: &str = "qemu-system-x86_64";
+/// The guest's address block towards the namespace: 203.0.113.0/24, the namespace .1.
+const NS_ADDR: &str = "203.0.113.1/24";
+
+/// How to build a guest: `GuestConfig::default()` and the setters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GuestConfig {
+    /// virtio-net NICs, each on a TAP device in the guest's namespace (`eth0`, `eth1`, ... in
+    /// the guest; [`Guest::taps`] on the host side).
+    pub nics: u32,
+    /// Queue pairs per NIC (virtio multiqueue above 1).
+    pub queues: u32,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Memory, MiB.
+    pub memory_mib: u32,
+    /// How long a boot and its script may take before the guest is killed.
+    pub timeout: Duration,
+}
+
+impl Default for GuestConfig {
+    fn default() -> Self {
+        GuestConfig {
+            nics: 1,
+            queues: 1,
+            cpus: 2,
+            memory_mib: 1024,
+            timeout: Duration::from_secs(180),
+        }
+    }
+}
+
+impl GuestConfig {
+    /// Sets the number of NICs.
+    #[must_use]
+    pub fn nics(mut self, nics: u32) -> Self {
+        self.nics = nics;
+        self
+    }
+    /// Sets the queue pairs per NIC.
+    #[must_use]
+    pub fn queues(mut self, queues: u32) -> Self {
+        self.queues = queues;
+        self
+    }
+    /// Sets the virtual CPUs.
+    #[must_use]
+    pub fn cpus(mut self, cpus: u32) -> Self {
+        self.cpus = cpus;
+        self
+    }
+    /// Sets the timeout of a boot and its script.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// A guest ready to boot: its namespace with TAP devices, its initramfs and job directory.
+#[derive(Debug)]
+pub struct Guest {
+    ns: Netns,
+    taps: Vec<String>,
+    job: PathBuf,
+    kernel: PathBuf,
+    config: GuestConfig,
+}
+
+/// What one boot did.
+#[derive(Clone, Debug)]
+pub struct GuestRun {
+    /// The script's exit status.
+    pub status: i32,
+    /// The script's stdout and stderr.
+    pub output: String,
+    /// The guest's serial console (kernel messages).
+    pub console: String,
+    /// From starting QEMU to its exit.
+    pub elapsed: Duration,
+}
+
+impl GuestRun {
+    /// The output, failing with the console and output when the script did not exit 0.
+    pub fn ok(self) -> io::Result<String> {
+        if self.status == 0 {
+            return Ok(self.output);
+        }
+        Err(io::Error::other(format!(
+            "the guest's script exited with {}:\n{}\n--- console ---\n{}",
+            self.status,
+            self.output,
+            tail(&self.console, 40)
+        )))
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn missing(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "the guest testbed needs {what}: run scripts/setup.sh (it installs qemu-system-x86, \
+             busybox-static and cpio, and fetches Debian's 6.12 kernel into {})",
+            kernel_dir().display()
+        ),
+    )
+}
+
+/// Checks that everything a guest needs is here, saying what is missing.
+pub fn check_requirements() -> io::Result<()> {
+    let dir = kernel_dir();
+    if !dir.join("vmlinuz").is_file() || !dir.join("modules/order").is_file() {
+        return Err(missing(&format!("a kernel in {}", dir.display())));
+    }
+    if !Path::new(BUSYBOX).is_file() {
+        return Err(missing("a static busybox at /bin/busybox"));
+    }
+    for tool in [QEMU, "cpio", "timeout"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            return Err(missing(tool));
+        }
+    }
+    Ok(())
+}
+
+/// The guest's /init: modules, the host's root over 9p, the job share, then the script in a
+/// chroot, its status written back, and power off. Everything after the chroot runs the
+/// host's binaries.
+const INIT: &str = r#"#!/bin/busybox sh
+bb=/bin/busybox
+$bb mount -t proc proc /proc
+$bb mount -t sysfs sys /sys
+$bb mount -t devtmpfs dev /dev
+for m in $($bb cat /lib/modules/order); do
+    args=
+    [ "$m" = bonding.ko ] && args=max_bonds=0
+    $bb insmod /lib/modules/$m $args || echo "xskit-guest: insmod $m failed"
+done
+$bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose host /host || echo "xskit-guest: no host root"
+$bb mount -t tmpfs run /host/run
+$bb mkdir -p /host/run/xskit-job
+$bb mount -t 9p -o trans=virtio,version=9p2000.L job /host/run/xskit-job || echo "xskit-guest: no job share"
+$bb mount -t proc proc /host/proc
+$bb mount -t sysfs sys /host/sys
+$bb mount -t devtmpfs dev /host/dev
+$bb mount -t tmpfs tmp /host/tmp
+$bb mount -t bpf bpf /host/sys/fs/bpf
+$bb chroot /host /bin/sh -c 'cd /; PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; export PATH; ip link set lo up; sh /run/xskit-job/run.sh > /run/xskit-job/output 2>&1; echo $? > /run/xskit-job/status'
+$bb sync
+$bb poweroff -f
+"#;
+
+impl Guest {
+    /// Makes the guest's namespace with one TAP device per NIC (the first addressed
+    /// 203.0.113.1/24, all up) and its initramfs. Boots nothing yet.
+    pub fn new(config: &GuestConfig) -> io::Result<Guest> {
+        if config.nics == 0 || config.nics > 8 || config.queues == 0 || config.queues > 8 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a guest takes 1 to 8 NICs of 1 to 8 queues",
+            ));
+        }
+        check_requirements()?;
+        crate::install_signal_cleanup();
+        crate::sweep_stale();
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        let ns = Netns {
+            name: format!("{NS_PREFIX}{pid}-{id}-g"),
+        };
+        LIVE.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(ns.name.clone());
+        let job = std::env::temp_dir().join(format!("xskit-guest-{pid}-{id}"));
+        // From here on, dropping the guest removes what was made.
+        let guest = Guest {
+            ns,
+            taps: (0..config.nics).map(|i| format!("xgtap{i}")).collect(),
+            job,
+            kernel: kernel_dir(),
+            config: *config,
+        };
+        ip(&["netns", "add", &guest.ns.name])?;
+        let name = guest.ns.name.clone();
+        for tap in &guest.taps {
+            let mut args = vec!["-n", &name, "tuntap", "add", "dev", tap, "mode", "tap"];
+            if config.queues > 1 {
+                args.push("multi_queue");
+            }
+            ip(&args)?;
+            ip(&["-n", &name, "link", "set", tap, "up"])?;
+        }
+        ip(&["-n", &name, "addr", "add", NS_ADDR, "dev", &guest.taps[0]])?;
+        ip(&["-n", &name, "link", "set", "lo", "up"])?;
+        std::fs::create_dir_all(&guest.job)?;
+        guest.build_initramfs()?;
+        Ok(guest)
+    }
+
+    /// The namespace holding the TAP devices (the guest's only neighbour).
+    pub fn ns(&self) -> &Netns {
+        &self.ns
+    }
+
+    /// The TAP devices, in the order of the guest's NICs.
+    pub fn taps(&self) -> &[String] {
+        &self.taps
+    }
+
+    /// The MAC address of the guest's NIC `i`.
+    pub fn mac(i: u32) -> [u8; 6] {
+        [0x02, 0x58, 0x47, 0x00, 0x00, i as u8]
+    }
+
+    fn build_initramfs(&self) -> io::Result<()> {
+        let stage = self.job.join("initramfs");
+        for dir in ["bin", "lib/modules", "proc", "sys", "dev", "host"] {
+            std::fs::create_dir_all(stage.join(dir))?;
+        }
+        std::fs::copy(BUSYBOX, stage.join("bin/busybox"))?;
+        let modules = self.kernel.join("modules");
+        let order = std::fs::read_to_string(modules.join("order"))?;
+        for module in order.split_whitespace() {
+            std::fs::copy(modules.join(module), stage.join("lib/modules").join(module))?;
+        }
+        std::fs::write(stage.join("lib/modules/order"), &order)?;
+        std::fs::write(stage.join("init"), INIT)?;
+        std::fs::set_permissions(
+            stage.join("init"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )?;
+        let archive = std::fs::File::create(self.job.join("initramfs.cpio"))?;
+        let mut find = Command::new("sh")
+            .args(["-c", "find . | cpio -o -H newc --quiet"])
+            .current_dir(&stage)
+            .stdout(archive)
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let status = find.wait()?;
+        if !status.success() {
+            return Err(io::Error::other(
+                "cpio could not pack the guest's initramfs",
+            ));
+        }
+        Ok(())
+    }
+
+    fn qemu_args(&self) -> Vec<String> {
+        let c = &self.config;
+        let job = self.job.display();
+        let mut args: Vec<String> = [
+            "-accel",
+            "tcg,thread=multi",
+            "-cpu",
+            "max",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-no-reboot",
+            "-nodefaults",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend([
+            "-smp".into(),
+            c.cpus.to_string(),
+            "-m".into(),
+            c.memory_mib.to_string(),
+            "-serial".into(),
+            format!("file:{job}/console"),
+            "-kernel".into(),
+            self.kernel.join("vmlinuz").display().to_string(),
+            "-initrd".into(),
+            format!("{job}/initramfs.cpio"),
+            "-append".into(),
+            "console=ttyS0 panic=-1 quiet".into(),
+            "-virtfs".into(),
+            "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap".into(),
+            "-virtfs".into(),
+            format!("local,path={job}/share,mount_tag=job,security_model=none"),
+        ]);
+        for (i, tap) in self.taps.iter().enumerate() {
+            let mac = crate::mac_string(&Guest::mac(i as u32));
+            let (queues, mq) = if c.queues > 1 {
+                (
+                    format!(",queues={}", c.queues),
+                    format!(",mq=on,vectors={}", 2 * c.queues + 2),
+                )
+            } else {
+                (String::new(), String::new())
+            };
+            args.extend([
+                "-netdev".into(),
+                format!("tap,id=n{i},ifname={tap},script=no,downscript=no{queues}"),
+                "-device".into(),
+                format!("virtio-net-pci,netdev=n{i},mac={mac},speed=10000,duplex=full{mq}"),
+            ]);
+        }
+        args
+    }
+
+    /// Boots the guest and runs `script` (sh, as root, in the host's root filesystem) in it;
+    /// returns once the guest is off.
+    pub fn run(&mut self, script: &str) -> io::Result<GuestRun> {
+        self.spawn(script)?.wait()
+    }
+
+    /// Boots the guest with `script` and returns at once, for tests that talk to the guest
+    /// from the namespace while it runs. One boot at a time: the guest is borrowed until the
+    /// run is waited for or dropped.
+    pub fn spawn(&mut self, script: &str) -> io::Result<RunningGuest<'_>> {
+        let share = self.job.join("share");
+        if share.exists() {
+            std::fs::remove_dir_all(&share)?;
+        }
+        std::fs::create_dir_all(&share)?;
+        std::fs::write(share.join("run.sh"), script)?;
+        let _ = std::fs::remove_file(self.job.join("console"));
+        // `timeout` bounds the guest's life even if this process is SIGKILLed; it passes a
+        // SIGTERM on to QEMU.
+        let limit = self.config.timeout.as_secs().max(1) + 10;
+        let child = self
+            .ns
+            .command("timeout")
+            .args(["-s", "KILL", &limit.to_string(), QEMU])
+            .args(self.qemu_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {QEMU}: {e}")))?;
+        running(child.id(), true);
+        Ok(RunningGuest {
+            child: Some(child),
+            guest: self,
+            started: Instant::now(),
+        })
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        crate::delete_ns(&self.ns.name);
+        crate::forget(&self.ns.name);
+        let _ = std::fs::remove_dir_all(&self.job);
+    }
+}
+
+/// A guest that is booting or running its script.
+#[derive(Debug)]
+pub struct RunningGuest<'a> {
+    child: Option<Child>,
+    guest: &'a Guest,
+    started: Instant,
+}
+
+impl RunningGuest<'_> {
+    /// The guest's namespace (its TAP devices' side).
+    pub fn ns(&self) -> &Netns {
+        &self.guest.ns
+    }
+
+    /// Waits up to `timeout` for the guest's script to print a line containing `marker` (its
+    /// output so far, for a script that says when it is ready); true if it did.
+    pub fn wait_for_output(&self, marker: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let out =
+                std::fs::read_to_string(self.guest.job.join("share/output")).unwrap_or_default();
+            if out.contains(marker) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Waits for the guest to power off (killing it at the timeout) and returns what its
+    /// script did.
+    pub fn wait(mut self) -> io::Result<GuestRun> {
+        let mut child = self.child.take().expect("a running guest has its child");
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if self.started.elapsed() > self.guest.config.timeout {
+                stop(&mut child);
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the guest did not finish within {:?}; its script printed:\n{}\n\
+                         --- console ---\n{}",
+                        self.guest.config.timeout,
+                        std::fs::read_to_string(self.guest.job.join("share/output"))
+                            .unwrap_or_default(),
+                        tail(&self.console(), 40)
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        running(child.id(), false);
+        let elapsed = self.started.elapsed();
+        let mut qemu_err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = io::Read::read_to_string(&mut e, &mut qemu_err);
+        }
+        let console = self.console();
+        let share = self.guest.job.join("share");
+        let Ok(code) = std::fs::read_to_string(share.join("status")) else {
+            return Err(io::Error::other(format!(
+                "the guest stopped ({status}) before its script finished; QEMU said: {}\n\
+                 --- console ---\n{}",
+                qemu_err.trim(),
+                tail(&console, 40)
+            )));
+        };
+        Ok(GuestRun {
+            status: code.trim().parse().unwrap_or(-1),
+            output: std::fs::read_to_string(share.join("output")).unwrap_or_default(),
+            console,
+            elapsed,
+        })
+    }
+
+    fn console(&self) -> String {
+        std::fs::read(self.guest.job.join("console"))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// QEMUs (their `timeout` wrappers) running now, for the signal handler.
+static RUNNING: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+fn running(pid: u32, alive: bool) {
+    let mut all = RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.retain(|&p| p != pid);
+    if alive {
+        all.push(pid);
+    }
+}
+
+/// Stops every guest this process runs (for SIGINT and SIGTERM).
+pub(crate) fn stop_all() {
+    let pids = std::mem::take(
+        &mut *RUNNING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+}
+
+/// SIGTERM to `timeout`, which passes it on to QEMU; SIGKILL if that is not enough.
+fn stop(child: &mut Child) {
+    running(child.id(), false);
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl Drop for RunningGuest<'_> {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            stop(&mut child);
+        }
+    }
+}
