@@ -59,6 +59,7 @@ macro_rules! view {
 }
 
 pub mod arp;
+pub mod bond_hash;
 pub mod checksum;
 pub mod ethernet;
 pub mod gso;
