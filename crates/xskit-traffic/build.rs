@@ -7,6 +7,7 @@ fn main() {
         &[
             Program::new("xdp_count_drop", "xdp_count_drop"),
             Program::with_args("xdp_count_drop_frags", "xdp_count_drop", &["-DXSKIT_FRAGS"]),
+            Program::with_args("xdp_count_tx", "xdp_count_drop", &["-DXSKIT_TX"]),
             Program::new("xdp_live_redirect", "xdp_live_redirect"),
         ],
         &[],

@@ -14,7 +14,7 @@ use xskit::clock::process_cpu_ns;
 use xskit::{Interface, Port, Statistics};
 use xskit_traffic::baseline::{PacketRxRing, PacketTx};
 use xskit_traffic::probe::ProbeAddrs;
-use xskit_traffic::XdpDropCounter;
+use xskit_traffic::XdpCounter;
 use xskit_wire::ethernet;
 
 use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
@@ -37,6 +37,9 @@ pub(crate) enum Kind {
     AfpacketTx,
     /// Kernel ceiling: an XDP program that counts and drops.
     XdpDrop,
+    /// Kernel ceiling for l2fwd: an XDP program that swaps MACs and sends back (XDP_TX),
+    /// counting; on a bond the packets leave through the bond's hash.
+    XdpTx,
     /// In memory, no interface: verdict mixes through the pipeline, pool against per-packet
     /// allocation.
     Pipeline,
@@ -53,6 +56,7 @@ impl Kind {
             Kind::AfpacketRx => "afpacket-rx",
             Kind::AfpacketTx => "afpacket-tx",
             Kind::XdpDrop => "xdp-drop",
+            Kind::XdpTx => "xdp-tx",
             Kind::Pipeline => "pipeline",
             Kind::Fwd => "fwd",
         }
@@ -369,21 +373,35 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             }
             meter.result(kind, "sendmmsg".into(), &ifname, queue, 0, tx)
         }
-        Kind::XdpDrop => {
+        Kind::XdpDrop | Kind::XdpTx => {
             let iface = Interface::by_name(&ifname)?;
-            let counter = XdpDropCounter::attach(&iface, args.port.mode(), false)?;
+            let counter = if kind == Kind::XdpTx {
+                XdpCounter::reflect_all(&iface, args.port.mode())?
+            } else {
+                XdpCounter::drop_all(&iface, args.port.mode(), false)?
+            };
             announce(args.run.json, &format!("{label} {}", counter.mode()));
             let mut meter = Meter::new(label, args, stop, 1)?;
+            // XDP_TX sends back what it counts; a full transmit queue drops there, uncounted
+            // here (the device's statistics have it).
+            let sent = |rx: u64| if kind == Kind::XdpTx { rx } else { 0 };
             let rx = loop {
                 std::thread::sleep(Duration::from_millis(20));
-                let rx = counter.dropped()?;
+                let rx = counter.packets()?;
                 match meter.round(rx) {
                     Next::Stop => break rx,
-                    Next::Line => meter.line(rx, 0, None, 0, 0),
+                    Next::Line => meter.line(rx, sent(rx), None, 0, 0),
                     Next::Go => {}
                 }
             };
-            meter.result(kind, counter.mode().to_string(), &ifname, queue, rx, 0)
+            meter.result(
+                kind,
+                counter.mode().to_string(),
+                &ifname,
+                queue,
+                rx,
+                sent(rx),
+            )
         }
     };
     if args.run.json {

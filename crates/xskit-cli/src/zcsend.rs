@@ -12,7 +12,7 @@ use serde::Serialize;
 use xskit::clock::process_cpu_ns;
 use xskit::{Interface, Mode};
 use xskit_testbed::{Chain, Host, Testbed, TestbedConfig};
-use xskit_traffic::XdpDropCounter;
+use xskit_traffic::XdpCounter;
 use xskit_zerocopy::{UringZeroCopySender, ZeroCopyConfig, ZeroCopySender, ZeroCopyStats};
 
 use crate::opts::{stop_flag, stopped};
@@ -391,7 +391,7 @@ fn table(args: &ZcArgs) -> Result<i32> {
     let _sink = chain
         .c
         .ns
-        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, Mode::Drv, true))??;
+        .run(|| XdpCounter::drop_all(&Interface::by_name(&c_if)?, Mode::Drv, true))??;
     for size in sizes {
         if size > 65536 {
             rows.push(("udp, forwarded, XDP drop", size, None));

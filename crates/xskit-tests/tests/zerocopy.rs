@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use xskit::{Interface, Mode};
 use xskit_testbed::{Chain, TestbedConfig};
-use xskit_traffic::XdpDropCounter;
+use xskit_traffic::XdpCounter;
 use xskit_zerocopy::{ZeroCopyConfig, ZeroCopySender};
 
 const BUF: usize = 64 * 1024;
@@ -115,7 +115,7 @@ fn tcp_local_delivery_reports_copied_and_stream_stays_intact() {
 
 /// A chain with a counting XDP_DROP on c, and neighbours resolved on a and m, so no datagram
 /// waits in (or falls out of) an ARP queue.
-fn chain_with_sink() -> (Chain, XdpDropCounter) {
+fn chain_with_sink() -> (Chain, XdpCounter) {
     let chain = Chain::new().unwrap();
     let ping = chain
         .a
@@ -129,7 +129,7 @@ fn chain_with_sink() -> (Chain, XdpDropCounter) {
     let sink = chain
         .c
         .ns
-        .run(|| XdpDropCounter::attach(&Interface::by_name(&c_if)?, Mode::Drv, false))
+        .run(|| XdpCounter::drop_all(&Interface::by_name(&c_if)?, Mode::Drv, false))
         .unwrap()
         .unwrap();
     (chain, sink)
@@ -187,7 +187,7 @@ fn udp_forwarded_then_dropped_completes_without_copy() {
     assert_eq!(stats.zerocopy_completions, count, "{stats:?}");
     assert_eq!(stats.duplicate_completions, 0);
     assert!(stats.disabled.is_none());
-    let dropped = drop_counter.dropped().unwrap();
+    let dropped = drop_counter.packets().unwrap();
     assert!(
         dropped >= count,
         "the datagrams crossed m and reached c's XDP: {dropped}"
@@ -309,6 +309,6 @@ mod uring {
         });
         assert_eq!(stats.zerocopy_completions, 300, "{stats:?}");
         assert_eq!(stats.copied_completions, 0, "{stats:?}");
-        assert!(sink.dropped().unwrap() >= 300);
+        assert!(sink.packets().unwrap() >= 300);
     }
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * The kernel ceiling for receive benchmarks: count every packet in a per-CPU
- * counter and drop it, the least work any XDP user can do per packet. Built
- * twice: plain, and with XSKIT_FRAGS as "xdp.frags" for links whose MTU is
- * above a page (native XDP refuses a single-buffer program there).
+ * The kernel ceilings for benchmarks: count every packet in a per-CPU counter
+ * and drop it, the least work any XDP user can do per packet. Built plain, with
+ * XSKIT_FRAGS as "xdp.frags" for links whose MTU is above a page (native XDP
+ * refuses a single-buffer program there), and with XSKIT_TX as the l2fwd
+ * ceiling: swap the MAC addresses and send the packet back (XDP_TX), which on
+ * a bond leaves through the bond's transmit hash.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -15,9 +17,12 @@ struct {
 	__type(value, __u64);
 } drop_count SEC(".maps");
 
-#ifdef XSKIT_FRAGS
+#if defined(XSKIT_FRAGS)
 SEC("xdp.frags")
 int xskit_count_drop_frags(struct xdp_md *ctx)
+#elif defined(XSKIT_TX)
+SEC("xdp")
+int xskit_count_tx(struct xdp_md *ctx)
 #else
 SEC("xdp")
 int xskit_count_drop(struct xdp_md *ctx)
@@ -26,9 +31,24 @@ int xskit_count_drop(struct xdp_md *ctx)
 	__u32 key = 0;
 	__u64 *count = bpf_map_lookup_elem(&drop_count, &key);
 
+#ifdef XSKIT_TX
+	unsigned char *data = (void *)(long)ctx->data;
+	unsigned char *data_end = (void *)(long)ctx->data_end;
+	unsigned char mac[6];
+
+	if (data + 12 > data_end)
+		return XDP_DROP;
+	__builtin_memcpy(mac, data, 6);
+	__builtin_memcpy(data, data + 6, 6);
+	__builtin_memcpy(data + 6, mac, 6);
+	if (count)
+		(*count)++;
+	return XDP_TX;
+#else
 	if (count)
 		(*count)++;
 	return XDP_DROP;
+#endif
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

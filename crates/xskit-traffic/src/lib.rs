@@ -4,7 +4,8 @@
 //! - [`probe`]: numbered, timestamped UDP probes, their templates (flows, VLAN tags, IPv6) and
 //!   the checks a receiver makes (loss, reordering, damage, latency);
 //! - [`LiveFrames`]: the kernel's live-frames generator, several Mpps from one core;
-//! - [`XdpDropCounter`]: the XDP_DROP ceiling receive benchmarks are measured against;
+//! - [`XdpCounter`]: the XDP_DROP ceiling receive benchmarks are measured against, and the
+//!   XDP_TX one for l2fwd;
 //! - [`baseline`]: AF_PACKET with a TPACKET_V3 ring and `sendmmsg`, written as a tuned
 //!   AF_PACKET application would, to measure xskit against.
 #![deny(unsafe_code)]
@@ -17,7 +18,7 @@ pub mod probe;
 mod sys;
 
 pub use error::{Error, Result};
-pub use live::{LiveFrames, XdpDropCounter};
+pub use live::{LiveFrames, XdpCounter};
 
 /// Baselines xskit is measured against: AF_PACKET with a TPACKET_V3 receive ring and a
 /// `sendmmsg` transmitter.

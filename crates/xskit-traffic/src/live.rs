@@ -1,6 +1,6 @@
 //! The kernel's own generators and sinks for benchmarks: the live-frames generator (a
 //! BPF_PROG_TEST_RUN loop that transmits copies of one frame) and the XDP_DROP ceiling (a
-//! program that counts and drops).
+//! program that counts and drops, and its l2fwd sibling that sends every packet back).
 
 use std::fmt;
 
@@ -15,6 +15,8 @@ static COUNT_DROP_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop_frags.o"));
 static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
+static COUNT_TX_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_tx.o"));
 static LIVE_REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
 
@@ -27,41 +29,59 @@ fn bpf_error(what: &'static str, e: &dyn std::error::Error) -> Error {
     }
 }
 
-/// The kernel's ceiling for receive benchmarks: a program that counts packets per CPU and
-/// drops them. Detached on drop, like every xskit program.
-pub struct XdpDropCounter {
+/// The kernel's ceilings for benchmarks: a program that counts packets per CPU and drops them
+/// ([`XdpCounter::drop_all`]), or sends them back with the MAC addresses swapped
+/// ([`XdpCounter::reflect_all`], XDP_TX; on a bond the packet leaves through the bond's
+/// transmit hash). Detached on drop, like every xskit program.
+pub struct XdpCounter {
     counts: PerCpuArray<aya::maps::MapData, u64>,
     program: XdpProgram,
 }
 
-impl fmt::Debug for XdpDropCounter {
+impl fmt::Debug for XdpCounter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("XdpDropCounter")
+        f.debug_struct("XdpCounter")
             .field("mode", &self.program.mode())
             .finish_non_exhaustive()
     }
 }
 
-impl XdpDropCounter {
+impl XdpCounter {
     /// Attaches the counting drop program to `iface`; with `multi_buffer`, the `xdp.frags`
     /// variant, which native XDP needs on links with an MTU above a page.
-    pub fn attach(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
+    pub fn drop_all(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
         let object = if multi_buffer {
             ProgramObject::new(COUNT_DROP_FRAGS_OBJ, "xskit_count_drop_frags")
         } else {
             ProgramObject::new(COUNT_DROP_OBJ, "xskit_count_drop")
         };
-        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
-        let counts = program.take_map("drop_count")?;
-        Ok(XdpDropCounter { counts, program })
+        Self::attach(iface, object, mode, multi_buffer)
     }
 
-    /// Packets dropped so far, summed over CPUs.
-    pub fn dropped(&self) -> Result<u64> {
+    /// Attaches the counting reflector to `iface`: every packet goes back out with its MAC
+    /// addresses swapped (XDP_TX).
+    pub fn reflect_all(iface: &Interface, mode: Mode) -> Result<Self> {
+        let object = ProgramObject::new(COUNT_TX_OBJ, "xskit_count_tx");
+        Self::attach(iface, object, mode, false)
+    }
+
+    fn attach(
+        iface: &Interface,
+        object: ProgramObject<'_>,
+        mode: Mode,
+        multi_buffer: bool,
+    ) -> Result<Self> {
+        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
+        let counts = program.take_map("drop_count")?;
+        Ok(XdpCounter { counts, program })
+    }
+
+    /// Packets counted so far (dropped or sent back), summed over CPUs.
+    pub fn packets(&self) -> Result<u64> {
         let per_cpu = self
             .counts
             .get(&0, 0)
-            .map_err(|e| bpf_error("reading the drop counter", &e))?;
+            .map_err(|e| bpf_error("reading the packet counter", &e))?;
         Ok(per_cpu.iter().sum())
     }
 
