@@ -44,6 +44,7 @@ fn every_benchmark_runs_and_reports_json() {
         ("l2fwd", "drv", true),
         ("afpacket-rx", "skb", true),
         ("xdp-drop", "drv", true),
+        ("xdp-tx", "drv", true),
         ("txpush", "skb", false),
         ("afpacket-tx", "skb", false),
     ] {
