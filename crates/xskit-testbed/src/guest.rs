@@ -210,6 +210,7 @@ impl Guest {
         check_requirements()?;
         crate::install_signal_cleanup();
         crate::sweep_stale();
+        sweep_stale_jobs();
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pid = std::process::id();
         let ns = Netns {
@@ -218,7 +219,7 @@ impl Guest {
         LIVE.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(ns.name.clone());
-        let job = std::env::temp_dir().join(format!("xskit-guest-{pid}-{id}"));
+        let job = std::env::temp_dir().join(format!("{JOB_PREFIX}{pid}-{id}"));
         // From here on, dropping the guest removes what was made.
         let guest = Guest {
             ns,
@@ -387,6 +388,29 @@ impl Guest {
     }
 }
 
+const JOB_PREFIX: &str = "xskit-guest-";
+
+/// Removes job directories of processes that no longer exist (stopped by a signal or
+/// SIGKILL before their guests were dropped).
+fn sweep_stale_jobs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(JOB_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 impl Drop for Guest {
     fn drop(&mut self) {
         crate::delete_ns(&self.ns.name);
@@ -528,5 +552,22 @@ impl Drop for RunningGuest<'_> {
         if let Some(mut child) = self.child.take() {
             stop(&mut child);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_directories_of_dead_processes_are_swept() {
+        let dead = std::env::temp_dir().join(format!("{JOB_PREFIX}{}-0", u32::MAX));
+        let ours = std::env::temp_dir().join(format!("{JOB_PREFIX}{}-999999", std::process::id()));
+        std::fs::create_dir_all(dead.join("share")).unwrap();
+        std::fs::create_dir_all(&ours).unwrap();
+        sweep_stale_jobs();
+        assert!(!dead.exists(), "a dead process's directory is removed");
+        assert!(ours.exists(), "a live process's directory stays");
+        std::fs::remove_dir_all(&ours).unwrap();
     }
 }
