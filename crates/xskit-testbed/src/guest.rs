@@ -66,32 +66,18 @@ impl Default for GuestConfig {
     }
 }
 
-impl GuestConfig {
+setters!(GuestConfig {
     /// Sets the number of NICs.
-    #[must_use]
-    pub fn nics(mut self, nics: u32) -> Self {
-        self.nics = nics;
-        self
-    }
+    nics: u32,
     /// Sets the queue pairs per NIC.
-    #[must_use]
-    pub fn queues(mut self, queues: u32) -> Self {
-        self.queues = queues;
-        self
-    }
+    queues: u32,
     /// Sets the virtual CPUs.
-    #[must_use]
-    pub fn cpus(mut self, cpus: u32) -> Self {
-        self.cpus = cpus;
-        self
-    }
+    cpus: u32,
+    /// Sets the memory, MiB.
+    memory_mib: u32,
     /// Sets the timeout of a boot and its script.
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-}
+    timeout: Duration,
+});
 
 /// A guest ready to boot: its namespace with TAP devices, its initramfs and job directory.
 #[derive(Debug)]

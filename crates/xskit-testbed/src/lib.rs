@@ -28,9 +28,6 @@ use std::sync::{Mutex, Once};
 
 use nix::sched::{setns, CloneFlags};
 
-mod guest;
-pub use guest::{check_requirements, kernel_dir, Guest, GuestConfig, GuestRun, RunningGuest};
-
 /// Prefix of every namespace a testbed creates: `xskit-<pid>-<n>-<host>`.
 pub const NS_PREFIX: &str = "xskit-";
 
@@ -84,32 +81,35 @@ impl Default for TestbedConfig {
     }
 }
 
-impl TestbedConfig {
-    /// Sets the queues of each veth end.
-    #[must_use]
-    pub fn queues(mut self, queues: u32) -> Self {
-        self.queues = queues;
-        self
-    }
-    /// Sets the link's MTU (`None`: 1500).
-    #[must_use]
-    pub fn mtu(mut self, mtu: Option<u32>) -> Self {
-        self.mtu = mtu;
-        self
-    }
-    /// Sets the address block.
-    #[must_use]
-    pub fn subnet(mut self, subnet: Subnet) -> Self {
-        self.subnet = subnet;
-        self
-    }
-    /// Keeps IPv6 on, or not.
-    #[must_use]
-    pub fn ipv6(mut self, ipv6: bool) -> Self {
-        self.ipv6 = ipv6;
-        self
-    }
+/// Chainable setters for a `#[non_exhaustive]` config's fields.
+macro_rules! setters {
+    ($ty:ident { $($(#[$doc:meta])* $field:ident: $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $field(mut self, $field: $t) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
 }
+
+setters!(TestbedConfig {
+    /// Sets the queues of each veth end.
+    queues: u32,
+    /// Sets the link's MTU (`None`: 1500).
+    mtu: Option<u32>,
+    /// Sets the address block.
+    subnet: Subnet,
+    /// Keeps IPv6 on, or not.
+    ipv6: bool,
+});
+
+mod guest;
+pub use guest::{check_requirements, kernel_dir, Guest, GuestConfig, GuestRun, RunningGuest};
 
 /// A network namespace by name (under /run/netns).
 #[derive(Clone, Debug, PartialEq, Eq)]
