@@ -4,7 +4,8 @@
 #                              builds itself (rxdrop/txpush/l2fwd in SKB and DRV mode, the
 #                              AF_PACKET baselines and the XDP_DROP ceiling)
 #   scripts/setup.sh demo   -- xskit demo: probes across a testbed, checked one by one
-#   scripts/setup.sh test   -- every test (unit, doc, and veth testbed integration tests)
+#   scripts/setup.sh test   -- every test (unit, doc, veth testbed and guest testbed tests;
+#                              fetches the guest kernel first, scripts/guest-kernel.sh)
 # Run as root: XDP, AF_XDP and network namespaces need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,9 +33,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Debian's 6.12 kernel for the guest testbed (bonding, virtio_net): bash scripts/guest-kernel.sh.
-bash scripts/guest-kernel.sh
-
 if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
         export PATH="$HOME/.cargo/bin:$PATH"
@@ -53,6 +51,8 @@ bench | demo)
 test)
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
+    # Debian's 6.12 kernel for the guest testbed's tests (bonding, virtio_net).
+    bash scripts/guest-kernel.sh
     # Privileged tests fail instead of skipping when this is set.
     export XSKIT_REQUIRE_PRIVILEGES=1
     cargo test --workspace --locked -- --test-threads=2
