@@ -312,19 +312,19 @@ ip link set eth0 master bond0
 ip link set eth1 master bond0
 ip link set bond0 up
 sleep 1
-{XSKIT} bench xdp-tx -i bond0 -m drv -d 6 --json > /tmp/bond.json 2>/tmp/bond.err &
+{XSKIT} bench xdp-tx -i bond0 -m drv -d 6 --json > $TMPDIR/bond.json 2>$TMPDIR/bond.err &
 sleep 2
 {XSKIT} info -i eth1 | grep "xdp program"
 echo bond-ready
 wait
-cat /tmp/bond.json /tmp/bond.err
+cat $TMPDIR/bond.json $TMPDIR/bond.err
 ip link set eth1 nomaster
 ip link set eth1 up
-{XSKIT} bench xdp-tx -i eth1 -m drv -d 6 --json > /tmp/nic.json 2>/tmp/nic.err &
+{XSKIT} bench xdp-tx -i eth1 -m drv -d 6 --json > $TMPDIR/nic.json 2>$TMPDIR/nic.err &
 sleep 2
 echo nic-ready
 wait
-cat /tmp/nic.json /tmp/nic.err
+cat $TMPDIR/nic.json $TMPDIR/nic.err
 "#
     );
     let capture = TapCapture::start(&guest);

@@ -158,7 +158,8 @@ pub fn check_requirements() -> io::Result<()> {
 
 /// The guest's /init: modules, the host's root over 9p, the job share, then the script in a
 /// chroot, its status written back, and power off. Everything after the chroot runs the
-/// host's binaries.
+/// host's binaries. The host's filesystem is read-only in the guest, /tmp included (it stays
+/// visible: test binaries may live there); `$TMPDIR` (/run/tmp, a tmpfs) is for scratch.
 const INIT: &str = r#"#!/bin/busybox sh
 bb=/bin/busybox
 $bb mount -t proc proc /proc
@@ -176,9 +177,9 @@ $bb mount -t 9p -o trans=virtio,version=9p2000.L job /host/run/xskit-job || echo
 $bb mount -t proc proc /host/proc
 $bb mount -t sysfs sys /host/sys
 $bb mount -t devtmpfs dev /host/dev
-$bb mount -t tmpfs tmp /host/tmp
+$bb mkdir -p /host/run/tmp
 $bb mount -t bpf bpf /host/sys/fs/bpf
-$bb chroot /host /bin/sh -c 'cd /; PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; export PATH; ip link set lo up; sh /run/xskit-job/run.sh > /run/xskit-job/output 2>&1; echo $? > /run/xskit-job/status'
+$bb chroot /host /bin/sh -c 'cd /; PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; TMPDIR=/run/tmp; export PATH TMPDIR; ip link set lo up; sh /run/xskit-job/run.sh > /run/xskit-job/output 2>&1; echo $? > /run/xskit-job/status'
 $bb sync
 $bb poweroff -f
 "#;
@@ -335,7 +336,8 @@ impl Guest {
         args
     }
 
-    /// Boots the guest and runs `script` (sh, as root, in the host's root filesystem) in it;
+    /// Boots the guest and runs `script` (sh, as root, in the host's root filesystem, which is
+    /// read-only there; `$TMPDIR` is writable) in it;
     /// returns once the guest is off.
     pub fn run(&mut self, script: &str) -> io::Result<GuestRun> {
         self.spawn(script)?.wait()
