@@ -20,6 +20,7 @@ macro_rules! note {
 }
 
 mod bench;
+mod bond;
 mod demo;
 mod fwd;
 mod gen;
@@ -57,6 +58,9 @@ enum Command {
     /// Filtering forwarder: a bump in the wire between two interfaces (or --reflect on one)
     /// with a TOML rules file, rate limits, --respond for ARP/ping, live counters.
     Fwd(fwd::FwdArgs),
+    /// Link bonding: `bond hash` prints, per packet of a capture, the Linux bond's transmit
+    /// hash and the member it leaves on.
+    Bond(bond::BondArgs),
 }
 
 fn main() {
@@ -69,6 +73,7 @@ fn main() {
         Command::Bench(args) => bench::run(&args),
         Command::Zcsend(args) => zcsend::run(&args),
         Command::Fwd(args) => fwd::run(&args),
+        Command::Bond(args) => bond::run(&args),
     };
     match result {
         Ok(0) => {}

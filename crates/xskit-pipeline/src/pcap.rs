@@ -87,6 +87,35 @@ impl PcapSource {
         self.done
     }
 
+    /// Hands the next packet's bytes to `f` (straight from the reader's buffer) and returns
+    /// what `f` returns; `None` at the end of the file.
+    pub fn next_packet_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        match &mut self.reader {
+            Reader::Pcap(r) => match r.next_packet() {
+                None => Ok(None),
+                Some(Ok(p)) => Ok(Some(f(&p.data))),
+                Some(Err(e)) => Err(pcap_error(
+                    &self.path,
+                    format!("truncated or corrupt packet record: {e}"),
+                )),
+            },
+            Reader::PcapNg(r) => loop {
+                match r.next_block() {
+                    None => break Ok(None),
+                    Some(Ok(Block::EnhancedPacket(p))) => break Ok(Some(f(&p.data))),
+                    Some(Ok(Block::SimplePacket(p))) => break Ok(Some(f(&p.data))),
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        break Err(pcap_error(
+                            &self.path,
+                            format!("truncated or corrupt block: {e}"),
+                        ))
+                    }
+                }
+            },
+        }
+    }
+
     /// Reads up to `max` packets into frames from `pool`; returns how many (0 at the end of
     /// the file, or when the pool is empty). Each packet is copied once, from the reader's
     /// buffer straight into its frame.
@@ -107,34 +136,7 @@ impl PcapSource {
             let mut frame = out.pop().expect("allocated one");
             umem.reset(&mut frame);
             // Some(fits) for a packet, None at the end of the file.
-            let stored: Result<Option<bool>> = match &mut self.reader {
-                Reader::Pcap(r) => match r.next_packet() {
-                    None => Ok(None),
-                    Some(Ok(p)) => Ok(Some(umem.write(&mut frame, &p.data).is_ok())),
-                    Some(Err(e)) => Err(pcap_error(
-                        &self.path,
-                        format!("truncated or corrupt packet record: {e}"),
-                    )),
-                },
-                Reader::PcapNg(r) => loop {
-                    match r.next_block() {
-                        None => break Ok(None),
-                        Some(Ok(Block::EnhancedPacket(p))) => {
-                            break Ok(Some(umem.write(&mut frame, &p.data).is_ok()))
-                        }
-                        Some(Ok(Block::SimplePacket(p))) => {
-                            break Ok(Some(umem.write(&mut frame, &p.data).is_ok()))
-                        }
-                        Some(Ok(_)) => continue,
-                        Some(Err(e)) => {
-                            break Err(pcap_error(
-                                &self.path,
-                                format!("truncated or corrupt block: {e}"),
-                            ))
-                        }
-                    }
-                },
-            };
+            let stored = self.next_packet_with(|data| umem.write(&mut frame, data).is_ok());
             match stored {
                 Ok(Some(true)) => {
                     out.push(frame);

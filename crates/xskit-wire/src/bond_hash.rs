@@ -56,6 +56,18 @@ impl XmitHashPolicy {
         XmitHashPolicy::ALL.into_iter().find(|p| p.name() == name)
     }
 
+    /// Linux's number for the policy (`BOND_XMIT_POLICY_*`), which `xskit_bond.h` takes too.
+    pub fn linux_id(self) -> u32 {
+        match self {
+            XmitHashPolicy::Layer2 => 0,
+            XmitHashPolicy::Layer34 => 1,
+            XmitHashPolicy::Layer23 => 2,
+            XmitHashPolicy::Encap23 => 3,
+            XmitHashPolicy::Encap34 => 4,
+            XmitHashPolicy::VlanSrcMac => 5,
+        }
+    }
+
     fn has_ports(self) -> bool {
         matches!(self, XmitHashPolicy::Layer34 | XmitHashPolicy::Encap34)
     }
@@ -246,6 +258,48 @@ mod tests {
         h ^= h >> 16;
         h ^= h >> 8;
         assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &frag), h >> 1);
+    }
+
+    /// Vectors worked by hand. u32 words are the packet's bytes loaded little-endian, as the
+    /// kernel loads a `__be32` on x86: 198.51.100.1 is 0x016433c6, 203.0.113.9 0x097100cb.
+    #[test]
+    fn written_vectors() {
+        let v4 = udp4([198, 51, 100, 1], [203, 0, 113, 9], 40000, 53);
+        // layer3+4: ports 9c 40 00 35 -> 0x3500409c; ^ 0x016433c6 ^ 0x097100cb = 0x3d157391;
+        // h ^= h >> 16 -> 0x3d154e84; h ^= h >> 8 -> 0x3d285bca; >> 1 -> 0x1e942de5.
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &v4), 0x1e94_2de5);
+        assert_eq!(xmit_hash(XmitHashPolicy::Encap34, &v4), 0x1e94_2de5);
+        // layer2+3: 0x0b ^ 0x0a ^ 0x0800 = 0x0801, ^ both addresses, folded, no shift.
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer23, &v4), 0x081d_262a);
+        // ICMP echo request, id 0x1234: the word is type | code << 8 | id << 16.
+        let mut icmp = v4;
+        icmp[23] = ip_protocol::ICMP;
+        icmp[34..38].copy_from_slice(&[8, 0, 0, 0]);
+        icmp[38..40].copy_from_slice(&0x1234u16.to_be_bytes());
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &icmp), 0x0d1d_8406);
+        // IPv6 TCP 2001:db8::1.443 -> 2001:db8::2.51000: each address folds to the xor of its
+        // four words (2001:db8::1 -> 0xb80d0120 ^ 0x01000000).
+        let mut v6 = [0u8; 74];
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        v6[14] = 0x60;
+        v6[20] = ip_protocol::TCP;
+        let addr = |last: u8| {
+            let mut a = [0u8; 16];
+            a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+            a[15] = last;
+            a
+        };
+        v6[22..38].copy_from_slice(&addr(1));
+        v6[38..54].copy_from_slice(&addr(2));
+        v6[54..56].copy_from_slice(&443u16.to_be_bytes());
+        v6[56..58].copy_from_slice(&51000u16.to_be_bytes());
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &v6), 0x1dfe_23a3);
+        // vlan+srcmac: VLAN 100 ^ 0x025847 (source OUI) ^ 0x00000a (the rest).
+        let mut tagged = [0u8; 60];
+        tagged[6..12].copy_from_slice(&[0x02, 0x58, 0x47, 0, 0, 0x0a]);
+        tagged[12..14].copy_from_slice(&[0x81, 0x00]);
+        tagged[14..16].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(xmit_hash(XmitHashPolicy::VlanSrcMac, &tagged), 0x0002_5829);
     }
 
     #[test]

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The Linux bond's transmit hashes for XDP programs: xskit_bond_hash() gives,
+ * for the frame in [data, data_end), the hash a Linux bond with
+ * xmit_hash_policy `policy` computes (bond_xmit_hash in
+ * drivers/net/bonding/bond_main.c, as a little-endian CPU computes it); the
+ * member is hash % members. The same function as xskit_wire::bond_hash in
+ * Rust, which the kernel's own bond checks in xskit's guest testbed, and the
+ * two are held to each other on random and edge-case frames.
+ *
+ * Include it in your XDP program: #include "xskit_bond.h". Needs only
+ * <linux/bpf.h>. Every read is bounds-checked against data_end, so the
+ * verifier takes it as it is.
+ */
+#ifndef XSKIT_BOND_H
+#define XSKIT_BOND_H
+
+#include <linux/bpf.h>
+
+/* Linux's BOND_XMIT_POLICY_* numbers. */
+enum xskit_xmit_policy {
+	XSKIT_XMIT_LAYER2 = 0,
+	XSKIT_XMIT_LAYER34 = 1,
+	XSKIT_XMIT_LAYER23 = 2,
+	XSKIT_XMIT_ENCAP23 = 3,
+	XSKIT_XMIT_ENCAP34 = 4,
+	XSKIT_XMIT_VLAN_SRCMAC = 5,
+};
+
+/* A 32-bit field as a little-endian CPU loads it (the kernel's raw __be32). */
+static __always_inline __u32 xskit_le32(const unsigned char *p)
+{
+	return (__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24;
+}
+
+/* ICMP types whose header carries an identifier (icmp_has_id). */
+static __always_inline int xskit_icmp_has_id(__u8 protocol, __u8 type)
+{
+	if (protocol == 1)
+		return type == 0 || type == 8 || (type >= 13 && type <= 18);
+	return type == 128 || type == 129;
+}
+
+/* The ports word (or the ICMP type/code/id) of the transport header at l4. */
+static __always_inline __u32 xskit_transport(__u8 protocol, const unsigned char *l4,
+					     const unsigned char *end)
+{
+	switch (protocol) {
+	case 1:   /* ICMP */
+	case 58: { /* ICMPv6 */
+		__u32 id;
+
+		if (l4 + 8 > end || !xskit_icmp_has_id(protocol, l4[0]))
+			return 0;
+		id = (__u32)l4[4] << 8 | l4[5];
+		if (id == 0)
+			id = 1;
+		return (__u32)l4[0] | (__u32)l4[1] << 8 | id << 16;
+	}
+	case 6:   /* TCP */
+	case 17:  /* UDP */
+	case 33:  /* DCCP */
+	case 50:  /* ESP */
+	case 132: /* SCTP */
+	case 136: /* UDP-Lite */
+		if (l4 + 4 > end)
+			return 0;
+		return xskit_le32(l4);
+	case 51:  /* AH: the SPI */
+		if (l4 + 8 > end)
+			return 0;
+		return xskit_le32(l4 + 4);
+	default:
+		return 0;
+	}
+}
+
+/* The hash Linux's bond computes for the Ethernet frame [data, data_end). */
+static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 policy)
+{
+	const unsigned char *p = data, *end = data_end, *l3 = p + 14;
+	int ports = policy == XSKIT_XMIT_LAYER34 || policy == XSKIT_XMIT_ENCAP34;
+	__u32 eth, addrs, transport = 0, h;
+	__u16 proto;
+
+	if (p + 14 > end)
+		return 0;
+	proto = (__u16)p[12] << 8 | p[13];
+	if (policy == XSKIT_XMIT_VLAN_SRCMAC) {
+		__u32 vendor = (__u32)p[6] << 16 | (__u32)p[7] << 8 | p[8];
+		__u32 device = (__u32)p[9] << 16 | (__u32)p[10] << 8 | p[11];
+		__u32 vlan = 0;
+
+		if ((proto == 0x8100 || proto == 0x88a8) && p + 16 <= end)
+			vlan = ((__u32)p[14] << 8 | p[15]) & 0x0fff;
+		return vlan ^ vendor ^ device;
+	}
+	eth = (__u32)(p[5] ^ p[11]) ^ proto;
+	if (policy == XSKIT_XMIT_LAYER2)
+		return eth;
+	if (proto == 0x0800) {
+		__u32 ihl, fragment;
+
+		if (l3 + 20 > end)
+			return eth;
+		ihl = (__u32)(l3[0] & 0x0f) * 4;
+		if (ihl < 20)
+			return eth;
+		addrs = xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16);
+		fragment = (l3[6] & 0x3f) | l3[7];
+		if (ports && !fragment)
+			transport = xskit_transport(l3[9], l3 + ihl, end);
+	} else if (proto == 0x86dd) {
+		if (l3 + 40 > end)
+			return eth;
+		addrs = xskit_le32(l3 + 8) ^ xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16) ^
+			xskit_le32(l3 + 20) ^ xskit_le32(l3 + 24) ^ xskit_le32(l3 + 28) ^
+			xskit_le32(l3 + 32) ^ xskit_le32(l3 + 36);
+		/* Linux takes the next header as the transport protocol here. */
+		if (ports)
+			transport = xskit_transport(l3[6], l3 + 40, end);
+	} else {
+		return eth;
+	}
+	h = ports ? transport : eth;
+	h ^= addrs;
+	h ^= h >> 16;
+	h ^= h >> 8;
+	/* Linux drops the lowest bit for layer3+4: even port numbers are common. */
+	if (ports)
+		h >>= 1;
+	return h;
+}
+
+#endif /* XSKIT_BOND_H */

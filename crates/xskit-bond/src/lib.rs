@@ -1,0 +1,134 @@
+//! # xskit-bond
+//!
+//! Link bonding for XDP and AF_XDP programs. So far: the Linux bond's transmit hashes, bit
+//! for bit, in Rust ([`xmit_hash`], from `xskit-wire`) and in BPF C ([`HEADER`], the
+//! `xskit_bond.h` an XDP program includes), and [`BpfHasher`], which runs the C hash over a
+//! frame so that the two can be held to each other.
+//!
+//! ```no_run
+//! use xskit_bond::{xmit_hash, XmitHashPolicy};
+//! let frame = [0u8; 64];
+//! let member = xmit_hash(XmitHashPolicy::Layer34, &frame) % 2;
+//! # let _ = member;
+//! ```
+#![deny(unsafe_code)]
+
+use aya::maps::Array;
+use aya::programs::Xdp;
+use aya::Ebpf;
+
+pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
+
+/// `xskit_bond.h`: the transmit hashes for your own XDP program (`#include "xskit_bond.h"`,
+/// then `xskit_bond_hash(data, data_end, policy) % members`).
+pub const HEADER: &str = include_str!("../bpf/xskit_bond.h");
+
+static HASH_RUN_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xskit_bond_hash.o"));
+const HASH_RUN: &str = "xskit_bond_hash_run";
+
+/// Errors of the bond crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A BPF program or map of this crate could not be loaded, run or read.
+    #[error("{what} failed")]
+    Bpf {
+        /// What was being done.
+        what: &'static str,
+        /// The loader's or kernel's answer.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A system call failed.
+    #[error(transparent)]
+    Syscall(#[from] xskit::SyscallError),
+}
+
+/// Results of bond operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn bpf(what: &'static str) -> impl FnOnce(aya::EbpfError) -> Error {
+    move |e| Error::Bpf {
+        what,
+        source: Box::new(e),
+    }
+}
+
+/// The C hash of `xskit_bond.h`, loaded into the kernel (never attached) and run over frames
+/// with BPF_PROG_TEST_RUN. Needs CAP_BPF (root).
+pub struct BpfHasher {
+    ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for BpfHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BpfHasher").finish_non_exhaustive()
+    }
+}
+
+impl BpfHasher {
+    /// Loads and verifies the hash program.
+    pub fn load() -> Result<Self> {
+        let mut ebpf = Ebpf::load(HASH_RUN_OBJ).map_err(bpf("loading the bond hash program"))?;
+        let program: &mut Xdp = ebpf
+            .program_mut(HASH_RUN)
+            .ok_or_else(|| Error::Bpf {
+                what: "finding the bond hash program",
+                source: format!("the object has no {HASH_RUN}").into(),
+            })?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| Error::Bpf {
+                what: "loading the bond hash program",
+                source: Box::new(e),
+            })?;
+        program.load().map_err(|e| Error::Bpf {
+            what: "verifying the bond hash program",
+            source: Box::new(e),
+        })?;
+        Ok(BpfHasher { ebpf })
+    }
+
+    /// The C hash of `frame` under `policy`.
+    pub fn hash(&mut self, policy: XmitHashPolicy, frame: &[u8]) -> Result<u32> {
+        let map_error = |what: &'static str| {
+            move |e: aya::maps::MapError| Error::Bpf {
+                what,
+                source: Box::new(e),
+            }
+        };
+        let mut policies: Array<_, u32> =
+            Array::try_from(self.ebpf.map_mut("hash_policy").ok_or_else(|| Error::Bpf {
+                what: "finding the policy map",
+                source: "no hash_policy map".into(),
+            })?)
+            .map_err(map_error("opening the policy map"))?;
+        policies
+            .set(0, policy.linux_id(), 0)
+            .map_err(map_error("setting the policy"))?;
+        let program: &Xdp = self
+            .ebpf
+            .program(HASH_RUN)
+            .ok_or_else(|| Error::Bpf {
+                what: "finding the bond hash program",
+                source: format!("the object has no {HASH_RUN}").into(),
+            })?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| Error::Bpf {
+                what: "running the bond hash program",
+                source: Box::new(e),
+            })?;
+        let fd = program.fd().map_err(|e| Error::Bpf {
+            what: "running the bond hash program",
+            source: Box::new(e),
+        })?;
+        xskit::program::test_run(std::os::fd::AsFd::as_fd(fd), frame)?;
+        let out: Array<_, u32> =
+            Array::try_from(self.ebpf.map("hash_out").ok_or_else(|| Error::Bpf {
+                what: "finding the hash map",
+                source: "no hash_out map".into(),
+            })?)
+            .map_err(map_error("opening the hash map"))?;
+        out.get(&0, 0).map_err(map_error("reading the hash"))
+    }
+}
