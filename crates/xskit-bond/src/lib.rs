@@ -17,7 +17,10 @@ use aya::maps::Array;
 use aya::programs::Xdp;
 use aya::Ebpf;
 
+pub use port::{BondError, BondMode, BondPort, BondStats, MemberStats};
 pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
+
+mod port;
 
 /// `xskit_bond.h`: the transmit hashes for your own XDP program (`#include "xskit_bond.h"`,
 /// then `xskit_bond_hash(data, data_end, policy) % members`).
