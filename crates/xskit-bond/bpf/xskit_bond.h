@@ -8,9 +8,9 @@
  * Rust, which the kernel's own bond checks in xskit's guest testbed, and the
  * two are held to each other on random and edge-case frames.
  *
- * Include it in your XDP program: #include "xskit_bond.h". Needs only
- * <linux/bpf.h>. Every read is bounds-checked against data_end, so the
- * verifier takes it as it is.
+ * Include it in your XDP program after <bpf/bpf_helpers.h>:
+ * #include "xskit_bond.h". Every read is bounds-checked against data_end, so
+ * the verifier takes it as it is.
  */
 #ifndef XSKIT_BOND_H
 #define XSKIT_BOND_H
@@ -130,6 +130,123 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 	if (ports)
 		h >>= 1;
 	return h;
+}
+
+/*
+ * Transmit back out of a bond: xskit_bond_xmit(ctx) in place of `return XDP_TX`.
+ * User space (xskit_bond::XdpBond) fills the maps below and rewrites them when a
+ * member goes down or comes up, while the program stays attached: slot i of
+ * the usable members is xskit_bond_ifindex[i] and xskit_bond_members[i] (a
+ * devmap). The packet leaves through XDP_TX when its member is the one it came
+ * in on, else through XDP_REDIRECT to that member, as the kernel's
+ * xdp_master_redirect does for a bond. On a single device (one slot) it is
+ * XDP_TX: one program for a device or a bond. Needs <bpf/bpf_helpers.h>.
+ */
+#define XSKIT_BOND_MAX_MEMBERS 8
+
+enum xskit_bond_mode {
+	XSKIT_BOND_ACTIVE_BACKUP = 1,
+	XSKIT_BOND_XOR = 2,
+	XSKIT_BOND_RR = 3,
+};
+
+/* The bond's settings, a u32 each in xskit_bond_config. */
+enum xskit_bond_setting {
+	XSKIT_BOND_MODE = 0,	/* enum xskit_bond_mode */
+	XSKIT_BOND_POLICY = 1,	/* enum xskit_xmit_policy, for XSKIT_BOND_XOR */
+	XSKIT_BOND_USABLE = 2,	/* usable members: slots 0 .. USABLE-1 */
+	XSKIT_BOND_ACTIVE = 3,	/* the active slot, for XSKIT_BOND_ACTIVE_BACKUP */
+	XSKIT_BOND_RR_PER = 4,	/* packets per member, for XSKIT_BOND_RR (0 counts as 1) */
+	XSKIT_BOND_SETTINGS = 5,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XSKIT_BOND_SETTINGS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xskit_bond_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XSKIT_BOND_MAX_MEMBERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xskit_bond_ifindex SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, XSKIT_BOND_MAX_MEMBERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xskit_bond_members SEC(".maps");
+
+/* balance-rr's packet counter, per CPU as Linux keeps it for XDP. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xskit_bond_rr SEC(".maps");
+
+/* Counted drops: no usable member (0), a map missing (1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} xskit_bond_drops SEC(".maps");
+
+static __always_inline int xskit_bond_drop(__u32 why)
+{
+	__u64 *n = bpf_map_lookup_elem(&xskit_bond_drops, &why);
+
+	if (n)
+		(*n)++;
+	return XDP_DROP;
+}
+
+static __always_inline __u32 xskit_bond_setting(__u32 which)
+{
+	__u32 *v = bpf_map_lookup_elem(&xskit_bond_config, &which);
+
+	return v ? *v : 0;
+}
+
+static __always_inline int xskit_bond_xmit(struct xdp_md *ctx)
+{
+	__u32 zero = 0, slot, *ifindex;
+	__u32 usable = xskit_bond_setting(XSKIT_BOND_USABLE);
+
+	if (usable == 0 || usable > XSKIT_BOND_MAX_MEMBERS)
+		return xskit_bond_drop(0);
+	switch (xskit_bond_setting(XSKIT_BOND_MODE)) {
+	case XSKIT_BOND_XOR:
+		slot = xskit_bond_hash((void *)(long)ctx->data, (void *)(long)ctx->data_end,
+				       xskit_bond_setting(XSKIT_BOND_POLICY)) % usable;
+		break;
+	case XSKIT_BOND_RR: {
+		__u32 *count = bpf_map_lookup_elem(&xskit_bond_rr, &zero);
+		__u32 per = xskit_bond_setting(XSKIT_BOND_RR_PER);
+
+		if (!count)
+			return xskit_bond_drop(1);
+		slot = (*count / (per ? per : 1)) % usable;
+		(*count)++;
+		break;
+	}
+	default:
+		slot = xskit_bond_setting(XSKIT_BOND_ACTIVE);
+		break;
+	}
+	if (slot >= XSKIT_BOND_MAX_MEMBERS)
+		return xskit_bond_drop(0);
+	ifindex = bpf_map_lookup_elem(&xskit_bond_ifindex, &slot);
+	if (!ifindex || *ifindex == 0)
+		return xskit_bond_drop(0);
+	if (*ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect_map(&xskit_bond_members, slot, 0);
 }
 
 #endif /* XSKIT_BOND_H */

@@ -1,9 +1,13 @@
 //! # xskit-bond
 //!
-//! Link bonding for XDP and AF_XDP programs. So far: the Linux bond's transmit hashes, bit
-//! for bit, in Rust ([`xmit_hash`], from `xskit-wire`) and in BPF C ([`HEADER`], the
-//! `xskit_bond.h` an XDP program includes), and [`BpfHasher`], which runs the C hash over a
-//! frame so that the two can be held to each other.
+//! Link bonding for XDP and AF_XDP programs:
+//! - the Linux bond's transmit hashes, bit for bit, in Rust ([`xmit_hash`], from
+//!   `xskit-wire`) and in BPF C ([`HEADER`], the `xskit_bond.h` an XDP program includes), and
+//!   [`BpfHasher`], which runs the C hash over a frame so that the two can be held to each
+//!   other;
+//! - [`XdpBond`]: one XDP program for a device or a bond — `return xskit_bond_xmit(ctx)`
+//!   where a plain program returns XDP_TX, members managed from user space;
+//! - [`BondPort`]: a bond of AF_XDP ports (or any pipeline ports) as one pipeline port.
 //!
 //! ```no_run
 //! use xskit_bond::{xmit_hash, XmitHashPolicy};
@@ -21,6 +25,9 @@ pub use port::{BondError, BondMode, BondPort, BondStats, MemberStats};
 pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
 
 mod port;
+mod xdp;
+
+pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 
 /// `xskit_bond.h`: the transmit hashes for your own XDP program (`#include "xskit_bond.h"`,
 /// then `xskit_bond_hash(data, data_end, policy) % members`).
@@ -46,6 +53,29 @@ pub enum Error {
     /// A system call failed.
     #[error(transparent)]
     Syscall(#[from] xskit::SyscallError),
+    /// From the AF_XDP layer (attaching a program, taking its maps).
+    #[error(transparent)]
+    Xsk(#[from] xskit::Error),
+    /// A bond has 1 to 8 members.
+    #[error("a bond has 1 to {max} members, not {count}", max = MAX_MEMBERS)]
+    MemberCount {
+        /// Members given.
+        count: usize,
+    },
+    /// The same interface twice.
+    #[error("{name} is given twice: a bond's members are different interfaces")]
+    MemberTwice {
+        /// The interface.
+        name: String,
+    },
+    /// A member index past the last member.
+    #[error("the bond has no member {index} (it has {count})")]
+    NoSuchMember {
+        /// The index given.
+        index: usize,
+        /// Members the bond has.
+        count: usize,
+    },
 }
 
 /// Results of bond operations.

@@ -1,0 +1,245 @@
+//! One XDP program for a device or a bond: an object that includes `xskit_bond.h` and ends
+//! with `return xskit_bond_xmit(ctx)` is attached to every member; [`XdpBond`] fills its
+//! maps (the usable members, the mode, the policy) and rewrites them when a member goes down
+//! or comes up, while the programs stay attached. A one-member bond is a plain device.
+
+use aya::maps::{Array, DevMap, MapData, PerCpuArray};
+use xskit::{Interface, Mode, ProgramObject, XdpProgram};
+
+use crate::{Error, Result, XmitHashPolicy};
+
+static REFLECT_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_bond_reflect.o"));
+
+/// The most members `xskit_bond.h` takes (XSKIT_BOND_MAX_MEMBERS).
+pub const MAX_MEMBERS: usize = 8;
+
+/// How an XDP bond picks the member a packet leaves on (what XDP's bond in Linux offers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum XdpBondMode {
+    /// Everything out of the active member.
+    ActiveBackup,
+    /// The member `hash % usable`.
+    BalanceXor(XmitHashPolicy),
+    /// Members in turn, `packets_per_slave` each, counted per CPU.
+    BalanceRr {
+        /// Packets on a member before the next one's turn.
+        packets_per_slave: u32,
+    },
+}
+
+/// The slots of `xskit_bond_config`.
+mod setting {
+    pub(super) const MODE: u32 = 0;
+    pub(super) const POLICY: u32 = 1;
+    pub(super) const USABLE: u32 = 2;
+    pub(super) const ACTIVE: u32 = 3;
+    pub(super) const RR_PER: u32 = 4;
+}
+
+/// `enum xskit_bond_mode`.
+fn mode_id(mode: XdpBondMode) -> u32 {
+    match mode {
+        XdpBondMode::ActiveBackup => 1,
+        XdpBondMode::BalanceXor(_) => 2,
+        XdpBondMode::BalanceRr { .. } => 3,
+    }
+}
+
+/// One member's attached program and its maps.
+struct Attached {
+    program: XdpProgram,
+    config: Array<MapData, u32>,
+    ifindex: Array<MapData, u32>,
+    devmap: DevMap<MapData>,
+    counter: Option<PerCpuArray<MapData, u64>>,
+    drops: PerCpuArray<MapData, u64>,
+}
+
+/// An XDP program attached to every member of a bond, sending packets back out of the bond.
+pub struct XdpBond {
+    members: Vec<Interface>,
+    attached: Vec<Attached>,
+    up: Vec<bool>,
+    mode: XdpBondMode,
+    /// The active member (active-backup).
+    active: Option<usize>,
+}
+
+impl std::fmt::Debug for XdpBond {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpBond")
+            .field("members", &self.members)
+            .field("up", &self.up)
+            .field("mode", &self.mode)
+            .field("active", &self.active)
+            .finish_non_exhaustive()
+    }
+}
+
+fn map_error(what: &'static str) -> impl Fn(aya::maps::MapError) -> Error {
+    move |e| Error::Bpf {
+        what,
+        source: Box::new(e),
+    }
+}
+
+impl XdpBond {
+    /// Attaches xskit's bond reflector (`bpf/xdp_bond_reflect.c`: MACs swapped, out of the
+    /// bond) to every member.
+    pub fn reflector(members: &[Interface], mode: XdpBondMode, attach: Mode) -> Result<Self> {
+        Self::attach(
+            members,
+            ProgramObject::new(REFLECT_OBJ, "xskit_bond_reflect"),
+            Some("reflected"),
+            mode,
+            attach,
+        )
+    }
+
+    /// Attaches `object` (which includes `xskit_bond.h`) to every member and fills its maps;
+    /// `counter` names a per-CPU u64 array of the object to read with [`XdpBond::count`].
+    pub fn attach(
+        members: &[Interface],
+        object: ProgramObject<'_>,
+        counter: Option<&str>,
+        mode: XdpBondMode,
+        attach: Mode,
+    ) -> Result<Self> {
+        if members.is_empty() || members.len() > MAX_MEMBERS {
+            return Err(Error::MemberCount {
+                count: members.len(),
+            });
+        }
+        for (i, m) in members.iter().enumerate() {
+            if members[..i].iter().any(|o| o.index() == m.index()) {
+                return Err(Error::MemberTwice {
+                    name: m.name().to_string(),
+                });
+            }
+        }
+        let mut attached = Vec::with_capacity(members.len());
+        for iface in members {
+            let program = XdpProgram::attach_object(iface, object, attach, false)?;
+            attached.push(Attached {
+                config: program.take_map("xskit_bond_config")?,
+                ifindex: program.take_map("xskit_bond_ifindex")?,
+                devmap: program.take_map("xskit_bond_members")?,
+                counter: counter.map(|name| program.take_map(name)).transpose()?,
+                drops: program.take_map("xskit_bond_drops")?,
+                program,
+            });
+        }
+        let mut bond = XdpBond {
+            members: members.to_vec(),
+            attached,
+            up: vec![true; members.len()],
+            mode,
+            active: Some(0),
+        };
+        bond.write_maps()?;
+        Ok(bond)
+    }
+
+    /// Marks a member up or down (carrier) and rewrites every member's maps; the programs
+    /// stay attached. An active member that goes down hands over to the first usable one.
+    pub fn set_up(&mut self, member: usize, up: bool) -> Result<()> {
+        if member >= self.members.len() {
+            return Err(Error::NoSuchMember {
+                index: member,
+                count: self.members.len(),
+            });
+        }
+        self.up[member] = up;
+        self.write_maps()
+    }
+
+    /// The usable members, in slot order.
+    pub fn usable(&self) -> Vec<usize> {
+        (0..self.members.len()).filter(|&i| self.up[i]).collect()
+    }
+
+    /// The attached programs, in member order.
+    pub fn programs(&self) -> impl Iterator<Item = &XdpProgram> {
+        self.attached.iter().map(|a| &a.program)
+    }
+
+    fn write_maps(&mut self) -> Result<()> {
+        let usable = self.usable();
+        if self.active.is_none_or(|a| !usable.contains(&a)) {
+            self.active = usable.first().copied();
+        }
+        let active_slot = self
+            .active
+            .and_then(|a| usable.iter().position(|&u| u == a))
+            .unwrap_or(0) as u32;
+        let (policy, per) = match self.mode {
+            XdpBondMode::BalanceXor(p) => (p.linux_id(), 0),
+            XdpBondMode::BalanceRr { packets_per_slave } => (0, packets_per_slave),
+            XdpBondMode::ActiveBackup => (0, 0),
+        };
+        for a in &mut self.attached {
+            // Fewer slots first, so no packet reads a slot being rewritten; then the slots,
+            // then their number.
+            a.config
+                .set(setting::USABLE, 0, 0)
+                .map_err(map_error("writing the bond's settings"))?;
+            for (slot, &m) in usable.iter().enumerate() {
+                let ifindex = self.members[m].index();
+                a.ifindex
+                    .set(slot as u32, ifindex, 0)
+                    .map_err(map_error("writing the bond's members"))?;
+                a.devmap
+                    .set(slot as u32, ifindex, None, 0)
+                    .map_err(|e| Error::Bpf {
+                        what: "writing the bond's devmap",
+                        source: Box::new(e),
+                    })?;
+            }
+            for (key, value) in [
+                (setting::MODE, mode_id(self.mode)),
+                (setting::POLICY, policy),
+                (setting::ACTIVE, active_slot),
+                (setting::RR_PER, per),
+                (setting::USABLE, usable.len() as u32),
+            ] {
+                a.config
+                    .set(key, value, 0)
+                    .map_err(map_error("writing the bond's settings"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The object's counter (`counter` of [`XdpBond::attach`]), summed over members and CPUs.
+    pub fn count(&self) -> Result<u64> {
+        let mut total = 0;
+        for a in &self.attached {
+            if let Some(c) = &a.counter {
+                total += c
+                    .get(&0, 0)
+                    .map_err(map_error("reading the counter"))?
+                    .iter()
+                    .sum::<u64>();
+            }
+        }
+        Ok(total)
+    }
+
+    /// Packets dropped for want of a usable member, summed over members and CPUs.
+    pub fn dropped(&self) -> Result<u64> {
+        let mut total = 0;
+        for a in &self.attached {
+            for slot in 0..2 {
+                total += a
+                    .drops
+                    .get(&slot, 0)
+                    .map_err(map_error("reading the drop counter"))?
+                    .iter()
+                    .sum::<u64>();
+            }
+        }
+        Ok(total)
+    }
+}

@@ -1,0 +1,223 @@
+//! One XDP program for a device or a bond: xskit's bond reflector (xskit_bond.h's example)
+//! attached to both links of a chain's forwarding namespace sends every packet from host a
+//! back out of the member the bond's hash names — XDP_TX when that is the link it came in
+//! on, XDP_REDIRECT to the other — in SKB and DRV mode; a member going down moves the traffic
+//! with the programs still attached; a one-member bond is a plain device.
+//!
+//! (In DRV mode the far hosts run a pass-through XDP program: veth hands frames sent with
+//! XDP_TX to a peer that runs XDP, and leaves them in its ring otherwise.)
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use xskit::{Interface, Mode, XdpProgram};
+use xskit_bond::{xmit_hash, XdpBond, XdpBondMode, XmitHashPolicy};
+use xskit_testbed::{Chain, Host};
+use xskit_traffic::baseline::{PacketRxRing, PacketTx};
+
+const PORT: u16 = 4343;
+
+fn udp(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[198, 51, 100, 1]);
+    f[30..34].copy_from_slice(&[203, 0, 113, 2]);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&PORT.to_be_bytes());
+    f
+}
+
+/// What arrives on `host` from `from_mac` (reflected frames carry the member's MAC as
+/// source), until `stop`.
+fn capture(
+    host: &Host,
+    from_mac: [u8; 6],
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<std::io::Result<Vec<Vec<u8>>>> {
+    let ifname = host.ifname.clone();
+    host.ns.spawn(move || {
+        let index = Interface::by_name(&ifname).unwrap().index();
+        let mut ring = PacketRxRing::open(index).unwrap();
+        let mut got = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            ring.receive(Some(Duration::from_millis(20)), |f| {
+                if f.len() >= 38 && f[6..12] == from_mac && f[36..38] == PORT.to_be_bytes() {
+                    got.push(f.to_vec());
+                }
+            })
+            .unwrap();
+        }
+        got
+    })
+}
+
+/// Sends `n` flows from a to m_a and returns what came back at a and at c.
+fn round(chain: &Chain, first_port: u16, n: u16) -> [Vec<Vec<u8>>; 2] {
+    let stop = Arc::new(AtomicBool::new(false));
+    let captures = [
+        capture(&chain.a, chain.m_a.mac, stop.clone()),
+        capture(&chain.c, chain.m_a.mac, stop.clone()),
+    ];
+    std::thread::sleep(Duration::from_millis(200));
+    let (dst, src, ifname) = (chain.m_a.mac, chain.a.mac, chain.a.ifname.clone());
+    chain
+        .a
+        .ns
+        .run(move || {
+            let tx = PacketTx::open(Interface::by_name(&ifname).unwrap().index()).unwrap();
+            for i in 0..n {
+                assert_eq!(
+                    tx.send_copies(&udp(dst, src, first_port + i * 3), 1)
+                        .unwrap(),
+                    1
+                );
+            }
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    stop.store(true, Ordering::Relaxed);
+    captures.map(|h| h.join().unwrap().unwrap())
+}
+
+/// An XDP program on a host's veth, passing everything up: veth delivers what its peer sends
+/// with XDP_TX only to a device that runs XDP itself (XDP_REDIRECT needs GRO alone).
+fn xdp_pass(host: &Host) -> XdpProgram {
+    let name = host.ifname.clone();
+    host.ns
+        .run(move || XdpProgram::attach(&Interface::by_name(&name).unwrap(), Mode::Drv, false))
+        .unwrap()
+        .unwrap()
+}
+
+fn gro_on(host: &Host) {
+    let ok = host
+        .ns
+        .command("ethtool")
+        .args(["-K", &host.ifname, "gro", "on"])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ethtool -K {} gro on", host.ifname);
+}
+
+#[test]
+fn the_bond_reflector_leaves_through_the_hash_and_fails_over_while_attached() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let policy = XmitHashPolicy::Layer34;
+    for mode in [Mode::Skb, Mode::Drv] {
+        let chain = Chain::new().unwrap();
+        // Frames XDP sends into a veth reach its far end through GRO (or XDP) there.
+        gro_on(&chain.a);
+        gro_on(&chain.c);
+        let _far_ends = (mode == Mode::Drv).then(|| (xdp_pass(&chain.a), xdp_pass(&chain.c)));
+        let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+        let mut bond = chain
+            .m_a
+            .ns
+            .run(move || {
+                let members: Vec<Interface> = names
+                    .iter()
+                    .map(|n| Interface::by_name(n).unwrap())
+                    .collect();
+                XdpBond::reflector(&members, XdpBondMode::BalanceXor(policy), mode)
+            })
+            .unwrap()
+            .unwrap();
+        let ids: Vec<u32> = bond.programs().map(|p| p.id()).collect();
+
+        let [at_a, at_c] = round(&chain, 20000, 64);
+        assert_eq!(
+            at_a.len() + at_c.len(),
+            64,
+            "{mode:?}: every packet reflected once"
+        );
+        assert!(
+            !at_a.is_empty() && !at_c.is_empty(),
+            "{mode:?}: both members used"
+        );
+        for (member, frames) in [(0, &at_a), (1, &at_c)] {
+            for f in frames.iter() {
+                assert_eq!(xmit_hash(policy, f) as usize % 2, member, "{mode:?}");
+                assert_eq!(f[0..6], chain.a.mac, "MACs swapped");
+            }
+        }
+        // m_c goes down: everything leaves through m_a, the programs untouched.
+        bond.set_up(1, false).unwrap();
+        let [at_a, at_c] = round(&chain, 30000, 64);
+        assert_eq!((at_a.len(), at_c.len()), (64, 0), "{mode:?}");
+        // No member left: dropped and counted.
+        bond.set_up(0, false).unwrap();
+        let [at_a, at_c] = round(&chain, 40000, 16);
+        assert_eq!((at_a.len(), at_c.len()), (0, 0), "{mode:?}");
+        assert_eq!(bond.dropped().unwrap(), 16, "{mode:?}");
+        assert_eq!(bond.count().unwrap(), 64 + 64 + 16, "{mode:?}");
+        let again: Vec<u32> = bond.programs().map(|p| p.id()).collect();
+        assert_eq!(ids, again, "{mode:?}: the same programs stayed attached");
+        let lost: Vec<Option<String>> = chain
+            .m_a
+            .ns
+            .run(|| bond.programs().map(|p| p.lost()).collect())
+            .unwrap();
+        assert!(lost.iter().all(Option::is_none), "{mode:?}: {lost:?}");
+    }
+}
+
+#[test]
+fn a_one_member_bond_is_a_plain_device() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let _far_end = xdp_pass(&chain.a);
+    let name = chain.m_a.ifname.clone();
+    let bond = chain
+        .m_a
+        .ns
+        .run(move || {
+            let members = [Interface::by_name(&name).unwrap()];
+            XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Drv)
+        })
+        .unwrap()
+        .unwrap();
+    let [at_a, at_c] = round(&chain, 50000, 32);
+    assert_eq!((at_a.len(), at_c.len()), (32, 0));
+    assert_eq!(bond.count().unwrap(), 32);
+}
+
+#[test]
+fn bad_bonds_are_refused_and_leave_nothing_attached() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let name = chain.m_a.ifname.clone();
+    let errors = chain
+        .m_a
+        .ns
+        .run(move || {
+            let m = Interface::by_name(&name).unwrap();
+            let twice = XdpBond::reflector(
+                &[m.clone(), m.clone()],
+                XdpBondMode::ActiveBackup,
+                Mode::Skb,
+            )
+            .unwrap_err()
+            .to_string();
+            let none = XdpBond::reflector(&[], XdpBondMode::ActiveBackup, Mode::Skb)
+                .unwrap_err()
+                .to_string();
+            let attached = m.link_info().unwrap().xdp.any();
+            (twice, none, attached)
+        })
+        .unwrap();
+    assert!(errors.0.contains("given twice"), "{}", errors.0);
+    assert!(errors.1.contains("1 to 8 members, not 0"), "{}", errors.1);
+    assert_eq!(errors.2, None, "nothing left attached");
+}
