@@ -4,7 +4,8 @@
  * every packet back with its MAC addresses swapped, out of the bond's member its
  * hash picks, with one call where a plain program returns XDP_TX. The same
  * object runs on a single device (a one-member bond) and on every member of a
- * bond. Counts what it reflects.
+ * bond. Counts what it reflects; in active-backup, drops (and counts) what
+ * arrives on a member that is not the active one.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -28,6 +29,8 @@ int xskit_bond_reflect(struct xdp_md *ctx)
 
 	if (data + 14 > data_end)
 		return XDP_PASS;
+	if (!xskit_bond_rx_ok(ctx))
+		return XDP_DROP;
 	__builtin_memcpy(mac, data, 6);
 	__builtin_memcpy(data, data + 6, 6);
 	__builtin_memcpy(data + 6, mac, 6);

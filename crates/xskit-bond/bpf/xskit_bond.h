@@ -189,10 +189,11 @@ struct {
 	__type(value, __u32);
 } xskit_bond_rr SEC(".maps");
 
-/* Counted drops: no usable member (0), a map missing (1). */
+/* Counted drops: no usable member (0), a map missing (1), arrived on an
+ * inactive member (2). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } xskit_bond_drops SEC(".maps");
@@ -211,6 +212,31 @@ static __always_inline __u32 xskit_bond_setting(__u32 which)
 	__u32 *v = bpf_map_lookup_elem(&xskit_bond_config, &which);
 
 	return v ? *v : 0;
+}
+
+/*
+ * Whether a frame that arrived on this member may be taken: in active-backup,
+ * only the active member's are (Linux drops the others'); every member's in the
+ * other modes. A refused frame is counted (xskit_bond_drops slot 2): return
+ * XDP_DROP for it.
+ */
+static __always_inline int xskit_bond_rx_ok(struct xdp_md *ctx)
+{
+	__u32 active, *ifindex, two = 2;
+	__u64 *n;
+
+	if (xskit_bond_setting(XSKIT_BOND_MODE) != XSKIT_BOND_ACTIVE_BACKUP)
+		return 1;
+	active = xskit_bond_setting(XSKIT_BOND_ACTIVE);
+	if (xskit_bond_setting(XSKIT_BOND_USABLE) > 0 && active < XSKIT_BOND_MAX_MEMBERS) {
+		ifindex = bpf_map_lookup_elem(&xskit_bond_ifindex, &active);
+		if (ifindex && *ifindex == ctx->ingress_ifindex)
+			return 1;
+	}
+	n = bpf_map_lookup_elem(&xskit_bond_drops, &two);
+	if (n)
+		(*n)++;
+	return 0;
 }
 
 static __always_inline int xskit_bond_xmit(struct xdp_md *ctx)

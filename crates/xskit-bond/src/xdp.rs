@@ -229,9 +229,37 @@ impl XdpBond {
 
     /// Packets dropped for want of a usable member, summed over members and CPUs.
     pub fn dropped(&self) -> Result<u64> {
+        self.drops(&[0, 1])
+    }
+
+    /// Packets that arrived on an inactive member (active-backup) and were dropped.
+    pub fn dropped_inactive(&self) -> Result<u64> {
+        self.drops(&[2])
+    }
+
+    /// Makes `member` the active one (active-backup), if it is up.
+    pub fn set_active(&mut self, member: usize) -> Result<()> {
+        if member >= self.members.len() {
+            return Err(Error::NoSuchMember {
+                index: member,
+                count: self.members.len(),
+            });
+        }
+        if self.up[member] {
+            self.active = Some(member);
+        }
+        self.write_maps()
+    }
+
+    /// The active member (active-backup).
+    pub fn active(&self) -> Option<usize> {
+        self.active
+    }
+
+    fn drops(&self, slots: &[u32]) -> Result<u64> {
         let mut total = 0;
         for a in &self.attached {
-            for slot in 0..2 {
+            for &slot in slots {
                 total += a
                     .drops
                     .get(&slot, 0)

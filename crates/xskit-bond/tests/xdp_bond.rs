@@ -58,21 +58,31 @@ fn capture(
 
 /// Sends `n` flows from a to m_a and returns what came back at a and at c.
 fn round(chain: &Chain, first_port: u16, n: u16) -> [Vec<Vec<u8>>; 2] {
+    round_from(chain, &chain.a, chain.m_a.mac, first_port, n)
+}
+
+/// Sends `n` flows from `from` to the member with MAC `to`; returns what came back (from
+/// that member's MAC) at a and at c.
+fn round_from(
+    chain: &Chain,
+    from: &Host,
+    to: [u8; 6],
+    first_port: u16,
+    n: u16,
+) -> [Vec<Vec<u8>>; 2] {
     let stop = Arc::new(AtomicBool::new(false));
     let captures = [
-        capture(&chain.a, chain.m_a.mac, stop.clone()),
-        capture(&chain.c, chain.m_a.mac, stop.clone()),
+        capture(&chain.a, to, stop.clone()),
+        capture(&chain.c, to, stop.clone()),
     ];
     std::thread::sleep(Duration::from_millis(200));
-    let (dst, src, ifname) = (chain.m_a.mac, chain.a.mac, chain.a.ifname.clone());
-    chain
-        .a
-        .ns
+    let (src, ifname) = (from.mac, from.ifname.clone());
+    from.ns
         .run(move || {
             let tx = PacketTx::open(Interface::by_name(&ifname).unwrap().index()).unwrap();
             for i in 0..n {
                 assert_eq!(
-                    tx.send_copies(&udp(dst, src, first_port + i * 3), 1)
+                    tx.send_copies(&udp(to, src, first_port + i * 3), 1)
                         .unwrap(),
                     1
                 );
@@ -189,6 +199,45 @@ fn a_one_member_bond_is_a_plain_device() {
     let [at_a, at_c] = round(&chain, 50000, 32);
     assert_eq!((at_a.len(), at_c.len()), (32, 0));
     assert_eq!(bond.count().unwrap(), 32);
+}
+
+#[test]
+fn active_backup_takes_only_the_active_members_frames() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let _far_ends = (xdp_pass(&chain.a), xdp_pass(&chain.c));
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let mut bond = chain
+        .m_a
+        .ns
+        .run(move || {
+            let members: Vec<Interface> = names
+                .iter()
+                .map(|n| Interface::by_name(n).unwrap())
+                .collect();
+            XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Drv)
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(bond.active(), Some(0));
+    // m_a is active: a's frames come back to a; c's arrive on the backup and are dropped.
+    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 1000, 8);
+    let [_, at_c] = round_from(&chain, &chain.c, chain.m_c.mac, 2000, 8);
+    assert_eq!((at_a.len(), at_c.len()), (8, 0));
+    assert_eq!(bond.dropped_inactive().unwrap(), 8);
+    // m_c made active: now c's frames come back (out of m_c), and a's are dropped.
+    bond.set_active(1).unwrap();
+    let [_, at_c] = round_from(&chain, &chain.c, chain.m_c.mac, 3000, 8);
+    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 4000, 8);
+    assert_eq!((at_a.len(), at_c.len()), (0, 8));
+    assert_eq!(bond.dropped_inactive().unwrap(), 16);
+    // The active member goes down: the other one takes over.
+    bond.set_up(1, false).unwrap();
+    assert_eq!(bond.active(), Some(0));
+    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 5000, 8);
+    assert_eq!(at_a.len(), 8);
 }
 
 #[test]
