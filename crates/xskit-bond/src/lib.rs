@@ -7,7 +7,9 @@
 //!   other;
 //! - [`XdpBond`]: one XDP program for a device or a bond — `return xskit_bond_xmit(ctx)`
 //!   where a plain program returns XDP_TX, members managed from user space;
-//! - [`BondPort`]: a bond of AF_XDP ports (or any pipeline ports) as one pipeline port.
+//! - [`BondPort`]: a bond of AF_XDP ports (or any pipeline ports) as one pipeline port;
+//! - [`LinkMonitor`]: the members' carrier from the kernel's link notifications, with
+//!   `updelay` and `downdelay`, to drive either.
 //!
 //! ```no_run
 //! use xskit_bond::{xmit_hash, XmitHashPolicy};
@@ -24,9 +26,11 @@ use aya::Ebpf;
 pub use port::{BondError, BondMode, BondPort, BondStats, MemberStats};
 pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
 
+mod monitor;
 mod port;
 mod xdp;
 
+pub use monitor::{LinkMonitor, MemberChange};
 pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 
 /// `xskit_bond.h`: the transmit hashes for your own XDP program (`#include "xskit_bond.h"`,

@@ -270,3 +270,145 @@ fn bad_bonds_are_refused_and_leave_nothing_attached() {
     assert!(errors.1.contains("1 to 8 members, not 0"), "{}", errors.1);
     assert_eq!(errors.2, None, "nothing left attached");
 }
+
+/// Carrier loss moves the traffic: a monitor thread in the bond's namespace applies the
+/// kernel's link notifications to the bond; the far end of m_c goes down (m_c loses its
+/// carrier), everything leaves through m_a; it comes back and both are used again. The delay
+/// from the `ip link set down` to the bond's maps rewritten is printed (no bound asserted:
+/// the VM's timing is not the code's).
+#[test]
+fn carrier_loss_fails_over_from_the_kernels_link_events() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let _far_ends = (xdp_pass(&chain.a), xdp_pass(&chain.c));
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let stop = Arc::new(AtomicBool::new(false));
+    let applied = Arc::new(std::sync::Mutex::new(Vec::<(
+        usize,
+        bool,
+        std::time::Instant,
+    )>::new()));
+    let monitor = {
+        let (stop, applied) = (stop.clone(), applied.clone());
+        chain.m_a.ns.spawn(move || {
+            let members: Vec<Interface> = names
+                .iter()
+                .map(|n| Interface::by_name(n).unwrap())
+                .collect();
+            let mut bond = XdpBond::reflector(
+                &members,
+                XdpBondMode::BalanceXor(XmitHashPolicy::Layer34),
+                Mode::Drv,
+            )
+            .unwrap();
+            let mut links =
+                xskit_bond::LinkMonitor::new(&members, Duration::ZERO, Duration::ZERO).unwrap();
+            assert_eq!(links.up(), &[true, true]);
+            while !stop.load(Ordering::Relaxed) {
+                for change in links.poll(Some(Duration::from_millis(10))).unwrap() {
+                    bond.set_up(change.member, change.up).unwrap();
+                    applied.lock().unwrap().push((
+                        change.member,
+                        change.up,
+                        std::time::Instant::now(),
+                    ));
+                }
+            }
+            bond.count().unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let [at_a, at_c] = round(&chain, 10000, 64);
+    assert!(!at_a.is_empty() && !at_c.is_empty(), "both members in use");
+    let set = |up: &str| {
+        let ok = chain
+            .c
+            .ns
+            .command("ip")
+            .args(["link", "set", &chain.c.ifname, up])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    let before = std::time::Instant::now();
+    set("down");
+    let deadline = before + Duration::from_secs(5);
+    while applied.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (member, up, at) = applied.lock().unwrap()[0];
+    assert_eq!((member, up), (1, false), "m_c reported down");
+    eprintln!(
+        "failover: carrier loss applied to the bond {:?} after `ip link set down`",
+        at - before
+    );
+    let [at_a, at_c] = round(&chain, 20000, 64);
+    assert_eq!((at_a.len(), at_c.len()), (64, 0), "everything through m_a");
+    set("up");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while applied.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(applied.lock().unwrap()[1].0, 1, "m_c again");
+    assert!(applied.lock().unwrap()[1].1, "m_c reported up again");
+    std::thread::sleep(Duration::from_millis(300));
+    let [at_a, at_c] = round(&chain, 30000, 64);
+    assert_eq!(at_a.len() + at_c.len(), 64);
+    assert!(!at_c.is_empty(), "m_c carries its flows again");
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(monitor.join().unwrap().unwrap(), 64 * 3);
+}
+
+/// A flap shorter than `downdelay` is not reported; a change that lasts is, once.
+#[test]
+fn downdelay_hides_a_short_flap() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let name = chain.m_c.ifname.clone();
+    let (c_ns, c_if) = (chain.c.ns.clone(), chain.c.ifname.clone());
+    let changes = chain
+        .m_a
+        .ns
+        .run(move || {
+            let members = [Interface::by_name(&name).unwrap()];
+            let mut links =
+                xskit_bond::LinkMonitor::new(&members, Duration::ZERO, Duration::from_secs(3600))
+                    .unwrap();
+            let set = |up: &str| {
+                assert!(c_ns
+                    .command("ip")
+                    .args(["link", "set", &c_if, up])
+                    .status()
+                    .unwrap()
+                    .success());
+            };
+            set("down");
+            set("up");
+            let mut seen = Vec::new();
+            for _ in 0..20 {
+                seen.extend(links.poll(Some(Duration::from_millis(20))).unwrap());
+            }
+            // A loss that lasts past a zero delay is reported (the second monitor).
+            let mut quick =
+                xskit_bond::LinkMonitor::new(&members, Duration::ZERO, Duration::ZERO).unwrap();
+            set("down");
+            let mut lasting = Vec::new();
+            for _ in 0..50 {
+                lasting.extend(quick.poll(Some(Duration::from_millis(20))).unwrap());
+                if !lasting.is_empty() {
+                    break;
+                }
+            }
+            set("up");
+            (seen, lasting)
+        })
+        .unwrap();
+    assert!(changes.0.is_empty(), "the flap was hidden: {:?}", changes.0);
+    assert_eq!(changes.1.len(), 1, "{:?}", changes.1);
+    assert!(!changes.1[0].up);
+}

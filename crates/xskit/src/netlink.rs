@@ -10,6 +10,10 @@ const NLA_TYPE_MASK: u16 = 0x3fff;
 
 const RTM_GETLINK: u16 = 18;
 const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTMGRP_LINK: u32 = 1;
+const IFF_UP: u32 = 0x1;
+const IFF_LOWER_UP: u32 = 0x1_0000;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
@@ -83,6 +87,10 @@ pub struct LinkInfo {
     pub xdp: XdpAttachment,
     /// The device's packet counters (`IFLA_STATS64`).
     pub stats: LinkStats,
+    /// Administratively up (IFF_UP).
+    pub admin_up: bool,
+    /// Carrier (IFF_LOWER_UP): the link is up and can carry packets.
+    pub carrier: bool,
 }
 
 /// A device's counters, the first eight of `struct rtnl_link_stats64`.
@@ -310,7 +318,83 @@ pub fn link_info(ifindex: u32) -> Result<LinkInfo, SyscallError> {
             call: "netlink RTM_GETLINK: no answer",
             os_error: std::io::Error::from_raw_os_error(libc::ENODEV),
         })?;
-    Ok(parse_link(ifindex, payload.get(16..).unwrap_or(&[])))
+    Ok(parse_ifinfo(&payload).unwrap_or_else(|| parse_link(ifindex, &[])))
+}
+
+/// A struct ifinfomsg and its attributes: the link it describes.
+fn parse_ifinfo(payload: &[u8]) -> Option<LinkInfo> {
+    let header = payload.get(..16)?;
+    let ifindex = i32::from_ne_bytes([header[4], header[5], header[6], header[7]]) as u32;
+    let flags = u32::from_ne_bytes([header[8], header[9], header[10], header[11]]);
+    let mut info = parse_link(ifindex, &payload[16..]);
+    info.admin_up = flags & IFF_UP != 0;
+    info.carrier = flags & IFF_LOWER_UP != 0;
+    Some(info)
+}
+
+/// A change of a link, as the kernel announces it to RTMGRP_LINK.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// The link as it is now (for a removed link: as it was).
+    pub link: LinkInfo,
+    /// The link was deleted, or left this network namespace.
+    pub removed: bool,
+}
+
+/// The kernel's link notifications (carrier up and down, links added and removed) in the
+/// calling thread's network namespace, as they happen: the event-driven analogue of polling
+/// each link (bonding's miimon).
+#[derive(Debug)]
+pub struct LinkEvents {
+    sock: NetlinkSocket,
+    buf: Vec<u8>,
+    pending: std::collections::VecDeque<LinkEvent>,
+}
+
+impl LinkEvents {
+    /// Subscribes to the link notifications of this thread's namespace.
+    pub fn subscribe() -> Result<Self, SyscallError> {
+        let sock = NetlinkSocket::open(libc::NETLINK_ROUTE)?;
+        sock.subscribe(RTMGRP_LINK)?;
+        Ok(LinkEvents {
+            sock,
+            buf: vec![0u8; 64 * 1024],
+            pending: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// The next link event, waiting up to `timeout` (`None`: until one comes); `None` when
+    /// none came in time or a signal cut the wait short.
+    pub fn next(
+        &mut self,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Option<LinkEvent>, SyscallError> {
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(Some(e));
+        }
+        if crate::sys::xsk::poll(self.sock.fd(), libc::POLLIN, timeout)? & libc::POLLIN == 0 {
+            return Ok(None);
+        }
+        let n = self.sock.recv(&mut self.buf)?;
+        let mut rest = &self.buf[..n];
+        while rest.len() >= NLMSG_HDRLEN {
+            let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let kind = u16::from_ne_bytes([rest[4], rest[5]]);
+            if len < NLMSG_HDRLEN || len > rest.len() {
+                break;
+            }
+            if kind == RTM_NEWLINK || kind == RTM_DELLINK {
+                if let Some(link) = parse_ifinfo(&rest[NLMSG_HDRLEN..len]) {
+                    self.pending.push_back(LinkEvent {
+                        link,
+                        removed: kind == RTM_DELLINK,
+                    });
+                }
+            }
+            rest = rest.get((len + 3) & !3..).unwrap_or(&[]);
+        }
+        Ok(self.pending.pop_front())
+    }
 }
 
 fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {

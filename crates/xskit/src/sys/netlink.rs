@@ -1,7 +1,7 @@
 //! A blocking netlink socket: open, send one request, receive datagrams.
 //! Building and parsing the messages is safe code in [`crate::netlink`].
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use super::{cvt, SyscallError};
 
@@ -41,6 +41,27 @@ impl NetlinkSocket {
         Ok(NetlinkSocket { fd })
     }
 
+    /// Joins the multicast `groups` (RTMGRP_* bits): the kernel's notifications arrive on
+    /// this socket from now on.
+    pub(crate) fn subscribe(&self, groups: u32) -> Result<(), SyscallError> {
+        // SAFETY: a zeroed sockaddr_nl is valid; the fields are set below.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = groups;
+        // SAFETY: addr is a valid sockaddr_nl of the size passed.
+        cvt(
+            unsafe {
+                libc::bind(
+                    self.fd.as_raw_fd(),
+                    (&addr as *const libc::sockaddr_nl).cast(),
+                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+                )
+            },
+            "bind(netlink groups)",
+        )?;
+        Ok(())
+    }
+
     pub(crate) fn send(&self, msg: &[u8]) -> Result<(), SyscallError> {
         // SAFETY: a zeroed sockaddr_nl addresses the kernel (pid 0).
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
@@ -60,6 +81,10 @@ impl NetlinkSocket {
             return Err(SyscallError::last("sendto(netlink)"));
         }
         Ok(())
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Receives one datagram into `buf`, returning its length.
