@@ -49,16 +49,14 @@ impl NetlinkSocket {
         addr.nl_family = libc::AF_NETLINK as u16;
         addr.nl_groups = groups;
         // SAFETY: addr is a valid sockaddr_nl of the size passed.
-        cvt(
-            unsafe {
-                libc::bind(
-                    self.fd.as_raw_fd(),
-                    (&addr as *const libc::sockaddr_nl).cast(),
-                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-                )
-            },
-            "bind(netlink groups)",
-        )?;
+        let ret = unsafe {
+            libc::bind(
+                self.fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        cvt(ret, "bind(netlink groups)")?;
         Ok(())
     }
 
