@@ -19,6 +19,7 @@ use xskit_wire::ethernet;
 
 use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
+mod bond;
 mod pipeline;
 mod table;
 
@@ -45,6 +46,9 @@ pub(crate) enum Kind {
     Pipeline,
     /// Testbed only: `xskit fwd` between two namespaces, against the kernel's bridge.
     Fwd,
+    /// Testbed only: XDP_TX through xskit's bond reflector (a bond of 1 and of 2 members)
+    /// against the plain XDP_TX program, as in seed 002's table.
+    Bond,
 }
 
 impl Kind {
@@ -59,6 +63,7 @@ impl Kind {
             Kind::XdpTx => "xdp-tx",
             Kind::Pipeline => "pipeline",
             Kind::Fwd => "fwd",
+            Kind::Bond => "bond",
         }
     }
 }
@@ -304,6 +309,17 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     if args.kind == Some(Kind::Pipeline) {
         return pipeline::run(args.runs, args.packets, args.run.json);
     }
+    if args.kind == Some(Kind::Bond) {
+        if args.port.interface.is_some() {
+            bail!("bench bond builds its own testbed: run it without -i");
+        }
+        let secs = args
+            .run
+            .duration()?
+            .unwrap_or(Duration::from_secs(2))
+            .as_secs_f64();
+        return bond::run(args.runs.max(1), secs, args.run.json);
+    }
     let Some(ifname) = args.port.interface.clone() else {
         return table::run(args);
     };
@@ -317,7 +333,9 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let queue = args.port.queue;
     let label = format!("{ifname}:{queue} {}", kind.name());
     let result = match kind {
-        Kind::Pipeline | Kind::Fwd => bail!("{} does not run on an interface", kind.name()),
+        Kind::Pipeline | Kind::Fwd | Kind::Bond => {
+            bail!("{} does not run on an interface", kind.name())
+        }
         Kind::Rxdrop | Kind::Txpush | Kind::L2fwd => {
             let config = args.port.config(false, false)?;
             let mut port = Port::open(&ifname, queue, &config)

@@ -455,3 +455,27 @@ fn callgrind_counts_instructions_per_packet_for_every_loop() {
         assert!(line.contains('%'), "top functions listed: {line}");
     }
 }
+
+#[test]
+fn bench_bond_measures_every_case_against_the_plain_program() {
+    if !privileged() {
+        return;
+    }
+    let out = std::process::Command::new(XSKIT)
+        .args(["bench", "bond", "--runs", "1", "-d", "0.5", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert_eq!(rows[0]["ratio_to_plain"].as_f64().unwrap(), 1.0);
+    for r in rows {
+        assert!(r["median_mpps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}

@@ -12,7 +12,7 @@ use xskit_testbed::{Chain, Host, Testbed, TestbedConfig};
 
 use super::{BenchArgs, BenchResult, Kind};
 
-const GEN_CPU: &str = "0";
+pub(super) const GEN_CPU: &str = "0";
 const BENCH_CPU: &str = "1";
 
 /// One row of the table: a benchmark in a mode, with every run's Mpps.
@@ -31,7 +31,7 @@ impl Cell {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(super) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -69,13 +69,13 @@ fn command(exe: &str, host: &Host, cpu: &str, args: &[String]) -> Command {
 
 /// A benchmark process, with the rest of its stderr read in the background so it never
 /// blocks on (or dies of) a full or closed pipe.
-struct Proc {
+pub(super) struct Proc {
     child: Child,
     stderr: std::thread::JoinHandle<String>,
 }
 
 /// Starts a `--json` command and waits for its header on stderr (its port is open).
-fn start(exe: &str, host: &Host, cpu: &str, args: &[String]) -> Result<Proc> {
+pub(super) fn start(exe: &str, host: &Host, cpu: &str, args: &[String]) -> Result<Proc> {
     let mut child = command(exe, host, cpu, args)
         .spawn()
         .context("starting a benchmark process (is taskset installed?)")?;
@@ -103,7 +103,7 @@ fn start(exe: &str, host: &Host, cpu: &str, args: &[String]) -> Result<Proc> {
     Ok(Proc { child, stderr })
 }
 
-fn finish(proc: Proc) -> Result<serde_json::Value> {
+pub(super) fn finish(proc: Proc) -> Result<serde_json::Value> {
     let out = proc.child.wait_with_output()?;
     let stderr = proc.stderr.join().unwrap_or_default();
     if !out.status.success() {
@@ -148,12 +148,12 @@ fn set_gro(host: &Host, on: bool) -> Result<()> {
 }
 
 /// Owned arguments for a command.
-fn strings(args: &[&str]) -> Vec<String> {
+pub(super) fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
 /// The live-frames generator's arguments: flat out from `host` for `secs`.
-fn live_gen_args(host: &Host, dst_mac: &str, size: usize, secs: f64) -> Vec<String> {
+pub(super) fn live_gen_args(host: &Host, dst_mac: &str, size: usize, secs: f64) -> Vec<String> {
     strings(&[
         "gen",
         "--engine",
