@@ -26,10 +26,12 @@ use aya::Ebpf;
 pub use port::{BondError, BondMode, BondPort, BondStats, MemberStats};
 pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
 
+mod announce;
 mod monitor;
 mod port;
 mod xdp;
 
+pub use announce::{announce, gratuitous_arp};
 pub use monitor::{LinkMonitor, MemberChange};
 pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 

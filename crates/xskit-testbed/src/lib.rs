@@ -647,6 +647,161 @@ impl Drop for Chain {
     }
 }
 
+/// A switch for a bond: `members` links from a namespace of their own (the bond's side) to
+/// the ports of a Linux bridge in the switch's namespace, and a host on a third port. The
+/// bridge learns where each MAC is, as a switch does; `bridge fdb` in the switch's namespace
+/// shows it. Dropping it removes all three namespaces.
+#[derive(Debug)]
+pub struct Switched {
+    /// The bond's side: the member links' ends (`xsb0`, `xsb1`, ...), no addresses.
+    pub bonded: Netns,
+    /// The member interfaces in `bonded`.
+    pub members: Vec<String>,
+    /// The switch's namespace, with the bridge `xbr0`.
+    pub switch: Netns,
+    /// The bridge's ports towards the members (`sw0`, `sw1`, ...), in member order.
+    pub ports: Vec<String>,
+    /// A host on the bridge, 203.0.113.10.
+    pub host: Host,
+}
+
+impl Switched {
+    /// Builds the switch with `members` (1 to 8) member links, everything up.
+    pub fn new(members: usize) -> io::Result<Switched> {
+        if members == 0 || members > 8 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a switch for a bond takes 1 to 8 member links",
+            ));
+        }
+        install_signal_cleanup();
+        sweep_stale();
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let mut guard = NsGuard(Vec::new());
+        let mut make = |role: &str| -> io::Result<Netns> {
+            let ns = Netns {
+                name: format!("{NS_PREFIX}{pid}-{id}-{role}"),
+            };
+            LIVE.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(ns.name.clone());
+            guard.0.push(ns.name.clone());
+            ip(&["netns", "add", &ns.name])?;
+            ns.run(|| -> io::Result<()> {
+                for scope in ["default", "all"] {
+                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1")?;
+                }
+                Ok(())
+            })??;
+            ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
+            Ok(ns)
+        };
+        let bonded = make("b")?;
+        let switch = make("sw")?;
+        let host_ns = make("h")?;
+        ip(&["-n", &switch.name, "link", "add", "xbr0", "type", "bridge"])?;
+        ip(&["-n", &switch.name, "link", "set", "xbr0", "up"])?;
+        let mut member_names = Vec::new();
+        let mut ports = Vec::new();
+        for i in 0..members {
+            let (m, p) = (format!("xsb{i}"), format!("sw{i}"));
+            let mac = mac_string(&[0x02, 0x58, 0x53, 0x42, 0x00, i as u8]);
+            ip(&[
+                "link",
+                "add",
+                &m,
+                "netns",
+                &bonded.name,
+                "address",
+                &mac,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &p,
+                "netns",
+                &switch.name,
+            ])?;
+            ip(&["-n", &bonded.name, "link", "set", &m, "up"])?;
+            ip(&["-n", &switch.name, "link", "set", &p, "master", "xbr0"])?;
+            ip(&["-n", &switch.name, "link", "set", &p, "up"])?;
+            member_names.push(m);
+            ports.push(p);
+        }
+        let host = Host {
+            ns: host_ns,
+            ifname: "xh".into(),
+            ip: Ipv4Addr::new(203, 0, 113, 10),
+            ip6: None,
+            mac: [0x02, 0x58, 0x53, 0x48, 0x00, 0x01],
+        };
+        ip(&[
+            "link",
+            "add",
+            &host.ifname,
+            "netns",
+            &host.ns.name,
+            "address",
+            &mac_string(&host.mac),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "swh",
+            "netns",
+            &switch.name,
+        ])?;
+        ip(&["-n", &switch.name, "link", "set", "swh", "master", "xbr0"])?;
+        ip(&["-n", &switch.name, "link", "set", "swh", "up"])?;
+        ip(&[
+            "-n",
+            &host.ns.name,
+            "addr",
+            "add",
+            "203.0.113.10/24",
+            "dev",
+            &host.ifname,
+        ])?;
+        ip(&["-n", &host.ns.name, "link", "set", &host.ifname, "up"])?;
+        std::mem::take(&mut guard.0);
+        Ok(Switched {
+            bonded,
+            members: member_names,
+            switch,
+            ports,
+            host,
+        })
+    }
+
+    /// The bridge port the switch has learnt `mac` on, if any (`bridge fdb`).
+    pub fn port_of(&self, mac: [u8; 6]) -> io::Result<Option<String>> {
+        let out = run(self
+            .switch
+            .command("bridge")
+            .args(["fdb", "show", "br", "xbr0"]))?;
+        let mac = mac_string(&mac);
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with(&mac) && !l.contains("permanent"))
+            .find_map(|l| {
+                let mut words = l.split_whitespace();
+                words.find(|w| *w == "dev")?;
+                words.next().map(str::to_string)
+            }))
+    }
+}
+
+impl Drop for Switched {
+    fn drop(&mut self) {
+        drop(NsGuard(vec![
+            self.bonded.name.clone(),
+            self.switch.name.clone(),
+            self.host.ns.name.clone(),
+        ]));
+    }
+}
+
 /// Whether this process may build testbeds (it runs as root).
 pub fn have_privileges() -> bool {
     nix::unistd::geteuid().is_root()

@@ -19,7 +19,7 @@ use super::table::{finish, live_gen_args, median, start, GEN_CPU};
 
 /// A reflector under test, counting what it sent back.
 enum Reflector {
-    Plain(XdpCounter),
+    Plain(Box<XdpCounter>),
     Bond(XdpBond),
 }
 
@@ -83,7 +83,9 @@ fn attach(chain: &Chain, case: Case) -> Result<Reflector> {
             let m_c = Interface::by_name(&names[1])?;
             let layer2 = XdpBondMode::BalanceXor(XmitHashPolicy::Layer2);
             Ok(match case {
-                Case::Plain => Reflector::Plain(XdpCounter::reflect_all(&m_a, Mode::Drv)?),
+                Case::Plain => {
+                    Reflector::Plain(Box::new(XdpCounter::reflect_all(&m_a, Mode::Drv)?))
+                }
                 Case::BondOf1 => Reflector::Bond(XdpBond::reflector(&[m_a], layer2, Mode::Drv)?),
                 Case::BondOf2Same | Case::BondOf2Other => {
                     Reflector::Bond(XdpBond::reflector(&[m_a, m_c], layer2, Mode::Drv)?)

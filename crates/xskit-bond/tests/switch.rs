@@ -1,0 +1,139 @@
+//! A bond behind a switch (a Linux bridge in another namespace): after a failover the new
+//! active member sends gratuitous ARPs, the bridge's forwarding table points the bond's MAC
+//! at the new port, and the host's traffic reaches the bond through it.
+
+use std::time::Duration;
+
+use xskit::{Interface, Mode};
+use xskit_bond::{announce, LinkMonitor, XdpBond, XdpBondMode};
+use xskit_testbed::{Host, Switched};
+use xskit_traffic::baseline::{PacketRxRing, PacketTx};
+
+const BOND_IP: [u8; 4] = [203, 0, 113, 20];
+const PORT: u16 = 4545;
+
+/// A test frame of the local experimental EtherType 0x88b5 (a bridge with netfilter hooks
+/// would drop an IPv4 frame without a valid header), numbered at the ports' offsets.
+fn udp(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&PORT.to_be_bytes());
+    f
+}
+
+/// Sends `n` frames from the host to `bond_mac` and counts those that come back reflected.
+fn echoes(host: &Host, bond_mac: [u8; 6], n: u16) -> usize {
+    let (ifname, mac) = (host.ifname.clone(), host.mac);
+    host.ns
+        .run(move || {
+            let index = Interface::by_name(&ifname).unwrap().index();
+            let mut rx = PacketRxRing::open(index).unwrap();
+            let tx = PacketTx::open(index).unwrap();
+            for i in 0..n {
+                tx.send_copies(&udp(bond_mac, mac, 1000 + i), 1).unwrap();
+            }
+            let mut back = 0;
+            let deadline = std::time::Instant::now() + Duration::from_millis(600);
+            while std::time::Instant::now() < deadline {
+                rx.receive(Some(Duration::from_millis(20)), |f| {
+                    if f.len() >= 38 && f[6..12] == bond_mac && f[36..38] == PORT.to_be_bytes() {
+                        back += 1;
+                    }
+                })
+                .unwrap();
+            }
+            back
+        })
+        .unwrap()
+}
+
+#[test]
+fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let sw = Switched::new(2).unwrap();
+    let members = sw.members.clone();
+    let (mut bond, bond_mac, ifaces) = sw
+        .bonded
+        .run(move || {
+            let ifaces: Vec<Interface> = members
+                .iter()
+                .map(|n| Interface::by_name(n).unwrap())
+                .collect();
+            // The bond's MAC is its first member's, as Linux's bond takes it.
+            let mac = ifaces[0].link_info().unwrap().mac.unwrap();
+            let bond = XdpBond::reflector(&ifaces, XdpBondMode::ActiveBackup, Mode::Skb).unwrap();
+            announce(&ifaces[0], mac, BOND_IP, 2).unwrap();
+            (bond, mac, ifaces)
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw0"));
+    let n = echoes(&sw.host, bond_mac, 20);
+    assert_eq!(n, 20, "through the active member");
+
+    // An administrative switch-over: without the announcement the bridge would keep sending
+    // to sw0, where the now inactive member drops everything.
+    bond.set_active(1).unwrap();
+    let (i1, mac) = (ifaces[1].clone(), bond_mac);
+    sw.bonded
+        .run(move || announce(&i1, mac, BOND_IP, 2).unwrap())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw1"));
+    assert_eq!(
+        echoes(&sw.host, bond_mac, 20),
+        20,
+        "through the new active member"
+    );
+
+    // Back to member 0, then a carrier loss on it: the monitor reports it, the bond fails
+    // over, the new active member announces itself.
+    bond.set_active(0).unwrap();
+    let (i0, mac) = (ifaces[0].clone(), bond_mac);
+    sw.bonded
+        .run(move || announce(&i0, mac, BOND_IP, 2).unwrap())
+        .unwrap();
+    let members = ifaces.clone();
+    let monitor = sw
+        .bonded
+        .run(move || LinkMonitor::new(&members, Duration::ZERO, Duration::ZERO).unwrap())
+        .unwrap();
+    assert!(sw
+        .switch
+        .command("ip")
+        .args(["link", "set", "sw0", "down"])
+        .status()
+        .unwrap()
+        .success());
+    let (monitor, changes) = sw
+        .bonded
+        .run(move || {
+            let mut monitor = monitor;
+            let mut changes = Vec::new();
+            for _ in 0..100 {
+                changes.extend(monitor.poll(Some(Duration::from_millis(20))).unwrap());
+                if !changes.is_empty() {
+                    break;
+                }
+            }
+            (monitor, changes)
+        })
+        .unwrap();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!((changes[0].member, changes[0].up), (0, false));
+    bond.set_up(0, false).unwrap();
+    assert_eq!(bond.active(), Some(1));
+    let (i1, mac) = (ifaces[1].clone(), bond_mac);
+    sw.bonded
+        .run(move || announce(&i1, mac, BOND_IP, 2).unwrap())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw1"));
+    assert_eq!(echoes(&sw.host, bond_mac, 20), 20, "after the carrier loss");
+    assert_eq!(monitor.up(), &[false, true]);
+}
