@@ -412,3 +412,74 @@ fn downdelay_hides_a_short_flap() {
     assert_eq!(changes.1.len(), 1, "{:?}", changes.1);
     assert!(!changes.1[0].up);
 }
+
+/// A member that already runs another XDP program is refused, named, and the members
+/// attached before it are detached again; a member deleted while the bond runs is reported
+/// removed and the bond carries on with the rest.
+#[test]
+fn a_taken_member_is_refused_and_a_deleted_one_is_reported() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let (err, left) = chain
+        .m_a
+        .ns
+        .run(move || {
+            let members: Vec<Interface> = names
+                .iter()
+                .map(|n| Interface::by_name(n).unwrap())
+                .collect();
+            // Someone else's program on the second member.
+            let other = XdpProgram::attach(&members[1], Mode::Skb, false).unwrap();
+            let err = XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Skb)
+                .unwrap_err()
+                .to_string();
+            let left = members[0].link_info().unwrap().xdp.any();
+            drop(other);
+            (err, left)
+        })
+        .unwrap();
+    assert!(err.contains("already has an XDP program attached"), "{err}");
+    assert_eq!(left, None, "the first member's program was detached again");
+
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let (changes, usable) = chain
+        .m_a
+        .ns
+        .run(move || {
+            let members: Vec<Interface> = names
+                .iter()
+                .map(|n| Interface::by_name(n).unwrap())
+                .collect();
+            let mut bond =
+                XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Skb).unwrap();
+            let mut links =
+                xskit_bond::LinkMonitor::new(&members, Duration::ZERO, Duration::ZERO).unwrap();
+            let ok = std::process::Command::new("ip")
+                .args(["link", "del", &names[1]])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+            let mut changes = Vec::new();
+            for _ in 0..100 {
+                changes.extend(links.poll(Some(Duration::from_millis(20))).unwrap());
+                if changes.iter().any(|c| c.removed) {
+                    break;
+                }
+            }
+            for c in &changes {
+                bond.set_up(c.member, c.up).unwrap();
+            }
+            (changes, bond.usable())
+        })
+        .unwrap();
+    let removed = changes
+        .iter()
+        .find(|c| c.removed)
+        .expect("a removal reported");
+    assert_eq!((removed.member, removed.up), (1, false), "{changes:?}");
+    assert_eq!(usable, [0]);
+}
