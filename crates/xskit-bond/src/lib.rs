@@ -87,10 +87,20 @@ pub enum Error {
 /// Results of bond operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-fn bpf(what: &'static str) -> impl FnOnce(aya::EbpfError) -> Error {
+/// Wraps a loader's or kernel's error as what was being done.
+pub(crate) fn bpf<E: std::error::Error + Send + Sync + 'static>(
+    what: &'static str,
+) -> impl FnOnce(E) -> Error {
     move |e| Error::Bpf {
         what,
         source: Box::new(e),
+    }
+}
+
+fn missing(what: &'static str, name: &str) -> Error {
+    Error::Bpf {
+        what,
+        source: format!("the object has no {name}").into(),
     }
 }
 
@@ -112,62 +122,40 @@ impl BpfHasher {
         let mut ebpf = Ebpf::load(HASH_RUN_OBJ).map_err(bpf("loading the bond hash program"))?;
         let program: &mut Xdp = ebpf
             .program_mut(HASH_RUN)
-            .ok_or_else(|| Error::Bpf {
-                what: "finding the bond hash program",
-                source: format!("the object has no {HASH_RUN}").into(),
-            })?
+            .ok_or_else(|| missing("finding the bond hash program", HASH_RUN))?
             .try_into()
-            .map_err(|e: aya::programs::ProgramError| Error::Bpf {
-                what: "loading the bond hash program",
-                source: Box::new(e),
-            })?;
-        program.load().map_err(|e| Error::Bpf {
-            what: "verifying the bond hash program",
-            source: Box::new(e),
-        })?;
+            .map_err(bpf("loading the bond hash program"))?;
+        program
+            .load()
+            .map_err(bpf("verifying the bond hash program"))?;
         Ok(BpfHasher { ebpf })
     }
 
     /// The C hash of `frame` under `policy`.
     pub fn hash(&mut self, policy: XmitHashPolicy, frame: &[u8]) -> Result<u32> {
-        let map_error = |what: &'static str| {
-            move |e: aya::maps::MapError| Error::Bpf {
-                what,
-                source: Box::new(e),
-            }
-        };
-        let mut policies: Array<_, u32> =
-            Array::try_from(self.ebpf.map_mut("hash_policy").ok_or_else(|| Error::Bpf {
-                what: "finding the policy map",
-                source: "no hash_policy map".into(),
-            })?)
-            .map_err(map_error("opening the policy map"))?;
+        let mut policies: Array<_, u32> = Array::try_from(
+            self.ebpf
+                .map_mut("hash_policy")
+                .ok_or_else(|| missing("finding the policy map", "hash_policy"))?,
+        )
+        .map_err(bpf("opening the policy map"))?;
         policies
             .set(0, policy.linux_id(), 0)
-            .map_err(map_error("setting the policy"))?;
+            .map_err(bpf("setting the policy"))?;
         let program: &Xdp = self
             .ebpf
             .program(HASH_RUN)
-            .ok_or_else(|| Error::Bpf {
-                what: "finding the bond hash program",
-                source: format!("the object has no {HASH_RUN}").into(),
-            })?
+            .ok_or_else(|| missing("finding the bond hash program", HASH_RUN))?
             .try_into()
-            .map_err(|e: aya::programs::ProgramError| Error::Bpf {
-                what: "running the bond hash program",
-                source: Box::new(e),
-            })?;
-        let fd = program.fd().map_err(|e| Error::Bpf {
-            what: "running the bond hash program",
-            source: Box::new(e),
-        })?;
+            .map_err(bpf("running the bond hash program"))?;
+        let fd = program.fd().map_err(bpf("running the bond hash program"))?;
         xskit::program::test_run(std::os::fd::AsFd::as_fd(fd), frame)?;
-        let out: Array<_, u32> =
-            Array::try_from(self.ebpf.map("hash_out").ok_or_else(|| Error::Bpf {
-                what: "finding the hash map",
-                source: "no hash_out map".into(),
-            })?)
-            .map_err(map_error("opening the hash map"))?;
-        out.get(&0, 0).map_err(map_error("reading the hash"))
+        let out: Array<_, u32> = Array::try_from(
+            self.ebpf
+                .map("hash_out")
+                .ok_or_else(|| missing("finding the hash map", "hash_out"))?,
+        )
+        .map_err(bpf("opening the hash map"))?;
+        out.get(&0, 0).map_err(bpf("reading the hash"))
     }
 }

@@ -6,7 +6,7 @@
 use aya::maps::{Array, DevMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 
-use crate::{Error, Result, XmitHashPolicy};
+use crate::{bpf, Error, Result, XmitHashPolicy};
 
 static REFLECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_bond_reflect.o"));
@@ -75,13 +75,6 @@ impl std::fmt::Debug for XdpBond {
             .field("mode", &self.mode)
             .field("active", &self.active)
             .finish_non_exhaustive()
-    }
-}
-
-fn map_error(what: &'static str) -> impl Fn(aya::maps::MapError) -> Error {
-    move |e| Error::Bpf {
-        what,
-        source: Box::new(e),
     }
 }
 
@@ -184,18 +177,15 @@ impl XdpBond {
             // then their number.
             a.config
                 .set(setting::USABLE, 0, 0)
-                .map_err(map_error("writing the bond's settings"))?;
+                .map_err(bpf("writing the bond's settings"))?;
             for (slot, &m) in usable.iter().enumerate() {
                 let ifindex = self.members[m].index();
                 a.ifindex
                     .set(slot as u32, ifindex, 0)
-                    .map_err(map_error("writing the bond's members"))?;
+                    .map_err(bpf("writing the bond's members"))?;
                 a.devmap
                     .set(slot as u32, ifindex, None, 0)
-                    .map_err(|e| Error::Bpf {
-                        what: "writing the bond's devmap",
-                        source: Box::new(e),
-                    })?;
+                    .map_err(bpf("writing the bond's devmap"))?;
             }
             for (key, value) in [
                 (setting::MODE, mode_id(self.mode)),
@@ -206,7 +196,7 @@ impl XdpBond {
             ] {
                 a.config
                     .set(key, value, 0)
-                    .map_err(map_error("writing the bond's settings"))?;
+                    .map_err(bpf("writing the bond's settings"))?;
             }
         }
         Ok(())
@@ -219,7 +209,7 @@ impl XdpBond {
             if let Some(c) = &a.counter {
                 total += c
                     .get(&0, 0)
-                    .map_err(map_error("reading the counter"))?
+                    .map_err(bpf("reading the counter"))?
                     .iter()
                     .sum::<u64>();
             }
@@ -263,7 +253,7 @@ impl XdpBond {
                 total += a
                     .drops
                     .get(&slot, 0)
-                    .map_err(map_error("reading the drop counter"))?
+                    .map_err(bpf("reading the drop counter"))?
                     .iter()
                     .sum::<u64>();
             }

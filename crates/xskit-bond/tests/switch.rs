@@ -24,6 +24,15 @@ fn udp(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
     f
 }
 
+/// Announces the bond from member `i` (in the bond's namespace).
+fn announce_from(sw: &Switched, member: &Interface, mac: [u8; 6]) {
+    let member = member.clone();
+    sw.bonded
+        .run(move || announce(&member, mac, BOND_IP, 2).unwrap())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+}
+
 /// Sends `n` frames from the host to `bond_mac` and counts those that come back reflected.
 fn echoes(host: &Host, bond_mac: [u8; 6], n: u16) -> usize {
     let (ifname, mac) = (host.ifname.clone(), host.mac);
@@ -79,11 +88,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     // An administrative switch-over: without the announcement the bridge would keep sending
     // to sw0, where the now inactive member drops everything.
     bond.set_active(1).unwrap();
-    let (i1, mac) = (ifaces[1].clone(), bond_mac);
-    sw.bonded
-        .run(move || announce(&i1, mac, BOND_IP, 2).unwrap())
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    announce_from(&sw, &ifaces[1], bond_mac);
     assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw1"));
     assert_eq!(
         echoes(&sw.host, bond_mac, 20),
@@ -94,10 +99,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     // Back to member 0, then a carrier loss on it: the monitor reports it, the bond fails
     // over, the new active member announces itself.
     bond.set_active(0).unwrap();
-    let (i0, mac) = (ifaces[0].clone(), bond_mac);
-    sw.bonded
-        .run(move || announce(&i0, mac, BOND_IP, 2).unwrap())
-        .unwrap();
+    announce_from(&sw, &ifaces[0], bond_mac);
     let members = ifaces.clone();
     let monitor = sw
         .bonded
@@ -128,11 +130,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     assert_eq!((changes[0].member, changes[0].up), (0, false));
     bond.set_up(0, false).unwrap();
     assert_eq!(bond.active(), Some(1));
-    let (i1, mac) = (ifaces[1].clone(), bond_mac);
-    sw.bonded
-        .run(move || announce(&i1, mac, BOND_IP, 2).unwrap())
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    announce_from(&sw, &ifaces[1], bond_mac);
     assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw1"));
     assert_eq!(echoes(&sw.host, bond_mac, 20), 20, "after the carrier loss");
     assert_eq!(monitor.up(), &[false, true]);

@@ -94,6 +94,25 @@ fn round_from(
     captures.map(|h| h.join().unwrap().unwrap())
 }
 
+/// The chain's two links (m_a, m_c) as interfaces, in m's namespace (call it there).
+fn links(names: &[String; 2]) -> Vec<Interface> {
+    names
+        .iter()
+        .map(|n| Interface::by_name(n).unwrap())
+        .collect()
+}
+
+/// xskit's bond reflector on m_a and m_c.
+fn reflector(chain: &Chain, mode: XdpBondMode, attach: Mode) -> XdpBond {
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    chain
+        .m_a
+        .ns
+        .run(move || XdpBond::reflector(&links(&names), mode, attach))
+        .unwrap()
+        .unwrap()
+}
+
 /// An XDP program on a host's veth, passing everything up: veth delivers what its peer sends
 /// with XDP_TX only to a device that runs XDP itself (XDP_REDIRECT needs GRO alone).
 fn xdp_pass(host: &Host) -> XdpProgram {
@@ -127,19 +146,7 @@ fn the_bond_reflector_leaves_through_the_hash_and_fails_over_while_attached() {
         gro_on(&chain.a);
         gro_on(&chain.c);
         let _far_ends = (mode == Mode::Drv).then(|| (xdp_pass(&chain.a), xdp_pass(&chain.c)));
-        let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
-        let mut bond = chain
-            .m_a
-            .ns
-            .run(move || {
-                let members: Vec<Interface> = names
-                    .iter()
-                    .map(|n| Interface::by_name(n).unwrap())
-                    .collect();
-                XdpBond::reflector(&members, XdpBondMode::BalanceXor(policy), mode)
-            })
-            .unwrap()
-            .unwrap();
+        let mut bond = reflector(&chain, XdpBondMode::BalanceXor(policy), mode);
         let ids: Vec<u32> = bond.programs().map(|p| p.id()).collect();
 
         let [at_a, at_c] = round(&chain, 20000, 64);
@@ -208,19 +215,7 @@ fn active_backup_takes_only_the_active_members_frames() {
     }
     let chain = Chain::new().unwrap();
     let _far_ends = (xdp_pass(&chain.a), xdp_pass(&chain.c));
-    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
-    let mut bond = chain
-        .m_a
-        .ns
-        .run(move || {
-            let members: Vec<Interface> = names
-                .iter()
-                .map(|n| Interface::by_name(n).unwrap())
-                .collect();
-            XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Drv)
-        })
-        .unwrap()
-        .unwrap();
+    let mut bond = reflector(&chain, XdpBondMode::ActiveBackup, Mode::Drv);
     assert_eq!(bond.active(), Some(0));
     // m_a is active: a's frames come back to a; c's arrive on the backup and are dropped.
     let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 1000, 8);
@@ -293,10 +288,7 @@ fn carrier_loss_fails_over_from_the_kernels_link_events() {
     let monitor = {
         let (stop, applied) = (stop.clone(), applied.clone());
         chain.m_a.ns.spawn(move || {
-            let members: Vec<Interface> = names
-                .iter()
-                .map(|n| Interface::by_name(n).unwrap())
-                .collect();
+            let members = links(&names);
             let mut bond = XdpBond::reflector(
                 &members,
                 XdpBondMode::BalanceXor(XmitHashPolicy::Layer34),
@@ -427,10 +419,7 @@ fn a_taken_member_is_refused_and_a_deleted_one_is_reported() {
         .m_a
         .ns
         .run(move || {
-            let members: Vec<Interface> = names
-                .iter()
-                .map(|n| Interface::by_name(n).unwrap())
-                .collect();
+            let members = links(&names);
             // Someone else's program on the second member.
             let other = XdpProgram::attach(&members[1], Mode::Skb, false).unwrap();
             let err = XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Skb)
@@ -449,10 +438,7 @@ fn a_taken_member_is_refused_and_a_deleted_one_is_reported() {
         .m_a
         .ns
         .run(move || {
-            let members: Vec<Interface> = names
-                .iter()
-                .map(|n| Interface::by_name(n).unwrap())
-                .collect();
+            let members = links(&names);
             let mut bond =
                 XdpBond::reflector(&members, XdpBondMode::ActiveBackup, Mode::Skb).unwrap();
             let mut links =

@@ -292,6 +292,25 @@ pub fn sweep_stale() {
 
 struct NsGuard(Vec<String>);
 
+/// Creates `ns` (registered for the signal handler and with `guard`), with IPv6 off unless
+/// `ipv6`, so that no router solicitation or DAD packet mixes with a test's traffic.
+fn add_netns(ns: &Netns, ipv6: bool, guard: &mut NsGuard) -> io::Result<()> {
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(ns.name.clone());
+    guard.0.push(ns.name.clone());
+    ip(&["netns", "add", &ns.name])?;
+    if !ipv6 {
+        ns.run(|| -> io::Result<()> {
+            for scope in ["default", "all"] {
+                std::fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1")?;
+            }
+            Ok(())
+        })??;
+    }
+    Ok(())
+}
+
 impl Drop for NsGuard {
     fn drop(&mut self) {
         for name in &self.0 {
@@ -323,25 +342,7 @@ impl Testbed {
         // Until the testbed is complete, this guard removes whatever was made.
         let mut guard = NsGuard(Vec::new());
         for ns in [&ns_a, &ns_b] {
-            {
-                let mut live = LIVE
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                live.push(ns.name.clone());
-            }
-            guard.0.push(ns.name.clone());
-            ip(&["netns", "add", &ns.name])?;
-            if !config.ipv6 {
-                ns.run(|| -> io::Result<()> {
-                    for scope in ["default", "all"] {
-                        std::fs::write(
-                            format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"),
-                            "1",
-                        )?;
-                    }
-                    Ok(())
-                })??;
-            }
+            add_netns(ns, config.ipv6, &mut guard)?;
         }
         let a = Host {
             ns: ns_a,
@@ -520,17 +521,7 @@ impl Chain {
             let ns = Netns {
                 name: format!("{NS_PREFIX}{pid}-{id}-{tag}"),
             };
-            LIVE.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(ns.name.clone());
-            guard.0.push(ns.name.clone());
-            ip(&["netns", "add", &ns.name])?;
-            ns.run(|| -> io::Result<()> {
-                for scope in ["default", "all"] {
-                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1")?;
-                }
-                Ok(())
-            })??;
+            add_netns(&ns, false, &mut guard)?;
             Ok(ns)
         };
         let (ns_a, ns_m, ns_c) = (make("a")?, make("m")?, make("c")?);
@@ -683,17 +674,7 @@ impl Switched {
             let ns = Netns {
                 name: format!("{NS_PREFIX}{pid}-{id}-{role}"),
             };
-            LIVE.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(ns.name.clone());
-            guard.0.push(ns.name.clone());
-            ip(&["netns", "add", &ns.name])?;
-            ns.run(|| -> io::Result<()> {
-                for scope in ["default", "all"] {
-                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1")?;
-                }
-                Ok(())
-            })??;
+            add_netns(&ns, false, &mut guard)?;
             ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
             Ok(ns)
         };
