@@ -31,7 +31,7 @@ mod monitor;
 mod port;
 mod xdp;
 
-pub use announce::{announce, gratuitous_arp};
+pub use announce::{announce, announce_v6, gratuitous_arp, unsolicited_na, UNSOLICITED_NA_LEN};
 pub use monitor::{LinkMonitor, MemberChange};
 pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 

@@ -135,3 +135,54 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     assert_eq!(echoes(&sw.host, bond_mac, 20), 20, "after the carrier loss");
     assert_eq!(monitor.up(), &[false, true]);
 }
+
+/// The kernel takes xskit's unsolicited neighbour advertisement: it checks the ICMPv6
+/// checksum, the hop limit of 255 and the option before it creates the neighbour entry
+/// (a router with `accept_untracked_na`, RFC 9131).
+#[test]
+fn the_kernel_accepts_the_unsolicited_neighbour_advertisement() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let bed =
+        xskit_testbed::Testbed::new(&xskit_testbed::TestbedConfig::default().ipv6(true)).unwrap();
+    let b_if = bed.b.ifname.clone();
+    bed.b
+        .ns
+        .run(move || -> std::io::Result<()> {
+            // A router learns from untracked advertisements (RFC 9131).
+            std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
+            std::fs::write(
+                format!("/proc/sys/net/ipv6/conf/{b_if}/accept_untracked_na"),
+                "1",
+            )
+        })
+        .unwrap()
+        .unwrap();
+    // Wait for b's link-local address: NAs are not taken before IPv6 is up on the link.
+    std::thread::sleep(Duration::from_millis(1500));
+    let ip: [u8; 16] = [
+        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x55,
+    ];
+    let mac = [0x02, 0x58, 0x42, 0x00, 0x00, 0x55];
+    let a_if = bed.a.ifname.clone();
+    bed.a
+        .ns
+        .run(move || {
+            xskit_bond::announce_v6(&Interface::by_name(&a_if).unwrap(), mac, ip, 2).unwrap()
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = bed
+        .b
+        .ns
+        .command("ip")
+        .args(["-6", "neigh", "show", "dev", &bed.b.ifname])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2001:db8::55") && text.contains("02:58:42:00:00:55"),
+        "{text}"
+    );
+}
