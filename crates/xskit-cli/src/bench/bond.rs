@@ -2,18 +2,23 @@
 //! forwarding namespace of a three-namespace chain: xskit's plain XDP_TX program on one
 //! device, and xskit's bond reflector (`xskit_bond.h`) as a bond of 1 member and of 2 members
 //! (the packet leaving through the receiving member, or redirected to the other), each
-//! against the plain program in the same run. The live-frames generator on host a (CPU 0)
+//! against the plain program in the same run; and an AF_XDP l2fwd (on the other CPU) through
+//! a bond port of 2 members against one through a single port. The live-frames generator on host a (CPU 0)
 //! sends one flow into m_a; the far hosts run a pass-through XDP program, which veth needs
 //! to take frames sent with XDP_TX.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use xskit::{Interface, Mode, XdpProgram};
-use xskit_bond::{XdpBond, XdpBondMode, XmitHashPolicy};
+use xskit::{Frame, Interface, Mode, SocketConfig, Umem, UmemConfig, XdpProgram};
+use xskit_bond::{BondMode, BondPort, XdpBond, XdpBondMode, XmitHashPolicy};
+use xskit_pipeline::{FramePool, PipelinePort, SharedFrames, XskPort};
 use xskit_testbed::{Chain, Host};
 use xskit_traffic::XdpCounter;
+use xskit_wire::ethernet;
 
 use super::table::{finish, live_gen_args, median, start, GEN_CPU};
 
@@ -38,14 +43,18 @@ enum Case {
     BondOf1,
     BondOf2Same,
     BondOf2Other,
+    AfXdpPort,
+    AfXdpBondOf2,
 }
 
 impl Case {
-    const ALL: [Case; 4] = [
+    const ALL: [Case; 6] = [
         Case::Plain,
         Case::BondOf1,
         Case::BondOf2Same,
         Case::BondOf2Other,
+        Case::AfXdpPort,
+        Case::AfXdpBondOf2,
     ];
 
     fn label(self) -> &'static str {
@@ -54,7 +63,22 @@ impl Case {
             Case::BondOf1 => "bond of 1 member",
             Case::BondOf2Same => "bond of 2, out of the receiving member (XDP_TX)",
             Case::BondOf2Other => "bond of 2, out of the other member (XDP_REDIRECT)",
+            Case::AfXdpPort => "AF_XDP l2fwd, one port",
+            Case::AfXdpBondOf2 => "AF_XDP l2fwd through a bond port of 2",
         }
+    }
+
+    /// The case a ratio is taken against: the plain XDP_TX program for the XDP rows, the
+    /// single AF_XDP port for the bond port.
+    fn baseline(self) -> Case {
+        match self {
+            Case::AfXdpBondOf2 => Case::AfXdpPort,
+            _ => Case::Plain,
+        }
+    }
+
+    fn af_xdp(self) -> bool {
+        matches!(self, Case::AfXdpPort | Case::AfXdpBondOf2)
     }
 }
 
@@ -63,7 +87,90 @@ struct Row {
     case: &'static str,
     mpps: Vec<f64>,
     median_mpps: f64,
-    ratio_to_plain: f64,
+    /// Against `against`, in the same run.
+    ratio: f64,
+    against: &'static str,
+}
+
+/// The l2fwd loop: receive, swap MACs, send back through the port (a bond port picks the
+/// member); returns the frames sent.
+fn l2fwd<P: PipelinePort>(
+    port: &mut P,
+    umem: &Umem,
+    pool: &mut FramePool,
+    stop: &AtomicBool,
+) -> Result<u64> {
+    let mut frames: Vec<Frame> = Vec::with_capacity(64);
+    let mut sent = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        port.complete(pool);
+        port.refill(umem, pool)?;
+        if port.receive(umem, pool, &mut frames, 64)? == 0 {
+            continue;
+        }
+        for f in frames.iter_mut() {
+            if let Ok(mut eth) = ethernet::Frame::new_checked(umem.data_mut(f)) {
+                eth.swap_addrs();
+            }
+        }
+        sent += port.send(umem, &mut frames, pool)? as u64;
+    }
+    port.complete(pool);
+    Ok(sent)
+}
+
+type L2fwdThread = std::thread::JoinHandle<std::io::Result<Result<u64>>>;
+
+/// Starts the AF_XDP l2fwd on m's side (one port on m_a, or a bond port of m_a and m_c) on
+/// the CPU the generator leaves free; returns once its sockets are open.
+fn start_af_xdp(chain: &Chain, bond: bool, stop: Arc<AtomicBool>) -> Result<L2fwdThread> {
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let (ready_tx, ready) = mpsc::channel::<Result<(), String>>();
+    let handle = chain.m_a.ns.spawn(move || -> Result<u64> {
+        let setup = || -> Result<_> {
+            xskit::os::pin_current_thread(1)?;
+            let umem = Umem::new(UmemConfig::default().frame_count(4096))?;
+            let config = SocketConfig::default()
+                .rx_size(1024)
+                .tx_size(1024)
+                .fill_size(1024)
+                .completion_size(1024);
+            let members = if bond { &names[..] } else { &names[..1] };
+            let mut ports = Vec::new();
+            for name in members {
+                let program = XdpProgram::attach(&Interface::by_name(name)?, Mode::Drv, false)?;
+                ports.push(XskPort::open(&umem, Arc::new(program), 0, &config)?);
+            }
+            let shared = SharedFrames::new(umem.take_frames().context("the UMEM's frames")?);
+            Ok((umem, ports, shared))
+        };
+        let (umem, mut ports, shared) = match setup() {
+            Ok(v) => {
+                let _ = ready_tx.send(Ok(()));
+                v
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(format!("{e:#}")));
+                return Err(e);
+            }
+        };
+        let mut pool = shared.pool(256);
+        if bond {
+            let mode = BondMode::BalanceXor {
+                policy: XmitHashPolicy::Layer2,
+            };
+            let mut port = BondPort::new(ports, mode)?;
+            l2fwd(&mut port, &umem, &mut pool, &stop)
+        } else {
+            let mut port = ports.remove(0);
+            l2fwd(&mut port, &umem, &mut pool, &stop)
+        }
+    });
+    match ready.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => bail!("the AF_XDP l2fwd: {e}"),
+        Err(_) => bail!("the AF_XDP l2fwd thread ended before opening its sockets"),
+    }
 }
 
 fn mac_string(mac: [u8; 6]) -> String {
@@ -89,6 +196,9 @@ fn attach(chain: &Chain, case: Case) -> Result<Reflector> {
                 Case::BondOf1 => Reflector::Bond(XdpBond::reflector(&[m_a], layer2, Mode::Drv)?),
                 Case::BondOf2Same | Case::BondOf2Other => {
                     Reflector::Bond(XdpBond::reflector(&[m_a, m_c], layer2, Mode::Drv)?)
+                }
+                Case::AfXdpPort | Case::AfXdpBondOf2 => {
+                    bail!("{} is not an XDP reflector", case.label())
                 }
             })
         })
@@ -128,43 +238,55 @@ pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
     // Interleaved, so that drift hits every case alike.
     for _ in 0..runs {
         for (i, case) in Case::ALL.into_iter().enumerate() {
-            let reflector = attach(&chain, case)?;
             let member = u8::from(case == Case::BondOf2Other);
             let mut args = live_gen_args(&chain.a, &mac_string(chain.m_a.mac), 64, secs);
             args.extend([
                 "--src-mac".to_string(),
                 mac_string(src_mac_for(chain.m_a.mac, member)),
             ]);
-            let before = reflector.count()?;
-            let started = Instant::now();
-            let generator = start(&exe, &chain.a, GEN_CPU, &args)?;
-            finish(generator)?;
-            let elapsed = started.elapsed().as_secs_f64();
-            let sent_back = reflector.count()? - before;
-            rates[i].push(sent_back as f64 / elapsed / 1e6);
-            drop(reflector);
+            let per_second = if case.af_xdp() {
+                let stop = Arc::new(AtomicBool::new(false));
+                let forwarder = start_af_xdp(&chain, case == Case::AfXdpBondOf2, stop.clone())?;
+                let started = Instant::now();
+                let generated = start(&exe, &chain.a, GEN_CPU, &args).and_then(finish);
+                let elapsed = started.elapsed().as_secs_f64();
+                stop.store(true, Ordering::Relaxed);
+                let sent = forwarder
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("the AF_XDP l2fwd panicked"))???;
+                generated?;
+                sent as f64 / elapsed
+            } else {
+                let reflector = attach(&chain, case)?;
+                let before = reflector.count()?;
+                let started = Instant::now();
+                finish(start(&exe, &chain.a, GEN_CPU, &args)?)?;
+                let elapsed = started.elapsed().as_secs_f64();
+                (reflector.count()? - before) as f64 / elapsed
+            };
+            rates[i].push(per_second / 1e6);
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    let plain = median(&rates[0]);
+    let index = |case: Case| Case::ALL.iter().position(|&c| c == case).unwrap_or(0);
     let rows: Vec<Row> = Case::ALL
         .iter()
         .zip(&rates)
-        .map(|(case, mpps)| Row {
-            case: case.label(),
-            mpps: mpps.clone(),
-            median_mpps: median(mpps),
-            ratio_to_plain: if plain > 0.0 {
-                median(mpps) / plain
-            } else {
-                0.0
-            },
+        .map(|(&case, mpps)| {
+            let base = median(&rates[index(case.baseline())]);
+            Row {
+                case: case.label(),
+                mpps: mpps.clone(),
+                median_mpps: median(mpps),
+                ratio: if base > 0.0 { median(mpps) / base } else { 0.0 },
+                against: case.baseline().label(),
+            }
         })
         .collect();
     if json {
         out!("{}", serde_json::to_string(&rows)?);
     } else {
-        out!("XDP_TX on veth (64 B, one flow from the live-frames generator, CPU {GEN_CPU}), {runs} runs of {secs} s:");
+        out!("XDP_TX and AF_XDP l2fwd on veth (64 B, one flow from the live-frames generator on CPU {GEN_CPU}), {runs} runs of {secs} s; ratios against the plain program, and for the bond port against one port:");
         for r in &rows {
             let runs: Vec<String> = r.mpps.iter().map(|m| format!("{m:.2}")).collect();
             out!(
@@ -172,7 +294,7 @@ pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
                 r.case,
                 r.median_mpps,
                 runs.join("/"),
-                r.ratio_to_plain
+                r.ratio
             );
         }
     }
