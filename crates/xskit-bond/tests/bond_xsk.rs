@@ -27,15 +27,18 @@ fn udp(sport: u16) -> Vec<u8> {
     f
 }
 
-/// Captures what arrives on `host`'s interface from the bond (source port 4242 as dst).
+/// Captures what arrives on `host`'s interface from the bond (source port 4242 as dst);
+/// says `ready` once its ring is open.
 fn capture(
     host: &Host,
     stop: Arc<AtomicBool>,
+    ready: std::sync::mpsc::Sender<()>,
 ) -> std::thread::JoinHandle<std::io::Result<Vec<Vec<u8>>>> {
     let ifname = host.ifname.clone();
     host.ns.spawn(move || {
         let index = Interface::by_name(&ifname).unwrap().index();
         let mut ring = PacketRxRing::open(index).unwrap();
+        ready.send(()).unwrap();
         let mut got = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             ring.receive(Some(Duration::from_millis(20)), |f| {
@@ -56,11 +59,14 @@ fn a_bond_of_two_af_xdp_ports_hashes_out_and_merges_in() {
     }
     let chain = Chain::new().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready) = std::sync::mpsc::channel();
     let captures = [
-        capture(&chain.a, stop.clone()),
-        capture(&chain.c, stop.clone()),
+        capture(&chain.a, stop.clone(), ready_tx.clone()),
+        capture(&chain.c, stop.clone(), ready_tx),
     ];
-    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..2 {
+        ready.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
     let policy = XmitHashPolicy::Layer34;
     let members = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
     let (a, c) = (chain.a.clone(), chain.c.clone());

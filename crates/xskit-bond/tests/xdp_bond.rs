@@ -7,8 +7,8 @@
 //! (In DRV mode the far hosts run a pass-through XDP program: veth hands frames sent with
 //! XDP_TX to a peer that runs XDP, and leaves them in its ring otherwise.)
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use xskit::{Interface, Mode, XdpProgram};
@@ -33,21 +33,25 @@ fn udp(dst: [u8; 6], src: [u8; 6], sport: u16) -> Vec<u8> {
 }
 
 /// What arrives on `host` from `from_mac` (reflected frames carry the member's MAC as
-/// source), until `stop`.
+/// source), until `stop`; counted in `seen` as it comes, and `ready` once the ring is open.
 fn capture(
     host: &Host,
     from_mac: [u8; 6],
     stop: Arc<AtomicBool>,
+    seen: Arc<AtomicUsize>,
+    ready: mpsc::Sender<()>,
 ) -> std::thread::JoinHandle<std::io::Result<Vec<Vec<u8>>>> {
     let ifname = host.ifname.clone();
     host.ns.spawn(move || {
         let index = Interface::by_name(&ifname).unwrap().index();
         let mut ring = PacketRxRing::open(index).unwrap();
+        ready.send(()).unwrap();
         let mut got = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             ring.receive(Some(Duration::from_millis(20)), |f| {
                 if f.len() >= 38 && f[6..12] == from_mac && f[36..38] == PORT.to_be_bytes() {
                     got.push(f.to_vec());
+                    seen.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .unwrap();
@@ -56,26 +60,40 @@ fn capture(
     })
 }
 
-/// Sends `n` flows from a to m_a and returns what came back at a and at c.
+/// Sends `n` flows from a to m_a and returns what came back at a and at c (all `n`
+/// expected).
 fn round(chain: &Chain, first_port: u16, n: u16) -> [Vec<Vec<u8>>; 2] {
-    round_from(chain, &chain.a, chain.m_a.mac, first_port, n)
+    round_from(
+        chain,
+        &chain.a,
+        chain.m_a.mac,
+        first_port,
+        n,
+        usize::from(n),
+    )
 }
 
 /// Sends `n` flows from `from` to the member with MAC `to`; returns what came back (from
-/// that member's MAC) at a and at c.
+/// that member's MAC) at a and at c, once `expect` frames came back (or 5 s passed; with
+/// `expect` 0, after half a second more).
 fn round_from(
     chain: &Chain,
     from: &Host,
     to: [u8; 6],
     first_port: u16,
     n: u16,
+    expect: usize,
 ) -> [Vec<Vec<u8>>; 2] {
     let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (ready_tx, ready) = mpsc::channel();
     let captures = [
-        capture(&chain.a, to, stop.clone()),
-        capture(&chain.c, to, stop.clone()),
+        capture(&chain.a, to, stop.clone(), seen.clone(), ready_tx.clone()),
+        capture(&chain.c, to, stop.clone(), seen.clone(), ready_tx),
     ];
-    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..2 {
+        ready.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
     let (src, ifname) = (from.mac, from.ifname.clone());
     from.ns
         .run(move || {
@@ -89,7 +107,15 @@ fn round_from(
             }
         })
         .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while expect > 0
+        && seen.load(Ordering::Relaxed) < expect
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Time for anything more (or unexpected) to arrive.
+    std::thread::sleep(Duration::from_millis(if expect > 0 { 100 } else { 500 }));
     stop.store(true, Ordering::Relaxed);
     captures.map(|h| h.join().unwrap().unwrap())
 }
@@ -171,7 +197,7 @@ fn the_bond_reflector_leaves_through_the_hash_and_fails_over_while_attached() {
         assert_eq!((at_a.len(), at_c.len()), (64, 0), "{mode:?}");
         // No member left: dropped and counted.
         bond.set_up(0, false).unwrap();
-        let [at_a, at_c] = round(&chain, 40000, 16);
+        let [at_a, at_c] = round_from(&chain, &chain.a, chain.m_a.mac, 40000, 16, 0);
         assert_eq!((at_a.len(), at_c.len()), (0, 0), "{mode:?}");
         assert_eq!(bond.dropped().unwrap(), 16, "{mode:?}");
         assert_eq!(bond.count().unwrap(), 64 + 64 + 16, "{mode:?}");
@@ -218,20 +244,20 @@ fn active_backup_takes_only_the_active_members_frames() {
     let mut bond = reflector(&chain, XdpBondMode::ActiveBackup, Mode::Drv);
     assert_eq!(bond.active(), Some(0));
     // m_a is active: a's frames come back to a; c's arrive on the backup and are dropped.
-    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 1000, 8);
-    let [_, at_c] = round_from(&chain, &chain.c, chain.m_c.mac, 2000, 8);
+    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 1000, 8, 8);
+    let [_, at_c] = round_from(&chain, &chain.c, chain.m_c.mac, 2000, 8, 0);
     assert_eq!((at_a.len(), at_c.len()), (8, 0));
     assert_eq!(bond.dropped_inactive().unwrap(), 8);
     // m_c made active: now c's frames come back (out of m_c), and a's are dropped.
     bond.set_active(1).unwrap();
-    let [_, at_c] = round_from(&chain, &chain.c, chain.m_c.mac, 3000, 8);
-    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 4000, 8);
+    let [_, at_c] = round_from(&chain, &chain.c, chain.m_c.mac, 3000, 8, 8);
+    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 4000, 8, 0);
     assert_eq!((at_a.len(), at_c.len()), (0, 8));
     assert_eq!(bond.dropped_inactive().unwrap(), 16);
     // The active member goes down: the other one takes over.
     bond.set_up(1, false).unwrap();
     assert_eq!(bond.active(), Some(0));
-    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 5000, 8);
+    let [at_a, _] = round_from(&chain, &chain.a, chain.m_a.mac, 5000, 8, 8);
     assert_eq!(at_a.len(), 8);
 }
 

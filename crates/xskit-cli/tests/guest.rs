@@ -249,14 +249,16 @@ struct TapCapture {
 impl TapCapture {
     fn start(guest: &Guest) -> TapCapture {
         let stop = Arc::new(AtomicBool::new(false));
-        let handles = guest
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let handles: Vec<_> = guest
             .taps()
             .iter()
             .map(|tap| {
-                let (tap, stop) = (tap.clone(), stop.clone());
+                let (tap, stop, ready) = (tap.clone(), stop.clone(), ready_tx.clone());
                 guest.ns().spawn(move || {
                     let index = xskit::Interface::by_name(&tap).unwrap().index();
                     let mut ring = PacketRxRing::open(index).unwrap();
+                    ready.send(()).unwrap();
                     let mut frames: Vec<Vec<u8>> = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         ring.receive(Some(Duration::from_millis(50)), |f| frames.push(f.to_vec()))
@@ -266,7 +268,9 @@ impl TapCapture {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..handles.len() {
+            ready.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
         TapCapture { stop, handles }
     }
 
