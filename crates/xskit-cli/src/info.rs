@@ -51,5 +51,51 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
         ),
         None => out!("  xdp program       none"),
     }
+    if let Some(kind) = &link.kind {
+        out!("  kind              {kind}");
+    }
+    let all = if link.bond.is_some() || link.master.is_some() {
+        xskit::netlink::links().with_context(|| "listing the links")?
+    } else {
+        Vec::new()
+    };
+    let name_of = |ifindex: u32| {
+        all.iter()
+            .find(|l| l.ifindex == ifindex)
+            .map_or_else(|| format!("ifindex {ifindex}"), |l| l.name.clone())
+    };
+    if let Some(bond) = &link.bond {
+        out!(
+            "  bond              {}, xmit_hash_policy {}",
+            bond.mode_name(),
+            bond.policy_name()
+        );
+        let members: Vec<String> = all
+            .iter()
+            .filter(|l| l.master == Some(link.ifindex))
+            .map(|l| {
+                let state = if l.admin_up && l.carrier {
+                    "up"
+                } else {
+                    "down"
+                };
+                format!("{} ({state})", l.name)
+            })
+            .collect();
+        out!(
+            "  members           {}",
+            if members.is_empty() {
+                "none".to_string()
+            } else {
+                members.join(", ")
+            }
+        );
+        if let Some(active) = bond.active_slave {
+            out!("  active member     {}", name_of(active));
+        }
+    }
+    if let Some(master) = link.master {
+        out!("  master            {}", name_of(master));
+    }
     Ok(0)
 }

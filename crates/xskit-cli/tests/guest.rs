@@ -35,8 +35,12 @@ fn the_guest_runs_host_binaries_and_reaches_its_namespace() {
          ethtool -i eth0 | grep driver
          {XSKIT} info -i eth0
          {XSKIT} recv -i eth0 -m zc -d 1 || echo zc-refused
-         ip link add bond0 type bond mode balance-xor
+         ip link add bond0 type bond mode balance-xor xmit_hash_policy layer3+4
+         ip link set eth1 master bond0
+         ip link set bond0 up
          ip link show bond0
+         {XSKIT} info -i bond0
+         {XSKIT} info -i eth1
          exit 7"
     );
     let run = guest.run(&script).unwrap();
@@ -57,6 +61,14 @@ fn the_guest_runs_host_binaries_and_reaches_its_namespace() {
         "{out}"
     );
     assert!(out.contains("bond0:"), "the bonding driver is there: {out}");
+    // xskit info reads a kernel bond: its mode and policy, its members, a member's master.
+    assert!(
+        out.contains("kind              bond")
+            && out.contains("bond              balance-xor, xmit_hash_policy layer3+4")
+            && out.contains("members           eth1 (")
+            && out.contains("master            bond0"),
+        "{out}"
+    );
     eprintln!("boot and script: {:?}", run.elapsed);
 }
 

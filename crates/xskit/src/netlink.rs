@@ -17,6 +17,13 @@ const IFF_LOWER_UP: u32 = 0x1_0000;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
+const IFLA_MASTER: u16 = 10;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const IFLA_BOND_MODE: u16 = 1;
+const IFLA_BOND_ACTIVE_SLAVE: u16 = 2;
+const IFLA_BOND_XMIT_HASH_POLICY: u16 = 14;
 const IFLA_STATS64: u16 = 23;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
@@ -91,6 +98,54 @@ pub struct LinkInfo {
     pub admin_up: bool,
     /// Carrier (IFF_LOWER_UP): the link is up and can carry packets.
     pub carrier: bool,
+    /// The device this one is enslaved to (a bond, a bridge), by ifindex.
+    pub master: Option<u32>,
+    /// The link's kind (`IFLA_INFO_KIND`: "veth", "bond", "bridge", ...), when it has one.
+    pub kind: Option<String>,
+    /// A kernel bond's settings, for a link of kind "bond".
+    pub bond: Option<KernelBond>,
+}
+
+/// The settings of a kernel bond (`IFLA_INFO_DATA` of a "bond" link).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelBond {
+    /// `BOND_MODE_*`: 0 balance-rr, 1 active-backup, 2 balance-xor, 3 broadcast, 4 802.3ad,
+    /// 5 balance-tlb, 6 balance-alb.
+    pub mode: u8,
+    /// `BOND_XMIT_POLICY_*` (0 layer2, 1 layer3+4, 2 layer2+3, 3 encap2+3, 4 encap3+4,
+    /// 5 vlan+srcmac).
+    pub xmit_hash_policy: u8,
+    /// The active member's ifindex (active-backup), if any.
+    pub active_slave: Option<u32>,
+}
+
+impl KernelBond {
+    /// The mode's name, as `ip link` spells it.
+    pub fn mode_name(&self) -> &'static str {
+        match self.mode {
+            0 => "balance-rr",
+            1 => "active-backup",
+            2 => "balance-xor",
+            3 => "broadcast",
+            4 => "802.3ad",
+            5 => "balance-tlb",
+            6 => "balance-alb",
+            _ => "unknown",
+        }
+    }
+
+    /// The transmit hash policy's name, as `ip link` spells it.
+    pub fn policy_name(&self) -> &'static str {
+        match self.xmit_hash_policy {
+            0 => "layer2",
+            1 => "layer3+4",
+            2 => "layer2+3",
+            3 => "encap2+3",
+            4 => "encap3+4",
+            5 => "vlan+srcmac",
+            _ => "unknown",
+        }
+    }
 }
 
 /// A device's counters, the first eight of `struct rtnl_link_stats64`.
@@ -321,6 +376,18 @@ pub fn link_info(ifindex: u32) -> Result<LinkInfo, SyscallError> {
     Ok(parse_ifinfo(&payload).unwrap_or_else(|| parse_link(ifindex, &[])))
 }
 
+/// Every link of the calling thread's namespace (an RTM_GETLINK dump).
+pub fn links() -> Result<Vec<LinkInfo>, SyscallError> {
+    let mut req = Request::new(RTM_GETLINK, libc::NLM_F_DUMP as u16);
+    req.bytes(&[0u8; 16]);
+    let answers = transact(libc::NETLINK_ROUTE, req.finish())?;
+    Ok(answers
+        .iter()
+        .filter(|(kind, _)| *kind == RTM_NEWLINK)
+        .filter_map(|(_, payload)| parse_ifinfo(payload))
+        .collect())
+}
+
 /// A struct ifinfomsg and its attributes: the link it describes.
 fn parse_ifinfo(payload: &[u8]) -> Option<LinkInfo> {
     let header = payload.get(..16)?;
@@ -410,6 +477,37 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
                 info.name = String::from_utf8_lossy(name).into_owned();
             }
             IFLA_MTU => info.mtu = u32_of(payload).unwrap_or(0),
+            IFLA_MASTER => info.master = u32_of(payload).filter(|&m| m != 0),
+            IFLA_LINKINFO => {
+                for (ikind, ipayload) in attrs(payload) {
+                    match ikind {
+                        IFLA_INFO_KIND => {
+                            let name = ipayload.split(|&b| b == 0).next().unwrap_or(&[]);
+                            info.kind = Some(String::from_utf8_lossy(name).into_owned());
+                        }
+                        IFLA_INFO_DATA if info.kind.as_deref() == Some("bond") => {
+                            let mut bond = KernelBond::default();
+                            for (bkind, bpayload) in attrs(ipayload) {
+                                match bkind {
+                                    IFLA_BOND_MODE => {
+                                        bond.mode = bpayload.first().copied().unwrap_or(0)
+                                    }
+                                    IFLA_BOND_XMIT_HASH_POLICY => {
+                                        bond.xmit_hash_policy =
+                                            bpayload.first().copied().unwrap_or(0)
+                                    }
+                                    IFLA_BOND_ACTIVE_SLAVE => {
+                                        bond.active_slave = u32_of(bpayload).filter(|&i| i != 0)
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            info.bond = Some(bond);
+                        }
+                        _ => {}
+                    }
+                }
+            }
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(payload).unwrap_or(0),
             IFLA_NUM_TX_QUEUES => info.tx_queues = u32_of(payload).unwrap_or(0),
             IFLA_STATS64 => {
@@ -530,5 +628,28 @@ mod tests {
         assert_eq!(info.rx_queues, 4);
         assert_eq!(info.xdp.any(), Some(77));
         assert_eq!(info.xdp.mode_name(), "generic");
+    }
+
+    #[test]
+    fn link_parse_reads_a_kernel_bond_and_a_master() {
+        let mut req = Request::new(0, 0);
+        req.attr(IFLA_MASTER, &9u32.to_ne_bytes());
+        let mut data = Request { buf: Vec::new() };
+        data.attr(IFLA_BOND_MODE, &[2]);
+        data.attr(IFLA_BOND_ACTIVE_SLAVE, &5u32.to_ne_bytes());
+        data.attr(IFLA_BOND_XMIT_HASH_POLICY, &[1]);
+        let mut linkinfo = Request { buf: Vec::new() };
+        linkinfo.attr(IFLA_INFO_KIND, b"bond\0");
+        linkinfo.attr(IFLA_INFO_DATA, &data.buf);
+        req.attr(IFLA_LINKINFO, &linkinfo.buf);
+        let info = parse_link(3, &req.buf[NLMSG_HDRLEN..]);
+        assert_eq!(info.master, Some(9));
+        assert_eq!(info.kind.as_deref(), Some("bond"));
+        let bond = info.bond.expect("a bond");
+        assert_eq!(
+            (bond.mode_name(), bond.policy_name()),
+            ("balance-xor", "layer3+4")
+        );
+        assert_eq!(bond.active_slave, Some(5));
     }
 }
