@@ -23,10 +23,11 @@ use aya::maps::Array;
 use aya::programs::Xdp;
 use aya::Ebpf;
 
-pub use port::{BondError, BondMode, BondPort, BondStats, MemberStats};
+pub use port::{BondMode, BondPort, BondStats, MemberStats};
 pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
 
 mod announce;
+mod members;
 mod monitor;
 mod port;
 mod xdp;

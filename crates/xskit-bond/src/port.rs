@@ -10,7 +10,8 @@ use std::os::fd::BorrowedFd;
 use xskit::{packets, Frame, Umem};
 use xskit_pipeline::{FramePool, PipelinePort, Result, RingOccupancy};
 
-use crate::{xmit_hash, XmitHashPolicy};
+use crate::members::Members;
+use crate::{xmit_hash, Error, XmitHashPolicy};
 
 /// How a bond spreads what it transmits, named as in Linux's bonding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,10 +73,6 @@ pub struct BondStats {
 
 struct Member<P> {
     port: P,
-    /// Carrier up (link monitoring decides).
-    up: bool,
-    /// Allowed to carry traffic by a control plane (802.3ad's "distributing"); true otherwise.
-    distributing: bool,
     stats: MemberStats,
     /// This member's share of the vector being sent.
     batch: Vec<Frame>,
@@ -89,10 +86,8 @@ struct Member<P> {
 pub struct BondPort<P: PipelinePort> {
     members: Vec<Member<P>>,
     mode: BondMode,
-    /// Indices of the members that may transmit now, in member order; rebuilt on a change.
-    usable: Vec<usize>,
-    /// active-backup's active member.
-    active: Option<usize>,
+    /// Which members may carry traffic, and the active one.
+    state: Members,
     /// balance-rr's packet counter.
     rr: u64,
     /// Where the next receive starts, so no member is always served last.
@@ -112,47 +107,21 @@ impl<P: PipelinePort> std::fmt::Debug for BondPort<P> {
         f.debug_struct("BondPort")
             .field("mode", &self.mode)
             .field("members", &self.members.len())
-            .field("usable", &self.usable)
-            .field("active", &self.active)
+            .field("state", &self.state)
             .finish_non_exhaustive()
     }
 }
 
-/// Why a bond cannot be made.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BondError {
-    /// A bond has 1 to 8 members.
-    #[error("a bond has 1 to 8 members, not {count}")]
-    MemberCount {
-        /// Members given.
-        count: usize,
-    },
-    /// A member index past the last member.
-    #[error("the bond has no member {index} (it has {count})")]
-    NoSuchMember {
-        /// The index given.
-        index: usize,
-        /// Members the bond has.
-        count: usize,
-    },
-}
-
 impl<P: PipelinePort> BondPort<P> {
-    /// A bond of `members` (1 to 8), all up; active-backup starts on the first.
-    pub fn new(members: Vec<P>, mode: BondMode) -> std::result::Result<Self, BondError> {
-        if members.is_empty() || members.len() > 8 {
-            return Err(BondError::MemberCount {
-                count: members.len(),
-            });
-        }
-        let mut bond = BondPort {
+    /// A bond of `members` (1 to [`crate::MAX_MEMBERS`]), all up; active-backup starts on
+    /// the first.
+    pub fn new(members: Vec<P>, mode: BondMode) -> Result<Self, Error> {
+        let state = Members::new(members.len())?;
+        Ok(BondPort {
             members: members
                 .into_iter()
                 .map(|port| Member {
                     port,
-                    up: true,
-                    distributing: true,
                     stats: MemberStats::default(),
                     batch: Vec::new(),
                     boundaries: Vec::new(),
@@ -160,8 +129,7 @@ impl<P: PipelinePort> BondPort<P> {
                 })
                 .collect(),
             mode,
-            usable: Vec::new(),
-            active: None,
+            state,
             rr: 0,
             rx_next: 0,
             tx_no_member: 0,
@@ -169,59 +137,33 @@ impl<P: PipelinePort> BondPort<P> {
             scratch: Vec::new(),
             marks: Vec::new(),
             dropped: Vec::new(),
-        };
-        bond.rebuild();
-        Ok(bond)
-    }
-
-    fn check(&self, index: usize) -> std::result::Result<(), BondError> {
-        if index >= self.members.len() {
-            return Err(BondError::NoSuchMember {
-                index,
-                count: self.members.len(),
-            });
-        }
-        Ok(())
+        })
     }
 
     /// Sets a member's carrier (from link monitoring). An active-backup bond whose active
     /// member goes down fails over to the first usable one.
-    pub fn set_up(&mut self, index: usize, up: bool) -> std::result::Result<(), BondError> {
-        self.check(index)?;
-        self.members[index].up = up;
-        self.rebuild();
-        Ok(())
+    pub fn set_up(&mut self, index: usize, up: bool) -> Result<(), Error> {
+        self.state.set_up(index, up)
     }
 
     /// Lets a member carry traffic or not (the control plane's "distributing", LACP's).
-    pub fn set_distributing(
-        &mut self,
-        index: usize,
-        distributing: bool,
-    ) -> std::result::Result<(), BondError> {
-        self.check(index)?;
-        self.members[index].distributing = distributing;
-        self.rebuild();
-        Ok(())
+    pub fn set_distributing(&mut self, index: usize, distributing: bool) -> Result<(), Error> {
+        self.state.set_distributing(index, distributing)
     }
 
     /// Makes `index` the active member (active-backup), if it is usable.
-    pub fn set_active(&mut self, index: usize) -> std::result::Result<(), BondError> {
-        self.check(index)?;
-        if self.usable.contains(&index) {
-            self.active = Some(index);
-        }
-        Ok(())
+    pub fn set_active(&mut self, index: usize) -> Result<(), Error> {
+        self.state.set_active(index)
     }
 
     /// The active member (active-backup), if any is usable.
     pub fn active(&self) -> Option<usize> {
-        self.active
+        self.state.active()
     }
 
     /// The members that may transmit now.
     pub fn usable(&self) -> &[usize] {
-        &self.usable
+        self.state.usable()
     }
 
     /// The bond's mode.
@@ -243,35 +185,27 @@ impl<P: PipelinePort> BondPort<P> {
         }
     }
 
-    fn rebuild(&mut self) {
-        self.usable = (0..self.members.len())
-            .filter(|&i| self.members[i].up && self.members[i].distributing)
-            .collect();
-        if self.active.is_none_or(|a| !self.usable.contains(&a)) {
-            self.active = self.usable.first().copied();
-        }
-    }
-
     /// The member for one packet (`first` is its first frame).
     fn pick(&mut self, umem: &Umem, first: &Frame) -> Option<usize> {
-        if self.usable.is_empty() {
+        let usable = self.state.usable();
+        if usable.is_empty() {
             return None;
         }
-        let n = self.usable.len();
+        let n = usable.len();
         match self.mode {
-            BondMode::ActiveBackup => self.active,
+            BondMode::ActiveBackup => self.state.active(),
             BondMode::BalanceXor { policy } => {
                 let hash = xmit_hash(policy, umem.data(first));
-                Some(self.usable[hash as usize % n])
+                Some(usable[hash as usize % n])
             }
             BondMode::BalanceRr { packets_per_slave } => {
                 let per = u64::from(packets_per_slave.max(1));
                 let i = (self.rr / per) as usize % n;
                 self.rr = self.rr.wrapping_add(1);
-                Some(self.usable[i])
+                Some(usable[i])
             }
             // Broadcast copies in send(); the original goes to the first usable member.
-            BondMode::Broadcast => Some(self.usable[0]),
+            BondMode::Broadcast => Some(usable[0]),
         }
     }
 
@@ -329,7 +263,7 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
             let start = out.len();
             let taken = self.members[i].port.receive(umem, pool, out, max - got)?;
             let arrived = packets(&out[start..]).count() as u64;
-            if active_backup && self.active != Some(i) {
+            if active_backup && self.state.active() != Some(i) {
                 self.members[i].stats.rx_inactive += arrived;
                 self.scratch.extend(out.drain(start..));
                 let mut dropped = std::mem::take(&mut self.scratch);
@@ -360,8 +294,8 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
             if let Some(m) = member {
                 self.members[m].stats.tx_packets += 1;
                 if self.mode == BondMode::Broadcast {
-                    for k in 1..self.usable.len() {
-                        let other = self.usable[k];
+                    for k in 1..self.state.usable().len() {
+                        let other = self.state.usable()[k];
                         copies.clear();
                         if Self::copy_chain(umem, chain, pool, &mut copies) {
                             let member = &mut self.members[other];

@@ -6,6 +6,7 @@
 use aya::maps::{Array, DevMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 
+use crate::members::Members;
 use crate::{bpf, Error, Result, XmitHashPolicy};
 
 static REFLECT_OBJ: &[u8] =
@@ -61,19 +62,17 @@ struct Attached {
 pub struct XdpBond {
     members: Vec<Interface>,
     attached: Vec<Attached>,
-    up: Vec<bool>,
     mode: XdpBondMode,
-    /// The active member (active-backup).
-    active: Option<usize>,
+    /// Which members may carry traffic, and the active one.
+    state: Members,
 }
 
 impl std::fmt::Debug for XdpBond {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XdpBond")
             .field("members", &self.members)
-            .field("up", &self.up)
             .field("mode", &self.mode)
-            .field("active", &self.active)
+            .field("state", &self.state)
             .finish_non_exhaustive()
     }
 }
@@ -100,11 +99,7 @@ impl XdpBond {
         mode: XdpBondMode,
         attach: Mode,
     ) -> Result<Self> {
-        if members.is_empty() || members.len() > MAX_MEMBERS {
-            return Err(Error::MemberCount {
-                count: members.len(),
-            });
-        }
+        let state = Members::new(members.len())?;
         for (i, m) in members.iter().enumerate() {
             if members[..i].iter().any(|o| o.index() == m.index()) {
                 return Err(Error::MemberTwice {
@@ -127,9 +122,8 @@ impl XdpBond {
         let mut bond = XdpBond {
             members: members.to_vec(),
             attached,
-            up: vec![true; members.len()],
             mode,
-            active: Some(0),
+            state,
         };
         bond.write_maps()?;
         Ok(bond)
@@ -138,19 +132,19 @@ impl XdpBond {
     /// Marks a member up or down (carrier) and rewrites every member's maps; the programs
     /// stay attached. An active member that goes down hands over to the first usable one.
     pub fn set_up(&mut self, member: usize, up: bool) -> Result<()> {
-        if member >= self.members.len() {
-            return Err(Error::NoSuchMember {
-                index: member,
-                count: self.members.len(),
-            });
-        }
-        self.up[member] = up;
+        self.state.set_up(member, up)?;
+        self.write_maps()
+    }
+
+    /// Lets a member carry traffic or not (the control plane's "distributing", LACP's).
+    pub fn set_distributing(&mut self, member: usize, distributing: bool) -> Result<()> {
+        self.state.set_distributing(member, distributing)?;
         self.write_maps()
     }
 
     /// The usable members, in slot order.
-    pub fn usable(&self) -> Vec<usize> {
-        (0..self.members.len()).filter(|&i| self.up[i]).collect()
+    pub fn usable(&self) -> &[usize] {
+        self.state.usable()
     }
 
     /// The attached programs, in member order.
@@ -159,14 +153,8 @@ impl XdpBond {
     }
 
     fn write_maps(&mut self) -> Result<()> {
-        let usable = self.usable();
-        if self.active.is_none_or(|a| !usable.contains(&a)) {
-            self.active = usable.first().copied();
-        }
-        let active_slot = self
-            .active
-            .and_then(|a| usable.iter().position(|&u| u == a))
-            .unwrap_or(0) as u32;
+        let usable = self.state.usable();
+        let active_slot = self.state.active_slot() as u32;
         let (policy, per) = match self.mode {
             XdpBondMode::BalanceXor(p) => (p.linux_id(), 0),
             XdpBondMode::BalanceRr { packets_per_slave } => (0, packets_per_slave),
@@ -227,23 +215,15 @@ impl XdpBond {
         self.drops(&[2])
     }
 
-    /// Makes `member` the active one (active-backup), if it is up.
+    /// Makes `member` the active one (active-backup), if it is usable.
     pub fn set_active(&mut self, member: usize) -> Result<()> {
-        if member >= self.members.len() {
-            return Err(Error::NoSuchMember {
-                index: member,
-                count: self.members.len(),
-            });
-        }
-        if self.up[member] {
-            self.active = Some(member);
-        }
+        self.state.set_active(member)?;
         self.write_maps()
     }
 
     /// The active member (active-backup).
     pub fn active(&self) -> Option<usize> {
-        self.active
+        self.state.active()
     }
 
     fn drops(&self, slots: &[u32]) -> Result<u64> {

@@ -2,7 +2,7 @@
 //! every frame a mode sends is checked, frame for frame, and the frame ledger after it.
 
 use xskit::{Frame, Umem, UmemConfig};
-use xskit_bond::{xmit_hash, BondError, BondMode, BondPort, XmitHashPolicy};
+use xskit_bond::{xmit_hash, BondMode, BondPort, Error, XmitHashPolicy};
 use xskit_pipeline::{wire, FramePool, PipelinePort, SharedFrames, WireEnd, WirePort};
 
 struct Bed {
@@ -273,24 +273,20 @@ fn receive_merges_the_members() {
 #[test]
 fn bad_bonds_are_refused() {
     let none: Vec<WirePort> = Vec::new();
-    assert_eq!(
-        BondPort::new(none, BondMode::ActiveBackup).unwrap_err(),
-        BondError::MemberCount { count: 0 }
-    );
+    assert!(matches!(
+        BondPort::new(none, BondMode::ActiveBackup),
+        Err(Error::MemberCount { count: 0 })
+    ));
     let nine: Vec<WirePort> = (0..9).map(|_| wire().0).collect();
-    assert_eq!(
-        BondPort::new(nine, BondMode::ActiveBackup).unwrap_err(),
-        BondError::MemberCount { count: 9 }
-    );
+    assert!(matches!(
+        BondPort::new(nine, BondMode::ActiveBackup),
+        Err(Error::MemberCount { count: 9 })
+    ));
     let mut b = bed(2, BondMode::ActiveBackup);
-    assert_eq!(
-        b.bond.set_up(2, false).unwrap_err(),
-        BondError::NoSuchMember { index: 2, count: 2 }
+    let e = b.bond.set_up(2, false).unwrap_err();
+    assert!(
+        matches!(e, Error::NoSuchMember { index: 2, count: 2 }),
+        "{e}"
     );
-    assert!(b
-        .bond
-        .set_up(2, false)
-        .unwrap_err()
-        .to_string()
-        .contains("no member 2"));
+    assert!(e.to_string().contains("no member 2"), "{e}");
 }

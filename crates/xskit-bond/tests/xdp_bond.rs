@@ -485,7 +485,7 @@ fn a_taken_member_is_refused_and_a_deleted_one_is_reported() {
             for c in &changes {
                 bond.set_up(c.member, c.up).unwrap();
             }
-            (changes, bond.usable())
+            (changes, bond.usable().to_vec())
         })
         .unwrap();
     let removed = changes
