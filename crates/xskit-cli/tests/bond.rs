@@ -9,6 +9,11 @@ const XSKIT: &str = env!("CARGO_BIN_EXE_xskit");
 /// A classic pcap of `frames` (Ethernet), written by hand: a 24-byte header, then 16 bytes
 /// before each frame.
 fn pcap(name: &str, frames: &[Vec<u8>]) -> std::path::PathBuf {
+    pcap_of(name, 1, frames)
+}
+
+/// A classic pcap of link type `link` (1: Ethernet, 113: Linux cooked).
+fn pcap_of(name: &str, link: u32, frames: &[Vec<u8>]) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("xskit-bond-{}-{name}.pcap", std::process::id()));
     let mut out = Vec::new();
     out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
@@ -16,7 +21,7 @@ fn pcap(name: &str, frames: &[Vec<u8>]) -> std::path::PathBuf {
     out.extend_from_slice(&4u16.to_le_bytes());
     out.extend_from_slice(&[0; 8]);
     out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&link.to_le_bytes());
     for f in frames {
         out.extend_from_slice(&[0; 8]);
         out.extend_from_slice(&(f.len() as u32).to_le_bytes());
@@ -109,7 +114,9 @@ fn bond_hash_bad_input_gets_clear_errors() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(expected), "{args:?}: {err}");
     }
+    let cooked = pcap_of("cooked", 113, &[udp(1)]);
     for (path, expected) in [
+        (cooked.as_path(), "not Ethernet"),
         (not_pcap.as_path(), "not a pcap or pcapng file"),
         (
             std::path::Path::new("/nonexistent/x.pcap"),
@@ -127,4 +134,5 @@ fn bond_hash_bad_input_gets_clear_errors() {
     }
     let _ = std::fs::remove_file(&file);
     let _ = std::fs::remove_file(&not_pcap);
+    let _ = std::fs::remove_file(&cooked);
 }

@@ -42,6 +42,21 @@ fn pcap_error(path: &Path, reason: impl std::fmt::Display) -> Error {
     }
 }
 
+/// xskit's ports carry Ethernet frames: a capture of another link type (`tcpdump -i any`
+/// writes Linux cooked headers) would be read as garbage, so it is refused.
+fn ethernet_only(path: &Path, link: pcap_file::DataLink) -> Result<()> {
+    if link != pcap_file::DataLink::ETHERNET {
+        return Err(pcap_error(
+            path,
+            format!(
+                "its link type is {link:?}, not Ethernet: capture on one interface \
+                 (tcpdump -i IFACE, not -i any)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl PcapSource {
     /// Opens a pcap or pcapng file (told apart by its magic number).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
@@ -58,10 +73,12 @@ impl PcapSource {
                 PcapNgReader::new(file)
                     .map_err(|e| pcap_error(path, format!("bad pcapng header: {e}")))?,
             ),
-            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Reader::Pcap(
-                PcapReader::new(file)
-                    .map_err(|e| pcap_error(path, format!("bad pcap header: {e}")))?,
-            ),
+            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => {
+                let reader = PcapReader::new(file)
+                    .map_err(|e| pcap_error(path, format!("bad pcap header: {e}")))?;
+                ethernet_only(path, reader.header().datalink)?;
+                Reader::Pcap(reader)
+            }
             _ => {
                 return Err(pcap_error(
                     path,
@@ -104,6 +121,10 @@ impl PcapSource {
                     None => break Ok(None),
                     Some(Ok(Block::EnhancedPacket(p))) => break Ok(Some(f(&p.data))),
                     Some(Ok(Block::SimplePacket(p))) => break Ok(Some(f(&p.data))),
+                    Some(Ok(Block::InterfaceDescription(i))) => {
+                        ethernet_only(&self.path, i.linktype)?;
+                        continue;
+                    }
                     Some(Ok(_)) => continue,
                     Some(Err(e)) => {
                         break Err(pcap_error(
