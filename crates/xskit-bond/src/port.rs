@@ -387,7 +387,9 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
         any.then_some(total)
     }
 
-    fn readiness(&self) -> Option<BorrowedFd<'_>> {
-        self.members.iter().find_map(|m| m.port.readiness())
+    fn readiness<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) {
+        for m in &self.members {
+            m.port.readiness(fds);
+        }
     }
 }

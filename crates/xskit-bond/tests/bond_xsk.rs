@@ -89,6 +89,11 @@ fn a_bond_of_two_af_xdp_ports_hashes_out_and_merges_in() {
                 })
                 .collect();
             let mut bond = BondPort::new(ports, BondMode::BalanceXor { policy }).unwrap();
+            // A worker sleeping on the bond wakes for either member.
+            let mut fds = Vec::new();
+            bond.readiness(&mut fds);
+            assert_eq!(fds.len(), 2);
+            drop(fds);
             let shared = SharedFrames::new(umem.take_frames().unwrap());
             let mut pool = shared.pool(256);
             bond.refill(&umem, &mut pool).unwrap();

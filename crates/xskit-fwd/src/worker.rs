@@ -452,8 +452,10 @@ impl<P: PipelinePort> Worker<P> {
     /// WAIT, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
     /// for a fixed time would let a burst overflow the rx ring before the nap ends.
     fn wait_for_packets(&self, pfds: &mut xskit::os::PollSet) -> Result<()> {
-        let mut fds: Vec<BorrowedFd<'_>> =
-            self.ports.iter().filter_map(|p| p.readiness()).collect();
+        let mut fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.ports.len() + 1);
+        for p in &self.ports {
+            p.readiness(&mut fds);
+        }
         if let (0, Some(tap)) = (self.index, &self.tap) {
             fds.extend(tap.link.readiness());
         }

@@ -79,9 +79,8 @@ pub trait PipelinePort {
         None
     }
 
-    /// A descriptor that turns readable when frames arrive, to sleep in poll(2) on; `None`
-    /// for ports that are never waited on.
-    fn readiness(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
+    /// Adds the descriptors that turn readable when frames arrive to `fds`, to sleep in
+    /// poll(2) on: one per socket (a bond has one per member); none for ports that are never
+    /// waited on.
+    fn readiness<'a>(&'a self, _fds: &mut Vec<BorrowedFd<'a>>) {}
 }

@@ -178,7 +178,7 @@ impl PipelinePort for XskPort {
         Ok(())
     }
 
-    fn readiness(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        Some(std::os::fd::AsFd::as_fd(&self.socket))
+    fn readiness<'a>(&'a self, fds: &mut Vec<std::os::fd::BorrowedFd<'a>>) {
+        fds.push(std::os::fd::AsFd::as_fd(&self.socket));
     }
 }
