@@ -5,6 +5,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use xskit_bond::{xmit_hash, XmitHashPolicy};
+
+use crate::opts::PolicyArg;
 use xskit_pipeline::PcapSource;
 
 #[derive(Args, Debug)]
@@ -18,36 +20,6 @@ enum BondCommand {
     /// For each packet of a capture: the transmit hash a Linux bond computes for it, and the
     /// member it leaves on (hash % members), as balance-xor and 802.3ad bonds choose.
     Hash(HashArgs),
-}
-
-/// `--policy`, named as Linux's xmit_hash_policy.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum PolicyArg {
-    #[value(name = "layer2")]
-    Layer2,
-    #[value(name = "layer2+3")]
-    Layer23,
-    #[value(name = "layer3+4")]
-    Layer34,
-    #[value(name = "encap2+3")]
-    Encap23,
-    #[value(name = "encap3+4")]
-    Encap34,
-    #[value(name = "vlan+srcmac")]
-    VlanSrcMac,
-}
-
-impl From<PolicyArg> for XmitHashPolicy {
-    fn from(p: PolicyArg) -> Self {
-        match p {
-            PolicyArg::Layer2 => XmitHashPolicy::Layer2,
-            PolicyArg::Layer23 => XmitHashPolicy::Layer23,
-            PolicyArg::Layer34 => XmitHashPolicy::Layer34,
-            PolicyArg::Encap23 => XmitHashPolicy::Encap23,
-            PolicyArg::Encap34 => XmitHashPolicy::Encap34,
-            PolicyArg::VlanSrcMac => XmitHashPolicy::VlanSrcMac,
-        }
-    }
 }
 
 #[derive(Args, Debug)]

@@ -4,14 +4,17 @@
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
+use std::time::Duration;
 use xskit::{Mode, SocketConfig};
 use xskit_fwd::rules::{RuleSet, Verdict};
-use xskit_fwd::{ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report};
+use xskit_fwd::{
+    BondConfig, BondMode, ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report,
+};
 
-use crate::opts::{announce, stop_flag, thousands, RunArgs};
+use crate::opts::{announce, stop_flag, thousands, PolicyArg, RunArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct FwdArgs {
@@ -61,8 +64,106 @@ pub(crate) struct FwdArgs {
     /// Print the rules and how they are split between the kernel and user space, then exit.
     #[arg(long)]
     explain: bool,
+    /// A bond of member interfaces, used as a side under its name (-i NAME), e.g.
+    /// bond0=eth1,eth2 (1 to 8 members). Repeat for a bond on each side.
+    #[arg(long = "bond", value_name = "NAME=IFACE,IFACE", value_parser = parse_bond)]
+    bonds: Vec<(String, Vec<String>)>,
+    /// The bonds' mode, as Linux's bonding names it (or its number).
+    #[arg(long = "bond-mode", value_enum, default_value = "balance-rr")]
+    bond_mode: BondModeArg,
+    /// balance-xor's transmit hash policy, as Linux's xmit_hash_policy.
+    #[arg(
+        long = "xmit-hash",
+        visible_alias = "xmit-hash-policy",
+        value_enum,
+        default_value = "layer2"
+    )]
+    xmit_hash: PolicyArg,
+    /// balance-rr: packets sent on a member before the next one's turn.
+    #[arg(long = "packets-per-slave", value_name = "N", default_value_t = 1)]
+    packets_per_slave: u32,
+    /// active-backup: the member that is active whenever it is up.
+    #[arg(long, value_name = "IFACE")]
+    primary: Option<String>,
+    /// Milliseconds a member's carrier must be up before the bond uses it again.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    updelay: u64,
+    /// Milliseconds a member's carrier must be down before the bond stops using it.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    downdelay: u64,
     #[command(flatten)]
     run: RunArgs,
+}
+
+/// `--bond-mode`: Linux's names, and its numbers as aliases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BondModeArg {
+    /// Members in turn.
+    #[value(name = "balance-rr", alias = "0")]
+    BalanceRr,
+    /// One active member; the others stand by.
+    #[value(name = "active-backup", alias = "1")]
+    ActiveBackup,
+    /// The member the transmit hash picks.
+    #[value(name = "balance-xor", alias = "2")]
+    BalanceXor,
+    /// A copy on every member.
+    #[value(name = "broadcast", alias = "3")]
+    Broadcast,
+    /// LACP: not available yet.
+    #[value(name = "802.3ad", alias = "4")]
+    Lacp,
+}
+
+/// `NAME=IFACE,IFACE...`.
+fn parse_bond(s: &str) -> std::result::Result<(String, Vec<String>), String> {
+    let (name, members) = s.split_once('=').ok_or_else(|| {
+        format!("{s:?} is not NAME=IFACE,IFACE: name the bond, then its members after '='")
+    })?;
+    let members: Vec<String> = members.split(',').map(str::to_string).collect();
+    if name.is_empty() || members.iter().any(String::is_empty) {
+        return Err(format!(
+            "{s:?} has an empty name or member: give NAME=IFACE,IFACE"
+        ));
+    }
+    Ok((name.to_string(), members))
+}
+
+/// The bonds as the library takes them.
+fn bond_configs(args: &FwdArgs) -> Result<Vec<BondConfig>> {
+    let mode = match args.bond_mode {
+        BondModeArg::BalanceRr => BondMode::BalanceRr {
+            packets_per_slave: args.packets_per_slave,
+        },
+        BondModeArg::ActiveBackup => BondMode::ActiveBackup,
+        BondModeArg::BalanceXor => BondMode::BalanceXor {
+            policy: args.xmit_hash.into(),
+        },
+        BondModeArg::Broadcast => BondMode::Broadcast,
+        BondModeArg::Lacp if !args.bonds.is_empty() => bail!(
+            "--bond-mode 802.3ad: LACP is not available yet; balance-xor with the switch's \
+             static aggregate (and the same --xmit-hash) carries the same traffic without it"
+        ),
+        BondModeArg::Lacp => BondMode::ActiveBackup,
+    };
+    if let Some(p) = &args.primary {
+        if args.bond_mode != BondModeArg::ActiveBackup {
+            bail!("--primary {p} takes --bond-mode active-backup");
+        }
+        if !args.bonds.iter().any(|(_, m)| m.contains(p)) {
+            bail!("--primary {p} is no bond's member (--bond NAME=IFACE,IFACE)");
+        }
+    }
+    Ok(args
+        .bonds
+        .iter()
+        .map(|(name, members)| {
+            BondConfig::new(name.clone(), members.clone(), mode)
+                .primary(args.primary.clone().filter(|p| members.contains(p)))
+                .updelay(Duration::from_millis(args.updelay))
+                .downdelay(Duration::from_millis(args.downdelay))
+        })
+        .collect())
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -111,6 +212,9 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
         E::XdpForwardConflict => " (--xdp-forward with --reflect, --respond or --tap)",
         E::NoSuchCpu { .. } | E::CpuNotAllowed { .. } => " (--cpus)",
         E::TooManyFrames { .. } => " (--ring-size, --queues)",
+        E::BondNotUsed { .. } => " (-i NAME for each --bond NAME=...)",
+        E::BondXdpForward => " (--xdp-forward with --bond)",
+        E::PrimaryNotMember { .. } => " (--primary)",
         _ => "",
     }
 }
@@ -176,6 +280,81 @@ fn drops(p: &PortCount) -> String {
     }
 }
 
+/// The bonds' mode and its settings, as a header line says them.
+fn bond_mode_text(args: &FwdArgs) -> String {
+    match args.bond_mode {
+        BondModeArg::BalanceXor => format!(
+            "balance-xor, xmit_hash_policy {}",
+            xskit_bond::XmitHashPolicy::from(args.xmit_hash).name()
+        ),
+        BondModeArg::BalanceRr => {
+            format!("balance-rr, packets_per_slave {}", args.packets_per_slave)
+        }
+        BondModeArg::ActiveBackup => match &args.primary {
+            Some(p) => format!("active-backup, primary {p}"),
+            None => "active-backup".into(),
+        },
+        BondModeArg::Broadcast => "broadcast".into(),
+        BondModeArg::Lacp => "802.3ad".into(),
+    }
+}
+
+/// A bond member's line: its state and counts.
+fn member_line(
+    m: &xskit_fwd::MemberCount,
+    last: Option<&xskit_fwd::MemberCount>,
+    secs: f64,
+) -> String {
+    let rate = |a: u64, b: u64| thousands(((a - b.min(a)) as f64 / secs) as u64);
+    let (rx, tx) = match last {
+        Some(q) => (
+            format!("{} pps", rate(m.rx_packets, q.rx_packets)),
+            format!("{} pps", rate(m.tx_packets, q.tx_packets)),
+        ),
+        None => (thousands(m.rx_packets), thousands(m.tx_packets)),
+    };
+    let mut dropped = Vec::new();
+    for (name, n) in [
+        ("tx-ring-full", m.tx_dropped),
+        ("inactive-rx", m.rx_inactive),
+        ("socket-rx-dropped", m.socket_rx_dropped),
+    ] {
+        if n > 0 {
+            dropped.push(format!("{name} {}", thousands(n)));
+        }
+    }
+    format!(
+        "member {:<10} {:<9} rx {:>11}  tx {:>11}  device-tx {:>11}  dropped: {}",
+        m.interface,
+        match (m.up, m.active) {
+            (true, true) => "up active",
+            (true, false) => "up",
+            (false, _) => "down",
+        },
+        rx,
+        tx,
+        thousands(m.device_tx_packets),
+        if dropped.is_empty() {
+            "none".into()
+        } else {
+            dropped.join("  ")
+        }
+    )
+}
+
+/// A bond's own drops and changes, when there are any.
+fn bond_line(b: &xskit_fwd::BondCount) -> Option<String> {
+    (b.tx_no_member + b.tx_no_frame + b.failovers + b.link_changes > 0).then(|| {
+        format!(
+            "bond: failovers {}  link changes {}  no member up (dropped) {}  broadcast copies not made {}",
+            b.failovers,
+            b.link_changes,
+            thousands(b.tx_no_member),
+            thousands(b.tx_no_frame)
+        )
+    })
+}
+
 fn answered_any(c: &Counters) -> bool {
     c.arp_replies + c.echo_replies + c.respond_refused > 0
 }
@@ -194,6 +373,20 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
             rate(p.to_kernel, q.to_kernel),
             drops(p),
         );
+        if let Some(b) = &p.bond {
+            let last = q.bond.as_ref().map(|b| &b.members);
+            for (i, m) in b.members.iter().enumerate() {
+                let before = last.and_then(|l| l.get(i));
+                let zero = xskit_fwd::MemberCount::default();
+                out!(
+                    "{elapsed:7.1}s   {}",
+                    member_line(m, Some(before.unwrap_or(&zero)), secs)
+                );
+            }
+            if let Some(line) = bond_line(b) {
+                out!("{elapsed:7.1}s   {line}");
+            }
+        }
     }
     let unclassifiable =
         (now.unclassifiable.packets > 0).then_some((&now.unclassifiable, &last.unclassifiable));
@@ -262,7 +455,8 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         .checksum(match args.checksum {
             ChecksumArg::Offload => ChecksumMode::Offload,
             ChecksumArg::Software => ChecksumMode::Software,
-        });
+        })
+        .bonds(bond_configs(args)?);
     let stop = stop_flag()?;
     let forwarder = Forwarder::new(config).map_err(|e| {
         let flags = flags_for(&e);
@@ -291,6 +485,13 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             .unwrap_or_default(),
     );
     announce(args.run.json, &header);
+    for (name, members) in &args.bonds {
+        note!(
+            "xskit fwd: bond {name}: {} over {}",
+            bond_mode_text(args),
+            members.join(", ")
+        );
+    }
     for w in &warnings {
         note!("xskit fwd: note: {w}");
     }
@@ -369,6 +570,14 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
                 thousands(p.segmented),
                 thousands(p.segments)
             );
+            if let Some(b) = &p.bond {
+                for m in &b.members {
+                    out!("  {:<12} {}", "", member_line(m, None, 1.0));
+                }
+                if let Some(line) = bond_line(b) {
+                    out!("  {:<12} {line}", "");
+                }
+            }
         }
         let c = &report.counters;
         for r in c.rules.iter().chain(std::iter::once(&c.unclassifiable)) {

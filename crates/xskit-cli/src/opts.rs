@@ -221,3 +221,33 @@ pub(crate) fn thousands(n: u64) -> String {
     }
     out
 }
+
+/// A transmit hash policy, named as Linux's xmit_hash_policy.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum PolicyArg {
+    #[value(name = "layer2")]
+    Layer2,
+    #[value(name = "layer2+3")]
+    Layer23,
+    #[value(name = "layer3+4")]
+    Layer34,
+    #[value(name = "encap2+3")]
+    Encap23,
+    #[value(name = "encap3+4")]
+    Encap34,
+    #[value(name = "vlan+srcmac")]
+    VlanSrcMac,
+}
+
+impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
+    fn from(p: PolicyArg) -> Self {
+        match p {
+            PolicyArg::Layer2 => xskit_bond::XmitHashPolicy::Layer2,
+            PolicyArg::Layer23 => xskit_bond::XmitHashPolicy::Layer23,
+            PolicyArg::Layer34 => xskit_bond::XmitHashPolicy::Layer34,
+            PolicyArg::Encap23 => xskit_bond::XmitHashPolicy::Encap23,
+            PolicyArg::Encap34 => xskit_bond::XmitHashPolicy::Encap34,
+            PolicyArg::VlanSrcMac => xskit_bond::XmitHashPolicy::VlanSrcMac,
+        }
+    }
+}

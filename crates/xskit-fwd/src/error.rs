@@ -15,6 +15,64 @@ pub enum Error {
     /// A system call failed.
     #[error(transparent)]
     Syscall(#[from] SyscallError),
+    /// From the bond's layer (its members, its link monitor).
+    #[error(transparent)]
+    Bond(xskit_bond::Error),
+    /// A bond that is not among the interfaces.
+    #[error(
+        "bond {name} is defined but not used: give {name} as one of the interfaces to forward \
+         between"
+    )]
+    BondNotUsed {
+        /// The bond.
+        name: String,
+    },
+    /// An interface in two places (two bonds, or a bond and a plain side).
+    #[error(
+        "{name} is used twice ({first} and {second}): an interface belongs to one bond or one \
+         side"
+    )]
+    InterfaceTwice {
+        /// The interface.
+        name: String,
+        /// Where it is first used.
+        first: String,
+        /// Where it is used again.
+        second: String,
+    },
+    /// A primary that is not a member.
+    #[error("the primary of bond {bond}, {primary}, is not one of its members ({members})")]
+    PrimaryNotMember {
+        /// The bond.
+        bond: String,
+        /// The primary given.
+        primary: String,
+        /// The members, comma-separated.
+        members: String,
+    },
+    /// Members whose MTUs differ.
+    #[error(
+        "bond {bond}'s members have different MTUs ({first} has {first_mtu}, {member} has \
+         {mtu}): give them one MTU (ip link set dev IFACE mtu N), as a Linux bond does"
+    )]
+    MemberMtu {
+        /// The bond.
+        bond: String,
+        /// The first member.
+        first: String,
+        /// Its MTU.
+        first_mtu: u32,
+        /// A member with another MTU.
+        member: String,
+        /// Its MTU.
+        mtu: u32,
+    },
+    /// Forwarding in XDP through a bond.
+    #[error(
+        "forwarding in XDP does not go through a bond yet (the filter redirects to one \
+         device): leave out the XDP forwarding, or the bond"
+    )]
+    BondXdpForward,
     /// Neither one nor two interfaces.
     #[error("{count} interfaces given: forward between two, or reflect on one")]
     InterfaceCount {

@@ -11,9 +11,10 @@ use serde::Serialize;
 use xskit::sync::LockUnpoisoned;
 use xskit::{AttachedMode, Interface, Mode, SocketConfig, SocketHandle, Umem, UmemConfig};
 use xskit_pipeline::{
-    FramePool, Outputs, Pipeline, PipelinePort, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
+    FramePool, Outputs, Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
 };
 
+use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side, SidePort};
 use crate::chains;
 use crate::error::{Error, Result};
 use crate::filter::XdpFilter;
@@ -59,6 +60,8 @@ pub struct ForwardConfig {
     /// How partial checksums (CHECKSUM_PARTIAL packets from the hosts' own sockets) are
     /// finished before they leave.
     pub checksum: ChecksumMode,
+    /// Bonds: an interface named as one of these is that bond of member interfaces.
+    pub bonds: Vec<BondConfig>,
 }
 
 /// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
@@ -120,6 +123,7 @@ impl Default for ForwardConfig {
             cpus: Vec::new(),
             socket: SocketConfig::default(),
             checksum: ChecksumMode::default(),
+            bonds: Vec::new(),
         }
     }
 }
@@ -153,6 +157,8 @@ xskit::config_setters!(ForwardConfig {
     socket: SocketConfig,
     /// Sets how partial checksums are finished.
     checksum: ChecksumMode,
+    /// Sets the bonds.
+    bonds: Vec<BondConfig>,
 });
 
 impl ForwardConfig {
@@ -237,12 +243,15 @@ pub struct PortCount {
     pub oversize_dropped: u64,
     /// Packets dropped for want of free frames to build segments in.
     pub no_frames_dropped: u64,
-    /// The sockets' kernel counters, summed over queues.
+    /// The sockets' kernel counters, summed over queues (and a bond's members).
     pub socket_rx_dropped: u64,
     /// Packets the kernel dropped because an rx ring was full.
     pub socket_rx_ring_full: u64,
     /// Times a fill ring was empty when a packet arrived.
     pub socket_fill_ring_empty: u64,
+    /// The bond's state and its members' counts, when this side is a bond.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bond: Option<BondCount>,
 }
 
 /// Counters at one moment.
@@ -312,18 +321,27 @@ pub(crate) struct WorkerCells {
     pub(crate) ports: Arc<Vec<PortCells>>,
     pub(crate) rules: Arc<Vec<RuleCells>>,
     pub(crate) pool: Arc<Mutex<PoolStats>>,
+    /// Every socket, a side's members in order, sides in order.
     pub(crate) sockets: Vec<SocketHandle>,
+    /// Per side: where a bond publishes its members' counters.
+    pub(crate) bonds: Vec<Option<Arc<Mutex<xskit_bond::BondStats>>>>,
 }
 
 /// A forwarder, set up and ready to run.
 pub struct Forwarder {
     rules: Arc<RuleSet>,
+    /// One per interface: every side's, a bond's members in order.
     filters: Vec<XdpFilter>,
+    /// The sides' names (a bond's is its own).
     names: Vec<String>,
+    /// Which filters (and sockets) belong to each side.
+    sides: Vec<std::ops::Range<usize>>,
+    /// Each side's bond and its controller, if it is one.
+    bonds: Vec<Option<(BondConfig, BondRuntime)>>,
     shared: SharedFrames,
     total: usize,
     queues: u32,
-    workers: Vec<Worker<XskPort>>,
+    workers: Vec<Worker<Side>>,
     cells: Vec<WorkerCells>,
     replies: ReplyCounters,
     warnings: Vec<String>,
@@ -364,6 +382,7 @@ fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
     if config.mode == Mode::ZeroCopy {
         return Err(Error::ZeroCopy);
     }
+    check_bonds(config)?;
     if config.xdp_forward
         && (n != 2 || config.reflect || config.respond.is_some() || config.tap.is_some())
     {
@@ -387,10 +406,68 @@ fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
     Ok(rules)
 }
 
-/// The interfaces, as the kernel describes them.
+/// Checks the bonds: each is used as a side, has 1 to 8 members, and its primary among
+/// them; no interface is in two places.
+fn check_bonds(config: &ForwardConfig) -> Result<()> {
+    if config.bonds.is_empty() {
+        return Ok(());
+    }
+    if config.xdp_forward {
+        return Err(Error::BondXdpForward);
+    }
+    let mut used: HashMap<String, String> = HashMap::new();
+    let mut claim = |name: &str, place: String| match used.get(name) {
+        Some(first) => Err(Error::InterfaceTwice {
+            name: name.to_string(),
+            first: first.clone(),
+            second: place,
+        }),
+        None => {
+            used.insert(name.to_string(), place);
+            Ok(())
+        }
+    };
+    for bond in &config.bonds {
+        claim(&bond.name, format!("the name of bond {}", bond.name))?;
+    }
+    for bond in &config.bonds {
+        if !config.interfaces.contains(&bond.name) {
+            return Err(Error::BondNotUsed {
+                name: bond.name.clone(),
+            });
+        }
+        let count = bond.members.len();
+        if count == 0 || count > xskit_bond::MAX_MEMBERS {
+            return Err(Error::Bond(xskit_bond::Error::MemberCount { count }));
+        }
+        if let Some(primary) = bond.primary.as_ref().filter(|p| !bond.members.contains(p)) {
+            return Err(Error::PrimaryNotMember {
+                bond: bond.name.clone(),
+                primary: primary.clone(),
+                members: bond.members.join(","),
+            });
+        }
+        for m in &bond.members {
+            claim(m, format!("a member of bond {}", bond.name))?;
+        }
+    }
+    for name in &config.interfaces {
+        if !config.bonds.iter().any(|b| &b.name == name) {
+            claim(name, "a side of its own".into())?;
+        }
+    }
+    Ok(())
+}
+
+/// The interfaces, as the kernel describes them: every side's, a bond's members in order.
 struct Devices {
     ifaces: Vec<Interface>,
     infos: Vec<xskit::netlink::LinkInfo>,
+    /// Which of `ifaces` belong to each side.
+    sides: Vec<std::ops::Range<usize>>,
+    /// Each side's bond, if it is one.
+    bonds: Vec<Option<BondConfig>>,
+    /// Per side (a bond has its first member's MAC address, as Linux's does).
     macs: Vec<[u8; 6]>,
     mtus: Vec<usize>,
     queues: u32,
@@ -399,8 +476,20 @@ struct Devices {
 impl Devices {
     /// Looks the interfaces up and decides how many queues to serve (warning about the rest).
     fn open(config: &ForwardConfig, warnings: &mut Vec<String>) -> Result<Self> {
-        let ifaces = config
-            .interfaces
+        let mut names = Vec::new();
+        let mut sides = Vec::new();
+        let mut bonds = Vec::new();
+        for side in &config.interfaces {
+            let bond = config.bonds.iter().find(|b| &b.name == side);
+            let start = names.len();
+            match bond {
+                Some(b) => names.extend(b.members.iter().cloned()),
+                None => names.push(side.clone()),
+            }
+            sides.push(start..names.len());
+            bonds.push(bond.cloned());
+        }
+        let ifaces = names
             .iter()
             .map(|name| Interface::by_name(name))
             .collect::<Result<Vec<_>, _>>()?;
@@ -442,12 +531,27 @@ impl Devices {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mtus = infos.iter().map(|i| i.mtu as usize).collect();
+        for (range, bond) in sides.iter().zip(&bonds) {
+            let (Some(bond), first) = (bond, &infos[range.start]) else {
+                continue;
+            };
+            if let Some(other) = infos[range.clone()].iter().find(|i| i.mtu != first.mtu) {
+                return Err(Error::MemberMtu {
+                    bond: bond.name.clone(),
+                    first: first.name.clone(),
+                    first_mtu: first.mtu,
+                    member: other.name.clone(),
+                    mtu: other.mtu,
+                });
+            }
+        }
         Ok(Devices {
+            macs: sides.iter().map(|r| macs[r.start]).collect(),
+            mtus: sides.iter().map(|r| infos[r.start].mtu as usize).collect(),
             ifaces,
             infos,
-            macs,
-            mtus,
+            sides,
+            bonds,
             queues,
         })
     }
@@ -653,7 +757,7 @@ impl WorkerPlan {
 
     /// Worker `index` (queue `queue`) over `ports`, one per interface, drawing frames from
     /// `pool` on `umem`; and the cells it publishes (without socket handles).
-    pub(crate) fn worker<P: PipelinePort>(
+    pub(crate) fn worker<P: SidePort>(
         &self,
         index: usize,
         queue: u32,
@@ -675,6 +779,7 @@ impl WorkerPlan {
             rules: Arc::clone(&rule_cells),
             pool: Arc::clone(&pool_stats),
             sockets: Vec::new(),
+            bonds: Vec::new(),
         };
         let worker = Worker {
             index,
@@ -735,9 +840,9 @@ impl Forwarder {
                     .into(),
             );
         }
-        let n = devices.ifaces.len() as u32;
+        let sockets_per_queue = devices.ifaces.len() as u32;
         let queues = devices.queues;
-        let umem = make_umem(&config, n, queues, csum_offload)?;
+        let umem = make_umem(&config, sockets_per_queue, queues, csum_offload)?;
         let total = umem.config().frame_count as usize;
         let shared = SharedFrames::new(umem.take_frames().ok_or_else(|| Error::FramesTaken)?);
         let mut plan = WorkerPlan::new(&config, rules, devices.macs.clone());
@@ -746,20 +851,52 @@ impl Forwarder {
         plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
         let mut workers = Vec::with_capacity(queues as usize);
         let mut cells = Vec::with_capacity(queues as usize);
+        let bonds = devices
+            .bonds
+            .iter()
+            .zip(&devices.sides)
+            .map(|(bond, range)| {
+                bond.as_ref()
+                    .map(|b| {
+                        Ok((
+                            b.clone(),
+                            BondRuntime::new(b, &devices.ifaces[range.clone()])?,
+                        ))
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
         for q in 0..queues {
-            let mut ports = Vec::with_capacity(n as usize);
-            for filter in &filters {
-                ports.push(XskPort::open(
-                    &umem,
-                    Arc::clone(filter.program()),
-                    q,
-                    &socket_config,
-                )?);
+            let mut ports = Vec::with_capacity(devices.sides.len());
+            let mut bond_stats = Vec::with_capacity(devices.sides.len());
+            for (range, bond) in devices.sides.iter().zip(&bonds) {
+                let mut members = Vec::with_capacity(range.len());
+                for filter in &filters[range.clone()] {
+                    members.push(XskPort::open(
+                        &umem,
+                        Arc::clone(filter.program()),
+                        q,
+                        &socket_config,
+                    )?);
+                }
+                match bond {
+                    Some((config, runtime)) => {
+                        let (port, stats) = Side::bond(members, config, runtime)?;
+                        ports.push(port);
+                        bond_stats.push(Some(stats));
+                    }
+                    // A side that is no bond has exactly one interface.
+                    None => {
+                        ports.extend(members.into_iter().map(Side::One));
+                        bond_stats.push(None);
+                    }
+                }
             }
-            let sockets = ports.iter_mut().map(|p| p.socket().handle()).collect();
+            let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
             let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
             let (worker, mut cell) = plan.worker(q as usize, q, &umem, ports, pool)?;
             cell.sockets = sockets;
+            cell.bonds = bond_stats;
             workers.push(worker);
             cells.push(cell);
         }
@@ -767,6 +904,8 @@ impl Forwarder {
             rules: plan.rules,
             filters,
             names: config.interfaces.clone(),
+            sides: devices.sides,
+            bonds,
             shared,
             total,
             queues,
@@ -784,12 +923,47 @@ impl Forwarder {
         &self.warnings
     }
 
-    /// The attach mode of each interface's program.
+    /// The attach mode of each side's program (a bond's first member's).
     pub fn modes(&self) -> Vec<String> {
-        self.filters
+        self.sides
             .iter()
-            .map(|f| f.program().mode().to_string())
+            .map(|r| self.filters[r.start].program().mode().to_string())
             .collect()
+    }
+
+    /// The side interface `i` (an index into the filters) belongs to.
+    fn side_of(&self, i: usize) -> usize {
+        self.sides.iter().position(|r| r.contains(&i)).unwrap_or(0)
+    }
+
+    /// A bond side's state, with its members' counters still zero.
+    fn bond_count(&self, side: usize) -> Option<BondCount> {
+        let (config, runtime) = self.bonds[side].as_ref()?;
+        let policy = match config.mode {
+            xskit_bond::BondMode::BalanceXor { policy } => Some(policy.name()),
+            _ => None,
+        };
+        let active_backup = config.mode == xskit_bond::BondMode::ActiveBackup;
+        let active = runtime.active().filter(|_| active_backup);
+        Some(BondCount {
+            mode: config.mode.name(),
+            xmit_hash_policy: policy,
+            active: active.map(|a| config.members[a].clone()),
+            failovers: if active_backup { runtime.failovers } else { 0 },
+            link_changes: runtime.link_changes,
+            members: config
+                .members
+                .iter()
+                .enumerate()
+                .map(|(i, name)| MemberCount {
+                    interface: name.clone(),
+                    up: runtime.up()[i],
+                    active: active == Some(i),
+                    ..MemberCount::default()
+                })
+                .collect(),
+            ..BondCount::default()
+        })
     }
 
     /// The counters now (the kernel's rule counters and socket statistics are read by system
@@ -834,10 +1008,12 @@ impl Forwarder {
             ports: self
                 .names
                 .iter()
-                .zip(self.filters.iter())
-                .map(|(name, f)| PortCount {
+                .zip(self.modes())
+                .enumerate()
+                .map(|(side, (name, mode))| PortCount {
                     interface: name.clone(),
-                    mode: f.program().mode().to_string(),
+                    mode,
+                    bond: self.bond_count(side),
                     ..PortCount::default()
                 })
                 .collect(),
@@ -867,10 +1043,27 @@ impl Forwarder {
                 count.segments += cells.segments.load(Ordering::Relaxed);
                 count.oversize_dropped += cells.oversize_dropped.load(Ordering::Relaxed);
                 count.no_frames_dropped += cells.no_frames_dropped.load(Ordering::Relaxed);
-                let s = read(strict, w.sockets[p].statistics())?;
-                count.socket_rx_dropped += s.rx_dropped;
-                count.socket_rx_ring_full += s.rx_ring_full;
-                count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
+                let first = self.sides[p].start;
+                for i in self.sides[p].clone() {
+                    let s = read(strict, w.sockets[i].statistics())?;
+                    count.socket_rx_dropped += s.rx_dropped;
+                    count.socket_rx_ring_full += s.rx_ring_full;
+                    count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
+                    if let Some(bond) = count.bond.as_mut() {
+                        bond.members[i - first].socket_rx_dropped += s.rx_dropped;
+                    }
+                }
+                if let (Some(bond), Some(Some(stats))) = (count.bond.as_mut(), w.bonds.get(p)) {
+                    let stats = stats.lock_unpoisoned();
+                    for (m, s) in bond.members.iter_mut().zip(&stats.members) {
+                        m.rx_packets += s.rx_packets;
+                        m.tx_packets += s.tx_packets;
+                        m.tx_dropped += s.tx_dropped;
+                        m.rx_inactive += s.rx_inactive;
+                    }
+                    bond.tx_no_member += stats.tx_no_member;
+                    bond.tx_no_frame += stats.tx_no_frame;
+                }
             }
             let counts = out
                 .rules
@@ -883,20 +1076,27 @@ impl Forwarder {
             }
             out.pool += *w.pool.lock_unpoisoned();
         }
-        for (i, port) in out.ports.iter_mut().enumerate() {
+        for (i, filter) in self.filters.iter().enumerate() {
+            let side = self.side_of(i);
             let now = read(
                 strict,
-                self.filters[i]
+                filter
                     .program()
                     .interface()
                     .link_info()
                     .map(|l| l.stats.tx_packets),
             )?;
-            port.device_tx_packets = now.saturating_sub(self.device_tx_base[i]);
+            let sent = now.saturating_sub(self.device_tx_base[i]);
+            let port = &mut out.ports[side];
+            port.device_tx_packets += sent;
+            if let Some(bond) = port.bond.as_mut() {
+                bond.members[i - self.sides[side].start].device_tx_packets = sent;
+            }
         }
         let default_in_kernel = self.rules.default_decided_in_kernel();
         let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
-        for (program, port) in self.filters.iter().zip(out.ports.iter_mut()) {
+        for (i, program) in self.filters.iter().enumerate() {
+            let port = &mut out.ports[self.side_of(i)];
             port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
             let u = read(strict, program.unclassifiable_counter())?;
             port.unclassifiable += u.packets;
@@ -944,6 +1144,22 @@ impl Forwarder {
         Ok(out)
     }
 
+    /// Waits up to `timeout` for the bonds' link changes and hands them to the workers (a
+    /// plain sleep without bonds).
+    fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
+        let mut wait = timeout;
+        let mut any = false;
+        for (_, runtime) in self.bonds.iter_mut().flatten() {
+            any = true;
+            runtime.poll(wait)?;
+            wait = Duration::ZERO;
+        }
+        if !any {
+            std::thread::sleep(timeout);
+        }
+        Ok(())
+    }
+
     /// Forwards until `stop` is set, calling `on_tick` with the counters every `interval`;
     /// then stops redirecting, drains the rings, and reports. Everything is detached when it
     /// returns, whether it succeeds or not.
@@ -974,7 +1190,12 @@ impl Forwarder {
             let mut next_tick = start + interval;
             let mut next_watch = start + WATCH_EVERY;
             while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
+                // A bond's carrier changes are acted on as the kernel announces them: the
+                // wait is on their netlink socket, not a sleep.
+                if let Err(e) = self.watch_bonds(Duration::from_millis(10)) {
+                    tick_error = Some(e);
+                    break;
+                }
                 let now = Instant::now();
                 if now >= next_watch {
                     // A device deleted or moved, or our program detached from outside: the

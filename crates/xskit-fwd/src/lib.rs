@@ -25,6 +25,7 @@
 
 #![deny(unsafe_code)]
 
+mod bonded;
 mod chains;
 mod counter;
 mod error;
@@ -36,8 +37,10 @@ mod stages;
 mod sys;
 mod worker;
 
+pub use bonded::{BondConfig, BondCount, MemberCount};
 pub use error::{Error, Result};
 pub use forward::*;
+pub use xskit_bond::{BondMode, XmitHashPolicy};
 
 include!(concat!(env!("OUT_DIR"), "/limits.rs"));
 #[cfg(test)]

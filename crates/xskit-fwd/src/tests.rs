@@ -14,6 +14,7 @@ use xskit_pipeline::{wire, SharedFrames, WireEnd, WirePort};
 use xskit_traffic::probe::{self, ProbeAddrs};
 use xskit_wire::{arp, ethernet, EtherType};
 
+use crate::bonded::SidePort;
 use crate::forward::{ForwardConfig, WorkerCells, WorkerPlan};
 use crate::rules::RuleSet;
 use crate::worker::{Clock, HostLink, TapPath, Worker};
@@ -64,6 +65,8 @@ impl HostLink for Arc<MemHost> {
         None
     }
 }
+
+impl SidePort for WirePort {}
 
 /// A worker between two in-memory devices (or one, reflecting), with its far ends.
 struct Bench {

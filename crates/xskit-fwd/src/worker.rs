@@ -11,6 +11,7 @@ use xskit_wire::ethernet;
 use xskit_wire::gso::TcpSegmenter;
 use xskit_wire::offload::{L4Checksum, Sum};
 
+use crate::bonded::SidePort;
 use crate::chains::Chains;
 use crate::counter::bump;
 
@@ -19,9 +20,7 @@ use std::os::fd::BorrowedFd;
 use xskit::os::SyscallError;
 use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Umem};
-use xskit_pipeline::{
-    FramePool, Outputs, Pipeline, PipelinePort, PoolStats, RingOccupancy, StageContext,
-};
+use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, StageContext};
 
 use crate::error::{Error, Result};
 
@@ -208,7 +207,7 @@ const TAP_BATCH: usize = 32;
 /// data path little.
 pub(crate) const HOST_EVERY: u32 = 16;
 
-impl<P: PipelinePort> Worker<P> {
+impl<P: SidePort> Worker<P> {
     /// Forwards until `stop` (or an error), then drains (once `drain` is set) and reports where
     /// the frames are. `failed` is set when this worker stops on an error, so the others stop
     /// too.
@@ -264,6 +263,9 @@ impl<P: PipelinePort> Worker<P> {
     /// Makes the pool's counters visible to the forwarder's reader.
     pub(crate) fn publish(&self) {
         *self.pool_stats.lock_unpoisoned() = self.pool.stats();
+        for port in &self.ports {
+            port.publish_members();
+        }
     }
 
     /// One round: refill, then per port receive a vector and run it through the pipeline,
@@ -273,6 +275,7 @@ impl<P: PipelinePort> Worker<P> {
         self.rounds = self.rounds.wrapping_add(1);
         let nports = self.ports.len();
         for port in self.ports.iter_mut() {
+            port.sync_members();
             port.refill(&self.umem, &mut self.pool)?;
         }
         let mut now_ns = None;

@@ -654,7 +654,14 @@ pub struct Switched {
     pub ports: Vec<String>,
     /// A host on the bridge, 203.0.113.10.
     pub host: Host,
+    /// With [`Switched::with_far_host`]: a host linked to the bond's side (203.0.113.20 on
+    /// `xf`; its peer in `bonded` is [`FAR_END`]), so that a forwarder there between the bond
+    /// and `xsf` joins `host` and `far` in one subnet.
+    pub far: Option<Host>,
 }
+
+/// The bonded side's end of the link to [`Switched::far`].
+pub const FAR_END: &str = "xsf";
 
 impl Switched {
     /// Builds the switch with `members` (1 to 8) member links, everything up.
@@ -752,7 +759,66 @@ impl Switched {
             switch,
             ports,
             host,
+            far: None,
         })
+    }
+
+    /// As [`Switched::new`], with a host linked to the bond's side: `far`, 203.0.113.20,
+    /// reached from `host` only through what the bond's side forwards between the members
+    /// and [`FAR_END`] (which has no address).
+    pub fn with_far_host(members: usize) -> io::Result<Switched> {
+        let mut switched = Switched::new(members)?;
+        let mut guard = NsGuard(Vec::new());
+        let ns = Netns {
+            name: format!(
+                "{}-f",
+                switched
+                    .host
+                    .ns
+                    .name
+                    .strip_suffix("-h")
+                    .unwrap_or(&switched.host.ns.name)
+            ),
+        };
+        add_netns(&ns, false, &mut guard)?;
+        let far = Host {
+            ns,
+            ifname: "xf".into(),
+            ip: Ipv4Addr::new(203, 0, 113, 20),
+            ip6: None,
+            mac: [0x02, 0x58, 0x53, 0x46, 0x00, 0x01],
+        };
+        ip(&[
+            "link",
+            "add",
+            &far.ifname,
+            "netns",
+            &far.ns.name,
+            "address",
+            &mac_string(&far.mac),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            FAR_END,
+            "netns",
+            &switched.bonded.name,
+        ])?;
+        ip(&["-n", &far.ns.name, "link", "set", "lo", "up"])?;
+        ip(&[
+            "-n",
+            &far.ns.name,
+            "addr",
+            "add",
+            "203.0.113.20/24",
+            "dev",
+            &far.ifname,
+        ])?;
+        ip(&["-n", &far.ns.name, "link", "set", &far.ifname, "up"])?;
+        ip(&["-n", &switched.bonded.name, "link", "set", FAR_END, "up"])?;
+        std::mem::take(&mut guard.0);
+        switched.far = Some(far);
+        Ok(switched)
     }
 
     /// The bridge port the switch has learnt `mac` on, if any (`bridge fdb`).
@@ -775,11 +841,13 @@ impl Switched {
 
 impl Drop for Switched {
     fn drop(&mut self) {
-        drop(NsGuard(vec![
+        let mut names = vec![
             self.bonded.name.clone(),
             self.switch.name.clone(),
             self.host.ns.name.clone(),
-        ]));
+        ];
+        names.extend(self.far.as_ref().map(|f| f.ns.name.clone()));
+        drop(NsGuard(names));
     }
 }
 

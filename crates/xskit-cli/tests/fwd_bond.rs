@@ -1,0 +1,472 @@
+//! `xskit fwd` with a bond as one side: a host behind a Linux bridge (the switch) reaches a
+//! far host only through an xskit bond of two links into that bridge, forwarded to a plain
+//! link. Kernel TCP and ICMP cross it in every mode; active-backup fails over under load.
+
+mod common;
+
+use common::*;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use xskit_testbed::{Switched, FAR_END};
+
+/// Starts `xskit fwd -i bond0 -i xsf --bond bond0=xsb0,xsb1 --json EXTRA` in the bond's
+/// namespace and waits for its header.
+fn start_bond_fwd(sw: &Switched, extra: &[&str]) -> KillOnDrop {
+    let bond = format!("bond0={}", sw.members.join(","));
+    let mut args = vec![
+        "fwd", "-i", "bond0", "-i", FAR_END, "--bond", &bond, "--json",
+    ];
+    args.extend_from_slice(extra);
+    let mut child = sw
+        .bonded
+        .command(XSKIT)
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut header = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut header)
+        .unwrap();
+    assert!(header.starts_with("xskit fwd:"), "{args:?}: {header}");
+    KillOnDrop::new(child)
+}
+
+/// iperf3 from the switch's host to the far host, the far host sending (-R), so that the
+/// data leaves through the bond; returns the bytes received.
+fn iperf3_through(sw: &Switched, port: &str) -> u64 {
+    let far = sw.far.as_ref().unwrap();
+    let server: Child = far
+        .ns
+        .command("iperf3")
+        .args(["-s", "-1", "-p", port])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("iperf3 (scripts/setup.sh installs it)");
+    let server = KillOnDrop::new(server);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = sw
+        .host
+        .ns
+        .command("iperf3")
+        .args([
+            "-c",
+            &far.ip.to_string(),
+            "-p",
+            port,
+            "-t",
+            "1",
+            "-R",
+            "-P",
+            "4",
+        ])
+        .args(["-J"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    drop(server);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    j["end"]["sum_received"]["bytes"].as_u64().unwrap()
+}
+
+/// The bond side's counts in a report.
+fn bond_of(report: &serde_json::Value) -> &serde_json::Value {
+    &report["counters"]["ports"][0]["bond"]
+}
+
+fn member_tx(report: &serde_json::Value, i: usize) -> u64 {
+    bond_of(report)["members"][i]["tx_packets"]
+        .as_u64()
+        .unwrap()
+}
+
+fn kernel_tcp_crosses(mode: &[&str], port: &str) -> serde_json::Value {
+    let sw = Switched::with_far_host(2).unwrap();
+    let fwd = start_bond_fwd(&sw, mode);
+    let received = iperf3_through(&sw, port);
+    assert!(received > 1 << 20, "iperf3 moved {received} bytes");
+    let report = stop_fwd(fwd);
+    let bond = bond_of(&report);
+    let side_tx = report["counters"]["ports"][0]["tx_packets"]
+        .as_u64()
+        .unwrap();
+    assert!(side_tx > 0, "{report}");
+    assert_eq!(bond["tx_no_member"], 0, "{report}");
+    eprintln!("{mode:?}: {received} bytes; bond {bond}");
+    report
+}
+
+#[test]
+fn kernel_tcp_crosses_a_balance_rr_bond_on_both_members() {
+    if !privileged() {
+        return;
+    }
+    let report = kernel_tcp_crosses(&["--bond-mode", "balance-rr"], "5301");
+    let (a, b) = (member_tx(&report, 0), member_tx(&report, 1));
+    // Members in turn, one packet each: they differ by at most one per vector sent.
+    assert!(a > 0 && b > 0, "{report}");
+    assert!(a.abs_diff(b) * 10 < a + b, "rr spreads evenly: {a} and {b}");
+}
+
+#[test]
+fn kernel_tcp_crosses_a_balance_xor_bond_by_the_hash() {
+    if !privileged() {
+        return;
+    }
+    let report = kernel_tcp_crosses(
+        &["--bond-mode", "balance-xor", "--xmit-hash", "layer3+4"],
+        "5302",
+    );
+    let side_tx = report["counters"]["ports"][0]["tx_packets"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        member_tx(&report, 0) + member_tx(&report, 1),
+        side_tx,
+        "every packet the side sent went to exactly one member: {report}"
+    );
+    assert_eq!(bond_of(&report)["xmit_hash_policy"], "layer3+4");
+}
+
+#[test]
+fn kernel_tcp_crosses_an_active_backup_bond_on_the_primary_only() {
+    if !privileged() {
+        return;
+    }
+    let report = kernel_tcp_crosses(
+        &["--bond-mode", "active-backup", "--primary", "xsb1"],
+        "5303",
+    );
+    assert_eq!(bond_of(&report)["active"], "xsb1", "{report}");
+    assert_eq!(
+        member_tx(&report, 0),
+        0,
+        "the backup sends nothing: {report}"
+    );
+    assert!(member_tx(&report, 1) > 0, "{report}");
+}
+
+#[test]
+fn kernel_tcp_crosses_a_broadcast_bond_with_a_copy_on_each_member() {
+    if !privileged() {
+        return;
+    }
+    let report = kernel_tcp_crosses(&["--bond-mode", "broadcast"], "5304");
+    let (a, b) = (member_tx(&report, 0), member_tx(&report, 1));
+    assert_eq!(a, b, "a copy on every member: {report}");
+    assert_eq!(bond_of(&report)["tx_no_frame"], 0, "{report}");
+}
+
+/// ping's "N packets transmitted, M received".
+fn ping_counts(text: &str) -> (u64, u64) {
+    let line = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| panic!("ping's summary: {text}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+#[test]
+fn active_backup_fails_over_under_load_and_the_switch_follows() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let far = sw.far.as_ref().unwrap();
+    let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup"]);
+    // Pings every 2 ms from the far host: requests leave through the bond, replies come
+    // back through it. 1500 of them take 3 s; the active member's link is cut after 1 s.
+    let ping = far
+        .ns
+        .command("ping")
+        .args(["-n", "-q", "-i", "0.002", "-c", "1500", "-W", "1"])
+        .arg(sw.host.ip.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ping = KillOnDrop::new(ping);
+    std::thread::sleep(Duration::from_secs(1));
+    let before = sw.port_of(far.mac).unwrap();
+    assert_eq!(
+        before.as_deref(),
+        Some("sw0"),
+        "the switch learnt the active member"
+    );
+    let cut = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", "sw0", "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    let out = ping.take().wait_with_output().unwrap();
+    let (sent, received) = ping_counts(&String::from_utf8_lossy(&out.stdout));
+    let lost = sent - received;
+    eprintln!(
+        "active-backup failover under 500 pings/s: {lost} of {sent} lost, an outage of about \
+         {} ms",
+        lost * 2
+    );
+    assert!(
+        received > sent / 2,
+        "traffic continued on the backup: {received} of {sent} answered"
+    );
+    assert_eq!(
+        sw.port_of(far.mac).unwrap().as_deref(),
+        Some("sw1"),
+        "the switch learnt the new member from the traffic"
+    );
+    let report = stop_fwd(fwd);
+    let bond = bond_of(&report);
+    assert_eq!(bond["active"], "xsb1", "{report}");
+    assert_eq!(bond["failovers"], 1, "{report}");
+    assert_eq!(bond["members"][0]["up"], false, "{report}");
+    assert!(member_tx(&report, 1) > 0, "{report}");
+}
+
+#[test]
+fn members_with_different_mtus_are_refused() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let st = sw
+        .bonded
+        .command("ip")
+        .args(["link", "set", "xsb1", "mtu", "1400"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = sw
+        .bonded
+        .command(XSKIT)
+        .args([
+            "fwd",
+            "-i",
+            "bond0",
+            "-i",
+            FAR_END,
+            "--bond",
+            "bond0=xsb0,xsb1",
+        ])
+        .args(["-d", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("different MTUs") && err.contains("xsb1 has 1400"),
+        "{err}"
+    );
+    let link = sw
+        .bonded
+        .command("ip")
+        .args(["-d", "link", "show", "xsb0"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&link.stdout).contains("prog/xdp"),
+        "nothing left attached"
+    );
+}
+
+/// Bad bond options, refused before anything is opened (no privileges needed).
+#[test]
+fn bad_bond_options_are_refused_with_what_to_do() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-i", "a", "-i", "b", "--bond", "bond0"], "NAME=IFACE"),
+        (&["-i", "bond0", "-i", "b", "--bond", "bond0=x,"], "empty"),
+        (&["-i", "a", "-i", "b", "--bond", "bond0=x,y"], "not used"),
+        (
+            &["-i", "bond0", "-i", "b", "--bond", "bond0=x,x"],
+            "x is used twice",
+        ),
+        (
+            &["-i", "bond0", "-i", "x", "--bond", "bond0=x,y"],
+            "x is used twice",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=x,y",
+                "--bond-mode",
+                "802.3ad",
+            ],
+            "LACP is not available yet",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=x,y",
+                "--bond-mode",
+                "roundrobin",
+            ],
+            "balance-rr",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=x,y",
+                "--xmit-hash",
+                "layer5",
+            ],
+            "layer3+4",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=x,y",
+                "--primary",
+                "z",
+            ],
+            "takes --bond-mode active-backup",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=x,y",
+                "--bond-mode",
+                "1",
+                "--primary",
+                "z",
+            ],
+            "no bond's member",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=x,y",
+                "--xdp-forward",
+            ],
+            "does not go through a bond",
+        ),
+        (
+            &[
+                "-i",
+                "bond0",
+                "-i",
+                "b",
+                "--bond",
+                "bond0=a,b,c,d,e,f,g,h,i",
+            ],
+            "1 to 8 members",
+        ),
+    ];
+    for (args, expect) in cases {
+        let out = std::process::Command::new(XSKIT)
+            .arg("fwd")
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn active_backup_failover_loss_under_a_udp_stream_is_measured() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let far = sw.far.as_ref().unwrap();
+    let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup"]);
+    let server = sw
+        .host
+        .ns
+        .command("iperf3")
+        .args(["-s", "-1", "-p", "5305"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("iperf3 (scripts/setup.sh installs it)");
+    let server = KillOnDrop::new(server);
+    std::thread::sleep(Duration::from_millis(300));
+    // 100 Mbit/s of 1000-byte datagrams (12,500 a second) from the far host, out through
+    // the bond; the active member's link is cut after one of the three seconds.
+    let client = far
+        .ns
+        .command("iperf3")
+        .args([
+            "-c",
+            &sw.host.ip.to_string(),
+            "-p",
+            "5305",
+            "-u",
+            "-b",
+            "100M",
+        ])
+        .args(["-l", "1000", "-t", "3", "-J"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = KillOnDrop::new(client);
+    std::thread::sleep(Duration::from_secs(1));
+    let cut = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", "sw0", "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    let out = client.take().wait_with_output().unwrap();
+    drop(server);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = &j["end"]["sum"];
+    let (sent, lost) = (
+        sum["packets"].as_u64().unwrap(),
+        sum["lost_packets"].as_u64().unwrap(),
+    );
+    let report = stop_fwd(fwd);
+    let bond = bond_of(&report);
+    eprintln!(
+        "active-backup failover under 12,500 datagrams/s: {lost} of {sent} lost (about {} ms \
+         of the stream); bond {bond}",
+        lost * 1000 / 12_500
+    );
+    assert_eq!(bond["failovers"], 1, "{report}");
+    assert!(lost * 2 < sent, "the stream continued on the backup: {j}");
+    assert!(member_tx(&report, 1) > 0, "{report}");
+}

@@ -1,0 +1,375 @@
+//! A bond as one side of the forwarder: AF_XDP sockets on every member's queue behind one
+//! [`BondPort`] per worker, and one controller (the forwarder's own thread) that watches
+//! the members' links and tells every worker which members are up and which is active.
+//!
+//! The controller decides the active member and publishes it with the carrier states, so
+//! every worker's bond agrees whatever rounds it skipped; a worker applies a change at the
+//! start of its next round (one atomic load per round when nothing changed).
+
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use xskit::sync::LockUnpoisoned;
+use xskit::{Frame, Interface, Umem};
+use xskit_bond::{BondMode, BondPort, BondStats, LinkMonitor};
+use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
+
+use crate::error::{Error, Result};
+
+/// A bond of interfaces, used as one side of the forwarder under its own name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BondConfig {
+    /// The bond's name, given among the forwarder's interfaces where the bond is meant.
+    pub name: String,
+    /// Its members (1 to 8 interfaces).
+    pub members: Vec<String>,
+    /// How it spreads what it transmits.
+    pub mode: BondMode,
+    /// active-backup: the member that is active whenever it is up (bonding's `primary` with
+    /// `primary_reselect=always`).
+    pub primary: Option<String>,
+    /// How long a member's carrier must be up before it is used again.
+    pub updelay: Duration,
+    /// How long a member's carrier must be down before it stops being used.
+    pub downdelay: Duration,
+}
+
+impl BondConfig {
+    /// A bond `name` of `members` in `mode`, no primary, no delays.
+    pub fn new<S: Into<String>>(
+        name: impl Into<String>,
+        members: impl IntoIterator<Item = S>,
+        mode: BondMode,
+    ) -> Self {
+        BondConfig {
+            name: name.into(),
+            members: members.into_iter().map(Into::into).collect(),
+            mode,
+            primary: None,
+            updelay: Duration::ZERO,
+            downdelay: Duration::ZERO,
+        }
+    }
+}
+
+xskit::config_setters!(BondConfig {
+    /// Sets the primary member (active-backup).
+    primary: Option<String>,
+    /// Sets the up delay.
+    updelay: Duration,
+    /// Sets the down delay.
+    downdelay: Duration,
+});
+
+/// One member's counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemberCount {
+    /// The member interface.
+    pub interface: String,
+    /// Its carrier as the bond uses it (after updelay/downdelay).
+    pub up: bool,
+    /// Whether it is the active member (active-backup).
+    pub active: bool,
+    /// Packets received on it and passed on.
+    pub rx_packets: u64,
+    /// Packets the bond gave it to transmit.
+    pub tx_packets: u64,
+    /// Of those, packets its tx ring had no room for (dropped).
+    pub tx_dropped: u64,
+    /// Packets that arrived on it while it was not the active member, dropped.
+    pub rx_inactive: u64,
+    /// Packets its device transmitted since the forwarder started.
+    pub device_tx_packets: u64,
+    /// The kernel's drops on its sockets (rx ring full, invalid descriptors).
+    pub socket_rx_dropped: u64,
+}
+
+/// A bond's counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BondCount {
+    /// balance-rr, active-backup, balance-xor or broadcast.
+    pub mode: &'static str,
+    /// The transmit hash policy (balance-xor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xmit_hash_policy: Option<&'static str>,
+    /// The active member (active-backup).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active: Option<String>,
+    /// Times the active member changed (active-backup).
+    pub failovers: u64,
+    /// Carrier changes the bond acted on.
+    pub link_changes: u64,
+    /// Packets dropped because no member was up.
+    pub tx_no_member: u64,
+    /// Broadcast copies not made for want of free frames.
+    pub tx_no_frame: u64,
+    /// Per member, in member order.
+    pub members: Vec<MemberCount>,
+}
+
+/// Which members are up and which is active, as the controller last published them.
+#[derive(Debug)]
+pub(crate) struct BondControl {
+    generation: AtomicU64,
+    state: Mutex<(Vec<bool>, Option<usize>)>,
+}
+
+impl BondControl {
+    fn new(members: usize) -> Self {
+        BondControl {
+            generation: AtomicU64::new(0),
+            state: Mutex::new((vec![true; members], Some(0))),
+        }
+    }
+
+    fn publish(&self, up: &[bool], active: Option<usize>) {
+        *self.state.lock_unpoisoned() = (up.to_vec(), active);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A worker's bond: the port, where its changes come from, and where its counters go.
+pub(crate) struct BondedPort {
+    port: BondPort<XskPort>,
+    control: Arc<BondControl>,
+    seen: u64,
+    stats: Arc<Mutex<BondStats>>,
+}
+
+/// What a worker serves on one side: an interface, or a bond of them.
+// A worker holds two of these: the plain port stays inline, off a pointer on the data path.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Side {
+    One(XskPort),
+    Bond(Box<BondedPort>),
+}
+
+impl Side {
+    /// A bond over `members`' sockets (one per member, in member order), following
+    /// `runtime`'s member changes; and where its counters are published.
+    pub(crate) fn bond(
+        members: Vec<XskPort>,
+        config: &BondConfig,
+        runtime: &BondRuntime,
+    ) -> Result<(Self, Arc<Mutex<BondStats>>)> {
+        let port = BondPort::new(members, config.mode).map_err(Error::Bond)?;
+        let stats = Arc::new(Mutex::new(BondStats::default()));
+        let mut bonded = BondedPort {
+            port,
+            control: Arc::clone(&runtime.control),
+            seen: u64::MAX,
+            stats: Arc::clone(&stats),
+        };
+        bonded.sync();
+        Ok((Side::Bond(Box::new(bonded)), stats))
+    }
+
+    /// The member ports' sockets, in member order.
+    pub(crate) fn sockets(&mut self) -> Vec<xskit::SocketHandle> {
+        match self {
+            Side::One(p) => vec![p.socket().handle()],
+            Side::Bond(b) => {
+                let mut out = Vec::new();
+                let mut i = 0;
+                while let Some(p) = b.port.member(i) {
+                    out.push(p.socket().handle());
+                    i += 1;
+                }
+                out
+            }
+        }
+    }
+}
+
+impl BondedPort {
+    fn sync(&mut self) {
+        let generation = self.control.generation.load(Ordering::Acquire);
+        if generation == self.seen {
+            return;
+        }
+        self.seen = generation;
+        let (up, active) = self.control.state.lock_unpoisoned().clone();
+        for (i, &u) in up.iter().enumerate() {
+            // Indices come from the bond's own member list: they exist.
+            let _ = self.port.set_up(i, u);
+        }
+        if let Some(a) = active {
+            let _ = self.port.set_active(a);
+        }
+    }
+}
+
+/// What the forwarder's workers need of a side beyond the pipeline's port: member changes
+/// and member counters. In-memory test ports have neither.
+pub(crate) trait SidePort: PipelinePort {
+    /// Applies the member changes published since the last call.
+    fn sync_members(&mut self) {}
+    /// Makes the member counters visible to the forwarder's reader.
+    fn publish_members(&self) {}
+}
+
+impl SidePort for Side {
+    fn sync_members(&mut self) {
+        if let Side::Bond(b) = self {
+            b.sync();
+        }
+    }
+    fn publish_members(&self) {
+        if let Side::Bond(b) = self {
+            *b.stats.lock_unpoisoned() = b.port.stats();
+        }
+    }
+}
+
+/// Calls the same method on whichever port a side holds.
+macro_rules! on_side {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            Side::One($p) => $e,
+            Side::Bond(b) => {
+                let $p = &mut b.port;
+                $e
+            }
+        }
+    };
+}
+
+impl PipelinePort for Side {
+    fn refill(&mut self, umem: &Umem, pool: &mut FramePool) -> xskit_pipeline::Result<()> {
+        on_side!(self, p => p.refill(umem, pool))
+    }
+    fn receive(
+        &mut self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        out: &mut Vec<Frame>,
+        max: usize,
+    ) -> xskit_pipeline::Result<usize> {
+        on_side!(self, p => p.receive(umem, pool, out, max))
+    }
+    fn send(
+        &mut self,
+        umem: &Umem,
+        frames: &mut Vec<Frame>,
+        pool: &mut FramePool,
+    ) -> xskit_pipeline::Result<usize> {
+        on_side!(self, p => p.send(umem, frames, pool))
+    }
+    fn complete(&mut self, pool: &mut FramePool) -> usize {
+        on_side!(self, p => p.complete(pool))
+    }
+    fn recycle(&mut self, frames: &mut Vec<Frame>, pool: &mut FramePool) {
+        on_side!(self, p => p.recycle(frames, pool))
+    }
+    fn in_flight(&self) -> usize {
+        match self {
+            Side::One(p) => p.in_flight(),
+            Side::Bond(b) => b.port.in_flight(),
+        }
+    }
+    fn tx_in_flight(&self) -> usize {
+        match self {
+            Side::One(p) => p.tx_in_flight(),
+            Side::Bond(b) => b.port.tx_in_flight(),
+        }
+    }
+    fn flush(&mut self) -> xskit_pipeline::Result<()> {
+        on_side!(self, p => p.flush())
+    }
+    fn ring_occupancy(&mut self) -> Option<RingOccupancy> {
+        on_side!(self, p => p.ring_occupancy())
+    }
+    fn readiness<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) {
+        match self {
+            Side::One(p) => p.readiness(fds),
+            Side::Bond(b) => b.port.readiness(fds),
+        }
+    }
+}
+
+/// A bond's controller: watches its members' links and publishes who is up and active.
+#[derive(Debug)]
+pub(crate) struct BondRuntime {
+    pub(crate) control: Arc<BondControl>,
+    monitor: LinkMonitor,
+    up: Vec<bool>,
+    active: Option<usize>,
+    primary: Option<usize>,
+    pub(crate) failovers: u64,
+    pub(crate) link_changes: u64,
+    /// When the last change was published.
+    pub(crate) last_change: Option<Instant>,
+}
+
+impl BondRuntime {
+    /// Starts watching `members` of `config` (already checked: they exist, the primary is
+    /// one of them).
+    pub(crate) fn new(config: &BondConfig, members: &[Interface]) -> Result<Self> {
+        let monitor =
+            LinkMonitor::new(members, config.updelay, config.downdelay).map_err(Error::Bond)?;
+        let primary = config
+            .primary
+            .as_ref()
+            .and_then(|p| config.members.iter().position(|m| m == p));
+        let mut runtime = BondRuntime {
+            control: Arc::new(BondControl::new(members.len())),
+            up: monitor.up().to_vec(),
+            monitor,
+            active: None,
+            primary,
+            failovers: 0,
+            link_changes: 0,
+            last_change: None,
+        };
+        runtime.choose_active();
+        runtime.failovers = 0;
+        runtime
+            .control
+            .publish(&runtime.up, runtime.active.or(Some(0)));
+        Ok(runtime)
+    }
+
+    /// The primary when it is up; else the active member while it stays up; else the first
+    /// member that is up.
+    fn choose_active(&mut self) {
+        let before = self.active;
+        self.active = match self.primary {
+            Some(p) if self.up[p] => Some(p),
+            _ => match self.active {
+                Some(a) if self.up[a] => Some(a),
+                _ => self.up.iter().position(|&u| u),
+            },
+        };
+        if self.active != before {
+            self.failovers += 1;
+        }
+    }
+
+    /// Waits up to `timeout` for link changes and publishes them; true if any came.
+    pub(crate) fn poll(&mut self, timeout: Duration) -> Result<bool> {
+        let changes = self.monitor.poll(Some(timeout)).map_err(Error::Bond)?;
+        if changes.is_empty() {
+            return Ok(false);
+        }
+        for c in &changes {
+            self.up[c.member] = c.up;
+        }
+        self.link_changes += changes.len() as u64;
+        self.choose_active();
+        self.control.publish(&self.up, self.active);
+        self.last_change = Some(Instant::now());
+        Ok(true)
+    }
+
+    pub(crate) fn up(&self) -> &[bool] {
+        &self.up
+    }
+
+    pub(crate) fn active(&self) -> Option<usize> {
+        self.active
+    }
+}
