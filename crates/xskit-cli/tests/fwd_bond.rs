@@ -470,3 +470,61 @@ fn active_backup_failover_loss_under_a_udp_stream_is_measured() {
     assert!(lost * 2 < sent, "the stream continued on the backup: {j}");
     assert!(member_tx(&report, 1) > 0, "{report}");
 }
+
+#[test]
+fn a_member_deleted_while_running_stops_the_forwarder_with_a_clear_error() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let mut child = sw
+        .bonded
+        .command(XSKIT)
+        .args([
+            "fwd",
+            "-i",
+            "bond0",
+            "-i",
+            FAR_END,
+            "--bond",
+            "bond0=xsb0,xsb1",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let fwd = KillOnDrop::new(child);
+    let mut header = String::new();
+    stderr.read_line(&mut header).unwrap();
+    assert!(header.starts_with("xskit fwd:"), "{header}");
+    let del = sw
+        .bonded
+        .command("ip")
+        .args(["link", "del", "xsb1"])
+        .status()
+        .unwrap();
+    assert!(del.success());
+    let out = fwd.take().wait_with_output().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("stopped early") && err.contains("xsb1"),
+        "{err}"
+    );
+    eprintln!("{err}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+    let link = sw
+        .bonded
+        .command("ip")
+        .args(["-d", "link", "show", "xsb0"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&link.stdout).contains("prog/xdp"),
+        "nothing left attached to the other member"
+    );
+}

@@ -931,6 +931,22 @@ impl Forwarder {
             .collect()
     }
 
+    /// What vanished (an interface, or xskit's program from one), if anything did: a bond's
+    /// member says which bond it belonged to.
+    fn lost(&self) -> Option<String> {
+        self.filters.iter().enumerate().find_map(|(i, f)| {
+            let what = f.program().lost()?;
+            Some(match &self.bonds[self.side_of(i)] {
+                Some((bond, _)) => format!(
+                    "{what} (a member of bond {}: a bond that loses a member stops rather than \
+                     carry on without it; start it again with the members that remain)",
+                    bond.name
+                ),
+                None => what,
+            })
+        })
+    }
+
     /// The side interface `i` (an index into the filters) belongs to.
     fn side_of(&self, i: usize) -> usize {
         self.sides.iter().position(|r| r.contains(&i)).unwrap_or(0)
@@ -1200,7 +1216,7 @@ impl Forwarder {
                 if now >= next_watch {
                     // A device deleted or moved, or our program detached from outside: the
                     // workers may see nothing wrong (an idle socket), so look.
-                    lost = self.filters.iter().find_map(|f| f.program().lost());
+                    lost = self.lost();
                     if lost.is_some() {
                         break;
                     }
@@ -1231,7 +1247,7 @@ impl Forwarder {
         });
         // A worker's error after a device vanished says less than what vanished.
         if lost.is_none() && failed.load(Ordering::Relaxed) {
-            lost = self.filters.iter().find_map(|f| f.program().lost());
+            lost = self.lost();
         }
         let seconds = start.elapsed().as_secs_f64();
         let mut frames = FrameReport {
