@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The Linux bond's transmit hashes for XDP programs: xskit_bond_hash() gives,
+ * The Linux bond's transmit hashes for XDP programs (and DPDK's, as policies
+ * 16 to 18): xskit_bond_hash() gives,
  * for the frame in [data, data_end), the hash a Linux bond with
  * xmit_hash_policy `policy` computes (bond_xmit_hash in
  * drivers/net/bonding/bond_main.c, as a little-endian CPU computes it); the
@@ -17,7 +18,8 @@
 
 #include <linux/bpf.h>
 
-/* Linux's BOND_XMIT_POLICY_* numbers. */
+/* Linux's BOND_XMIT_POLICY_* numbers, then DPDK's bonding PMD's policies
+ * (which Linux does not have) from 16. */
 enum xskit_xmit_policy {
 	XSKIT_XMIT_LAYER2 = 0,
 	XSKIT_XMIT_LAYER34 = 1,
@@ -25,12 +27,86 @@ enum xskit_xmit_policy {
 	XSKIT_XMIT_ENCAP23 = 3,
 	XSKIT_XMIT_ENCAP34 = 4,
 	XSKIT_XMIT_VLAN_SRCMAC = 5,
+	XSKIT_XMIT_DPDK_L2 = 16,
+	XSKIT_XMIT_DPDK_L23 = 17,
+	XSKIT_XMIT_DPDK_L34 = 18,
 };
 
 /* A 32-bit field as a little-endian CPU loads it (the kernel's raw __be32). */
 static __always_inline __u32 xskit_le32(const unsigned char *p)
 {
 	return (__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24;
+}
+
+/* A 16-bit field as a little-endian CPU loads it. */
+static __always_inline __u32 xskit_le16(const unsigned char *p)
+{
+	return (__u32)p[0] | (__u32)p[1] << 8;
+}
+
+/*
+ * DPDK's bonding PMD hashes (burst_xmit_l2/l23/l34_hash in rte_eth_bond_pmd.c):
+ * the MACs as 16-bit words, the IP addresses, and TCP/UDP ports. DPDK reads
+ * without bounds; here a header cut short contributes nothing.
+ */
+static __always_inline __u32 xskit_dpdk_hash(const unsigned char *p, const unsigned char *end,
+					     __u32 policy)
+{
+	const unsigned char *l3 = p + 14;
+	__u32 eth, l3hash = 0, l4hash = 0, h;
+	__u16 proto;
+
+	if (p + 14 > end)
+		return 0;
+	eth = xskit_le16(p) ^ xskit_le16(p + 2) ^ xskit_le16(p + 4) ^
+	      xskit_le16(p + 6) ^ xskit_le16(p + 8) ^ xskit_le16(p + 10);
+	if (policy == XSKIT_XMIT_DPDK_L2)
+		return eth ^ (eth >> 8);
+	proto = (__u16)p[12] << 8 | p[13];
+	/* One 802.1Q or 802.1ad tag, then one more 802.1Q tag. */
+	if (proto == 0x8100 || proto == 0x88a8) {
+		if (p + 18 > end)
+			goto fold;
+		proto = (__u16)p[16] << 8 | p[17];
+		l3 = p + 18;
+		if (proto == 0x8100) {
+			if (p + 22 > end)
+				goto fold;
+			proto = (__u16)p[20] << 8 | p[21];
+			l3 = p + 22;
+		}
+	}
+	if (proto == 0x0800) {
+		if (l3 + 20 > end)
+			goto fold;
+		l3hash = xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16);
+		if (policy == XSKIT_XMIT_DPDK_L34 && !((l3[6] & 0x3f) | l3[7])) {
+			const unsigned char *l4 = l3 + (__u32)(l3[0] & 0x0f) * 4;
+
+			/* DPDK reads the ports when the header ends before the frame does. */
+			if (l3[9] == 6) {
+				if (l4 + 21 <= end)
+					l4hash = xskit_le16(l4) ^ xskit_le16(l4 + 2);
+			} else if (l3[9] == 17) {
+				if (l4 + 9 <= end)
+					l4hash = xskit_le16(l4) ^ xskit_le16(l4 + 2);
+			}
+		}
+	} else if (proto == 0x86dd) {
+		if (l3 + 40 > end)
+			goto fold;
+		l3hash = xskit_le32(l3 + 8) ^ xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16) ^
+			 xskit_le32(l3 + 20) ^ xskit_le32(l3 + 24) ^ xskit_le32(l3 + 28) ^
+			 xskit_le32(l3 + 32) ^ xskit_le32(l3 + 36);
+		if (policy == XSKIT_XMIT_DPDK_L34 && (l3[6] == 6 || l3[6] == 17) &&
+		    l3 + 44 <= end)
+			l4hash = xskit_le16(l3 + 40) ^ xskit_le16(l3 + 42);
+	}
+fold:
+	h = policy == XSKIT_XMIT_DPDK_L23 ? eth ^ l3hash : l3hash ^ l4hash;
+	h ^= h >> 16;
+	h ^= h >> 8;
+	return h;
 }
 
 /* ICMP types whose header carries an identifier (icmp_has_id). */
@@ -83,6 +159,8 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 	__u32 eth, addrs, transport = 0, h;
 	__u16 proto;
 
+	if (policy >= XSKIT_XMIT_DPDK_L2)
+		return xskit_dpdk_hash(p, end, policy);
 	if (p + 14 > end)
 		return 0;
 	proto = (__u16)p[12] << 8 | p[13];

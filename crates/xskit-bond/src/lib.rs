@@ -141,7 +141,7 @@ impl BpfHasher {
         )
         .map_err(bpf("opening the policy map"))?;
         policies
-            .set(0, policy.linux_id(), 0)
+            .set(0, policy.id(), 0)
             .map_err(bpf("setting the policy"))?;
         let program: &Xdp = self
             .ebpf

@@ -156,7 +156,7 @@ impl XdpBond {
         let usable = self.state.usable();
         let active_slot = self.state.active_slot() as u32;
         let (policy, per) = match self.mode {
-            XdpBondMode::BalanceXor(p) => (p.linux_id(), 0),
+            XdpBondMode::BalanceXor(p) => (p.id(), 0),
             XdpBondMode::BalanceRr { packets_per_slave } => (0, packets_per_slave),
             XdpBondMode::ActiveBackup => (0, 0),
         };

@@ -83,7 +83,7 @@ fn shapes() -> impl Strategy<Value = Shape> {
 }
 
 fn agree(hasher: &mut BpfHasher, frame: &[u8]) -> Result<(), String> {
-    for policy in XmitHashPolicy::ALL {
+    for policy in XmitHashPolicy::ALL.into_iter().chain(XmitHashPolicy::DPDK) {
         let c = hasher.hash(policy, frame).map_err(|e| e.to_string())?;
         let rust = xmit_hash(policy, frame);
         if c != rust {
@@ -187,5 +187,19 @@ fn c_and_rust_agree_on_edge_cases() {
     for s in &cases {
         let f = frame(s);
         agree(&mut hasher, &f).unwrap();
+    }
+    // Two tags, 802.1ad then 802.1Q (DPDK skips both), cut at every length.
+    for protocol in [6, 17] {
+        let plain = frame(&Shape {
+            protocol,
+            ..base.clone()
+        });
+        for cut in 14..plain.len() + 8 {
+            let mut qinq = plain[..12].to_vec();
+            qinq.extend_from_slice(&[0x88, 0xa8, 0, 5, 0x81, 0x00, 0, 7]);
+            qinq.extend_from_slice(&plain[12..]);
+            qinq.truncate(cut);
+            agree(&mut hasher, &qinq).unwrap();
+        }
     }
 }

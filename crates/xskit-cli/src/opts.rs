@@ -222,7 +222,8 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
-/// A transmit hash policy, named as Linux's xmit_hash_policy.
+/// A transmit hash policy, named as Linux's xmit_hash_policy, or one of DPDK's bonding
+/// PMD's, named apart (`dpdk-l2`, `dpdk-l23`, `dpdk-l34`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub(crate) enum PolicyArg {
     #[value(name = "layer2")]
@@ -237,6 +238,15 @@ pub(crate) enum PolicyArg {
     Encap34,
     #[value(name = "vlan+srcmac")]
     VlanSrcMac,
+    /// DPDK's bonding PMD's l2 (not a Linux policy).
+    #[value(name = "dpdk-l2")]
+    DpdkL2,
+    /// DPDK's bonding PMD's l23 (not a Linux policy).
+    #[value(name = "dpdk-l23")]
+    DpdkL23,
+    /// DPDK's bonding PMD's l34 (not a Linux policy).
+    #[value(name = "dpdk-l34")]
+    DpdkL34,
 }
 
 impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
@@ -248,6 +258,9 @@ impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
             PolicyArg::Encap23 => xskit_bond::XmitHashPolicy::Encap23,
             PolicyArg::Encap34 => xskit_bond::XmitHashPolicy::Encap34,
             PolicyArg::VlanSrcMac => xskit_bond::XmitHashPolicy::VlanSrcMac,
+            PolicyArg::DpdkL2 => xskit_bond::XmitHashPolicy::DpdkL2,
+            PolicyArg::DpdkL23 => xskit_bond::XmitHashPolicy::DpdkL23,
+            PolicyArg::DpdkL34 => xskit_bond::XmitHashPolicy::DpdkL34,
         }
     }
 }

@@ -92,6 +92,35 @@ fn bond_hash_names_each_packets_member() {
 }
 
 #[test]
+fn bond_hash_takes_dpdks_policies_named_apart() {
+    let file = pcap("dpdk", &[udp(1000)]);
+    let out = Command::new(XSKIT)
+        .args([
+            "bond",
+            "hash",
+            "--policy",
+            "dpdk-l34",
+            "--members",
+            "2",
+            "--json",
+        ])
+        .arg("--pcap")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["policy"], "dpdk-l34");
+    // By hand: the addresses loaded little-endian, 0x016433c6 ^ 0x097100cb = 0x0815330d; the
+    // ports 1000 and 53, 0xe803 ^ 0x3500 = 0xdd03; together 0x0815ee0e; ^ >> 16 gives
+    // 0x0815e61b, ^ >> 8 gives 0x081df3fd.
+    assert_eq!(json["packets"][0]["hash"].as_u64().unwrap(), 0x081d_f3fd);
+    assert_eq!(json["packets"][0]["member"].as_u64().unwrap(), 1);
+}
+
+#[test]
 fn bond_hash_bad_input_gets_clear_errors() {
     let file = pcap("one", &[udp(1)]);
     let not_pcap = std::env::temp_dir().join(format!("xskit-bond-{}.txt", std::process::id()));

@@ -8,6 +8,12 @@
 //! (`crates/xskit-cli/tests/guest.rs`). The encap policies dissect inner headers of IP-in-IP
 //! and GRE tunnels in Linux; here they hash the outer headers, as Linux does for traffic that
 //! is not tunnelled.
+//!
+//! DPDK's bonding PMD hashes differently (`burst_xmit_l2_hash`, `_l23_` and `_l34_` in
+//! `drivers/net/bonding/rte_eth_bond_pmd.c`): those are here too, as the `dpdk-l2`,
+//! `dpdk-l23` and `dpdk-l34` policies, so that an xskit bond facing a DPDK bond can spread
+//! flows the way the DPDK side does. DPDK reads headers without checking the frame's length;
+//! here a header cut short contributes nothing (DPDK would read whatever follows the frame).
 
 use crate::{ethernet, ip_protocol, ipv4, ipv6, EtherType};
 
@@ -26,10 +32,23 @@ pub enum XmitHashPolicy {
     Encap34,
     /// `vlan+srcmac`: the VLAN id and the source MAC address.
     VlanSrcMac,
+    /// DPDK's `l2`: the MAC addresses, 16 bits at a time. Not a Linux policy.
+    DpdkL2,
+    /// DPDK's `l23`: DPDK's l2 and the IP addresses. Not a Linux policy.
+    DpdkL23,
+    /// DPDK's `l34`: the IP addresses and the TCP or UDP ports, no MACs. Not a Linux policy.
+    DpdkL34,
 }
 
 impl XmitHashPolicy {
-    /// Every policy.
+    /// DPDK's bonding PMD's policies.
+    pub const DPDK: [XmitHashPolicy; 3] = [
+        XmitHashPolicy::DpdkL2,
+        XmitHashPolicy::DpdkL23,
+        XmitHashPolicy::DpdkL34,
+    ];
+
+    /// Every Linux policy.
     pub const ALL: [XmitHashPolicy; 6] = [
         XmitHashPolicy::Layer2,
         XmitHashPolicy::Layer23,
@@ -48,16 +67,23 @@ impl XmitHashPolicy {
             XmitHashPolicy::Encap23 => "encap2+3",
             XmitHashPolicy::Encap34 => "encap3+4",
             XmitHashPolicy::VlanSrcMac => "vlan+srcmac",
+            XmitHashPolicy::DpdkL2 => "dpdk-l2",
+            XmitHashPolicy::DpdkL23 => "dpdk-l23",
+            XmitHashPolicy::DpdkL34 => "dpdk-l34",
         }
     }
 
     /// The policy of a name, as [`XmitHashPolicy::name`] gives it.
     pub fn from_name(name: &str) -> Option<Self> {
-        XmitHashPolicy::ALL.into_iter().find(|p| p.name() == name)
+        XmitHashPolicy::ALL
+            .into_iter()
+            .chain(XmitHashPolicy::DPDK)
+            .find(|p| p.name() == name)
     }
 
-    /// Linux's number for the policy (`BOND_XMIT_POLICY_*`), which `xskit_bond.h` takes too.
-    pub fn linux_id(self) -> u32 {
+    /// The number `xskit_bond.h` takes for the policy: Linux's `BOND_XMIT_POLICY_*` for
+    /// Linux's policies, 16 to 18 for DPDK's (which Linux does not have).
+    pub fn id(self) -> u32 {
         match self {
             XmitHashPolicy::Layer2 => 0,
             XmitHashPolicy::Layer34 => 1,
@@ -65,6 +91,9 @@ impl XmitHashPolicy {
             XmitHashPolicy::Encap23 => 3,
             XmitHashPolicy::Encap34 => 4,
             XmitHashPolicy::VlanSrcMac => 5,
+            XmitHashPolicy::DpdkL2 => 16,
+            XmitHashPolicy::DpdkL23 => 17,
+            XmitHashPolicy::DpdkL34 => 18,
         }
     }
 
@@ -185,8 +214,12 @@ fn dissect(ethertype: u16, l3: &[u8], ports: bool) -> Option<Flow> {
 /// The hash the Linux bond computes for `frame` (an Ethernet frame as it leaves: in-band
 /// VLAN tags included) under `policy`. The member is `hash % members`.
 pub fn xmit_hash(policy: XmitHashPolicy, frame: &[u8]) -> u32 {
-    if policy == XmitHashPolicy::VlanSrcMac {
-        return vlan_srcmac_hash(frame);
+    match policy {
+        XmitHashPolicy::VlanSrcMac => return vlan_srcmac_hash(frame),
+        XmitHashPolicy::DpdkL2 | XmitHashPolicy::DpdkL23 | XmitHashPolicy::DpdkL34 => {
+            return dpdk_hash(policy, frame)
+        }
+        _ => {}
     }
     if frame.len() < ethernet::HEADER_LEN {
         return 0;
@@ -218,6 +251,92 @@ pub fn xmit_hash(policy: XmitHashPolicy, frame: &[u8]) -> u32 {
     hash
 }
 
+/// A 16-bit field as a little-endian CPU loads it; 0 past the end.
+fn le16_at(frame: &[u8], at: usize) -> u32 {
+    frame
+        .get(at..at + 2)
+        .map_or(0, |b| u32::from(u16::from_le_bytes([b[0], b[1]])))
+}
+
+/// A 32-bit field as a little-endian CPU loads it.
+fn le32_at(frame: &[u8], at: usize) -> u32 {
+    word([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]])
+}
+
+/// DPDK's hashes (`ether_hash`, `ipv4_hash`, `ipv6_hash` and `burst_xmit_l*_hash`).
+fn dpdk_hash(policy: XmitHashPolicy, frame: &[u8]) -> u32 {
+    if frame.len() < ethernet::HEADER_LEN {
+        return 0;
+    }
+    // The MAC addresses as three 16-bit words each.
+    let eth = (0..3).fold(0, |h, i| {
+        h ^ le16_at(frame, 2 * i) ^ le16_at(frame, 6 + 2 * i)
+    });
+    if policy == XmitHashPolicy::DpdkL2 {
+        return eth ^ (eth >> 8);
+    }
+    // DPDK skips one 802.1Q or 802.1ad tag, then one more 802.1Q tag.
+    let be16 = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let mut proto = be16(12);
+    let mut l3 = ethernet::HEADER_LEN;
+    if matches!(proto, Some(0x8100 | 0x88a8)) {
+        proto = be16(16);
+        l3 = 18;
+        if proto == Some(0x8100) {
+            proto = be16(20);
+            l3 = 22;
+        }
+    }
+    let ports = |l4: usize, header: usize| -> u32 {
+        // DPDK takes IPv4's ports only when the header ends before the frame does.
+        if l4 + header < frame.len() {
+            le16_at(frame, l4) ^ le16_at(frame, l4 + 2)
+        } else {
+            0
+        }
+    };
+    let (mut l3hash, mut l4hash) = (0, 0);
+    match proto {
+        Some(0x0800) if frame.len() >= l3 + 20 => {
+            l3hash = le32_at(frame, l3 + 12) ^ le32_at(frame, l3 + 16);
+            let fragment = u16::from_be_bytes([frame[l3 + 6], frame[l3 + 7]]) & 0x3fff;
+            if policy == XmitHashPolicy::DpdkL34 && fragment == 0 {
+                let l4 = l3 + usize::from(frame[l3] & 0x0f) * 4;
+                l4hash = match frame[l3 + 9] {
+                    ip_protocol::TCP => ports(l4, 20),
+                    ip_protocol::UDP => ports(l4, 8),
+                    _ => 0,
+                };
+            }
+        }
+        Some(0x86dd) if frame.len() >= l3 + 40 => {
+            l3hash = (8..40)
+                .step_by(4)
+                .fold(0, |h, at| h ^ le32_at(frame, l3 + at));
+            // No extension headers: the next header is the transport's or nothing.
+            if policy == XmitHashPolicy::DpdkL34
+                && matches!(frame[l3 + 6], ip_protocol::TCP | ip_protocol::UDP)
+                && frame.len() >= l3 + 44
+            {
+                l4hash = le16_at(frame, l3 + 40) ^ le16_at(frame, l3 + 42);
+            }
+        }
+        _ => {}
+    }
+    let mut hash = if policy == XmitHashPolicy::DpdkL23 {
+        eth ^ l3hash
+    } else {
+        l3hash ^ l4hash
+    };
+    hash ^= hash >> 16;
+    hash ^= hash >> 8;
+    hash
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +353,98 @@ mod tests {
         f[34..36].copy_from_slice(&sport.to_be_bytes());
         f[36..38].copy_from_slice(&dport.to_be_bytes());
         f
+    }
+
+    /// udp4 with `payload` bytes (up to 22) after the UDP header: the frame and its length.
+    fn udp4_with_payload(sport: u16, dport: u16, payload: usize) -> ([u8; 64], usize) {
+        let mut f = [0u8; 64];
+        f[..42].copy_from_slice(&udp4([198, 51, 100, 1], [198, 51, 100, 3], sport, dport));
+        (f, 42 + payload)
+    }
+
+    #[test]
+    fn dpdk_l2_by_hand() {
+        // MAC words loaded little-endian: 0x0002 ^ 0x0000 ^ 0x0b00 (dst) and 0x0002 ^ 0x0000
+        // ^ 0x0a00 (src) give 0x0100; then h ^= h >> 8.
+        let (f, len) = udp4_with_payload(1000, 2000, 18);
+        assert_eq!(xmit_hash(XmitHashPolicy::DpdkL2, &f[..len]), 0x0101);
+    }
+
+    #[test]
+    fn dpdk_l23_by_hand() {
+        // The addresses loaded little-endian: 0x016433c6 ^ 0x036433c6 = 0x02000000; with the
+        // MAC words 0x0100: 0x02000100; ^ >> 16: 0x02000300; ^ >> 8: 0x02020303.
+        let (f, len) = udp4_with_payload(1000, 2000, 18);
+        assert_eq!(xmit_hash(XmitHashPolicy::DpdkL23, &f[..len]), 0x0202_0303);
+    }
+
+    #[test]
+    fn dpdk_l34_by_hand() {
+        // Ports 1000 (03 e8) and 2000 (07 d0) loaded little-endian: 0xe803 ^ 0xd007 = 0x3804;
+        // with the addresses: 0x02003804; ^ >> 16: 0x02003a04; ^ >> 8: 0x02023a3e. No MACs.
+        let (f, len) = udp4_with_payload(1000, 2000, 18);
+        assert_eq!(xmit_hash(XmitHashPolicy::DpdkL34, &f[..len]), 0x0202_3a3e);
+    }
+
+    #[test]
+    fn dpdk_l34_takes_udp_ports_only_when_the_header_ends_before_the_frame() {
+        // DPDK's check is `udp_hdr + 8 < end`: a UDP header that ends the frame is not read,
+        // so only the addresses count: 0x02000000; ^ >> 16: 0x02000200; ^ >> 8: 0x02020202.
+        let (f, len) = udp4_with_payload(1000, 2000, 0);
+        assert_eq!(xmit_hash(XmitHashPolicy::DpdkL34, &f[..len]), 0x0202_0202);
+    }
+
+    #[test]
+    fn dpdk_l34_skips_ports_of_fragments_and_other_protocols() {
+        let (whole, len) = udp4_with_payload(1000, 2000, 18);
+        let addresses_only = 0x0202_0202;
+        let mut fragment = whole;
+        fragment[20] = 0x20; // more fragments
+        assert_eq!(
+            xmit_hash(XmitHashPolicy::DpdkL34, &fragment[..len]),
+            addresses_only
+        );
+        let mut icmp = whole;
+        icmp[23] = ip_protocol::ICMP;
+        assert_eq!(
+            xmit_hash(XmitHashPolicy::DpdkL34, &icmp[..len]),
+            addresses_only
+        );
+    }
+
+    #[test]
+    fn dpdk_hashes_skip_two_vlan_tags() {
+        let (plain, len) = udp4_with_payload(1000, 2000, 18);
+        let mut tagged = [0u8; 72];
+        tagged[..12].copy_from_slice(&plain[..12]);
+        tagged[12..20].copy_from_slice(&[0x88, 0xa8, 0, 5, 0x81, 0x00, 0, 7]);
+        tagged[20..len + 8].copy_from_slice(&plain[12..len]);
+        for p in [XmitHashPolicy::DpdkL23, XmitHashPolicy::DpdkL34] {
+            assert_eq!(
+                xmit_hash(p, &tagged[..len + 8]),
+                xmit_hash(p, &plain[..len]),
+                "{}",
+                p.name()
+            );
+        }
+    }
+
+    #[test]
+    fn dpdk_non_ip_hashes_l2_only_in_l23_and_nothing_in_l34() {
+        let (mut arp, len) = udp4_with_payload(1000, 2000, 18);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        // l23 of 0x0100: ^ >> 16 leaves it, ^ >> 8 gives 0x0101.
+        assert_eq!(xmit_hash(XmitHashPolicy::DpdkL23, &arp[..len]), 0x0101);
+        assert_eq!(xmit_hash(XmitHashPolicy::DpdkL34, &arp[..len]), 0);
+    }
+
+    #[test]
+    fn dpdk_policies_are_named_apart_from_linux_ones() {
+        for p in XmitHashPolicy::DPDK {
+            assert!(p.name().starts_with("dpdk-"));
+            assert_eq!(XmitHashPolicy::from_name(p.name()), Some(p));
+            assert!(!XmitHashPolicy::ALL.contains(&p));
+        }
     }
 
     #[test]
