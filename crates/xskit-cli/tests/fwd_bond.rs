@@ -7,10 +7,21 @@ mod common;
 use common::*;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use xskit_testbed::{Switched, FAR_END};
+use xskit_testbed::{Host, Switched, FAR_END};
+
+/// The bond's side as a host (its namespace; its link to the far host).
+fn bonded_side(sw: &Switched) -> Host {
+    Host {
+        ns: sw.bonded.clone(),
+        ifname: FAR_END.into(),
+        ip: std::net::Ipv4Addr::UNSPECIFIED,
+        ip6: None,
+        mac: [0; 6],
+    }
+}
 
 /// Starts `xskit fwd -i bond0 -i xsf --bond bond0=xsb0,xsb1 --json EXTRA` in the bond's
 /// namespace and waits for its header.
@@ -20,35 +31,52 @@ fn start_bond_fwd(sw: &Switched, extra: &[&str]) -> KillOnDrop {
         "fwd", "-i", "bond0", "-i", FAR_END, "--bond", &bond, "--json",
     ];
     args.extend_from_slice(extra);
-    let mut child = sw
-        .bonded
-        .command(XSKIT)
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut header = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut header)
-        .unwrap();
-    assert!(header.starts_with("xskit fwd:"), "{args:?}: {header}");
-    KillOnDrop::new(child)
+    KillOnDrop::new(start(&bonded_side(sw), &args))
 }
 
-/// iperf3 from the switch's host to the far host, the far host sending (-R), so that the
-/// data leaves through the bond; returns the bytes received.
-fn iperf3_through(sw: &Switched, port: &str) -> u64 {
-    let far = sw.far.as_ref().unwrap();
-    let server: Child = far
+/// A one-shot iperf3 server on `host`.
+fn iperf3_server(host: &Host, port: &str) -> KillOnDrop {
+    let server = host
         .ns
         .command("iperf3")
         .args(["-s", "-1", "-p", port])
         .stdout(Stdio::null())
         .spawn()
         .expect("iperf3 (scripts/setup.sh installs it)");
-    let server = KillOnDrop::new(server);
     std::thread::sleep(Duration::from_millis(300));
+    KillOnDrop::new(server)
+}
+
+/// Lets `load` run for a second, takes the switch's port to member 0 down, and waits for
+/// the load to finish.
+fn cut_member_0_during(sw: &Switched, load: KillOnDrop) -> std::process::Output {
+    std::thread::sleep(Duration::from_secs(1));
+    let cut = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", &sw.ports[0], "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    load.take().wait_with_output().unwrap()
+}
+
+/// Whether an XDP program is attached to `iface` on the bond's side.
+fn xdp_attached_to(sw: &Switched, iface: &str) -> bool {
+    let link = sw
+        .bonded
+        .command("ip")
+        .args(["-d", "link", "show", iface])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&link.stdout).contains("prog/xdp")
+}
+
+/// iperf3 from the switch's host to the far host, the far host sending (-R), so that the
+/// data leaves through the bond; returns the bytes received.
+fn iperf3_through(sw: &Switched, port: &str) -> u64 {
+    let far = sw.far.as_ref().unwrap();
+    let server = iperf3_server(far, port);
     let out = sw
         .host
         .ns
@@ -197,21 +225,14 @@ fn active_backup_fails_over_under_load_and_the_switch_follows() {
         .spawn()
         .unwrap();
     let ping = KillOnDrop::new(ping);
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_millis(500));
     let before = sw.port_of(far.mac).unwrap();
     assert_eq!(
         before.as_deref(),
         Some("sw0"),
         "the switch learnt the active member"
     );
-    let cut = sw
-        .switch
-        .command("ip")
-        .args(["link", "set", "sw0", "down"])
-        .status()
-        .unwrap();
-    assert!(cut.success());
-    let out = ping.take().wait_with_output().unwrap();
+    let out = cut_member_0_during(&sw, ping);
     let (sent, received) = ping_counts(&String::from_utf8_lossy(&out.stdout));
     let lost = sent - received;
     eprintln!(
@@ -270,16 +291,7 @@ fn members_with_different_mtus_are_refused() {
         err.contains("different MTUs") && err.contains("xsb1 has 1400"),
         "{err}"
     );
-    let link = sw
-        .bonded
-        .command("ip")
-        .args(["-d", "link", "show", "xsb0"])
-        .output()
-        .unwrap();
-    assert!(
-        !String::from_utf8_lossy(&link.stdout).contains("prog/xdp"),
-        "nothing left attached"
-    );
+    assert!(!xdp_attached_to(&sw, "xsb0"), "nothing left attached");
 }
 
 /// Bad bond options, refused before anything is opened (no privileges needed).
@@ -409,16 +421,7 @@ fn active_backup_failover_loss_under_a_udp_stream_is_measured() {
     let sw = Switched::with_far_host(2).unwrap();
     let far = sw.far.as_ref().unwrap();
     let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup"]);
-    let server = sw
-        .host
-        .ns
-        .command("iperf3")
-        .args(["-s", "-1", "-p", "5305"])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("iperf3 (scripts/setup.sh installs it)");
-    let server = KillOnDrop::new(server);
-    std::thread::sleep(Duration::from_millis(300));
+    let server = iperf3_server(&sw.host, "5305");
     // 100 Mbit/s of 1000-byte datagrams (12,500 a second) from the far host, out through
     // the bond; the active member's link is cut after one of the three seconds.
     let client = far
@@ -437,16 +440,7 @@ fn active_backup_failover_loss_under_a_udp_stream_is_measured() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let client = KillOnDrop::new(client);
-    std::thread::sleep(Duration::from_secs(1));
-    let cut = sw
-        .switch
-        .command("ip")
-        .args(["link", "set", "sw0", "down"])
-        .status()
-        .unwrap();
-    assert!(cut.success());
-    let out = client.take().wait_with_output().unwrap();
+    let out = cut_member_0_during(&sw, KillOnDrop::new(client));
     drop(server);
     assert!(
         out.status.success(),
@@ -517,14 +511,8 @@ fn a_member_deleted_while_running_stops_the_forwarder_with_a_clear_error() {
     eprintln!("{err}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
-    let link = sw
-        .bonded
-        .command("ip")
-        .args(["-d", "link", "show", "xsb0"])
-        .output()
-        .unwrap();
     assert!(
-        !String::from_utf8_lossy(&link.stdout).contains("prog/xdp"),
+        !xdp_attached_to(&sw, "xsb0"),
         "nothing left attached to the other member"
     );
 }
