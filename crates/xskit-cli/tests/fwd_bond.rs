@@ -34,6 +34,14 @@ fn start_bond_fwd(sw: &Switched, extra: &[&str]) -> KillOnDrop {
     KillOnDrop::new(start(&bonded_side(sw), &args))
 }
 
+/// `xskit fwd -i bond0 -i xsf --bond bond0=xsb0,xsb1` in the bond's namespace.
+fn bond_fwd(sw: &Switched) -> std::process::Command {
+    let mut command = sw.bonded.command(XSKIT);
+    command.args(["fwd", "-i", "bond0", "-i", FAR_END, "--bond"]);
+    command.arg(format!("bond0={}", sw.members.join(",")));
+    command
+}
+
 /// A one-shot iperf3 server on `host`.
 fn iperf3_server(host: &Host, port: &str) -> KillOnDrop {
     let server = host
@@ -270,21 +278,7 @@ fn members_with_different_mtus_are_refused() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = sw
-        .bonded
-        .command(XSKIT)
-        .args([
-            "fwd",
-            "-i",
-            "bond0",
-            "-i",
-            FAR_END,
-            "--bond",
-            "bond0=xsb0,xsb1",
-        ])
-        .args(["-d", "1"])
-        .output()
-        .unwrap();
+    let out = bond_fwd(&sw).args(["-d", "1"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -471,19 +465,8 @@ fn a_member_deleted_while_running_stops_the_forwarder_with_a_clear_error() {
         return;
     }
     let sw = Switched::with_far_host(2).unwrap();
-    let mut child = sw
-        .bonded
-        .command(XSKIT)
-        .args([
-            "fwd",
-            "-i",
-            "bond0",
-            "-i",
-            FAR_END,
-            "--bond",
-            "bond0=xsb0,xsb1",
-            "--json",
-        ])
+    let mut child = bond_fwd(&sw)
+        .arg("--json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
