@@ -14,6 +14,8 @@ fn main() {
     )
     .expect("writing limits.rs");
     println!("cargo:rerun-if-changed=build.rs");
+    // The filter includes the bond's hashes.
+    println!("cargo:rerun-if-changed=../xskit-bond/bpf/xskit_bond.h");
     let max = MAX_RULES.to_string();
     xskit_bpf_build::compile(
         &[

@@ -210,6 +210,8 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 	return h;
 }
 
+/* A program that needs only the hashes defines XSKIT_BOND_HASH_ONLY first. */
+#ifndef XSKIT_BOND_HASH_ONLY
 /*
  * Transmit back out of a bond: xskit_bond_xmit(ctx) in place of `return XDP_TX`.
  * User space (xskit_bond::XdpBond) fills the maps below and rewrites them when a
@@ -353,4 +355,5 @@ static __always_inline int xskit_bond_xmit(struct xdp_md *ctx)
 	return bpf_redirect_map(&xskit_bond_members, slot, 0);
 }
 
+#endif /* XSKIT_BOND_HASH_ONLY */
 #endif /* XSKIT_BOND_H */

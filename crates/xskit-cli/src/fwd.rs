@@ -213,7 +213,7 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
         E::NoSuchCpu { .. } | E::CpuNotAllowed { .. } => " (--cpus)",
         E::TooManyFrames { .. } => " (--ring-size, --queues)",
         E::BondNotUsed { .. } => " (-i NAME for each --bond NAME=...)",
-        E::BondXdpForward => " (--xdp-forward with --bond)",
+        E::BondXdpForward => " (--xdp-forward with --bond-mode broadcast)",
         E::PrimaryNotMember { .. } => " (--primary)",
         _ => "",
     }

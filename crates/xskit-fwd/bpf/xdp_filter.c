@@ -4,7 +4,9 @@
  * destination IPv4/IPv6 prefix, the protocol and the destination port range
  * decide each packet before user space sees it: pass to the kernel stack,
  * drop (DoS), redirect to the AF_XDP socket of the packet's queue, or forward
- * it out of another interface (tx_port, a one-entry devmap). The
+ * it out of the other side (tx_ports, a devmap of its usable members: one for
+ * a plain interface, a bond's picked by its mode and transmit hash as
+ * xskit_bond.h computes it, tx_bond holding the mode). The
  * first matching rule wins; no match takes the default action. Rules and the
  * default live in maps, so they change at run time without reattaching.
  * Every rule (and the default, at index MAX_RULES) counts packets and bytes.
@@ -29,6 +31,11 @@
  * kernel and user space call the same packets unclassifiable. Counted at
  * MAX_RULES + 3.
  *
+ * On an active-backup bond's inactive member (config.inactive), everything is
+ * dropped first, as Linux's bond does, and counted at MAX_RULES + 5. A packet
+ * to forward out of a bond with no usable member is dropped and counted at
+ * MAX_RULES + 4.
+ *
  * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer ("xdp.frags")
  * variant, which sees a packet's headers in its first buffer and counts the
  * bytes of all of them.
@@ -40,6 +47,8 @@
 #include <linux/in.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#define XSKIT_BOND_HASH_ONLY
+#include "../../xskit-bond/bpf/xskit_bond.h"
 
 #ifndef MAX_RULES
 #error "MAX_RULES comes from build.rs, the one place the limit is set"
@@ -53,6 +62,20 @@
 #define COUNTER_UNDECIDED (MAX_RULES + 1)
 #define COUNTER_PARTIAL_CSUM (MAX_RULES + 2)
 #define COUNTER_UNCLASSIFIABLE (MAX_RULES + 3)
+#define COUNTER_NO_MEMBER (MAX_RULES + 4)
+#define COUNTER_INACTIVE (MAX_RULES + 5)
+#define MAX_MEMBERS 8
+
+/* tx_bond's slots: how the other side spreads what is forwarded to it. */
+#define TX_MODE 0	/* a TX_* mode */
+#define TX_POLICY 1	/* an xskit_xmit_policy, for TX_XOR */
+#define TX_USABLE 2	/* usable members: tx_ports slots 0 .. USABLE-1 */
+#define TX_ACTIVE 3	/* the slot to use, for TX_ONE */
+#define TX_RR_PER 4	/* packets per member, for TX_RR (0 counts as 1) */
+#define TX_SETTINGS 5
+#define TX_ONE 0	/* one member: a plain interface, or active-backup's active */
+#define TX_XOR 1
+#define TX_RR 2
 #define MAX_VLAN_TAGS 2
 #define COUNTERS (MAX_RULES + 8)
 
@@ -76,6 +99,7 @@ struct config {
 	__u32 rule_count;
 	__u32 default_action;
 	__u32 unclassifiable_action;
+	__u32 inactive;
 };
 
 struct vlan_tag {
@@ -113,10 +137,25 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP);
-	__uint(max_entries, 1);
+	__uint(max_entries, MAX_MEMBERS);
 	__type(key, __u32);
 	__type(value, struct bpf_devmap_val);
-} tx_port SEC(".maps");
+} tx_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TX_SETTINGS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_bond SEC(".maps");
+
+/* balance-rr's packet counter, per CPU as Linux keeps it for XDP. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_rr SEC(".maps");
 
 #ifdef XSKIT_FRAGS
 #define PACKET_LEN(ctx, data, end) bpf_xdp_get_buff_len(ctx)
@@ -173,15 +212,53 @@ static __always_inline int partial_csum(void *l4, void *end, __u8 proto, __u16 *
 	return field == pseudo || ((field | pseudo) == 0xffff && (field & pseudo) == 0);
 }
 
+static __always_inline __u32 tx_setting(__u32 slot)
+{
+	__u32 *v = bpf_map_lookup_elem(&tx_bond, &slot);
+
+	return v ? *v : 0;
+}
+
+/* Out of the other side: its one member, or the member its bond picks. */
+static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
+{
+	__u32 usable = tx_setting(TX_USABLE), slot, zero = 0;
+
+	if (usable == 0 || usable > MAX_MEMBERS) {
+		count(COUNTER_NO_MEMBER, pkt_len);
+		return XDP_DROP;
+	}
+	switch (tx_setting(TX_MODE)) {
+	case TX_XOR:
+		slot = xskit_bond_hash((void *)(long)ctx->data, (void *)(long)ctx->data_end,
+				       tx_setting(TX_POLICY)) % usable;
+		break;
+	case TX_RR: {
+		__u32 *n = bpf_map_lookup_elem(&tx_rr, &zero);
+		__u32 per = tx_setting(TX_RR_PER);
+
+		if (!n)
+			return XDP_DROP;
+		slot = (*n / (per ? per : 1)) % usable;
+		(*n)++;
+		break;
+	}
+	default:
+		slot = tx_setting(TX_ACTIVE);
+		break;
+	}
+	return bpf_redirect_map(&tx_ports, slot, XDP_PASS);
+}
+
 /* Carries out an action. */
-static __always_inline int act(struct xdp_md *ctx, __u32 action)
+static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
 {
 	if (action == ACTION_DROP)
 		return XDP_DROP;
 	if (action == ACTION_REDIRECT)
 		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 	if (action == ACTION_FORWARD)
-		return bpf_redirect_map(&tx_port, 0, XDP_PASS);
+		return forward(ctx, pkt_len);
 	return XDP_PASS;
 }
 
@@ -210,6 +287,10 @@ int xskit_filter(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
+	if (cfg->inactive) {
+		count(COUNTER_INACTIVE, pkt_len);
+		return XDP_DROP;
+	}
 	if ((void *)(eth + 1) > end)
 		goto unclassifiable;
 	h_proto = eth->h_proto;
@@ -310,11 +391,11 @@ int xskit_filter(struct xdp_md *ctx)
 		action = ACTION_REDIRECT;
 	}
 	count(hit, pkt_len);
-	return act(ctx, action);
+	return act(ctx, action, pkt_len);
 
 unclassifiable:
 	count(COUNTER_UNCLASSIFIABLE, pkt_len);
-	return act(ctx, cfg->unclassifiable_action);
+	return act(ctx, cfg->unclassifiable_action, pkt_len);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

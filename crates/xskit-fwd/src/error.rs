@@ -67,10 +67,10 @@ pub enum Error {
         /// Its MTU.
         mtu: u32,
     },
-    /// Forwarding in XDP through a bond.
+    /// Forwarding in XDP into a broadcast bond.
     #[error(
-        "forwarding in XDP does not go through a bond yet (the filter redirects to one \
-         device): leave out the XDP forwarding, or the bond"
+        "forwarding in XDP cannot copy a packet onto every member of a broadcast bond: leave \
+         out the XDP forwarding, or give the bond another mode"
     )]
     BondXdpForward,
     /// Neither one nor two interfaces.

@@ -24,6 +24,39 @@ const COUNTER_DEFAULT: u32 = MAX_RULES as u32;
 const COUNTER_UNDECIDED: u32 = MAX_RULES as u32 + 1;
 const COUNTER_PARTIAL_CSUM: u32 = MAX_RULES as u32 + 2;
 const COUNTER_UNCLASSIFIABLE: u32 = MAX_RULES as u32 + 3;
+const COUNTER_NO_MEMBER: u32 = MAX_RULES as u32 + 4;
+const COUNTER_INACTIVE: u32 = MAX_RULES as u32 + 5;
+
+/// The slots of the filter's `tx_bond` settings.
+mod tx {
+    pub(super) const MODE: u32 = 0;
+    pub(super) const POLICY: u32 = 1;
+    pub(super) const USABLE: u32 = 2;
+    pub(super) const ACTIVE: u32 = 3;
+    pub(super) const RR_PER: u32 = 4;
+    pub(super) const ONE: u32 = 0;
+    pub(super) const XOR: u32 = 1;
+    pub(super) const RR: u32 = 2;
+}
+
+/// How the filter spreads what it forwards in XDP over the other side's usable members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxSpread {
+    /// Every packet out of one member: a plain interface (slot 0), or active-backup's
+    /// active member.
+    One {
+        /// The member's slot among the usable ones.
+        slot: usize,
+    },
+    /// balance-xor: slot `hash % usable`, the hash computed as `xskit_bond.h` does.
+    Xor(xskit_bond::XmitHashPolicy),
+    /// balance-rr: members in turn, counted per CPU.
+    Rr {
+        /// Packets on a member before the next one's turn.
+        packets_per_slave: u32,
+    },
+}
 
 /// What the kernel filter does with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +68,7 @@ pub enum Action {
     Drop = 1,
     /// Redirect it to the AF_XDP socket of its queue (the kernel stack if there is none).
     Redirect = 2,
-    /// Transmit it out of the interface set with [`XdpFilter::set_forward_target`], without
+    /// Transmit it out of the other side set with [`XdpFilter::set_forward_out`], without
     /// user space (the kernel stack if none is set).
     Forward = 3,
 }
@@ -113,7 +146,9 @@ pub struct RuleCounter {
 }
 
 struct FilterMaps {
-    tx_port: DevMap<MapData>,
+    tx_ports: DevMap<MapData>,
+    tx_bond: Array<MapData, u32>,
+    inactive: bool,
     rules: Array<MapData, KernelRule>,
     config: Array<MapData, ConfigRepr>,
     counters: PerCpuArray<MapData, CounterRepr>,
@@ -148,6 +183,7 @@ impl FilterMaps {
             rule_count: rule_count as u32,
             default_action: default as u32,
             unclassifiable_action: self.unclassifiable as u32,
+            inactive: u32::from(self.inactive),
         };
         self.config
             .set(0, config, 0)
@@ -184,7 +220,9 @@ impl XdpFilter {
         };
         let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
         let mut maps = FilterMaps {
-            tx_port: program.take_map("tx_port")?,
+            tx_ports: program.take_map("tx_ports")?,
+            tx_bond: program.take_map("tx_bond")?,
+            inactive: false,
             rules: program.take_map("rules")?,
             config: program.take_map("config")?,
             counters: program.take_map("counters")?,
@@ -246,11 +284,70 @@ impl XdpFilter {
     /// devmap. On veth, the far end of `target`'s pair must be able to take XDP frames (an XDP
     /// program or GRO on it), or the kernel drops them.
     pub fn set_forward_target(&self, target: &Interface) -> Result<()> {
-        self.maps
-            .lock_unpoisoned()
-            .tx_port
-            .set(0, target.index(), None, 0)
-            .map_err(|e| map_error("setting the forward target", e))
+        self.set_forward_out(&[target.index()], TxSpread::One { slot: 0 })
+    }
+
+    /// Where [`Action::Forward`] sends packets: out of one of `usable` (ifindexes, in slot
+    /// order; a bond's usable members, or one plain interface), picked by `spread`. Rewritten
+    /// while the program runs: the members first, the count last, so a packet never sees a
+    /// slot that is not written. None usable: forwarded packets are dropped and counted
+    /// ([`XdpFilter::no_member_counter`]).
+    pub fn set_forward_out(&self, usable: &[u32], spread: TxSpread) -> Result<()> {
+        if usable.len() > xskit_bond::MAX_MEMBERS {
+            return Err(Error::Bond(xskit_bond::Error::MemberCount {
+                count: usable.len(),
+            }));
+        }
+        let mut maps = self.maps.lock_unpoisoned();
+        const WHAT: &str = "setting where packets are forwarded";
+        for (slot, &ifindex) in usable.iter().enumerate() {
+            maps.tx_ports
+                .set(slot as u32, ifindex, None, 0)
+                .map_err(|e| map_error(WHAT, e))?;
+        }
+        let (mode, policy, active, per) = match spread {
+            TxSpread::One { slot } => (tx::ONE, 0, slot as u32, 0),
+            TxSpread::Xor(policy) => (tx::XOR, policy.id(), 0, 0),
+            TxSpread::Rr { packets_per_slave } => (tx::RR, 0, 0, packets_per_slave),
+        };
+        for (setting, value) in [
+            (tx::MODE, mode),
+            (tx::POLICY, policy),
+            (tx::ACTIVE, active),
+            (tx::RR_PER, per),
+            (tx::USABLE, usable.len() as u32),
+        ] {
+            maps.tx_bond
+                .set(setting, value, 0)
+                .map_err(|e| map_error(WHAT, e))?;
+        }
+        Ok(())
+    }
+
+    /// Marks the interface as an active-backup bond's inactive member (everything arriving is
+    /// dropped first and counted, [`XdpFilter::inactive_counter`]), or not.
+    pub fn set_inactive(&self, inactive: bool) -> Result<()> {
+        let mut maps = self.maps.lock_unpoisoned();
+        let mut cfg = maps
+            .config
+            .get(&0, 0)
+            .map_err(|e| map_error("reading the filter's configuration", e))?;
+        cfg.inactive = u32::from(inactive);
+        maps.config
+            .set(0, cfg, 0)
+            .map_err(|e| map_error("writing the filter's configuration", e))?;
+        maps.inactive = inactive;
+        Ok(())
+    }
+
+    /// Packets to forward in XDP that found no usable member on the other side, dropped.
+    pub fn no_member_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_NO_MEMBER)
+    }
+
+    /// Packets that arrived while the interface was an inactive member, dropped.
+    pub fn inactive_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_INACTIVE)
     }
 
     /// Packets the filter could not classify, whatever it then did with them.

@@ -17,7 +17,7 @@ use xskit_pipeline::{
 use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side, SidePort};
 use crate::chains;
 use crate::error::{Error, Result};
-use crate::filter::XdpFilter;
+use crate::filter::{TxSpread, XdpFilter};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::stages::{Respond, RuleCells, Rules};
 use crate::sys::tap::TapFd;
@@ -338,6 +338,8 @@ pub struct Forwarder {
     sides: Vec<std::ops::Range<usize>>,
     /// Each side's bond and its controller, if it is one.
     bonds: Vec<Option<(BondConfig, BondRuntime)>>,
+    /// Whether the filters forward in XDP (out of the other side's usable members).
+    xdp_forward: bool,
     shared: SharedFrames,
     total: usize,
     queues: u32,
@@ -412,7 +414,12 @@ fn check_bonds(config: &ForwardConfig) -> Result<()> {
     if config.bonds.is_empty() {
         return Ok(());
     }
-    if config.xdp_forward {
+    if config.xdp_forward
+        && config
+            .bonds
+            .iter()
+            .any(|b| b.mode == xskit_bond::BondMode::Broadcast)
+    {
         return Err(Error::BondXdpForward);
     }
     let mut used: HashMap<String, String> = HashMap::new();
@@ -613,14 +620,10 @@ fn install_rules(
     filters: &[XdpFilter],
     devices: &Devices,
     rules: &RuleSet,
-    xdp_forward: bool,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
     let (kernel_rules, kernel_default) = rules.kernel_rules()?;
     for (p, filter) in filters.iter().enumerate() {
-        if xdp_forward {
-            filter.set_forward_target(&devices.ifaces[1 - p])?;
-        }
         filter.set_rules(&kernel_rules, kernel_default)?;
         filter.set_unclassifiable(rules.kernel_unclassifiable())?;
         if let Some(why) = filter.program().fallback_reason() {
@@ -822,13 +825,7 @@ impl Forwarder {
         let devices = Devices::open(&config, &mut warnings)?;
         warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
         let (filters, multi_buffer) = attach_filters(&devices, config.mode)?;
-        install_rules(
-            &filters,
-            &devices,
-            &rules,
-            config.xdp_forward,
-            &mut warnings,
-        )?;
+        install_rules(&filters, &devices, &rules, &mut warnings)?;
         let mut socket_config = config.socket;
         socket_config.multi_buffer = multi_buffer;
         let csum_offload =
@@ -900,12 +897,13 @@ impl Forwarder {
             workers.push(worker);
             cells.push(cell);
         }
-        Ok(Forwarder {
+        let forwarder = Forwarder {
             rules: plan.rules,
             filters,
             names: config.interfaces.clone(),
             sides: devices.sides,
             bonds,
+            xdp_forward: config.xdp_forward,
             shared,
             total,
             queues,
@@ -914,7 +912,60 @@ impl Forwarder {
             replies: plan.replies,
             warnings,
             device_tx_base: devices.infos.iter().map(|i| i.stats.tx_packets).collect(),
-        })
+        };
+        forwarder.program_filters()?;
+        Ok(forwarder)
+    }
+
+    /// Tells every filter whether its interface is an inactive member (active-backup: all it
+    /// receives is dropped in XDP, as Linux's bond drops it), and, forwarding in XDP, where
+    /// forwarded packets go: the other side's usable members, spread as that side's bond
+    /// spreads them. Called at set-up and after every member change.
+    fn program_filters(&self) -> Result<()> {
+        for (side, range) in self.sides.iter().enumerate() {
+            let active_backup = self.bonds[side]
+                .as_ref()
+                .filter(|(c, _)| c.mode == xskit_bond::BondMode::ActiveBackup);
+            for (m, filter) in self.filters[range.clone()].iter().enumerate() {
+                let inactive = active_backup.is_some_and(|(_, rt)| rt.active() != Some(m));
+                filter.set_inactive(inactive)?;
+            }
+            if self.xdp_forward && self.sides.len() == 2 {
+                let (usable, spread) = self.tx_plan(side);
+                for filter in &self.filters[self.sides[1 - side].clone()] {
+                    filter.set_forward_out(&usable, spread)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Side `side` as a target of forwarding in XDP: its usable members' ifindexes, in slot
+    /// order, and how its bond spreads packets over them.
+    fn tx_plan(&self, side: usize) -> (Vec<u32>, TxSpread) {
+        let range = self.sides[side].clone();
+        let ifindex = |i: usize| self.filters[i].program().interface().index();
+        let Some((config, runtime)) = &self.bonds[side] else {
+            return (vec![ifindex(range.start)], TxSpread::One { slot: 0 });
+        };
+        let usable: Vec<usize> = (0..range.len()).filter(|&m| runtime.up()[m]).collect();
+        let spread = match config.mode {
+            xskit_bond::BondMode::BalanceXor { policy } => TxSpread::Xor(policy),
+            xskit_bond::BondMode::BalanceRr { packets_per_slave } => {
+                TxSpread::Rr { packets_per_slave }
+            }
+            // active-backup (broadcast is refused with forwarding in XDP).
+            _ => TxSpread::One {
+                slot: runtime
+                    .active()
+                    .and_then(|a| usable.iter().position(|&u| u == a))
+                    .unwrap_or(0),
+            },
+        };
+        (
+            usable.iter().map(|&m| ifindex(range.start + m)).collect(),
+            spread,
+        )
     }
 
     /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
@@ -1112,7 +1163,20 @@ impl Forwarder {
         let default_in_kernel = self.rules.default_decided_in_kernel();
         let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
         for (i, program) in self.filters.iter().enumerate() {
-            let port = &mut out.ports[self.side_of(i)];
+            let side = self.side_of(i);
+            let no_member = read(strict, program.no_member_counter())?.packets;
+            // Packets this side forwarded in XDP towards the other one that found none of its
+            // members up.
+            if self.sides.len() == 2 {
+                if let Some(bond) = out.ports[1 - side].bond.as_mut() {
+                    bond.tx_no_member += no_member;
+                }
+            }
+            let inactive = read(strict, program.inactive_counter())?.packets;
+            let port = &mut out.ports[side];
+            if let Some(bond) = port.bond.as_mut() {
+                bond.members[i - self.sides[side].start].rx_inactive += inactive;
+            }
             port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
             let u = read(strict, program.unclassifiable_counter())?;
             port.unclassifiable += u.packets;
@@ -1164,14 +1228,17 @@ impl Forwarder {
     /// plain sleep without bonds).
     fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
         let mut wait = timeout;
-        let mut any = false;
+        let (mut any, mut changed) = (false, false);
         for (_, runtime) in self.bonds.iter_mut().flatten() {
             any = true;
-            runtime.poll(wait)?;
+            changed |= runtime.poll(wait)?;
             wait = Duration::ZERO;
         }
         if !any {
             std::thread::sleep(timeout);
+        }
+        if changed {
+            self.program_filters()?;
         }
         Ok(())
     }

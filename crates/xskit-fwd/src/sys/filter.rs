@@ -22,6 +22,8 @@ pub(crate) struct ConfigRepr {
     pub(crate) rule_count: u32,
     pub(crate) default_action: u32,
     pub(crate) unclassifiable_action: u32,
+    /// Non-zero on an active-backup bond's inactive member: everything is dropped.
+    pub(crate) inactive: u32,
 }
 
 /// `struct counter`.
@@ -35,7 +37,7 @@ pub(crate) struct CounterRepr {
 // SAFETY: KernelRule is repr(C), has no padding (16+16+4+4 bytes, all fields naturally aligned)
 // and every bit pattern is a valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
-// SAFETY: three u32s, repr(C), no padding, any bit pattern valid.
+// SAFETY: four u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -164,6 +166,7 @@ mod tests {
                     "unclassifiable_action",
                     offset_of!(ConfigRepr, unclassifiable_action),
                 ),
+                ("inactive", offset_of!(ConfigRepr, inactive)),
             ],
         );
         assert_layout(
@@ -177,8 +180,13 @@ mod tests {
         );
         assert_eq!(btf.max_entries["rules"], crate::MAX_RULES, "rules map size");
         assert!(
-            btf.max_entries["counters"] > crate::MAX_RULES + 3,
-            "the counters map has a slot per rule, the default and the three special ones"
+            btf.max_entries["counters"] > crate::MAX_RULES + 5,
+            "the counters map has a slot per rule, the default and the five special ones"
+        );
+        assert_eq!(
+            btf.max_entries["tx_ports"],
+            xskit_bond::MAX_MEMBERS,
+            "a slot per bond member"
         );
     }
 }
