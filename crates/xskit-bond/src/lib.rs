@@ -9,7 +9,9 @@
 //!   where a plain program returns XDP_TX, members managed from user space;
 //! - [`BondPort`]: a bond of AF_XDP ports (or any pipeline ports) as one pipeline port;
 //! - [`LinkMonitor`]: the members' carrier from the kernel's link notifications, with
-//!   `updelay` and `downdelay`, to drive either.
+//!   `updelay` and `downdelay`, to drive either;
+//! - [`ArpMonitor`]: bonding's ARP monitoring (`arp_interval`, `arp_ip_target`,
+//!   `arp_missed_max`), the decisions without the I/O.
 //!
 //! ```no_run
 //! use xskit_bond::{xmit_hash, XmitHashPolicy};
@@ -27,12 +29,14 @@ pub use port::{BondMode, BondPort, BondStats, MemberStats};
 pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
 
 mod announce;
+mod arp_monitor;
 mod members;
 mod monitor;
 mod port;
 mod xdp;
 
 pub use announce::{announce, announce_v6, gratuitous_arp, unsolicited_na, UNSOLICITED_NA_LEN};
+pub use arp_monitor::{arp_probe, ArpConfig, ArpMonitor, ArpProber, MAX_ARP_TARGETS};
 pub use monitor::{LinkMonitor, MemberChange};
 pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 
@@ -74,6 +78,12 @@ pub enum Error {
     MemberTwice {
         /// The interface.
         name: String,
+    },
+    /// ARP monitoring settings that cannot work.
+    #[error("{reason}")]
+    ArpConfig {
+        /// What is wrong, and what to do.
+        reason: String,
     },
     /// A member index past the last member.
     #[error("the bond has no member {index} (it has {count})")]

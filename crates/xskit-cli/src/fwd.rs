@@ -91,6 +91,17 @@ pub(crate) struct FwdArgs {
     /// Milliseconds a member's carrier must be down before the bond stops using it.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     downdelay: u64,
+    /// ARP monitoring: every MS milliseconds each member asks --arp-ip-target for its MAC
+    /// address (an ARP probe from the member's own MAC); a member whose targets stop
+    /// answering is taken out even while its carrier is up. 0: carrier only.
+    #[arg(long = "arp-interval", value_name = "MS", default_value_t = 0)]
+    arp_interval: u64,
+    /// ARP monitoring's targets (1 to 16 IPv4 addresses of hosts that answer ARP).
+    #[arg(long = "arp-ip-target", value_name = "ADDR", value_delimiter = ',')]
+    arp_ip_targets: Vec<Ipv4Addr>,
+    /// ARP monitoring: checks in a row without an answer that take a member out.
+    #[arg(long = "arp-missed-max", value_name = "N", default_value_t = 2)]
+    arp_missed_max: u32,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -154,11 +165,26 @@ fn bond_configs(args: &FwdArgs) -> Result<Vec<BondConfig>> {
             bail!("--primary {p} is no bond's member (--bond NAME=IFACE,IFACE)");
         }
     }
+    let arp = match (args.arp_interval, args.arp_ip_targets.is_empty()) {
+        (0, true) => None,
+        (0, false) => {
+            bail!("--arp-ip-target needs --arp-interval MS: how often the members ask the targets")
+        }
+        (_, true) => bail!("--arp-interval needs --arp-ip-target ADDR: whom the members ask"),
+        (ms, false) => Some(
+            xskit_bond::ArpConfig::new(Duration::from_millis(ms), args.arp_ip_targets.clone())
+                .missed_max(args.arp_missed_max),
+        ),
+    };
+    if arp.is_some() && args.bonds.is_empty() {
+        bail!("--arp-interval monitors a bond's members: give the bond with --bond");
+    }
     Ok(args
         .bonds
         .iter()
         .map(|(name, members)| {
             BondConfig::new(name.clone(), members.clone(), mode)
+                .arp(arp.clone())
                 .primary(args.primary.clone().filter(|p| members.contains(p)))
                 .updelay(Duration::from_millis(args.updelay))
                 .downdelay(Duration::from_millis(args.downdelay))
@@ -324,16 +350,18 @@ fn member_line(
         }
     }
     format!(
-        "member {:<10} {:<9} rx {:>11}  tx {:>11}  device-tx {:>11}  dropped: {}",
+        "member {:<10} {:<10} rx {:>11}  tx {:>11}  device-tx {:>11}  arp-alive {:>7}  dropped: {}",
         m.interface,
-        match (m.up, m.active) {
-            (true, true) => "up active",
-            (true, false) => "up",
-            (false, _) => "down",
+        match (m.up, m.active, m.carrier) {
+            (true, true, _) => "up active",
+            (true, false, _) => "up",
+            (false, _, false) => "no-carrier",
+            (false, _, true) => "arp-silent",
         },
         rx,
         tx,
         thousands(m.device_tx_packets),
+        thousands(m.arp_alive),
         if dropped.is_empty() {
             "none".into()
         } else {

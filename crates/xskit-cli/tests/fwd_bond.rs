@@ -55,18 +55,58 @@ fn iperf3_server(host: &Host, port: &str) -> KillOnDrop {
     KillOnDrop::new(server)
 }
 
-/// Lets `load` run for a second, takes the switch's port to member 0 down, and waits for
+/// Lets `load` run for a second, then breaks the switch's port to member 0 (`ip link set
+/// PORT ARGS`: `down` cuts the carrier, `nomaster` only the path behind it), and waits for
 /// the load to finish.
-fn cut_member_0_during(sw: &Switched, load: KillOnDrop) -> std::process::Output {
+fn break_member_0_during(sw: &Switched, how: &[&str], load: KillOnDrop) -> std::process::Output {
     std::thread::sleep(Duration::from_secs(1));
     let cut = sw
         .switch
         .command("ip")
-        .args(["link", "set", &sw.ports[0], "down"])
+        .args(["link", "set", &sw.ports[0]])
+        .args(how)
         .status()
         .unwrap();
     assert!(cut.success());
     load.take().wait_with_output().unwrap()
+}
+
+fn cut_member_0_during(sw: &Switched, load: KillOnDrop) -> std::process::Output {
+    break_member_0_during(sw, &["down"], load)
+}
+
+/// 12,500 datagrams a second (100 Mbit/s of 1000 bytes) for 3 s from the far host to the
+/// switch's host, out through the bond, with member 0's port broken (`how`) after 1 s.
+/// Returns (sent, lost) as iperf3 counts them.
+fn udp_stream_across(sw: &Switched, port: &str, how: &[&str]) -> (u64, u64) {
+    let far = sw.far.as_ref().unwrap();
+    let server = iperf3_server(&sw.host, port);
+    let client = far
+        .ns
+        .command("iperf3")
+        .args([
+            "-c",
+            &sw.host.ip.to_string(),
+            "-p",
+            port,
+            "-u",
+            "-b",
+            "100M",
+        ])
+        .args(["-l", "1000", "-t", "3", "-J"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = break_member_0_during(sw, how, KillOnDrop::new(client));
+    drop(server);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum = &j["end"]["sum"];
+    (
+        sum["packets"].as_u64().unwrap(),
+        sum["lost_packets"].as_u64().unwrap(),
+    )
 }
 
 /// Whether an XDP program is attached to `iface` on the bond's side.
@@ -404,10 +444,40 @@ fn bad_bond_options_are_refused_with_what_to_do() {
             "1 to 8 members",
         ),
     ];
+    let arp_cases: &[(&[&str], &str)] = &[
+        (&["--arp-interval", "100"], "needs --arp-ip-target"),
+        (&["--arp-ip-target", "203.0.113.1"], "needs --arp-interval"),
+        (
+            &[
+                "--arp-interval",
+                "100",
+                "--arp-ip-target",
+                "255.255.255.255",
+            ],
+            "not a host's address",
+        ),
+        (
+            &[
+                "--arp-interval",
+                "100",
+                "--arp-ip-target",
+                "203.0.113.1",
+                "--arp-missed-max",
+                "0",
+            ],
+            "arp_missed_max",
+        ),
+    ];
+    let bond = ["-i", "bond0", "-i", "b", "--bond", "bond0=x,y"];
+    let arp_cases: Vec<(Vec<&str>, &str)> = arp_cases
+        .iter()
+        .map(|(args, expect)| ([&bond[..], args].concat(), *expect))
+        .collect();
+    let cases = cases.iter().map(|(a, e)| (a.to_vec(), *e)).chain(arp_cases);
     for (args, expect) in cases {
         let out = std::process::Command::new(XSKIT)
             .arg("fwd")
-            .args(*args)
+            .args(&args)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -423,40 +493,8 @@ fn active_backup_failover_loss_under_a_udp_stream_is_measured() {
         return;
     }
     let sw = Switched::with_far_host(2).unwrap();
-    let far = sw.far.as_ref().unwrap();
     let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup"]);
-    let server = iperf3_server(&sw.host, "5305");
-    // 100 Mbit/s of 1000-byte datagrams (12,500 a second) from the far host, out through
-    // the bond; the active member's link is cut after one of the three seconds.
-    let client = far
-        .ns
-        .command("iperf3")
-        .args([
-            "-c",
-            &sw.host.ip.to_string(),
-            "-p",
-            "5305",
-            "-u",
-            "-b",
-            "100M",
-        ])
-        .args(["-l", "1000", "-t", "3", "-J"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = cut_member_0_during(&sw, KillOnDrop::new(client));
-    drop(server);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let sum = &j["end"]["sum"];
-    let (sent, lost) = (
-        sum["packets"].as_u64().unwrap(),
-        sum["lost_packets"].as_u64().unwrap(),
-    );
+    let (sent, lost) = udp_stream_across(&sw, "5305", &["down"]);
     let report = stop_fwd(fwd);
     let bond = bond_of(&report);
     eprintln!(
@@ -465,7 +503,10 @@ fn active_backup_failover_loss_under_a_udp_stream_is_measured() {
         lost * 1000 / 12_500
     );
     assert_eq!(bond["failovers"], 1, "{report}");
-    assert!(lost * 2 < sent, "the stream continued on the backup: {j}");
+    assert!(
+        lost * 2 < sent,
+        "the stream continued on the backup: {lost} of {sent} lost"
+    );
     assert!(member_tx(&report, 1) > 0, "{report}");
 }
 
@@ -612,4 +653,68 @@ fn active_backup_fails_over_while_forwarding_in_xdp() {
         report["counters"]["ports"][0]["tx_packets"], 0,
         "everything was forwarded in XDP: {report}"
     );
+}
+
+#[test]
+fn arp_monitoring_takes_out_a_member_whose_path_fails_with_its_carrier_up() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let target = sw.host.ip.to_string();
+    let fwd = start_bond_fwd(
+        &sw,
+        &[
+            "--bond-mode",
+            "active-backup",
+            "--arp-interval",
+            "100",
+            "--arp-ip-target",
+            &target,
+        ],
+    );
+    // The switch's port to member 0 leaves the bridge: both ends keep their carrier, but
+    // nothing behind the port answers any more.
+    let (sent, lost) = udp_stream_across(&sw, "5307", &["nomaster"]);
+    eprintln!(
+        "ARP monitoring every 100 ms, 2 missed checks, under 12,500 datagrams/s: {lost} of \
+         {sent} lost (about {} ms of the stream)",
+        lost * 1000 / 12_500
+    );
+    assert!(
+        lost * 2 < sent,
+        "the stream continued on the backup: {lost} of {sent} lost"
+    );
+    // Plugged back in, member 0 answers again and rejoins (as a backup: there is no
+    // primary to return to). A second is ten checks.
+    let replug = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", &sw.ports[0], "master", "xbr0"])
+        .status()
+        .unwrap();
+    assert!(replug.success());
+    std::thread::sleep(Duration::from_secs(1));
+    let report = stop_fwd(fwd);
+    let bond = bond_of(&report);
+    let first = &bond["members"][0];
+    eprintln!("bond {bond}");
+    assert_eq!(bond["active"], "xsb1", "{report}");
+    assert_eq!(bond["failovers"], 1, "{report}");
+    assert_eq!(
+        (&first["carrier"], &first["arp_up"], &first["up"]),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!(true),
+            &serde_json::json!(true)
+        ),
+        "{report}"
+    );
+    assert_eq!(bond["link_changes"], 2, "out by ARP, then back: {report}");
+    for m in 0..2 {
+        assert!(
+            bond["members"][m]["arp_alive"].as_u64().unwrap() > 0,
+            "the target answered member {m} before the cut: {report}"
+        );
+    }
 }

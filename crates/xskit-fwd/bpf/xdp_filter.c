@@ -31,6 +31,11 @@
  * kernel and user space call the same packets unclassifiable. Counted at
  * MAX_RULES + 3.
  *
+ * A bond's ARP monitoring: an untagged ARP packet whose sender address is one
+ * of arp_targets (config.arp_targets of them) is counted at MAX_RULES + 6, the
+ * member's sign of life; a reply to xskit's probe (a reply with target address
+ * 0.0.0.0) is then consumed here, the rest go on as any packet.
+ *
  * On an active-backup bond's inactive member (config.inactive), everything is
  * dropped first, as Linux's bond does, and counted at MAX_RULES + 5. A packet
  * to forward out of a bond with no usable member is dropped and counted at
@@ -64,6 +69,8 @@
 #define COUNTER_UNCLASSIFIABLE (MAX_RULES + 3)
 #define COUNTER_NO_MEMBER (MAX_RULES + 4)
 #define COUNTER_INACTIVE (MAX_RULES + 5)
+#define COUNTER_ARP_ALIVE (MAX_RULES + 6)
+#define MAX_ARP_TARGETS 16
 #define MAX_MEMBERS 8
 
 /* tx_bond's slots: how the other side spreads what is forwarded to it. */
@@ -100,6 +107,7 @@ struct config {
 	__u32 default_action;
 	__u32 unclassifiable_action;
 	__u32 inactive;
+	__u32 arp_targets;
 };
 
 struct vlan_tag {
@@ -148,6 +156,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } tx_bond SEC(".maps");
+
+/* ARP monitoring's targets, network byte order: slots 0 .. config.arp_targets-1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_ARP_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} arp_targets SEC(".maps");
 
 /* balance-rr's packet counter, per CPU as Linux keeps it for XDP. */
 struct {
@@ -250,6 +266,35 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
 	return bpf_redirect_map(&tx_ports, slot, XDP_PASS);
 }
 
+/*
+ * An ARP packet from a monitored target: counted; true when it is the answer
+ * to xskit's probe (a reply to 0.0.0.0), which is consumed here.
+ */
+static __always_inline int arp_monitor(struct config *cfg, void *data, void *end, __u64 pkt_len)
+{
+	struct ethhdr *eth = data;
+	unsigned char *a = (void *)(eth + 1);
+	__u32 sip, tip, k, *t;
+
+	if ((void *)(a + 28) > end || eth->h_proto != bpf_htons(ETH_P_ARP))
+		return 0;
+	__builtin_memcpy(&sip, a + 14, 4);
+	__builtin_memcpy(&tip, a + 24, 4);
+	for (k = 0; k < MAX_ARP_TARGETS; k++) {
+		__u32 key = k;
+
+		if (k >= cfg->arp_targets)
+			break;
+		t = bpf_map_lookup_elem(&arp_targets, &key);
+		if (t && *t == sip) {
+			count(COUNTER_ARP_ALIVE, pkt_len);
+			/* Operation 2, reply, to the probe's 0.0.0.0. */
+			return a[6] == 0 && a[7] == 2 && tip == 0;
+		}
+	}
+	return 0;
+}
+
 /* Carries out an action. */
 static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
 {
@@ -287,6 +332,8 @@ int xskit_filter(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
+	if (cfg->arp_targets && arp_monitor(cfg, data, end, pkt_len))
+		return XDP_DROP;
 	if (cfg->inactive) {
 		count(COUNTER_INACTIVE, pkt_len);
 		return XDP_DROP;

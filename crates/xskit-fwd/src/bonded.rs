@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Interface, Umem};
-use xskit_bond::{BondMode, BondPort, BondStats, LinkMonitor};
+use xskit_bond::{ArpConfig, ArpMonitor, ArpProber, BondMode, BondPort, BondStats, LinkMonitor};
 use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
 
 use crate::error::{Error, Result};
@@ -36,6 +36,8 @@ pub struct BondConfig {
     pub updelay: Duration,
     /// How long a member's carrier must be down before it stops being used.
     pub downdelay: Duration,
+    /// ARP monitoring, on top of the carrier: a member whose targets stop answering is out.
+    pub arp: Option<ArpConfig>,
 }
 
 impl BondConfig {
@@ -52,6 +54,7 @@ impl BondConfig {
             primary: None,
             updelay: Duration::ZERO,
             downdelay: Duration::ZERO,
+            arp: None,
         }
     }
 }
@@ -63,6 +66,8 @@ xskit::config_setters!(BondConfig {
     updelay: Duration,
     /// Sets the down delay.
     downdelay: Duration,
+    /// Sets ARP monitoring.
+    arp: Option<ArpConfig>,
 });
 
 /// One member's counts.
@@ -86,6 +91,12 @@ pub struct MemberCount {
     pub device_tx_packets: u64,
     /// The kernel's drops on its sockets (rx ring full, invalid descriptors).
     pub socket_rx_dropped: u64,
+    /// ARP monitoring: its carrier (the member is up when this and `arp_up` are).
+    pub carrier: bool,
+    /// ARP monitoring: whether its targets answer.
+    pub arp_up: bool,
+    /// ARP monitoring: ARP packets from the targets received on it.
+    pub arp_alive: u64,
 }
 
 /// A bond's counts.
@@ -291,11 +302,25 @@ impl PipelinePort for Side {
     }
 }
 
-/// A bond's controller: watches its members' links and publishes who is up and active.
+/// ARP monitoring's running part: the decisions, the probes, and when the next check is.
+#[derive(Debug)]
+struct ArpRuntime {
+    monitor: ArpMonitor,
+    prober: ArpProber,
+    interval: Duration,
+    next_check: Instant,
+}
+
+/// A bond's controller: watches its members' links (and their ARP targets) and publishes
+/// who is up and active.
 #[derive(Debug)]
 pub(crate) struct BondRuntime {
     pub(crate) control: Arc<BondControl>,
     monitor: LinkMonitor,
+    arp: Option<ArpRuntime>,
+    /// Carrier per member, from the link monitor.
+    carrier: Vec<bool>,
+    /// Up per member: carrier, and the ARP targets answering when they are monitored.
     up: Vec<bool>,
     active: Option<usize>,
     primary: Option<usize>,
@@ -307,7 +332,7 @@ pub(crate) struct BondRuntime {
 
 impl BondRuntime {
     /// Starts watching `members` of `config` (already checked: they exist, the primary is
-    /// one of them).
+    /// one of them); with ARP monitoring, sends the first probes.
     pub(crate) fn new(config: &BondConfig, members: &[Interface]) -> Result<Self> {
         let monitor =
             LinkMonitor::new(members, config.updelay, config.downdelay).map_err(Error::Bond)?;
@@ -315,10 +340,26 @@ impl BondRuntime {
             .primary
             .as_ref()
             .and_then(|p| config.members.iter().position(|m| m == p));
+        let arp = match &config.arp {
+            Some(arp) => {
+                let prober = ArpProber::open(members, &arp.targets).map_err(Error::Bond)?;
+                prober.send();
+                Some(ArpRuntime {
+                    monitor: ArpMonitor::new(members.len(), arp.missed_max),
+                    prober,
+                    interval: arp.interval,
+                    next_check: Instant::now() + arp.interval,
+                })
+            }
+            None => None,
+        };
+        let carrier = monitor.up().to_vec();
         let mut runtime = BondRuntime {
             control: Arc::new(BondControl::new(members.len())),
-            up: monitor.up().to_vec(),
+            up: carrier.clone(),
+            carrier,
             monitor,
+            arp,
             active: None,
             primary,
             failovers: 0,
@@ -349,6 +390,18 @@ impl BondRuntime {
         }
     }
 
+    /// Recomputes who is up after `changes` changes, and tells the workers.
+    fn publish(&mut self, changes: usize) {
+        let arp_up = self.arp.as_ref().map(|a| a.monitor.up());
+        for (m, up) in self.up.iter_mut().enumerate() {
+            *up = self.carrier[m] && arp_up.is_none_or(|a| a[m]);
+        }
+        self.link_changes += changes as u64;
+        self.choose_active();
+        self.control.publish(&self.up, self.active);
+        self.last_change = Some(Instant::now());
+    }
+
     /// Waits up to `timeout` for link changes and publishes them; true if any came.
     pub(crate) fn poll(&mut self, timeout: Duration) -> Result<bool> {
         let changes = self.monitor.poll(Some(timeout)).map_err(Error::Bond)?;
@@ -356,17 +409,49 @@ impl BondRuntime {
             return Ok(false);
         }
         for c in &changes {
-            self.up[c.member] = c.up;
+            self.carrier[c.member] = c.up;
         }
-        self.link_changes += changes.len() as u64;
-        self.choose_active();
-        self.control.publish(&self.up, self.active);
-        self.last_change = Some(Instant::now());
+        self.publish(changes.len());
         Ok(true)
+    }
+
+    /// Whether an ARP check is due.
+    pub(crate) fn arp_due(&self, now: Instant) -> bool {
+        self.arp.as_ref().is_some_and(|a| now >= a.next_check)
+    }
+
+    /// An ARP check: `alive[m]` is member m's count of ARP packets from a target so far.
+    /// Publishes what changed (true if anything did) and sends the next probes.
+    pub(crate) fn arp_check(&mut self, alive: &[u64]) -> bool {
+        let Some(arp) = self.arp.as_mut() else {
+            return false;
+        };
+        let changed = arp.monitor.check(alive);
+        arp.prober.send();
+        arp.next_check += arp.interval;
+        let now = Instant::now();
+        if arp.next_check < now {
+            // A check ran late (a busy machine): start counting from now.
+            arp.next_check = now + arp.interval;
+        }
+        if changed.is_empty() {
+            return false;
+        }
+        self.publish(changed.len());
+        true
     }
 
     pub(crate) fn up(&self) -> &[bool] {
         &self.up
+    }
+
+    pub(crate) fn carrier(&self) -> &[bool] {
+        &self.carrier
+    }
+
+    /// Each member's ARP state (all up without ARP monitoring).
+    pub(crate) fn arp_up(&self, member: usize) -> bool {
+        self.arp.as_ref().is_none_or(|a| a.monitor.up()[member])
     }
 
     pub(crate) fn active(&self) -> Option<usize> {

@@ -26,6 +26,7 @@ const COUNTER_PARTIAL_CSUM: u32 = MAX_RULES as u32 + 2;
 const COUNTER_UNCLASSIFIABLE: u32 = MAX_RULES as u32 + 3;
 const COUNTER_NO_MEMBER: u32 = MAX_RULES as u32 + 4;
 const COUNTER_INACTIVE: u32 = MAX_RULES as u32 + 5;
+const COUNTER_ARP_ALIVE: u32 = MAX_RULES as u32 + 6;
 
 /// The slots of the filter's `tx_bond` settings.
 mod tx {
@@ -148,7 +149,9 @@ pub struct RuleCounter {
 struct FilterMaps {
     tx_ports: DevMap<MapData>,
     tx_bond: Array<MapData, u32>,
+    arp_targets: Array<MapData, u32>,
     inactive: bool,
+    arp_target_count: u32,
     rules: Array<MapData, KernelRule>,
     config: Array<MapData, ConfigRepr>,
     counters: PerCpuArray<MapData, CounterRepr>,
@@ -184,6 +187,7 @@ impl FilterMaps {
             default_action: default as u32,
             unclassifiable_action: self.unclassifiable as u32,
             inactive: u32::from(self.inactive),
+            arp_targets: self.arp_target_count,
         };
         self.config
             .set(0, config, 0)
@@ -222,7 +226,9 @@ impl XdpFilter {
         let mut maps = FilterMaps {
             tx_ports: program.take_map("tx_ports")?,
             tx_bond: program.take_map("tx_bond")?,
+            arp_targets: program.take_map("arp_targets")?,
             inactive: false,
+            arp_target_count: 0,
             rules: program.take_map("rules")?,
             config: program.take_map("config")?,
             counters: program.take_map("counters")?,
@@ -338,6 +344,42 @@ impl XdpFilter {
             .map_err(|e| map_error("writing the filter's configuration", e))?;
         maps.inactive = inactive;
         Ok(())
+    }
+
+    /// ARP monitoring: counts ARP packets from `targets` (at most
+    /// [`xskit_bond::MAX_ARP_TARGETS`]) in [`XdpFilter::arp_alive_counter`], and consumes the
+    /// replies to xskit's probes ([`xskit_bond::arp_probe`]). Empty turns it off.
+    pub fn set_arp_targets(&self, targets: &[std::net::Ipv4Addr]) -> Result<()> {
+        if targets.len() > xskit_bond::MAX_ARP_TARGETS {
+            return Err(Error::Bond(xskit_bond::Error::ArpConfig {
+                reason: format!(
+                    "at most {} ARP targets, not {}",
+                    xskit_bond::MAX_ARP_TARGETS,
+                    targets.len()
+                ),
+            }));
+        }
+        let mut maps = self.maps.lock_unpoisoned();
+        for (i, t) in targets.iter().enumerate() {
+            maps.arp_targets
+                .set(i as u32, u32::from_ne_bytes(t.octets()), 0)
+                .map_err(|e| map_error("writing the ARP targets", e))?;
+        }
+        let mut cfg = maps
+            .config
+            .get(&0, 0)
+            .map_err(|e| map_error("reading the filter's configuration", e))?;
+        cfg.arp_targets = targets.len() as u32;
+        maps.config
+            .set(0, cfg, 0)
+            .map_err(|e| map_error("writing the filter's configuration", e))?;
+        maps.arp_target_count = targets.len() as u32;
+        Ok(())
+    }
+
+    /// ARP packets from the monitored targets that arrived here (a sign of life).
+    pub fn arp_alive_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_ARP_ALIVE)
     }
 
     /// Packets to forward in XDP that found no usable member on the other side, dropped.

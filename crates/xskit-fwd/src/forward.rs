@@ -447,6 +447,9 @@ fn check_bonds(config: &ForwardConfig) -> Result<()> {
         if count == 0 || count > xskit_bond::MAX_MEMBERS {
             return Err(Error::Bond(xskit_bond::Error::MemberCount { count }));
         }
+        if let Some(arp) = &bond.arp {
+            arp.validate().map_err(Error::Bond)?;
+        }
         if let Some(primary) = bond.primary.as_ref().filter(|p| !bond.members.contains(p)) {
             return Err(Error::PrimaryNotMember {
                 bond: bond.name.clone(),
@@ -848,6 +851,15 @@ impl Forwarder {
         plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
         let mut workers = Vec::with_capacity(queues as usize);
         let mut cells = Vec::with_capacity(queues as usize);
+        // ARP monitoring counts its targets' answers in the members' filters: set them up
+        // before the first probes leave.
+        for (bond, range) in devices.bonds.iter().zip(&devices.sides) {
+            if let Some(arp) = bond.as_ref().and_then(|b| b.arp.as_ref()) {
+                for filter in &filters[range.clone()] {
+                    filter.set_arp_targets(&arp.targets)?;
+                }
+            }
+        }
         let bonds = devices
             .bonds
             .iter()
@@ -1026,6 +1038,8 @@ impl Forwarder {
                     interface: name.clone(),
                     up: runtime.up()[i],
                     active: active == Some(i),
+                    carrier: runtime.carrier()[i],
+                    arp_up: runtime.arp_up(i),
                     ..MemberCount::default()
                 })
                 .collect(),
@@ -1173,9 +1187,12 @@ impl Forwarder {
                 }
             }
             let inactive = read(strict, program.inactive_counter())?.packets;
+            let arp_alive = read(strict, program.arp_alive_counter())?.packets;
             let port = &mut out.ports[side];
             if let Some(bond) = port.bond.as_mut() {
-                bond.members[i - self.sides[side].start].rx_inactive += inactive;
+                let member = &mut bond.members[i - self.sides[side].start];
+                member.rx_inactive += inactive;
+                member.arp_alive = arp_alive;
             }
             port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
             let u = read(strict, program.unclassifiable_counter())?;
@@ -1229,10 +1246,20 @@ impl Forwarder {
     fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
         let mut wait = timeout;
         let (mut any, mut changed) = (false, false);
-        for (_, runtime) in self.bonds.iter_mut().flatten() {
+        for (side, bond) in self.bonds.iter_mut().enumerate() {
+            let Some((_, runtime)) = bond else {
+                continue;
+            };
             any = true;
             changed |= runtime.poll(wait)?;
             wait = Duration::ZERO;
+            if runtime.arp_due(Instant::now()) {
+                let alive = self.filters[self.sides[side].clone()]
+                    .iter()
+                    .map(|f| f.arp_alive_counter().map(|c| c.packets))
+                    .collect::<Result<Vec<u64>>>()?;
+                changed |= runtime.arp_check(&alive);
+            }
         }
         if !any {
             std::thread::sleep(timeout);

@@ -24,6 +24,8 @@ pub(crate) struct ConfigRepr {
     pub(crate) unclassifiable_action: u32,
     /// Non-zero on an active-backup bond's inactive member: everything is dropped.
     pub(crate) inactive: u32,
+    /// ARP monitoring's targets in `arp_targets` (0: no monitoring).
+    pub(crate) arp_targets: u32,
 }
 
 /// `struct counter`.
@@ -37,7 +39,7 @@ pub(crate) struct CounterRepr {
 // SAFETY: KernelRule is repr(C), has no padding (16+16+4+4 bytes, all fields naturally aligned)
 // and every bit pattern is a valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
-// SAFETY: four u32s, repr(C), no padding, any bit pattern valid.
+// SAFETY: five u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -167,6 +169,7 @@ mod tests {
                     offset_of!(ConfigRepr, unclassifiable_action),
                 ),
                 ("inactive", offset_of!(ConfigRepr, inactive)),
+                ("arp_targets", offset_of!(ConfigRepr, arp_targets)),
             ],
         );
         assert_layout(
@@ -180,8 +183,13 @@ mod tests {
         );
         assert_eq!(btf.max_entries["rules"], crate::MAX_RULES, "rules map size");
         assert!(
-            btf.max_entries["counters"] > crate::MAX_RULES + 5,
-            "the counters map has a slot per rule, the default and the five special ones"
+            btf.max_entries["counters"] > crate::MAX_RULES + 6,
+            "the counters map has a slot per rule, the default and the six special ones"
+        );
+        assert_eq!(
+            btf.max_entries["arp_targets"],
+            xskit_bond::MAX_ARP_TARGETS,
+            "ARP monitoring's targets"
         );
         assert_eq!(
             btf.max_entries["tx_ports"],
