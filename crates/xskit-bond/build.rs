@@ -1,5 +1,6 @@
 //! Compiles the program that runs `bpf/xskit_bond.h`'s hash over a frame (for the tests that
-//! hold it to the Rust one) and the header's example, the bond reflector.
+//! hold it to the Rust one), the header's example (the bond reflector), and the bond's
+//! XDP_DROP program for the benchmark.
 
 use xskit_bpf_build::Program;
 
@@ -9,6 +10,7 @@ fn main() {
         &[
             Program::new("xskit_bond_hash", "xskit_bond_hash"),
             Program::new("xdp_bond_reflect", "xdp_bond_reflect"),
+            Program::new("xdp_bond_drop", "xdp_bond_drop"),
         ],
         &[],
     );

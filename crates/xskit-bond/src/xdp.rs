@@ -11,6 +11,7 @@ use crate::{bpf, Error, Result, XmitHashPolicy};
 
 static REFLECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_bond_reflect.o"));
+static DROP_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_bond_drop.o"));
 
 /// The most members `xskit_bond.h` takes (XSKIT_BOND_MAX_MEMBERS).
 pub const MAX_MEMBERS: usize = 8;
@@ -85,6 +86,19 @@ impl XdpBond {
             members,
             ProgramObject::new(REFLECT_OBJ, "xskit_bond_reflect"),
             Some("reflected"),
+            mode,
+            attach,
+        )
+    }
+
+    /// Attaches xskit's bond XDP_DROP program (`bpf/xdp_bond_drop.c`: refuses what an inactive
+    /// member receives, as the bond's programs do, then drops and counts) to every member:
+    /// what a drop program pays for being a bond's.
+    pub fn dropper(members: &[Interface], mode: XdpBondMode, attach: Mode) -> Result<Self> {
+        Self::attach(
+            members,
+            ProgramObject::new(DROP_OBJ, "xskit_bond_drop_all"),
+            Some("dropped_here"),
             mode,
             attach,
         )

@@ -46,8 +46,9 @@ pub(crate) enum Kind {
     Pipeline,
     /// Testbed only: `xskit fwd` between two namespaces, against the kernel's bridge.
     Fwd,
-    /// Testbed only: XDP_TX through xskit's bond reflector (a bond of 1 and of 2 members)
-    /// against the plain XDP_TX program, as in seed 002's table.
+    /// Testbed only: XDP_DROP and XDP_TX through xskit's bond programs (a bond of 1 and of 2
+    /// members) against the plain programs, and an AF_XDP l2fwd through a bond port, as in
+    /// seed 002's table.
     Bond,
 }
 

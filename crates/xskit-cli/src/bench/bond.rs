@@ -1,5 +1,7 @@
-//! `xskit bench bond`: seed 002's table on this machine. XDP_TX rates of a reflector on the
-//! forwarding namespace of a three-namespace chain: xskit's plain XDP_TX program on one
+//! `xskit bench bond`: seed 002's table on this machine. XDP_DROP rates on the forwarding
+//! namespace of a three-namespace chain: xskit's plain drop program, and the bond's drop
+//! program (the active-backup check first) as a bond of 1 and of 2 members. XDP_TX rates of a
+//! reflector there: xskit's plain XDP_TX program on one
 //! device, and xskit's bond reflector (`xskit_bond.h`) as a bond of 1 member and of 2 members
 //! (the packet leaving through the receiving member, or redirected to the other), each
 //! against the plain program in the same run; and an AF_XDP l2fwd (on the other CPU) through
@@ -39,6 +41,9 @@ impl Reflector {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Case {
+    DropPlain,
+    DropBondOf1,
+    DropBondOf2,
     Plain,
     BondOf1,
     BondOf2Same,
@@ -48,7 +53,10 @@ enum Case {
 }
 
 impl Case {
-    const ALL: [Case; 6] = [
+    const ALL: [Case; 9] = [
+        Case::DropPlain,
+        Case::DropBondOf1,
+        Case::DropBondOf2,
         Case::Plain,
         Case::BondOf1,
         Case::BondOf2Same,
@@ -59,6 +67,9 @@ impl Case {
 
     fn label(self) -> &'static str {
         match self {
+            Case::DropPlain => "XDP_DROP, plain program, one device",
+            Case::DropBondOf1 => "XDP_DROP, bond of 1 member",
+            Case::DropBondOf2 => "XDP_DROP, bond of 2 (active-backup)",
             Case::Plain => "XDP_TX, plain program, one device",
             Case::BondOf1 => "bond of 1 member",
             Case::BondOf2Same => "bond of 2, out of the receiving member (XDP_TX)",
@@ -68,10 +79,11 @@ impl Case {
         }
     }
 
-    /// The case a ratio is taken against: the plain XDP_TX program for the XDP rows, the
-    /// single AF_XDP port for the bond port.
+    /// The case a ratio is taken against: the plain program of the same verdict for the XDP
+    /// rows, the single AF_XDP port for the bond port.
     fn baseline(self) -> Case {
         match self {
+            Case::DropPlain | Case::DropBondOf1 | Case::DropBondOf2 => Case::DropPlain,
             Case::AfXdpBondOf2 => Case::AfXdpPort,
             _ => Case::Plain,
         }
@@ -189,7 +201,15 @@ fn attach(chain: &Chain, case: Case) -> Result<Reflector> {
             let m_a = Interface::by_name(&names[0])?;
             let m_c = Interface::by_name(&names[1])?;
             let layer2 = XdpBondMode::BalanceXor(XmitHashPolicy::Layer2);
+            let backup = XdpBondMode::ActiveBackup;
             Ok(match case {
+                Case::DropPlain => {
+                    Reflector::Plain(Box::new(XdpCounter::drop_all(&m_a, Mode::Drv, false)?))
+                }
+                Case::DropBondOf1 => Reflector::Bond(XdpBond::dropper(&[m_a], backup, Mode::Drv)?),
+                Case::DropBondOf2 => {
+                    Reflector::Bond(XdpBond::dropper(&[m_a, m_c], backup, Mode::Drv)?)
+                }
                 Case::Plain => {
                     Reflector::Plain(Box::new(XdpCounter::reflect_all(&m_a, Mode::Drv)?))
                 }
@@ -286,7 +306,7 @@ pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
     if json {
         out!("{}", serde_json::to_string(&rows)?);
     } else {
-        out!("XDP_TX and AF_XDP l2fwd on veth (64 B, one flow from the live-frames generator on CPU {GEN_CPU}), {runs} runs of {secs} s; ratios against the plain program, and for the bond port against one port:");
+        out!("XDP_DROP, XDP_TX and AF_XDP l2fwd on veth (64 B, one flow from the live-frames generator on CPU {GEN_CPU}), {runs} runs of {secs} s; ratios against the plain program of the same verdict, and for the bond port against one port:");
         for r in &rows {
             let runs: Vec<String> = r.mpps.iter().map(|m| format!("{m:.2}")).collect();
             out!(
