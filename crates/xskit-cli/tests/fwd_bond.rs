@@ -718,3 +718,34 @@ fn arp_monitoring_takes_out_a_member_whose_path_fails_with_its_carrier_up() {
         );
     }
 }
+
+#[test]
+fn a_member_in_use_by_another_forwarder_is_refused_and_the_first_keeps_running() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let first = start_bond_fwd(&sw, &["--bond-mode", "balance-xor"]);
+    let out = bond_fwd(&sw).args(["-d", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a second forwarder on the same members started"
+    );
+    assert!(
+        err.contains("xsb0") && err.contains("XDP program"),
+        "the error names the member and what holds it: {err}"
+    );
+    // The first forwarder still carries traffic.
+    let far = sw.far.as_ref().unwrap();
+    let ping = far
+        .ns
+        .command("ping")
+        .args(["-n", "-q", "-c", "5", "-i", "0.1", "-W", "1"])
+        .arg(sw.host.ip.to_string())
+        .output()
+        .unwrap();
+    let (sent, received) = ping_counts(&String::from_utf8_lossy(&ping.stdout));
+    assert_eq!(received, sent, "{}", String::from_utf8_lossy(&ping.stdout));
+    stop_fwd(first);
+}
