@@ -33,11 +33,13 @@ mod arp_monitor;
 mod members;
 mod monitor;
 mod port;
+mod select;
 mod xdp;
 
 pub use announce::{announce, announce_v6, gratuitous_arp, unsolicited_na, UNSOLICITED_NA_LEN};
 pub use arp_monitor::{arp_probe, ArpConfig, ArpMonitor, ArpProber, MAX_ARP_TARGETS};
 pub use monitor::{LinkMonitor, MemberChange};
+pub use select::{choose_active, LinkSpeed, PrimaryReselect};
 pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 
 /// `xskit_bond.h`: the transmit hashes for your own XDP program (`#include "xskit_bond.h"`,

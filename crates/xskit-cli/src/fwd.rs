@@ -11,7 +11,8 @@ use std::time::Duration;
 use xskit::{Mode, SocketConfig};
 use xskit_fwd::rules::{RuleSet, Verdict};
 use xskit_fwd::{
-    BondConfig, BondMode, ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount, Report,
+    BondConfig, BondMode, ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount,
+    PrimaryReselect, Report,
 };
 
 use crate::opts::{announce, stop_flag, thousands, PolicyArg, RunArgs};
@@ -82,9 +83,18 @@ pub(crate) struct FwdArgs {
     /// balance-rr: packets sent on a member before the next one's turn.
     #[arg(long = "packets-per-slave", value_name = "N", default_value_t = 1)]
     packets_per_slave: u32,
-    /// active-backup: the member that is active whenever it is up.
+    /// active-backup: the member preferred as the active one.
     #[arg(long, value_name = "IFACE")]
     primary: Option<String>,
+    /// When the primary takes over again from an active member that is up: always, better
+    /// (a faster link, or as fast and full duplex), or failure (only when the active one
+    /// fails).
+    #[arg(long = "primary-reselect", value_enum, default_value = "always")]
+    primary_reselect: ReselectArg,
+    /// active-backup with --respond: gratuitous ARPs for that address from the new active
+    /// member after a failover, so the switch learns the bond's new port (0: none).
+    #[arg(long = "num-grat-arp", value_name = "N", default_value_t = 1)]
+    num_grat_arp: u32,
     /// Milliseconds a member's carrier must be up before the bond uses it again.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     updelay: u64,
@@ -124,6 +134,14 @@ enum BondModeArg {
     /// LACP: not available yet.
     #[value(name = "802.3ad", alias = "4")]
     Lacp,
+}
+
+/// `--primary-reselect`, as Linux names it.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ReselectArg {
+    Always,
+    Better,
+    Failure,
 }
 
 /// `NAME=IFACE,IFACE...`.
@@ -186,6 +204,12 @@ fn bond_configs(args: &FwdArgs) -> Result<Vec<BondConfig>> {
             BondConfig::new(name.clone(), members.clone(), mode)
                 .arp(arp.clone())
                 .primary(args.primary.clone().filter(|p| members.contains(p)))
+                .primary_reselect(match args.primary_reselect {
+                    ReselectArg::Always => PrimaryReselect::Always,
+                    ReselectArg::Better => PrimaryReselect::Better,
+                    ReselectArg::Failure => PrimaryReselect::Failure,
+                })
+                .num_grat_arp(args.num_grat_arp)
                 .updelay(Duration::from_millis(args.updelay))
                 .downdelay(Duration::from_millis(args.downdelay))
         })
@@ -317,7 +341,14 @@ fn bond_mode_text(args: &FwdArgs) -> String {
             format!("balance-rr, packets_per_slave {}", args.packets_per_slave)
         }
         BondModeArg::ActiveBackup => match &args.primary {
-            Some(p) => format!("active-backup, primary {p}"),
+            Some(p) => format!(
+                "active-backup, primary {p}, primary_reselect {}",
+                match args.primary_reselect {
+                    ReselectArg::Always => "always",
+                    ReselectArg::Better => "better",
+                    ReselectArg::Failure => "failure",
+                }
+            ),
             None => "active-backup".into(),
         },
         BondModeArg::Broadcast => "broadcast".into(),

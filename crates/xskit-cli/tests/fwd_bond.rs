@@ -749,3 +749,99 @@ fn a_member_in_use_by_another_forwarder_is_refused_and_the_first_keeps_running()
     assert_eq!(received, sent, "{}", String::from_utf8_lossy(&ping.stdout));
     stop_fwd(first);
 }
+
+/// Active-backup with member 0 as primary: its port goes down and comes back; returns the
+/// report.
+fn primary_goes_and_returns(reselect: &str) -> serde_json::Value {
+    let sw = Switched::with_far_host(2).unwrap();
+    let fwd = start_bond_fwd(
+        &sw,
+        &[
+            "--bond-mode",
+            "active-backup",
+            "--primary",
+            "xsb0",
+            "--primary-reselect",
+            reselect,
+        ],
+    );
+    for state in ["down", "up"] {
+        let st = sw
+            .switch
+            .command("ip")
+            .args(["link", "set", &sw.ports[0], state])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop_fwd(fwd)
+}
+
+#[test]
+fn the_primary_takes_over_again_as_primary_reselect_says() {
+    if !privileged() {
+        return;
+    }
+    let always = primary_goes_and_returns("always");
+    let bond = bond_of(&always);
+    assert_eq!(
+        bond["active"], "xsb0",
+        "always: the primary is back: {bond}"
+    );
+    assert_eq!(bond["failovers"], 2, "{bond}");
+    let failure = primary_goes_and_returns("failure");
+    let bond = bond_of(&failure);
+    assert_eq!(bond["active"], "xsb1", "failure: the backup stays: {bond}");
+    assert_eq!(bond["failovers"], 1, "{bond}");
+    // veth links all run at 10 Gbit/s full duplex: the primary is no better.
+    let better = primary_goes_and_returns("better");
+    assert_eq!(bond_of(&better)["active"], "xsb1", "{}", bond_of(&better));
+}
+
+/// Active-backup answering for 203.0.113.30 (`--respond`): after member 0's port goes down,
+/// where the switch has learnt the bond's MAC, with no traffic from anyone.
+fn bond_mac_port_after_failover(grat_arps: &str) -> Option<String> {
+    let sw = Switched::with_far_host(2).unwrap();
+    let bond_mac = [0x02, 0x58, 0x53, 0x42, 0x00, 0x00];
+    let fwd = start_bond_fwd(
+        &sw,
+        &[
+            "--bond-mode",
+            "active-backup",
+            "--respond",
+            "203.0.113.30",
+            "--num-grat-arp",
+            grat_arps,
+        ],
+    );
+    let cut = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", &sw.ports[0], "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let port = sw.port_of(bond_mac).unwrap();
+    let report = stop_fwd(fwd);
+    assert_eq!(bond_of(&report)["active"], "xsb1", "{report}");
+    port
+}
+
+#[test]
+fn a_failover_announces_the_bonds_address_from_the_new_member() {
+    if !privileged() {
+        return;
+    }
+    assert_eq!(
+        bond_mac_port_after_failover("3").as_deref(),
+        Some("sw1"),
+        "gratuitous ARPs taught the switch the new port"
+    );
+    assert_eq!(
+        bond_mac_port_after_failover("0"),
+        None,
+        "without them the switch does not know where the bond is"
+    );
+}

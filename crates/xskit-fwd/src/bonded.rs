@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Interface, Umem};
-use xskit_bond::{ArpConfig, ArpMonitor, ArpProber, BondMode, BondPort, BondStats, LinkMonitor};
+use xskit_bond::{
+    ArpConfig, ArpMonitor, ArpProber, BondMode, BondPort, BondStats, LinkMonitor, LinkSpeed,
+    PrimaryReselect,
+};
 use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
 
 use crate::error::{Error, Result};
@@ -29,9 +32,14 @@ pub struct BondConfig {
     pub members: Vec<String>,
     /// How it spreads what it transmits.
     pub mode: BondMode,
-    /// active-backup: the member that is active whenever it is up (bonding's `primary` with
-    /// `primary_reselect=always`).
+    /// active-backup: the member preferred as the active one (bonding's `primary`).
     pub primary: Option<String>,
+    /// When the primary takes over again from an active member that is up.
+    pub primary_reselect: PrimaryReselect,
+    /// active-backup: gratuitous ARPs sent from the new active member after a failover, for
+    /// the forwarder's own address (`respond`), so the switch learns the bond's new port
+    /// (bonding's `num_grat_arp`; 0: none).
+    pub num_grat_arp: u32,
     /// How long a member's carrier must be up before it is used again.
     pub updelay: Duration,
     /// How long a member's carrier must be down before it stops being used.
@@ -52,6 +60,8 @@ impl BondConfig {
             members: members.into_iter().map(Into::into).collect(),
             mode,
             primary: None,
+            primary_reselect: PrimaryReselect::Always,
+            num_grat_arp: 1,
             updelay: Duration::ZERO,
             downdelay: Duration::ZERO,
             arp: None,
@@ -62,6 +72,10 @@ impl BondConfig {
 xskit::config_setters!(BondConfig {
     /// Sets the primary member (active-backup).
     primary: Option<String>,
+    /// Sets when the primary takes over again.
+    primary_reselect: PrimaryReselect,
+    /// Sets the gratuitous ARPs sent after a failover.
+    num_grat_arp: u32,
     /// Sets the up delay.
     updelay: Duration,
     /// Sets the down delay.
@@ -324,6 +338,14 @@ pub(crate) struct BondRuntime {
     up: Vec<bool>,
     active: Option<usize>,
     primary: Option<usize>,
+    reselect: PrimaryReselect,
+    /// Each member's link speed, for `primary_reselect better`.
+    speeds: Vec<LinkSpeed>,
+    members: Vec<Interface>,
+    /// Gratuitous ARPs after a failover: the address, the bond's MAC, how many.
+    announce: Option<(std::net::Ipv4Addr, [u8; 6], u32)>,
+    /// Gratuitous ARPs that could not be sent (a member gone).
+    pub(crate) announce_errors: u64,
     pub(crate) failovers: u64,
     pub(crate) link_changes: u64,
     /// When the last change was published.
@@ -332,8 +354,15 @@ pub(crate) struct BondRuntime {
 
 impl BondRuntime {
     /// Starts watching `members` of `config` (already checked: they exist, the primary is
-    /// one of them); with ARP monitoring, sends the first probes.
-    pub(crate) fn new(config: &BondConfig, members: &[Interface]) -> Result<Self> {
+    /// one of them); with ARP monitoring, sends the first probes. With `respond` (the
+    /// forwarder's own address) and `mac` (the bond's), an active-backup failover announces
+    /// the address from the new active member.
+    pub(crate) fn new(
+        config: &BondConfig,
+        members: &[Interface],
+        respond: Option<std::net::Ipv4Addr>,
+        mac: [u8; 6],
+    ) -> Result<Self> {
         let monitor =
             LinkMonitor::new(members, config.updelay, config.downdelay).map_err(Error::Bond)?;
         let primary = config
@@ -362,6 +391,16 @@ impl BondRuntime {
             arp,
             active: None,
             primary,
+            reselect: config.primary_reselect,
+            speeds: members
+                .iter()
+                .map(|m| m.link_speed().ok().flatten())
+                .collect(),
+            members: members.to_vec(),
+            announce: respond
+                .filter(|_| config.mode == BondMode::ActiveBackup && config.num_grat_arp > 0)
+                .map(|ip| (ip, mac, config.num_grat_arp)),
+            announce_errors: 0,
             failovers: 0,
             link_changes: 0,
             last_change: None,
@@ -374,19 +413,27 @@ impl BondRuntime {
         Ok(runtime)
     }
 
-    /// The primary when it is up; else the active member while it stays up; else the first
-    /// member that is up.
+    /// As Linux's bond: the primary when `primary_reselect` lets it take over, else the
+    /// active member while it stays up, else the first member that is up. A failover is
+    /// announced (gratuitous ARPs from the new active member) when there is an address.
     fn choose_active(&mut self) {
         let before = self.active;
-        self.active = match self.primary {
-            Some(p) if self.up[p] => Some(p),
-            _ => match self.active {
-                Some(a) if self.up[a] => Some(a),
-                _ => self.up.iter().position(|&u| u),
-            },
-        };
+        self.active = xskit_bond::choose_active(
+            &self.up,
+            self.active,
+            self.primary,
+            self.reselect,
+            &self.speeds,
+        );
         if self.active != before {
             self.failovers += 1;
+            if let (Some(a), Some((ip, mac, count)), Some(_)) = (self.active, self.announce, before)
+            {
+                let sent = xskit_bond::announce(&self.members[a], mac, ip.octets(), count as usize);
+                if sent.is_err() {
+                    self.announce_errors += 1;
+                }
+            }
         }
     }
 
@@ -410,6 +457,10 @@ impl BondRuntime {
         }
         for c in &changes {
             self.carrier[c.member] = c.up;
+            if c.up {
+                // A link that comes back may have come back at another speed.
+                self.speeds[c.member] = self.members[c.member].link_speed().ok().flatten();
+            }
         }
         self.publish(changes.len());
         Ok(true)

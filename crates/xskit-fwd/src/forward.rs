@@ -863,14 +863,13 @@ impl Forwarder {
         let bonds = devices
             .bonds
             .iter()
-            .zip(&devices.sides)
-            .map(|(bond, range)| {
+            .zip(devices.sides.iter().zip(&devices.macs))
+            .map(|(bond, (range, &mac))| {
                 bond.as_ref()
                     .map(|b| {
-                        Ok((
-                            b.clone(),
-                            BondRuntime::new(b, &devices.ifaces[range.clone()])?,
-                        ))
+                        let members = &devices.ifaces[range.clone()];
+                        let runtime = BondRuntime::new(b, members, config.respond, mac)?;
+                        Ok((b.clone(), runtime))
                     })
                     .transpose()
             })

@@ -40,7 +40,7 @@ mod worker;
 pub use bonded::{BondConfig, BondCount, MemberCount};
 pub use error::{Error, Result};
 pub use forward::*;
-pub use xskit_bond::{BondMode, XmitHashPolicy};
+pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};
 
 include!(concat!(env!("OUT_DIR"), "/limits.rs"));
 #[cfg(test)]

@@ -63,6 +63,12 @@ impl Interface {
         }
     }
 
+    /// The link's speed in Mbit/s and whether it is full duplex (ethtool), or `None` when the
+    /// driver does not say.
+    pub fn link_speed(&self) -> Result<Option<(u32, bool)>> {
+        Ok(sys::ethtool::link_speed(&self.name)?)
+    }
+
     /// XDP and AF_XDP capabilities from the netdev netlink family.
     pub fn features(&self) -> Result<DeviceFeatures> {
         Ok(netlink::device_features(self.index)?)

@@ -1,12 +1,64 @@
-//! The one ethtool query xskit needs: how many queues a device is using now (its channels),
+//! The ethtool queries xskit needs: how many queues a device is using now (its channels),
 //! which can be fewer than the queues it was created with (veth makes one per possible CPU
-//! and uses one).
+//! and uses one); and its link speed and duplex (a bond's `primary_reselect better`).
 
 use std::os::fd::AsRawFd;
 
 use super::{ifreq_named, ioctl_socket, SyscallError};
 
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_GSET: u32 = 0x1;
+
+/// `struct ethtool_cmd` (the legacy settings query, which every driver with link settings
+/// answers through the kernel's compatibility path).
+#[repr(C)]
+#[derive(Default)]
+struct Settings {
+    cmd: u32,
+    supported: u32,
+    advertising: u32,
+    speed: u16,
+    duplex: u8,
+    port: u8,
+    phy_address: u8,
+    transceiver: u8,
+    autoneg: u8,
+    mdio_support: u8,
+    maxtxpkt: u32,
+    maxrxpkt: u32,
+    speed_hi: u16,
+    eth_tp_mdix: u8,
+    eth_tp_mdix_ctrl: u8,
+    lp_advertising: u32,
+    reserved: [u32; 2],
+}
+
+/// The link's speed in Mbit/s and whether it is full duplex, or `None` when the driver does
+/// not know (no link, no settings).
+pub(crate) fn link_speed(name: &str) -> Result<Option<(u32, bool)>, SyscallError> {
+    let Ok(mut req) = ifreq_named(name, "ioctl(ETHTOOL_GSET)") else {
+        return Ok(None);
+    };
+    let sock = ioctl_socket()?;
+    let mut settings = Settings {
+        cmd: ETHTOOL_GSET,
+        ..Settings::default()
+    };
+    req.ifr_ifru.ifru_data = (&mut settings as *mut Settings).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GSET writes one ethtool_cmd, which `settings` is (the
+    // same fields, repr(C)) and outlives the call.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    if ret < 0 {
+        let e = SyscallError::last("ioctl(ETHTOOL_GSET)");
+        return match e.errno() {
+            Some(libc::EOPNOTSUPP) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let speed = u32::from(settings.speed) | u32::from(settings.speed_hi) << 16;
+    // SPEED_UNKNOWN is -1 and DUPLEX_UNKNOWN 0xff.
+    Ok((speed != 0 && speed != u32::MAX).then_some((speed, settings.duplex == 1)))
+}
 
 #[repr(C)]
 #[derive(Default)]
