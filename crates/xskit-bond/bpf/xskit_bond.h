@@ -9,7 +9,8 @@
  * Rust, which the kernel's own bond checks in xskit's guest testbed, and the
  * two are held to each other on random and edge-case frames.
  *
- * Include it in your XDP program after <bpf/bpf_helpers.h>:
+ * Include it in your XDP program after <bpf/bpf_helpers.h> (the encap policies walk
+ * tunnels with bpf_loop, Linux 5.17 or later):
  * #include "xskit_bond.h". Every read is bounds-checked against data_end, so
  * the verifier takes it as it is.
  */
@@ -109,12 +110,11 @@ fold:
 	return h;
 }
 
-/* ICMP types whose header carries an identifier (icmp_has_id). */
-static __always_inline int xskit_icmp_has_id(__u8 protocol, __u8 type)
+/* ICMP types whose identifier the flow dissector takes (icmp_has_id): echo and
+ * timestamp, request and reply, of ICMP and ICMPv6 alike. */
+static __always_inline int xskit_icmp_has_id(__u8 type)
 {
-	if (protocol == 1)
-		return type == 0 || type == 8 || (type >= 13 && type <= 18);
-	return type == 128 || type == 129;
+	return type == 0 || type == 8 || type == 13 || type == 14 || type == 128 || type == 129;
 }
 
 /* The ports word (or the ICMP type/code/id) of the transport header at l4. */
@@ -126,7 +126,7 @@ static __always_inline __u32 xskit_transport(__u8 protocol, const unsigned char 
 	case 58: { /* ICMPv6 */
 		__u32 id;
 
-		if (l4 + 8 > end || !xskit_icmp_has_id(protocol, l4[0]))
+		if (l4 + 8 > end || !xskit_icmp_has_id(l4[0]))
 			return 0;
 		id = (__u32)l4[4] << 8 | l4[5];
 		if (id == 0)
@@ -149,6 +149,209 @@ static __always_inline __u32 xskit_transport(__u8 protocol, const unsigned char 
 	default:
 		return 0;
 	}
+}
+
+/* Times the flow dissector moves on to another header at most (MAX_FLOW_DISSECT_HDRS). */
+#define XSKIT_MAX_HEADERS 15
+/* How far into a frame headers are looked for (a bound for the verifier; Rust keeps it). */
+#define XSKIT_MAX_HEADER_BYTES 512
+/* Steps of the walk at most: every move, and an IP header before each. */
+#define XSKIT_DISSECT_STEPS 34
+
+/* The frame being walked (bpf_loop's callback context). */
+struct xskit_frame {
+	const unsigned char *p;
+	const unsigned char *end;
+};
+
+/*
+ * The walk's state between steps. It lives in a map, not on the stack: values read from a
+ * map are not tracked exactly, so the verifier checks one step and sees the next one start
+ * in the same state, instead of following every path through all of them.
+ */
+struct xskit_dissect {
+	__u32 at;
+	__u32 addrs;
+	__u32 moves;
+	__u32 transport;
+	__u32 ports;
+	__u16 proto;
+	__u8 next;
+	__u8 have_next;
+	__u8 v6;
+	__u8 result;	/* XSKIT_WALKING, XSKIT_FOUND or XSKIT_FAILED */
+};
+
+enum { XSKIT_WALKING = 0, XSKIT_FOUND = 1, XSKIT_FAILED = 2 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xskit_dissect);
+} xskit_bond_walk SEC(".maps");
+
+#define XSKIT_READ(at, n) ((at) + (n) > XSKIT_MAX_HEADER_BYTES || p + (at) + (n) > end)
+
+/*
+ * One step of Linux's whole flow dissector with the bond's keys (the encap policies):
+ * one header, as dissect_all in xskit_wire::bond_hash takes them. A bpf_loop callback, so
+ * that the verifier checks one step, not every path through 34 of them. Returns 1 when
+ * the walk ends: found, or failed where Linux fails (the bond then hashes layer2).
+ */
+static long xskit_dissect_step(__u32 index, void *arg)
+{
+	struct xskit_frame *f = arg;
+	const unsigned char *p = f->p, *end = f->end, *h;
+	__u32 zero = 0, at;
+	struct xskit_dissect *d = bpf_map_lookup_elem(&xskit_bond_walk, &zero);
+
+	if (!d)
+		return 1;
+	at = d->at;
+
+	/* Past the bound nothing more is read (every read below fails). */
+	if (at > XSKIT_MAX_HEADER_BYTES)
+		at = XSKIT_MAX_HEADER_BYTES + 1;
+	h = p + at;
+	if (!d->have_next) {
+		/* At a network header of type d->proto. */
+		if (d->proto == 0x0800) {
+			__u32 ihl;
+
+			if (XSKIT_READ(at, 20))
+				goto failed;
+			ihl = (__u32)(h[0] & 0x0f) * 4;
+			if (ihl < 20)
+				goto failed;
+			d->addrs = xskit_le32(h + 12) ^ xskit_le32(h + 16);
+			d->at = at + ihl;
+			/* A fragment ends it: no ports. */
+			if ((h[6] & 0x3f) | h[7])
+				goto found;
+			d->next = h[9];
+			d->v6 = 0;
+			d->have_next = 1;
+		} else if (d->proto == 0x86dd) {
+			if (XSKIT_READ(at, 40))
+				goto failed;
+			d->addrs = xskit_le32(h + 8) ^ xskit_le32(h + 12) ^ xskit_le32(h + 16) ^
+				   xskit_le32(h + 20) ^ xskit_le32(h + 24) ^ xskit_le32(h + 28) ^
+				   xskit_le32(h + 32) ^ xskit_le32(h + 36);
+			d->at = at + 40;
+			d->next = h[6];
+			d->v6 = 1;
+			d->have_next = 1;
+		} else if (d->proto == 0x8100 || d->proto == 0x88a8) {
+			if (XSKIT_READ(at, 4))
+				goto failed;
+			d->proto = (__u16)h[2] << 8 | h[3];
+			d->at = at + 4;
+			if (++d->moves > XSKIT_MAX_HEADERS)
+				goto found;
+		} else if (d->proto == 0x0806 || d->proto == 0x8035 || d->proto == 0x8847 ||
+			   d->proto == 0x8848) {
+			/* Dissected with keys the bond does not use: nothing found. */
+			goto found;
+		} else {
+			goto failed;
+		}
+		return 0;
+	}
+	/* At the header IP protocol d->next names. */
+	if (d->v6 && (d->next == 0 || d->next == 43 || d->next == 60)) {
+		if (XSKIT_READ(at, 2))
+			goto failed;
+		d->next = h[0];
+		d->at = at + ((__u32)h[1] + 1) * 8;
+	} else if (d->v6 && d->next == 44) {
+		if (XSKIT_READ(at, 8))
+			goto failed;
+		goto found;
+	} else if (d->next == 4 || d->next == 41) {
+		d->proto = d->next == 4 ? 0x0800 : 0x86dd;
+		d->have_next = 0;
+	} else if (d->next == 47) {
+		__u16 flags, version, proto;
+
+		if (XSKIT_READ(at, 4))
+			goto failed;
+		flags = (__u16)h[0] << 8 | h[1];
+		version = flags & 0x0007;
+		proto = (__u16)h[2] << 8 | h[3];
+		/* Routing, a version above 1, or a version 1 that is not PPTP. */
+		if ((flags & 0x4000) || version > 1 ||
+		    (version == 1 && (proto != 0x880b || !(flags & 0x2000))))
+			goto found;
+		at += 4 + ((flags & 0x8000) ? 4 : 0) + ((flags & 0x2000) ? 4 : 0) +
+		      ((flags & 0x1000) ? 4 : 0);
+		if (version == 1) {
+			__u16 ppp;
+
+			if (flags & 0x0080)
+				at += 4;
+			if (XSKIT_READ(at, 4))
+				goto failed;
+			h = p + at;
+			ppp = (__u16)h[2] << 8 | h[3];
+			if (ppp == 0x0021)
+				proto = 0x0800;
+			else if (ppp == 0x0057)
+				proto = 0x86dd;
+			at += 4;
+		} else if (proto == 0x6558) {
+			/* Transparent Ethernet bridging: an Ethernet frame inside. */
+			if (XSKIT_READ(at, 14))
+				goto failed;
+			h = p + at;
+			proto = (__u16)h[12] << 8 | h[13];
+			at += 14;
+		}
+		d->proto = proto;
+		d->at = at;
+		d->have_next = 0;
+	} else {
+		if (d->ports && at <= XSKIT_MAX_HEADER_BYTES)
+			d->transport = xskit_transport(d->next, h, end);
+		goto found;
+	}
+	if (++d->moves > XSKIT_MAX_HEADERS)
+		goto found;
+	return 0;
+found:
+	d->result = XSKIT_FOUND;
+	return 1;
+failed:
+	d->result = XSKIT_FAILED;
+	return 1;
+}
+
+/* The walk: 1 with the addresses' and transport's words found, 0 where Linux fails. */
+static __always_inline int xskit_dissect_all(const unsigned char *p, const unsigned char *end,
+					     int ports, __u32 *addrs_out, __u32 *transport_out)
+{
+	struct xskit_frame frame = { .p = p, .end = end };
+	struct xskit_dissect *d;
+	__u32 zero = 0;
+
+	*addrs_out = 0;
+	*transport_out = 0;
+	if (p + 14 > end)
+		return 0;
+	d = bpf_map_lookup_elem(&xskit_bond_walk, &zero);
+	if (!d)
+		return 0;
+	__builtin_memset(d, 0, sizeof(*d));
+	d->at = 14;
+	d->ports = ports;
+	d->proto = (__u16)p[12] << 8 | p[13];
+	bpf_loop(XSKIT_DISSECT_STEPS, xskit_dissect_step, &frame, 0);
+	if (d->result == XSKIT_FAILED)
+		return 0;
+	/* Out of steps counts as found, as running out of moves does. */
+	*addrs_out = d->addrs;
+	*transport_out = d->transport;
+	return 1;
 }
 
 /* The hash Linux's bond computes for the Ethernet frame [data, data_end). */
@@ -176,6 +379,11 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 	eth = (__u32)(p[5] ^ p[11]) ^ proto;
 	if (policy == XSKIT_XMIT_LAYER2)
 		return eth;
+	if (policy == XSKIT_XMIT_ENCAP23 || policy == XSKIT_XMIT_ENCAP34) {
+		if (!xskit_dissect_all(p, end, ports, &addrs, &transport))
+			return eth;
+		goto fold;
+	}
 	if (proto == 0x0800) {
 		__u32 ihl, fragment;
 
@@ -200,6 +408,7 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 	} else {
 		return eth;
 	}
+fold:
 	h = ports ? transport : eth;
 	h ^= addrs;
 	h ^= h >> 16;

@@ -82,6 +82,98 @@ fn shapes() -> impl Strategy<Value = Shape> {
         })
 }
 
+/// Headers for the frames below.
+fn ip4(protocol: u8, flags: u16, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x45, 0, 0, 0, 0, 1];
+    h.extend_from_slice(&flags.to_be_bytes());
+    h.extend_from_slice(&[64, protocol, 0, 0, 198, 51, 100, 7, 203, 0, 113, 9]);
+    h.extend_from_slice(payload);
+    h
+}
+
+fn ip6(next: u8, payload: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x60, 0, 0, 0, 0, payload.len() as u8, next, 64];
+    h.extend((0..32).map(|i| (i * 13 + 5) as u8));
+    h.extend_from_slice(payload);
+    h
+}
+
+fn gre(flags: u16, proto: u16, inner: &[u8]) -> Vec<u8> {
+    let mut h = flags.to_be_bytes().to_vec();
+    h.extend_from_slice(&proto.to_be_bytes());
+    for bit in [0x8000u16, 0x2000, 0x1000] {
+        if flags & bit != 0 {
+            h.extend_from_slice(&[0xa5; 4]);
+        }
+    }
+    h.extend_from_slice(inner);
+    h
+}
+
+fn eth(proto: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 0x0b, 2, 0, 0, 0, 0, 0x0a];
+    f.extend_from_slice(&proto.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Frames through tunnels (IP-in-IP, IPv6-in-IP, GRE with each optional field, GRE with
+/// Ethernet inside, PPTP), IPv6 extension headers and fragments, ARP and MPLS.
+fn tunnels() -> Vec<Vec<u8>> {
+    let udp = [0x9c, 0x40, 0x00, 0x35, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    let tcp: Vec<u8> = [0x30, 0x39, 0x01, 0xbb]
+        .iter()
+        .copied()
+        .chain([0; 16])
+        .collect();
+    let inner4 = ip4(17, 0, &udp);
+    let inner6 = ip6(6, &tcp);
+    let mut teb = eth(0x0800, &inner4);
+    let mut teb_vlan = eth(0x8100, &[0, 5, 0x08, 0x00]);
+    teb_vlan.extend_from_slice(&inner4);
+    let mut ppp4 = vec![0xff, 0x03, 0x00, 0x21];
+    ppp4.extend_from_slice(&inner4);
+    let mut hop = vec![17, 0, 0, 0, 0, 0, 0, 0];
+    hop.extend_from_slice(&udp);
+    let mut frag = vec![17, 0, 0, 0, 0, 0, 0, 1];
+    frag.extend_from_slice(&udp);
+    teb.truncate(teb.len());
+    vec![
+        eth(0x0800, &ip4(4, 0, &inner4)),
+        eth(0x0800, &ip4(41, 0, &inner6)),
+        eth(0x0800, &ip4(47, 0, &gre(0, 0x0800, &inner4))),
+        eth(0x0800, &ip4(47, 0, &gre(0xb000, 0x86dd, &inner6))),
+        eth(0x0800, &ip4(47, 0, &gre(0x2000, 0x6558, &teb))),
+        eth(0x0800, &ip4(47, 0, &gre(0, 0x6558, &teb_vlan))),
+        eth(0x0800, &ip4(47, 0, &gre(0x4000, 0x0800, &inner4))),
+        eth(
+            0x0800,
+            &ip4(
+                47,
+                0,
+                &gre(0x2081, 0x880b, &[&[0xaa; 4][..], &ppp4].concat()),
+            ),
+        ),
+        eth(
+            0x0800,
+            &ip4(47, 0, &gre(0x2001, 0x880b, &[0xff, 0x03, 0x00, 0x2b, 1, 2])),
+        ),
+        eth(0x0800, &ip4(4, 0x2000, &inner4)),
+        eth(0x86dd, &ip6(0, &hop)),
+        eth(0x86dd, &ip6(44, &frag)),
+        eth(0x86dd, &ip6(41, &inner6)),
+        eth(0x86dd, &ip6(47, &gre(0, 0x0800, &ip4(4, 0, &inner4)))),
+        eth(
+            0x8100,
+            &[&[0, 7, 0x08, 0x00][..], &ip4(4, 0, &inner4)].concat(),
+        ),
+        eth(0x0806, &[0; 28]),
+        eth(0x8847, &[&[0, 0, 0x11, 0x40][..], &inner4].concat()),
+        eth(0x0800, &ip4(1, 0, &[15, 0, 0, 0, 0x12, 0x34, 0, 1])),
+        eth(0x86dd, &ip6(58, &[8, 0, 0, 0, 0x12, 0x34, 0, 1])),
+    ]
+}
+
 fn agree(hasher: &mut BpfHasher, frame: &[u8]) -> Result<(), String> {
     for policy in XmitHashPolicy::ALL.into_iter().chain(XmitHashPolicy::DPDK) {
         let c = hasher.hash(policy, frame).map_err(|e| e.to_string())?;
@@ -187,6 +279,12 @@ fn c_and_rust_agree_on_edge_cases() {
     for s in &cases {
         let f = frame(s);
         agree(&mut hasher, &f).unwrap();
+    }
+    // Tunnels and extension headers the encap policies walk, each cut at every length.
+    for f in tunnels() {
+        for cut in 14..=f.len() {
+            agree(&mut hasher, &f[..cut]).unwrap();
+        }
     }
     // Two tags, 802.1ad then 802.1Q (DPDK skips both), cut at every length.
     for protocol in [6, 17] {

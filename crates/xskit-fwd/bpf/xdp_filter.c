@@ -235,6 +235,15 @@ static __always_inline __u32 tx_setting(__u32 slot)
 	return v ? *v : 0;
 }
 
+/*
+ * The other bond's transmit hash, as a global function: the verifier checks it once on its
+ * own, not again on every path through the rules that ends in a forward.
+ */
+__attribute__((noinline)) int xskit_filter_hash(struct xdp_md *ctx, __u32 policy)
+{
+	return xskit_bond_hash((void *)(long)ctx->data, (void *)(long)ctx->data_end, policy);
+}
+
 /* Out of the other side: its one member, or the member its bond picks. */
 static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
 {
@@ -246,8 +255,7 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
 	}
 	switch (tx_setting(TX_MODE)) {
 	case TX_XOR:
-		slot = xskit_bond_hash((void *)(long)ctx->data, (void *)(long)ctx->data_end,
-				       tx_setting(TX_POLICY)) % usable;
+		slot = (__u32)xskit_filter_hash(ctx, tx_setting(TX_POLICY)) % usable;
 		break;
 	case TX_RR: {
 		__u32 *n = bpf_map_lookup_elem(&tx_rr, &zero);

@@ -5,9 +5,19 @@
 //! bond that hashes with these sends each flow where the kernel's bond would.
 //!
 //! Checked packet for packet against the kernel's bonding driver in the guest testbed
-//! (`crates/xskit-cli/tests/guest.rs`). The encap policies dissect inner headers of IP-in-IP
-//! and GRE tunnels in Linux; here they hash the outer headers, as Linux does for traffic that
-//! is not tunnelled.
+//! (`crates/xskit-cli/tests/guest.rs`).
+//!
+//! layer2+3 and layer3+4 read one IP header and the transport header after it, as
+//! `bond_flow_dissect` does. The encap policies run Linux's whole flow dissector
+//! (`__skb_flow_dissect` with the bond's keys), which this module follows too: in-band VLAN
+//! tags, IPv6 extension headers, and tunnels are walked, and the innermost IP header and
+//! its transport count: IP-in-IP, IPv6-in-IP, and GRE version 0 (with checksum, key and
+//! sequence fields, and transparent Ethernet bridging).
+//!   PPTP (GRE version 1) is followed into IP and IPv6.
+//! - ARP and MPLS end the dissection with no addresses, so they hash as 0 there. PPPoE
+//!   sessions and TIPC are not followed: they hash as layer2 here.
+//! - A header that cannot be read (a tunnel cut short) makes Linux fall back to layer2, as
+//!   here.
 //!
 //! DPDK's bonding PMD hashes differently (`burst_xmit_l2_hash`, `_l23_` and `_l34_` in
 //! `drivers/net/bonding/rte_eth_bond_pmd.c`): those are here too, as the `dpdk-l2`,
@@ -139,11 +149,154 @@ struct Flow {
     transport: u32,
 }
 
-/// The ICMP types whose header carries an identifier (`icmp_has_id`).
-fn icmp_has_id(protocol: u8, icmp_type: u8) -> bool {
-    match protocol {
-        ip_protocol::ICMP => matches!(icmp_type, 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18),
-        _ => matches!(icmp_type, 128 | 129),
+/// The ICMP types whose identifier the flow dissector takes (`icmp_has_id`): echo and
+/// timestamp, request and reply, of ICMP and ICMPv6 alike (one list, whichever the
+/// protocol).
+fn icmp_has_id(icmp_type: u8) -> bool {
+    matches!(icmp_type, 0 | 8 | 13 | 14 | 128 | 129)
+}
+
+/// Times the flow dissector moves on to another header at most (`MAX_FLOW_DISSECT_HDRS`).
+const MAX_HEADERS: u32 = 15;
+
+/// How far into a frame headers are looked for: BPF's verifier needs a bound, and the Rust
+/// and C hashes keep the same one. Linux has none; no real stack of headers comes near it.
+const MAX_HEADER_BYTES: usize = 512;
+
+/// Linux's whole flow dissector (`__skb_flow_dissect`) with the bond's keys, for the encap
+/// policies: `None` where it fails (the bond then hashes layer2). One step per header, as
+/// `xskit_dissect_all` in `xskit_bond.h` takes them.
+fn dissect_all(frame: &[u8], ports: bool) -> Option<Flow> {
+    let get = |at: usize, n: usize| {
+        if at + n > MAX_HEADER_BYTES {
+            None
+        } else {
+            frame.get(at..at + n)
+        }
+    };
+    let mut proto = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let mut at = ethernet::HEADER_LEN;
+    let mut addrs = 0;
+    let mut moves = 0;
+    // The IP protocol of the last IP header, once one is read, and whether it was IPv6.
+    let mut next: Option<(u8, bool)> = None;
+    let done = |addrs| {
+        Some(Flow {
+            addrs,
+            transport: 0,
+        })
+    };
+    loop {
+        let Some((protocol, v6)) = next else {
+            // At a network header of type `proto`.
+            match proto {
+                0x0800 => {
+                    let ip = get(at, ipv4::HEADER_LEN)?;
+                    let ihl = usize::from(ip[0] & 0x0f) * 4;
+                    if ihl < ipv4::HEADER_LEN {
+                        return None;
+                    }
+                    addrs = word([ip[12], ip[13], ip[14], ip[15]])
+                        ^ word([ip[16], ip[17], ip[18], ip[19]]);
+                    at += ihl;
+                    // A fragment ends it: no ports, and a first fragment is not read on.
+                    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+                        return done(addrs);
+                    }
+                    next = Some((ip[9], false));
+                }
+                0x86dd => {
+                    let ip = get(at, ipv6::HEADER_LEN)?;
+                    addrs = (8..40)
+                        .step_by(4)
+                        .fold(0, |h, i| h ^ word([ip[i], ip[i + 1], ip[i + 2], ip[i + 3]]));
+                    at += ipv6::HEADER_LEN;
+                    next = Some((ip[6], true));
+                }
+                0x8100 | 0x88a8 => {
+                    let tag = get(at, 4)?;
+                    proto = u16::from_be_bytes([tag[2], tag[3]]);
+                    at += 4;
+                    moves += 1;
+                    if moves > MAX_HEADERS {
+                        return done(addrs);
+                    }
+                }
+                // Dissected with keys the bond does not use: done, nothing found.
+                0x0806 | 0x8035 | 0x8847 | 0x8848 => return done(addrs),
+                _ => return None,
+            }
+            continue;
+        };
+        // At the header IP protocol `protocol` names: extension headers and tunnels lead
+        // on; anything else is the transport.
+        match protocol {
+            // Hop-by-hop, routing and destination options (IPv6 only).
+            0 | 43 | 60 if v6 => {
+                let h = get(at, 2)?;
+                next = Some((h[0], true));
+                at += (usize::from(h[1]) + 1) * 8;
+            }
+            // A fragment header: a fragment, first or not, ends it without ports.
+            44 if v6 => {
+                get(at, 8)?;
+                return done(addrs);
+            }
+            4 | 41 => {
+                proto = if protocol == 4 { 0x0800 } else { 0x86dd };
+                next = None;
+            }
+            47 => {
+                let gre = get(at, 4)?;
+                let flags = u16::from_be_bytes([gre[0], gre[1]]);
+                let version = flags & 0x0007;
+                proto = u16::from_be_bytes([gre[2], gre[3]]);
+                // Routing present, a version above 1, or a version 1 that is not PPTP (PPP
+                // with a key): not looked into.
+                if flags & 0x4000 != 0
+                    || version > 1
+                    || (version == 1 && (proto != 0x880b || flags & 0x2000 == 0))
+                {
+                    return done(addrs);
+                }
+                at += 4 + [0x8000u16, 0x2000, 0x1000]
+                    .iter()
+                    .filter(|&&bit| flags & bit != 0)
+                    .count()
+                    * 4;
+                if version == 1 {
+                    // PPTP: an acknowledgement number, then a PPP header naming IP or IPv6
+                    // (anything else stays PPP, which the dissector fails on).
+                    if flags & 0x0080 != 0 {
+                        at += 4;
+                    }
+                    let ppp = get(at, 4)?;
+                    match u16::from_be_bytes([ppp[2], ppp[3]]) {
+                        0x0021 => proto = 0x0800,
+                        0x0057 => proto = 0x86dd,
+                        _ => {}
+                    }
+                    at += 4;
+                } else if proto == 0x6558 {
+                    // Transparent Ethernet bridging: an Ethernet frame inside.
+                    let inner = get(at, ethernet::HEADER_LEN)?;
+                    proto = u16::from_be_bytes([inner[12], inner[13]]);
+                    at += ethernet::HEADER_LEN;
+                }
+                next = None;
+            }
+            _ => {
+                let transport = match frame.get(at..) {
+                    Some(l4) if ports && at <= MAX_HEADER_BYTES => transport_word(protocol, l4),
+                    _ => 0,
+                };
+                return Some(Flow { addrs, transport });
+            }
+        }
+        moves += 1;
+        if moves > MAX_HEADERS {
+            return done(addrs);
+        }
     }
 }
 
@@ -153,7 +306,7 @@ fn transport_word(protocol: u8, l4: &[u8]) -> u32 {
             if l4.len() < 8 {
                 return 0;
             }
-            let id = if icmp_has_id(protocol, l4[0]) {
+            let id = if icmp_has_id(l4[0]) {
                 match u16::from_be_bytes([l4[4], l4[5]]) {
                     0 => 1,
                     id => id,
@@ -227,6 +380,7 @@ pub fn xmit_hash(policy: XmitHashPolicy, frame: &[u8]) -> u32 {
     let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
     let flow = match policy {
         XmitHashPolicy::Layer2 => None,
+        XmitHashPolicy::Encap23 | XmitHashPolicy::Encap34 => dissect_all(frame, policy.has_ports()),
         _ => dissect(
             ethertype,
             &frame[ethernet::HEADER_LEN..],
@@ -517,12 +671,60 @@ mod tests {
     fn non_ip_falls_back_to_layer2_and_names_read_back() {
         let mut arp = udp4([0; 4], [0; 4], 0, 0);
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let eth = 0x0b ^ 0x0a ^ 0x0806;
         for p in XmitHashPolicy::ALL {
             assert_eq!(XmitHashPolicy::from_name(p.name()), Some(p));
-            if p != XmitHashPolicy::VlanSrcMac {
-                assert_eq!(xmit_hash(p, &arp), 0x0b ^ 0x0a ^ 0x0806, "{p:?}");
-            }
+        }
+        for p in [
+            XmitHashPolicy::Layer2,
+            XmitHashPolicy::Layer23,
+            XmitHashPolicy::Layer34,
+        ] {
+            assert_eq!(xmit_hash(p, &arp), eth, "{p:?}");
         }
         assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &[0u8; 3]), 0);
+    }
+
+    #[test]
+    fn the_encap_policies_dissect_arp_to_nothing_as_linux_does() {
+        // The whole flow dissector ends ARP with no addresses: encap2+3 folds the layer2
+        // hash alone (0x0b ^ 0x0a ^ 0x0806 = 0x0807; ^ >> 8 gives 0x080f), encap3+4 has
+        // nothing (0).
+        let mut arp = udp4([0; 4], [0; 4], 0, 0);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(xmit_hash(XmitHashPolicy::Encap23, &arp), 0x080f);
+        assert_eq!(xmit_hash(XmitHashPolicy::Encap34, &arp), 0);
+    }
+
+    #[test]
+    fn the_encap_policies_hash_the_innermost_headers() {
+        // A UDP packet inside IP-in-IP inside GRE (with a key): encap3+4 hashes the inner
+        // addresses and ports, exactly as layer3+4 hashes that packet on its own.
+        let inner = udp4([10, 0, 0, 1], [10, 0, 0, 2], 0x1234, 0x5678);
+        let mut f = [0u8; 14 + 20 + 8 + 20 + 28];
+        f[..14].copy_from_slice(&inner[..14]);
+        let mut at = 14;
+        // Outer IPv4, GRE.
+        f[at] = 0x45;
+        f[at + 9] = 47;
+        f[at + 12..at + 20].copy_from_slice(&[198, 51, 100, 1, 198, 51, 100, 2]);
+        at += 20;
+        f[at..at + 4].copy_from_slice(&[0x20, 0x00, 0x08, 0x00]);
+        at += 8;
+        // IP-in-IP.
+        f[at] = 0x45;
+        f[at + 9] = 4;
+        f[at + 12..at + 20].copy_from_slice(&[203, 0, 113, 1, 203, 0, 113, 2]);
+        at += 20;
+        f[at..].copy_from_slice(&inner[14..]);
+        assert_eq!(
+            xmit_hash(XmitHashPolicy::Encap34, &f),
+            xmit_hash(XmitHashPolicy::Layer34, &inner)
+        );
+        // layer3+4 stops at the outer header: GRE has no ports.
+        assert_ne!(
+            xmit_hash(XmitHashPolicy::Layer34, &f),
+            xmit_hash(XmitHashPolicy::Layer34, &inner)
+        );
     }
 }

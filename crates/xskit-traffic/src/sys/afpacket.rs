@@ -22,6 +22,12 @@ const BLOCK_FIRST_PKT: usize = 16;
 const PKT_NEXT: usize = 0;
 const PKT_SNAPLEN: usize = 12;
 const PKT_MAC: usize = 24;
+const PKT_STATUS: usize = 20;
+const PKT_VLAN_TCI: usize = 32;
+const PKT_VLAN_TPID: usize = 36;
+/// The kernel took a VLAN tag out of the frame into the header (and its TPID).
+const TP_STATUS_VLAN_VALID: usize = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: usize = 1 << 6;
 
 const BLOCK_SIZE: u32 = 1 << 20;
 const BLOCK_NR: u32 = 64;
@@ -127,7 +133,9 @@ impl PacketRxRing {
     }
 
     /// Hands every packet of the next ready block to `f` (waiting up to `timeout` for one),
-    /// returns the block to the kernel, and returns the number of packets.
+    /// returns the block to the kernel, and returns the number of packets. A VLAN tag the
+    /// receiving device took out of a frame is put back, so `f` sees the frame as it was
+    /// sent.
     pub fn receive(
         &mut self,
         timeout: Option<Duration>,
@@ -161,10 +169,27 @@ impl PacketRxRing {
         };
         let count = get(BLOCK_NUM_PKTS);
         let mut pkt = get(BLOCK_FIRST_PKT);
+        let mut tagged = Vec::new();
         for _ in 0..count {
             let (mac, len) = (get16(pkt + PKT_MAC), get(pkt + PKT_SNAPLEN));
-            if let Some(data) = bytes.get(pkt + mac..pkt + mac + len) {
-                f(data);
+            let status = get(pkt + PKT_STATUS);
+            match bytes.get(pkt + mac..pkt + mac + len) {
+                Some(data) if status & TP_STATUS_VLAN_VALID != 0 && data.len() >= 12 => {
+                    let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                        get16(pkt + PKT_VLAN_TPID) as u16
+                    } else {
+                        0x8100
+                    };
+                    let tci = get(pkt + PKT_VLAN_TCI) as u16;
+                    tagged.clear();
+                    tagged.extend_from_slice(&data[..12]);
+                    tagged.extend_from_slice(&tpid.to_be_bytes());
+                    tagged.extend_from_slice(&tci.to_be_bytes());
+                    tagged.extend_from_slice(&data[12..]);
+                    f(&tagged);
+                }
+                Some(data) => f(data),
+                None => {}
             }
             let next = get(pkt + PKT_NEXT);
             if next == 0 {
