@@ -389,9 +389,8 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 
 		if (l3 + 20 > end)
 			return eth;
+		/* bond_flow_ip takes the header length as it says, even below 20 bytes. */
 		ihl = (__u32)(l3[0] & 0x0f) * 4;
-		if (ihl < 20)
-			return eth;
 		addrs = xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16);
 		fragment = (l3[6] & 0x3f) | l3[7];
 		if (ports && !fragment)

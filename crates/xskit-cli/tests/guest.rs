@@ -249,6 +249,8 @@ templates = [
     ("icmp6-echo", lambda: (0x86dd, eth(0x86dd) + ip6(58, icmp(128)))),
     ("icmp6-type8", lambda: (0x86dd, eth(0x86dd) + ip6(58, icmp(8)))),
     ("udp-in-ipip-in-gre", lambda: (0x0800, eth(0x0800) + ip4(47, gre(0, 0x0800, ip4(4, ip4(17, udp())))))),
+    ("ihl-4", lambda: (0x0800, eth(0x0800) + bytes([0x44]) + ip4(17, udp())[1:])),
+    ("ihl-0", lambda: (0x0800, eth(0x0800) + bytes([0x40]) + ip4(17, udp())[1:])),
 ]
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 for k, policy in enumerate({policies:?}):

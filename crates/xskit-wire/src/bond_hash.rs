@@ -331,7 +331,8 @@ fn transport_word(protocol: u8, l4: &[u8]) -> u32 {
 fn dissect(ethertype: u16, l3: &[u8], ports: bool) -> Option<Flow> {
     if ethertype == u16::from(EtherType::Ipv4) {
         let ip = ipv4::Packet::new_unchecked(l3);
-        if l3.len() < ipv4::HEADER_LEN || ip.header_len() < ipv4::HEADER_LEN {
+        // bond_flow_ip takes the header length as it says, even below 20 bytes.
+        if l3.len() < ipv4::HEADER_LEN {
             return None;
         }
         let addrs = word(ip.src_addr()) ^ word(ip.dst_addr());
