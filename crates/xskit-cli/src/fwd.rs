@@ -565,8 +565,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let mut last = Counters::default();
     let mut last_at = Instant::now();
     let json = args.run.json;
+    let mut state = crate::state::StateFile::new();
     let report = forwarder
         .run(&stop, interval, |c| {
+            state.write(c);
             if !json {
                 let secs = last_at.elapsed().as_secs_f64().max(1e-3);
                 if last.ports.is_empty() {

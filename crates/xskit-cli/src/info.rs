@@ -11,8 +11,53 @@ pub(crate) struct InfoArgs {
     interface: String,
 }
 
+/// A bond of a running `xskit fwd`, and its state.
+fn print_xskit_bond(fwd_pid: u32, bond: &crate::state::BondState, indent: &str) {
+    out!(
+        "{indent}xskit bond        {} (xskit fwd, pid {fwd_pid}): {}{}",
+        bond.name,
+        bond.mode,
+        bond.xmit_hash_policy
+            .as_ref()
+            .map(|p| format!(", xmit_hash_policy {p}"))
+            .unwrap_or_default()
+    );
+    let members: Vec<String> = bond
+        .members
+        .iter()
+        .map(|m| {
+            let state = match (m.up, m.carrier) {
+                (true, _) => "up",
+                (false, false) => "no carrier",
+                (false, true) => "ARP targets silent",
+            };
+            format!("{} ({state})", m.interface)
+        })
+        .collect();
+    out!("{indent}xskit members     {}", members.join(", "));
+    if let Some(active) = &bond.active {
+        out!(
+            "{indent}xskit active      {active} ({} failovers)",
+            bond.failovers
+        );
+    }
+}
+
 pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
-    let iface = Interface::by_name(&args.interface)?;
+    let running = crate::state::running();
+    let iface = match Interface::by_name(&args.interface) {
+        Ok(iface) => iface,
+        Err(e) => {
+            // Not a device: perhaps a bond of a running xskit fwd.
+            for fwd in &running {
+                if let Some(bond) = fwd.bonds.iter().find(|b| b.name == args.interface) {
+                    print_xskit_bond(fwd.pid, bond, "");
+                    return Ok(0);
+                }
+            }
+            return Err(e.into());
+        }
+    };
     let link = iface
         .link_info()
         .with_context(|| format!("reading link attributes of {}", args.interface))?;
@@ -96,6 +141,13 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
     }
     if let Some(master) = link.master {
         out!("  master            {}", name_of(master));
+    }
+    for fwd in &running {
+        for bond in &fwd.bonds {
+            if bond.members.iter().any(|m| m.interface == link.name) {
+                print_xskit_bond(fwd.pid, bond, "  ");
+            }
+        }
     }
     Ok(0)
 }

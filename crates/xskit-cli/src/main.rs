@@ -27,6 +27,7 @@ mod gen;
 mod info;
 mod opts;
 mod recv;
+mod state;
 mod zcsend;
 
 use clap::{Parser, Subcommand};

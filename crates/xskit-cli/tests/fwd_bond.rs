@@ -845,3 +845,50 @@ fn a_failover_announces_the_bonds_address_from_the_new_member() {
         "without them the switch does not know where the bond is"
     );
 }
+
+#[test]
+fn xskit_info_shows_a_running_forwarders_bond() {
+    if !privileged() {
+        return;
+    }
+    let sw = Switched::with_far_host(2).unwrap();
+    let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup", "-I", "0.2"]);
+    let info = |iface: &str| {
+        let out = sw
+            .bonded
+            .command(XSKIT)
+            .args(["info", "-i", iface])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    // The forwarder publishes its bonds every interval: wait for the first.
+    let mut member = String::new();
+    for _ in 0..100 {
+        member = info("xsb0").1;
+        if member.contains("xskit bond") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        member.contains("xskit bond        bond0 (xskit fwd, pid")
+            && member.contains("active-backup")
+            && member.contains("xsb0 (up), xsb1 (up)")
+            && member.contains("xskit active      xsb0"),
+        "{member}"
+    );
+    let (ok, bond) = info("bond0");
+    assert!(
+        ok && bond.contains("xskit members     xsb0 (up), xsb1 (up)"),
+        "{bond}"
+    );
+    stop_fwd(fwd);
+    let (ok, gone) = info("bond0");
+    assert!(!ok, "the bond went with its forwarder: {gone}");
+    assert!(!info("xsb0").1.contains("xskit bond"));
+}
