@@ -69,6 +69,9 @@ pub enum Error {
     /// From the AF_XDP layer (attaching a program, taking its maps).
     #[error(transparent)]
     Xsk(#[from] xskit::Error),
+    /// From a member port (marking it inactive).
+    #[error(transparent)]
+    Port(#[from] xskit_pipeline::Error),
     /// A bond has 1 to 8 members.
     #[error("a bond has 1 to {max} members, not {count}", max = MAX_MEMBERS)]
     MemberCount {

@@ -114,10 +114,11 @@ impl<P: PipelinePort> std::fmt::Debug for BondPort<P> {
 
 impl<P: PipelinePort> BondPort<P> {
     /// A bond of `members` (1 to [`crate::MAX_MEMBERS`]), all up; active-backup starts on
-    /// the first.
+    /// the first, and the others refuse what they receive where their port can
+    /// ([`PipelinePort::set_inactive`]).
     pub fn new(members: Vec<P>, mode: BondMode) -> Result<Self, Error> {
         let state = Members::new(members.len())?;
-        Ok(BondPort {
+        let mut bond = BondPort {
             members: members
                 .into_iter()
                 .map(|port| Member {
@@ -137,23 +138,39 @@ impl<P: PipelinePort> BondPort<P> {
             scratch: Vec::new(),
             marks: Vec::new(),
             dropped: Vec::new(),
-        })
+        };
+        bond.mark_inactive()?;
+        Ok(bond)
+    }
+
+    /// Tells each member whether it is inactive (active-backup: all but the active one), so
+    /// that a member port that can refuses in the kernel what the bond would drop.
+    fn mark_inactive(&mut self) -> Result<(), Error> {
+        let active_backup = self.mode == BondMode::ActiveBackup;
+        let active = self.state.active();
+        for (i, m) in self.members.iter_mut().enumerate() {
+            m.port.set_inactive(active_backup && active != Some(i))?;
+        }
+        Ok(())
     }
 
     /// Sets a member's carrier (from link monitoring). An active-backup bond whose active
     /// member goes down fails over to the first usable one.
     pub fn set_up(&mut self, index: usize, up: bool) -> Result<(), Error> {
-        self.state.set_up(index, up)
+        self.state.set_up(index, up)?;
+        self.mark_inactive()
     }
 
     /// Lets a member carry traffic or not (the control plane's "distributing", LACP's).
     pub fn set_distributing(&mut self, index: usize, distributing: bool) -> Result<(), Error> {
-        self.state.set_distributing(index, distributing)
+        self.state.set_distributing(index, distributing)?;
+        self.mark_inactive()
     }
 
     /// Makes `index` the active member (active-backup), if it is usable.
     pub fn set_active(&mut self, index: usize) -> Result<(), Error> {
-        self.state.set_active(index)
+        self.state.set_active(index)?;
+        self.mark_inactive()
     }
 
     /// The active member (active-backup), if any is usable.

@@ -170,3 +170,106 @@ fn a_bond_of_two_af_xdp_ports_hashes_out_and_merges_in() {
     );
     assert!(stats.members.iter().map(|m| m.rx_packets).sum::<u64>() >= 20);
 }
+
+/// Sends `count` frames with source port `sport` from `host` to the forwarding namespace.
+fn send_from(host: &Host, sport: u16, count: usize) {
+    let ifname = host.ifname.clone();
+    host.ns
+        .run(move || {
+            let index = Interface::by_name(&ifname).unwrap().index();
+            let tx = PacketTx::open(index).unwrap();
+            for _ in 0..count {
+                tx.send_copies(&udp(sport), 1).unwrap();
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn an_inactive_af_xdp_member_refuses_in_the_kernel_and_the_active_one_delivers() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let members = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let (a, c) = (chain.a.clone(), chain.c.clone());
+    chain
+        .m_a
+        .ns
+        .run(move || {
+            let umem = Umem::new(UmemConfig::default().frame_count(2048)).unwrap();
+            let config = SocketConfig::default()
+                .rx_size(256)
+                .tx_size(256)
+                .fill_size(256)
+                .completion_size(256);
+            let programs: Vec<Arc<XdpProgram>> = members
+                .iter()
+                .map(|name| {
+                    let iface = Interface::by_name(name).unwrap();
+                    Arc::new(XdpProgram::attach(&iface, Mode::Skb, false).unwrap())
+                })
+                .collect();
+            let ports: Vec<XskPort> = programs
+                .iter()
+                .map(|p| XskPort::open(&umem, Arc::clone(p), 0, &config).unwrap())
+                .collect();
+            let mut bond = BondPort::new(ports, BondMode::ActiveBackup).unwrap();
+            let shared = SharedFrames::new(umem.take_frames().unwrap());
+            let mut pool = shared.pool(256);
+            // Stocks the fill rings, has both hosts send 10 frames, and receives until `want`
+            // frames of ours came up (or 5 s); returns them by source.
+            let mut receive = |bond: &mut BondPort<XskPort>, want: usize| {
+                bond.refill(&umem, &mut pool).unwrap();
+                send_from(&a, 1, 10);
+                send_from(&c, 2, 10);
+                let mut got: Vec<Frame> = Vec::new();
+                let mut by_source = [0usize; 2];
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while by_source[0] + by_source[1] < want && Instant::now() < deadline {
+                    bond.refill(&umem, &mut pool).unwrap();
+                    if bond.receive(&umem, &mut pool, &mut got, 64).unwrap() == 0 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    for f in got.drain(..) {
+                        let data = umem.data(&f);
+                        if data.len() >= 38 && data[36..38] == 4242u16.to_be_bytes() {
+                            let s = u16::from_be_bytes([data[34], data[35]]);
+                            if (1..=2).contains(&s) {
+                                by_source[usize::from(s - 1)] += 1;
+                            }
+                        }
+                        pool.free_one(f);
+                    }
+                }
+                by_source
+            };
+            // Member 0 is active: what reaches member 1 is refused by its program.
+            assert_eq!(receive(&mut bond, 10), [10, 0]);
+            // Refused frames leave no trace in user space: wait on the kernel's counter.
+            let refused = |p: &XdpProgram, want: u64| {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while p.refused().unwrap() < want && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                p.refused().unwrap()
+            };
+            assert_eq!(refused(&programs[1], 10), 10, "refused in the kernel");
+            assert_eq!(programs[0].refused().unwrap(), 0);
+            assert_eq!(
+                bond.stats().members[1].rx_inactive,
+                0,
+                "nothing reached user space to drop"
+            );
+            // Member 1 takes over: now member 0 refuses.
+            bond.set_active(1).unwrap();
+            assert_eq!(receive(&mut bond, 10), [0, 10]);
+            assert_eq!(refused(&programs[0], 10), 10);
+            assert_eq!(
+                programs[1].refused().unwrap(),
+                10,
+                "member 1 no longer refuses"
+            );
+        })
+        .unwrap();
+}

@@ -79,6 +79,13 @@ pub trait PipelinePort {
         None
     }
 
+    /// Marks the port as a bond's inactive member (active-backup), or not: a port that can
+    /// refuses what arrives before it costs anything (xskit's redirect program drops it in
+    /// the kernel, counted); others do nothing, and the bond drops it (counted) instead.
+    fn set_inactive(&mut self, _inactive: bool) -> Result<()> {
+        Ok(())
+    }
+
     /// Adds the descriptors that turn readable when frames arrive to `fds`, to sleep in
     /// poll(2) on: one per socket (a bond has one per member); none for ports that are never
     /// waited on.

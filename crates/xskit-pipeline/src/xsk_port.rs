@@ -16,7 +16,7 @@ const FILL_BATCH: u32 = 16;
 #[derive(Debug)]
 pub struct XskPort {
     socket: Socket,
-    _program: Arc<XdpProgram>,
+    program: Arc<XdpProgram>,
     fill_target: usize,
     /// Frames given to the fill ring and not yet received (fill ring, rx ring, or in between).
     in_fill_rx: usize,
@@ -46,7 +46,7 @@ impl XskPort {
         Ok(XskPort {
             fill_target: cfg.fill_size as usize,
             socket,
-            _program: program,
+            program,
             in_fill_rx: 0,
             in_tx: 0,
             scratch: Vec::with_capacity(cfg.fill_size as usize),
@@ -68,6 +68,11 @@ impl std::os::fd::AsFd for XskPort {
 }
 
 impl PipelinePort for XskPort {
+    fn set_inactive(&mut self, inactive: bool) -> Result<()> {
+        self.program.refuse_all(inactive)?;
+        Ok(())
+    }
+
     /// Keeps the fill ring stocked from `pool` (topped up once it is FILL_BATCH short): an
     /// empty fill ring drops packets in the kernel while the worker naps.
     fn refill(&mut self, _umem: &Umem, pool: &mut FramePool) -> Result<()> {

@@ -5,6 +5,10 @@
  * falls back to XDP_PASS (the flags argument of bpf_redirect_map), so the
  * kernel stack keeps working for everything xskit does not own.
  *
+ * A bond's inactive member (active-backup) refuses everything in the kernel, as
+ * Linux's bond drops what arrives on a backup: xskit_refuse[0] set, each such
+ * packet dropped and counted in xskit_refused.
+ *
  * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer variant. A
  * program in section "xdp.frags" declares that it copes with packets spread
  * over several buffers, which the kernel requires before it hands such
@@ -23,6 +27,20 @@ struct {
 	__type(value, __u32);
 } xsks_map SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xskit_refuse SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} xskit_refused SEC(".maps");
+
 #ifdef XSKIT_FRAGS
 SEC("xdp.frags")
 int xskit_redirect_frags(struct xdp_md *ctx)
@@ -31,6 +49,15 @@ SEC("xdp")
 int xskit_redirect(struct xdp_md *ctx)
 #endif
 {
+	__u32 zero = 0, *refuse = bpf_map_lookup_elem(&xskit_refuse, &zero);
+
+	if (refuse && *refuse) {
+		__u64 *n = bpf_map_lookup_elem(&xskit_refused, &zero);
+
+		if (n)
+			(*n)++;
+		return XDP_DROP;
+	}
 	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 }
 

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Mutex;
 
-use aya::maps::{MapData, XskMap};
+use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
 
@@ -32,12 +32,18 @@ pub struct XdpProgram {
     ebpf: Mutex<Ebpf>,
     /// The socket map, for objects that redirect to sockets.
     xsks: Option<Mutex<XskMap<MapData>>>,
+    /// The switch that refuses everything (a bond's inactive member) and its counter, for
+    /// objects that have them (xskit's redirect program).
+    refuse: Option<Mutex<RefuseMaps>>,
     iface: Interface,
     mode: AttachedMode,
     fallback: Option<String>,
     multi_buffer: bool,
     id: u32,
 }
+
+/// The redirect program's refuse switch and the count of what it refused.
+type RefuseMaps = (Array<MapData, u32>, PerCpuArray<MapData, u64>);
 
 impl fmt::Debug for XdpProgram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -266,9 +272,22 @@ impl XdpProgram {
                 })?))
             }
         };
+        let refuse = match (
+            attached.ebpf.take_map("xskit_refuse"),
+            attached.ebpf.take_map("xskit_refused"),
+        ) {
+            (Some(switch), Some(counter)) => Some(Mutex::new((
+                Array::try_from(switch)
+                    .map_err(|e| map_error("xskit_refuse", "taking it as an array", e))?,
+                PerCpuArray::try_from(counter)
+                    .map_err(|e| map_error("xskit_refused", "taking it as a per-CPU array", e))?,
+            ))),
+            _ => None,
+        };
         Ok(XdpProgram {
             ebpf: Mutex::new(attached.ebpf),
             xsks,
+            refuse,
             iface: iface.clone(),
             mode: attached.mode,
             fallback: attached.fallback,
@@ -291,6 +310,35 @@ impl XdpProgram {
             })?
             .try_into()
             .map_err(|e| map_error(name, "taking it as the type asked for", e))
+    }
+
+    /// Refuses everything arriving (dropped and counted in the kernel, before any socket),
+    /// or stops refusing: an active-backup bond's inactive member, as Linux's bond drops what
+    /// arrives on a backup. Returns false, doing nothing, for programs without the switch
+    /// (xskit's redirect program has it).
+    pub fn refuse_all(&self, refuse: bool) -> Result<bool> {
+        let Some(maps) = &self.refuse else {
+            return Ok(false);
+        };
+        maps.lock_unpoisoned()
+            .0
+            .set(0, u32::from(refuse), 0)
+            .map_err(|e| map_error("xskit_refuse", "writing it", e))?;
+        Ok(true)
+    }
+
+    /// Packets refused while [`XdpProgram::refuse_all`] was on, summed over CPUs (0 for
+    /// programs without the switch).
+    pub fn refused(&self) -> Result<u64> {
+        let Some(maps) = &self.refuse else {
+            return Ok(0);
+        };
+        let per_cpu = maps
+            .lock_unpoisoned()
+            .1
+            .get(&0, 0)
+            .map_err(|e| map_error("xskit_refused", "reading it", e))?;
+        Ok(per_cpu.iter().sum())
     }
 
     /// The kernel's id of this program.
