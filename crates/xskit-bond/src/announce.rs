@@ -9,9 +9,8 @@ use xskit_wire::{arp, checksum, ethernet, ip_protocol, ipv6, EtherType};
 
 use crate::Result;
 
-/// A gratuitous ARP request for `ip` from `mac`, broadcast: the sender and target address
-/// are both `ip`, as Linux's bond sends them.
-pub fn gratuitous_arp(mac: [u8; 6], ip: [u8; 4]) -> [u8; 42] {
+/// A broadcast ARP request from `mac`, sender address `sender`, asking for `target`.
+pub(crate) fn arp_request(mac: [u8; 6], sender: [u8; 4], target: [u8; 4]) -> [u8; 42] {
     let mut frame = [0u8; 42];
     let mut eth = ethernet::Frame::new_unchecked(&mut frame[..]);
     eth.set_dst_addr([0xff; 6]);
@@ -20,11 +19,17 @@ pub fn gratuitous_arp(mac: [u8; 6], ip: [u8; 4]) -> [u8; 42] {
     arp::Packet::new_unchecked(eth.payload_mut()).emit(
         arp::operation::REQUEST,
         mac,
-        ip,
+        sender,
         [0; 6],
-        ip,
+        target,
     );
     frame
+}
+
+/// A gratuitous ARP request for `ip` from `mac`, broadcast: the sender and target address
+/// are both `ip`, as Linux's bond sends them.
+pub fn gratuitous_arp(mac: [u8; 6], ip: [u8; 4]) -> [u8; 42] {
+    arp_request(mac, ip, ip)
 }
 
 /// Bytes of an unsolicited neighbour advertisement with its link-layer option.

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use xskit::Interface;
 use xskit_traffic::baseline::PacketTx;
-use xskit_wire::{arp, ethernet, EtherType};
+#[cfg(test)]
+use xskit_wire::{arp, ethernet};
 
 use crate::{Error, Result};
 
@@ -85,19 +86,7 @@ impl ArpConfig {
 /// without claiming an address; Linux answers it with a reply to `mac` whose target address
 /// is 0.0.0.0.
 pub fn arp_probe(mac: [u8; 6], target: Ipv4Addr) -> [u8; 42] {
-    let mut frame = [0u8; 42];
-    let mut eth = ethernet::Frame::new_unchecked(&mut frame[..]);
-    eth.set_dst_addr([0xff; 6]);
-    eth.set_src_addr(mac);
-    eth.set_ethertype(EtherType::Arp);
-    arp::Packet::new_unchecked(eth.payload_mut()).emit(
-        arp::operation::REQUEST,
-        mac,
-        [0; 4],
-        [0; 6],
-        target.octets(),
-    );
-    frame
+    crate::announce::arp_request(mac, [0; 4], target.octets())
 }
 
 /// Sends the probes: one AF_PACKET socket per member, a probe per target from the member's

@@ -272,15 +272,7 @@ fn active_backup_fails_over_under_load_and_the_switch_follows() {
     let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup"]);
     // Pings every 2 ms from the far host: requests leave through the bond, replies come
     // back through it. 1500 of them take 3 s; the active member's link is cut after 1 s.
-    let ping = far
-        .ns
-        .command("ping")
-        .args(["-n", "-q", "-i", "0.002", "-c", "1500", "-W", "1"])
-        .arg(sw.host.ip.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ping = KillOnDrop::new(ping);
+    let ping = ping_flood(far, &sw.host);
     std::thread::sleep(Duration::from_millis(500));
     let before = sw.port_of(far.mac).unwrap();
     assert_eq!(
@@ -551,23 +543,37 @@ fn a_member_deleted_while_running_stops_the_forwarder_with_a_clear_error() {
     );
 }
 
+/// `ethtool -K IFACE FEATURE STATE` in `ns`.
+fn ethtool(ns: &xskit_testbed::Netns, iface: &str, feature: &str, state: &str) {
+    let st = ns
+        .command("ethtool")
+        .args(["-K", iface, feature, state])
+        .status()
+        .unwrap();
+    assert!(st.success(), "ethtool -K {iface} {feature} {state}");
+}
+
 /// Turns GRO on where the forwarder's XDP redirects arrive (the switch's member ports and
 /// the far host): veth takes XDP frames only into a peer with GRO or an XDP program.
 fn take_xdp_frames(sw: &Switched) {
     let far = sw.far.as_ref().unwrap();
-    let ends = sw
-        .ports
-        .iter()
-        .map(|p| (&sw.switch, p.as_str()))
-        .chain(std::iter::once((&far.ns, far.ifname.as_str())));
-    for (ns, iface) in ends {
-        let st = ns
-            .command("ethtool")
-            .args(["-K", iface, "gro", "on"])
-            .status()
-            .unwrap();
-        assert!(st.success());
+    for port in &sw.ports {
+        ethtool(&sw.switch, port, "gro", "on");
     }
+    ethtool(&far.ns, &far.ifname, "gro", "on");
+}
+
+/// 1,500 pings every 2 ms from `from` to `to`, counted at the end (`ping_counts`).
+fn ping_flood(from: &Host, to: &Host) -> KillOnDrop {
+    let ping = from
+        .ns
+        .command("ping")
+        .args(["-n", "-q", "-i", "0.002", "-c", "1500", "-W", "1"])
+        .arg(to.ip.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    KillOnDrop::new(ping)
 }
 
 #[test]
@@ -582,13 +588,7 @@ fn kernel_tcp_crosses_a_balance_xor_bond_forwarded_in_xdp() {
     // checksums let XDP forward everything.
     let far = sw.far.as_ref().unwrap();
     for host in [&sw.host, far] {
-        let st = host
-            .ns
-            .command("ethtool")
-            .args(["-K", &host.ifname, "tx", "off"])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        ethtool(&host.ns, &host.ifname, "tx", "off");
     }
     let args = [
         "--bond-mode",
@@ -626,15 +626,7 @@ fn active_backup_fails_over_while_forwarding_in_xdp() {
     take_xdp_frames(&sw);
     let far = sw.far.as_ref().unwrap();
     let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup", "--xdp-forward"]);
-    let ping = far
-        .ns
-        .command("ping")
-        .args(["-n", "-q", "-i", "0.002", "-c", "1500", "-W", "1"])
-        .arg(sw.host.ip.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = cut_member_0_during(&sw, KillOnDrop::new(ping));
+    let out = cut_member_0_during(&sw, ping_flood(far, &sw.host));
     let (sent, received) = ping_counts(&String::from_utf8_lossy(&out.stdout));
     eprintln!(
         "active-backup failover, forwarding in XDP, under 500 pings/s: {} of {sent} lost",
