@@ -11,7 +11,7 @@ use std::time::Duration;
 use xskit::{Mode, SocketConfig};
 use xskit_fwd::rules::{RuleSet, Verdict};
 use xskit_fwd::{
-    BondConfig, BondMode, ChecksumMode, Counters, ForwardConfig, Forwarder, PortCount,
+    BondConfig, BondMode, ChecksumMode, Counters, FailOverMac, ForwardConfig, Forwarder, PortCount,
     PrimaryReselect, Report,
 };
 
@@ -95,6 +95,11 @@ pub(crate) struct FwdArgs {
     /// member after a failover, so the switch learns the bond's new port (0: none).
     #[arg(long = "num-grat-arp", value_name = "N", default_value_t = 1)]
     num_grat_arp: u32,
+    /// active-backup with --respond: the MAC the bond answers from. none: its first
+    /// member's, whichever is active; active: the active member's own, changing at a
+    /// failover (announced by the gratuitous ARPs).
+    #[arg(long = "fail-over-mac", value_enum, default_value = "none")]
+    fail_over_mac: FailOverMacArg,
     /// Milliseconds a member's carrier must be up before the bond uses it again.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     updelay: u64,
@@ -142,6 +147,13 @@ enum ReselectArg {
     Always,
     Better,
     Failure,
+}
+
+/// `--fail-over-mac`, as Linux names it.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum FailOverMacArg {
+    None,
+    Active,
 }
 
 /// `NAME=IFACE,IFACE...`.
@@ -210,6 +222,10 @@ fn bond_configs(args: &FwdArgs) -> Result<Vec<BondConfig>> {
                     ReselectArg::Failure => PrimaryReselect::Failure,
                 })
                 .num_grat_arp(args.num_grat_arp)
+                .fail_over_mac(match args.fail_over_mac {
+                    FailOverMacArg::None => FailOverMac::None,
+                    FailOverMacArg::Active => FailOverMac::Active,
+                })
                 .updelay(Duration::from_millis(args.updelay))
                 .downdelay(Duration::from_millis(args.downdelay))
         })

@@ -884,3 +884,77 @@ fn xskit_info_shows_a_running_forwarders_bond() {
     assert!(!ok, "the bond went with its forwarder: {gone}");
     assert!(!info("xsb0").1.contains("xskit bond"));
 }
+
+/// Active-backup answering for 203.0.113.30: the MAC the switch's host has for that address
+/// before and after member 0's port goes down, and whether pings were answered both times.
+fn answering_mac_across_a_failover(fail_over_mac: &str) -> (String, String) {
+    let sw = Switched::with_far_host(2).unwrap();
+    let fwd = start_bond_fwd(
+        &sw,
+        &[
+            "--bond-mode",
+            "active-backup",
+            "--respond",
+            "203.0.113.30",
+            "--fail-over-mac",
+            fail_over_mac,
+            "--num-grat-arp",
+            "2",
+        ],
+    );
+    let ping_and_neigh = || {
+        let ping = sw
+            .host
+            .ns
+            .command("ping")
+            .args(["-n", "-c", "3", "-i", "0.2", "-W", "1", "203.0.113.30"])
+            .output()
+            .unwrap();
+        assert!(
+            ping.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ping.stdout)
+        );
+        let neigh = sw
+            .host
+            .ns
+            .command("ip")
+            .args(["neigh", "show", "203.0.113.30"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&neigh.stdout).into_owned()
+    };
+    let before = ping_and_neigh();
+    let cut = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", &sw.ports[0], "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let after = ping_and_neigh();
+    let report = stop_fwd(fwd);
+    assert_eq!(bond_of(&report)["active"], "xsb1", "{report}");
+    (before, after)
+}
+
+#[test]
+fn fail_over_mac_active_moves_the_bonds_address_to_the_new_member() {
+    if !privileged() {
+        return;
+    }
+    let (first, second) = ("02:58:53:42:00:00", "02:58:53:42:00:01");
+    let (before, after) = answering_mac_across_a_failover("active");
+    assert!(before.contains(first), "{before}");
+    assert!(
+        after.contains(second),
+        "the gratuitous ARPs told the host the new MAC: {after}"
+    );
+    let (before, after) = answering_mac_across_a_failover("none");
+    assert!(before.contains(first), "{before}");
+    assert!(
+        after.contains(first),
+        "the bond keeps its MAC on the new member: {after}"
+    );
+}

@@ -36,6 +36,8 @@ pub struct BondConfig {
     pub primary: Option<String>,
     /// When the primary takes over again from an active member that is up.
     pub primary_reselect: PrimaryReselect,
+    /// active-backup: which MAC address the bond's own traffic (`respond`) uses.
+    pub fail_over_mac: FailOverMac,
     /// active-backup: gratuitous ARPs sent from the new active member after a failover, for
     /// the forwarder's own address (`respond`), so the switch learns the bond's new port
     /// (bonding's `num_grat_arp`; 0: none).
@@ -62,6 +64,7 @@ impl BondConfig {
             primary: None,
             primary_reselect: PrimaryReselect::Always,
             num_grat_arp: 1,
+            fail_over_mac: FailOverMac::None,
             updelay: Duration::ZERO,
             downdelay: Duration::ZERO,
             arp: None,
@@ -76,6 +79,8 @@ xskit::config_setters!(BondConfig {
     primary_reselect: PrimaryReselect,
     /// Sets the gratuitous ARPs sent after a failover.
     num_grat_arp: u32,
+    /// Sets which MAC address the bond's own traffic uses.
+    fail_over_mac: FailOverMac,
     /// Sets the up delay.
     updelay: Duration,
     /// Sets the down delay.
@@ -83,6 +88,21 @@ xskit::config_setters!(BondConfig {
     /// Sets ARP monitoring.
     arp: Option<ArpConfig>,
 });
+
+/// Which MAC address an active-backup bond's own traffic (the forwarder's `respond`
+/// address) uses, named as bonding's `fail_over_mac`. The forwarder never changes the
+/// members' addresses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailOverMac {
+    /// The bond's MAC is its first member's, whichever member is active; after a failover
+    /// the switch learns it on the new port (gratuitous ARPs).
+    #[default]
+    None,
+    /// The bond's MAC is the active member's own: a failover changes it, and the
+    /// gratuitous ARPs tell the neighbours the new one.
+    Active,
+}
 
 /// One member's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -342,8 +362,11 @@ pub(crate) struct BondRuntime {
     /// Each member's link speed, for `primary_reselect better`.
     speeds: Vec<LinkSpeed>,
     members: Vec<Interface>,
-    /// Gratuitous ARPs after a failover: the address, the bond's MAC, how many.
-    announce: Option<(std::net::Ipv4Addr, [u8; 6], u32)>,
+    /// Gratuitous ARPs after a failover: the address and how many.
+    announce: Option<(std::net::Ipv4Addr, u32)>,
+    /// The members' MAC addresses, and whether the bond's follows the active member's.
+    member_macs: Vec<[u8; 6]>,
+    follow_active: bool,
     /// Gratuitous ARPs that could not be sent (a member gone).
     pub(crate) announce_errors: u64,
     pub(crate) failovers: u64,
@@ -361,7 +384,6 @@ impl BondRuntime {
         config: &BondConfig,
         members: &[Interface],
         respond: Option<std::net::Ipv4Addr>,
-        mac: [u8; 6],
     ) -> Result<Self> {
         let monitor =
             LinkMonitor::new(members, config.updelay, config.downdelay).map_err(Error::Bond)?;
@@ -399,7 +421,13 @@ impl BondRuntime {
             members: members.to_vec(),
             announce: respond
                 .filter(|_| config.mode == BondMode::ActiveBackup && config.num_grat_arp > 0)
-                .map(|ip| (ip, mac, config.num_grat_arp)),
+                .map(|ip| (ip, config.num_grat_arp)),
+            member_macs: members
+                .iter()
+                .map(|m| m.link_info().map(|l| l.mac.unwrap_or([0; 6])))
+                .collect::<xskit::Result<Vec<_>>>()?,
+            follow_active: config.mode == BondMode::ActiveBackup
+                && config.fail_over_mac == FailOverMac::Active,
             announce_errors: 0,
             failovers: 0,
             link_changes: 0,
@@ -427,8 +455,8 @@ impl BondRuntime {
         );
         if self.active != before {
             self.failovers += 1;
-            if let (Some(a), Some((ip, mac, count)), Some(_)) = (self.active, self.announce, before)
-            {
+            if let (Some(a), Some((ip, count)), Some(_)) = (self.active, self.announce, before) {
+                let mac = self.bond_mac();
                 let sent = xskit_bond::announce(&self.members[a], mac, ip.octets(), count as usize);
                 if sent.is_err() {
                     self.announce_errors += 1;
@@ -494,6 +522,15 @@ impl BondRuntime {
 
     pub(crate) fn up(&self) -> &[bool] {
         &self.up
+    }
+
+    /// The bond's MAC address: its first member's, or under `fail_over_mac active` the
+    /// active member's.
+    pub(crate) fn bond_mac(&self) -> [u8; 6] {
+        match self.active.filter(|_| self.follow_active) {
+            Some(a) => self.member_macs[a],
+            None => self.member_macs[0],
+        }
     }
 
     pub(crate) fn carrier(&self) -> &[bool] {

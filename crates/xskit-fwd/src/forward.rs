@@ -19,7 +19,7 @@ use crate::chains;
 use crate::error::{Error, Result};
 use crate::filter::{TxSpread, XdpFilter};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
-use crate::stages::{Respond, RuleCells, Rules};
+use crate::stages::{PortMacs, Respond, RuleCells, Rules};
 use crate::sys::tap::TapFd;
 use crate::worker::{PortCells, TapPath, Worker, WorkerEnd, HOST_EVERY};
 
@@ -340,6 +340,8 @@ pub struct Forwarder {
     bonds: Vec<Option<(BondConfig, BondRuntime)>>,
     /// Whether the filters forward in XDP (out of the other side's usable members).
     xdp_forward: bool,
+    /// The sides' MAC addresses as the respond stage uses them.
+    port_macs: Arc<PortMacs>,
     shared: SharedFrames,
     total: usize,
     queues: u32,
@@ -697,6 +699,8 @@ pub(crate) struct WorkerPlan {
     pub(crate) respond: Option<Ipv4Addr>,
     pub(crate) reflect: bool,
     pub(crate) macs: Vec<[u8; 6]>,
+    /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
+    pub(crate) port_macs: Arc<PortMacs>,
     pub(crate) mtus: Vec<usize>,
     pub(crate) tap: Option<Arc<TapPath>>,
     pub(crate) vector: usize,
@@ -722,6 +726,7 @@ impl WorkerPlan {
             respond: config.respond,
             reflect: config.reflect,
             mtus: vec![1500; macs.len()],
+            port_macs: Arc::new(PortMacs::new(&macs)),
             macs,
             tap: None,
             vector: config.vector,
@@ -742,7 +747,7 @@ impl WorkerPlan {
             let rules_stage = pipeline.next_stage_id().next();
             pipeline.add_stage(Box::new(Respond {
                 addr: addr.octets(),
-                macs: self.macs.clone(),
+                macs: Arc::clone(&self.port_macs),
                 next: rules_stage,
                 arp_replies: Arc::clone(&self.replies.arp),
                 echo_replies: Arc::clone(&self.replies.echo),
@@ -863,12 +868,12 @@ impl Forwarder {
         let bonds = devices
             .bonds
             .iter()
-            .zip(devices.sides.iter().zip(&devices.macs))
-            .map(|(bond, (range, &mac))| {
+            .zip(&devices.sides)
+            .map(|(bond, range)| {
                 bond.as_ref()
                     .map(|b| {
                         let members = &devices.ifaces[range.clone()];
-                        let runtime = BondRuntime::new(b, members, config.respond, mac)?;
+                        let runtime = BondRuntime::new(b, members, config.respond)?;
                         Ok((b.clone(), runtime))
                     })
                     .transpose()
@@ -915,6 +920,7 @@ impl Forwarder {
             sides: devices.sides,
             bonds,
             xdp_forward: config.xdp_forward,
+            port_macs: Arc::clone(&plan.port_macs),
             shared,
             total,
             queues,
@@ -925,6 +931,11 @@ impl Forwarder {
             device_tx_base: devices.infos.iter().map(|i| i.stats.tx_packets).collect(),
         };
         forwarder.program_filters()?;
+        for (side, bond) in forwarder.bonds.iter().enumerate() {
+            if let Some((_, runtime)) = bond {
+                forwarder.port_macs.set(side, runtime.bond_mac());
+            }
+        }
         Ok(forwarder)
     }
 
@@ -1265,6 +1276,12 @@ impl Forwarder {
         }
         if changed {
             self.program_filters()?;
+            // A bond's MAC follows its active member under fail_over_mac active.
+            for (side, bond) in self.bonds.iter().enumerate() {
+                if let Some((_, runtime)) = bond {
+                    self.port_macs.set(side, runtime.bond_mac());
+                }
+            }
         }
         Ok(())
     }

@@ -20,11 +20,37 @@ pub(crate) struct RuleCells {
     pub(crate) over_rate: AtomicU64,
 }
 
+/// Each port's MAC address, which a bond's failover may change while workers run
+/// (`fail_over_mac active`).
+#[derive(Debug)]
+pub(crate) struct PortMacs(Vec<AtomicU64>);
+
+impl PortMacs {
+    pub(crate) fn new(macs: &[[u8; 6]]) -> Self {
+        PortMacs(macs.iter().map(|m| AtomicU64::new(pack(*m))).collect())
+    }
+
+    pub(crate) fn get(&self, port: usize) -> Option<[u8; 6]> {
+        let v = self.0.get(port)?.load(Ordering::Relaxed).to_be_bytes();
+        Some([v[2], v[3], v[4], v[5], v[6], v[7]])
+    }
+
+    pub(crate) fn set(&self, port: usize, mac: [u8; 6]) {
+        if let Some(cell) = self.0.get(port) {
+            cell.store(pack(mac), Ordering::Relaxed);
+        }
+    }
+}
+
+fn pack(mac: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]])
+}
+
 /// Replies to ARP requests and ICMP echo requests for `addr`, from the MAC of the port the
 /// request came in on (`macs`, by port); everything else goes on to stage `next`.
 pub(crate) struct Respond {
     pub(crate) addr: [u8; 4],
-    pub(crate) macs: Vec<[u8; 6]>,
+    pub(crate) macs: Arc<PortMacs>,
     pub(crate) next: StageId,
     pub(crate) arp_replies: Arc<AtomicU64>,
     pub(crate) echo_replies: Arc<AtomicU64>,
@@ -152,7 +178,7 @@ impl Stage for Respond {
         frames: &mut [Frame],
         nexts: &mut [Next],
     ) {
-        let Some(&mac) = self.macs.get(usize::from(context.input_port)) else {
+        let Some(mac) = self.macs.get(usize::from(context.input_port)) else {
             nexts.fill(Next::Stage(self.next));
             return;
         };
@@ -281,7 +307,7 @@ mod tests {
     fn respond() -> Respond {
         Respond {
             addr: [198, 51, 100, 254],
-            macs: vec![MAC],
+            macs: Arc::new(PortMacs::new(&[MAC])),
             next: xskit_pipeline::Pipeline::new(1).next_stage_id(),
             arp_replies: Arc::default(),
             echo_replies: Arc::default(),
