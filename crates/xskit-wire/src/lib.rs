@@ -66,6 +66,7 @@ pub mod gso;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod lacp;
 pub mod offload;
 pub mod tcp;
 pub mod udp;
