@@ -11,7 +11,9 @@
 //! - [`LinkMonitor`]: the members' carrier from the kernel's link notifications, with
 //!   `updelay` and `downdelay`, to drive either;
 //! - [`ArpMonitor`]: bonding's ARP monitoring (`arp_interval`, `arp_ip_target`,
-//!   `arp_missed_max`), the decisions without the I/O.
+//!   `arp_missed_max`), the decisions without the I/O;
+//! - [`lacp`]: 802.3ad's per-member state machines on virtual time (the receive machine so
+//!   far).
 //!
 //! ```no_run
 //! use xskit_bond::{xmit_hash, XmitHashPolicy};
@@ -30,6 +32,7 @@ pub use xskit_wire::bond_hash::{xmit_hash, XmitHashPolicy};
 
 mod announce;
 mod arp_monitor;
+pub mod lacp;
 mod members;
 mod monitor;
 mod port;
