@@ -104,7 +104,9 @@ impl StateFile {
             self.failed = true;
             let _ = std::fs::remove_file(&tmp);
             note!(
-                "xskit fwd: note: cannot write the bond state for xskit info to {}: {e}",
+                "xskit fwd: note: cannot write the bond state to {}: {e}. Forwarding goes on, \
+                 but xskit info will not show these bonds: run as root, or set XSKIT_RUN_DIR \
+                 to a writable directory for both commands",
                 self.path.display()
             );
         }

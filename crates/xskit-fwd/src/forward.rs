@@ -698,7 +698,6 @@ pub(crate) struct WorkerPlan {
     pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
     pub(crate) respond: Option<Ipv4Addr>,
     pub(crate) reflect: bool,
-    pub(crate) macs: Vec<[u8; 6]>,
     /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
     pub(crate) port_macs: Arc<PortMacs>,
     pub(crate) mtus: Vec<usize>,
@@ -727,7 +726,6 @@ impl WorkerPlan {
             reflect: config.reflect,
             mtus: vec![1500; macs.len()],
             port_macs: Arc::new(PortMacs::new(&macs)),
-            macs,
             tap: None,
             vector: config.vector,
             check: config.check,
@@ -739,7 +737,7 @@ impl WorkerPlan {
 
     /// The pipeline: respond (when asked), then the rules.
     fn pipeline(&self, rule_cells: &Arc<Vec<RuleCells>>) -> Result<Pipeline> {
-        let n = self.macs.len();
+        let n = self.port_macs.len();
         let mut pipeline = Pipeline::new(n);
         pipeline.set_vector_size(self.vector)?;
         if let Some(addr) = self.respond {

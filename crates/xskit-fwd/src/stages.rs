@@ -35,6 +35,11 @@ impl PortMacs {
         Some([v[2], v[3], v[4], v[5], v[6], v[7]])
     }
 
+    /// How many ports.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub(crate) fn set(&self, port: usize, mac: [u8; 6]) {
         if let Some(cell) = self.0.get(port) {
             cell.store(pack(mac), Ordering::Relaxed);
