@@ -12,8 +12,8 @@
 //!   `updelay` and `downdelay`, to drive either;
 //! - [`ArpMonitor`]: bonding's ARP monitoring (`arp_interval`, `arp_ip_target`,
 //!   `arp_missed_max`), the decisions without the I/O;
-//! - [`lacp`]: 802.3ad's per-member state machines on virtual time (the receive machine so
-//!   far).
+//! - [`lacp`]: 802.3ad: the members' state machines and the aggregator selection, on
+//!   virtual time, without I/O.
 //!
 //! ```no_run
 //! use xskit_bond::{xmit_hash, XmitHashPolicy};
@@ -90,6 +90,12 @@ pub enum Error {
     /// ARP monitoring settings that cannot work.
     #[error("{reason}")]
     ArpConfig {
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+    /// 802.3ad settings out of range.
+    #[error("{reason}")]
+    LacpConfig {
         /// What is wrong, and what to do.
         reason: String,
     },

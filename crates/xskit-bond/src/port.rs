@@ -33,6 +33,12 @@ pub enum BondMode {
     },
     /// `broadcast`: a copy on every usable member.
     Broadcast,
+    /// `802.3ad`: as balance-xor over the members LACP lets distribute (a control plane,
+    /// [`crate::lacp`], decides which with the partner; [`BondPort::set_distributing`]).
+    Lacp {
+        /// The transmit hash policy.
+        policy: XmitHashPolicy,
+    },
 }
 
 impl BondMode {
@@ -43,6 +49,7 @@ impl BondMode {
             BondMode::ActiveBackup => "active-backup",
             BondMode::BalanceXor { .. } => "balance-xor",
             BondMode::Broadcast => "broadcast",
+            BondMode::Lacp { .. } => "802.3ad",
         }
     }
 }
@@ -211,7 +218,7 @@ impl<P: PipelinePort> BondPort<P> {
         let n = usable.len();
         match self.mode {
             BondMode::ActiveBackup => self.state.active(),
-            BondMode::BalanceXor { policy } => {
+            BondMode::BalanceXor { policy } | BondMode::Lacp { policy } => {
                 let hash = xmit_hash(policy, umem.data(first));
                 Some(usable[hash as usize % n])
             }

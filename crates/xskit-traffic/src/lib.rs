@@ -20,8 +20,8 @@ mod sys;
 pub use error::{Error, Result};
 pub use live::{LiveFrames, XdpCounter};
 
-/// Baselines xskit is measured against: AF_PACKET with a TPACKET_V3 receive ring and a
-/// `sendmmsg` transmitter.
+/// AF_PACKET: the baselines xskit is measured against (a TPACKET_V3 receive ring and a
+/// `sendmmsg` transmitter), and a socket for a control protocol's few frames.
 pub mod baseline {
-    pub use crate::sys::afpacket::{PacketRxRing, PacketTx};
+    pub use crate::sys::afpacket::{PacketProtocolSocket, PacketRxRing, PacketTx};
 }

@@ -33,14 +33,14 @@ const BLOCK_SIZE: u32 = 1 << 20;
 const BLOCK_NR: u32 = 64;
 const FRAME_SIZE: u32 = 2048;
 
-fn packet_socket() -> Result<OwnedFd, SyscallError> {
-    let proto = (libc::ETH_P_ALL as u16).to_be();
+fn packet_socket(ethertype: u16, flags: libc::c_int) -> Result<OwnedFd, SyscallError> {
+    let proto = ethertype.to_be();
     // SAFETY: socket() takes no pointers.
     let fd = SyscallError::check(
         unsafe {
             libc::socket(
                 libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags,
                 libc::c_int::from(proto),
             )
         },
@@ -51,11 +51,13 @@ fn packet_socket() -> Result<OwnedFd, SyscallError> {
     Ok(fd)
 }
 
-fn bind(fd: &OwnedFd, ifindex: u32) -> Result<(), SyscallError> {
+const ALL: u16 = libc::ETH_P_ALL as u16;
+
+fn bind(fd: &OwnedFd, ifindex: u32, ethertype: u16) -> Result<(), SyscallError> {
     // SAFETY: a zeroed sockaddr_ll is a valid value.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_protocol = ethertype.to_be();
     sll.sll_ifindex = ifindex as i32;
     // SAFETY: sll is a valid sockaddr_ll of the size passed.
     let ret = unsafe {
@@ -88,7 +90,7 @@ pub struct PacketRxRing {
 impl PacketRxRing {
     /// Opens the ring on the interface with index `ifindex` (in this thread's namespace).
     pub fn open(ifindex: u32) -> Result<Self, SyscallError> {
-        let fd = packet_socket()?;
+        let fd = packet_socket(ALL, 0)?;
         packet_opt(
             &fd,
             PACKET_VERSION,
@@ -112,7 +114,7 @@ impl PacketRxRing {
             (BLOCK_SIZE * BLOCK_NR) as usize,
             0,
         )?;
-        bind(&fd, ifindex)?;
+        bind(&fd, ifindex, ALL)?;
         Ok(PacketRxRing {
             fd,
             map,
@@ -214,7 +216,7 @@ pub struct PacketTx {
 impl PacketTx {
     /// Opens the transmitter on the interface with index `ifindex`.
     pub fn open(ifindex: u32) -> Result<Self, SyscallError> {
-        let fd = packet_socket()?;
+        let fd = packet_socket(ALL, 0)?;
         let one: libc::c_int = 1;
         packet_opt(
             &fd,
@@ -222,7 +224,7 @@ impl PacketTx {
             &one,
             "setsockopt(PACKET_QDISC_BYPASS)",
         )?;
-        bind(&fd, ifindex)?;
+        bind(&fd, ifindex, ALL)?;
         Ok(PacketTx { fd })
     }
 
@@ -250,5 +252,68 @@ impl PacketTx {
             return Err(err);
         }
         Ok(ret as usize)
+    }
+}
+
+/// A nonblocking AF_PACKET socket for one EtherType on one interface: a control protocol's
+/// frames in and out, one at a time (LACP's slow protocols: a few a second).
+#[derive(Debug)]
+pub struct PacketProtocolSocket {
+    fd: OwnedFd,
+}
+
+impl PacketProtocolSocket {
+    /// Opens the socket for `ethertype` frames on the interface with index `ifindex` (in this
+    /// thread's namespace).
+    pub fn open(ifindex: u32, ethertype: u16) -> Result<Self, SyscallError> {
+        let fd = packet_socket(ethertype, libc::SOCK_NONBLOCK)?;
+        bind(&fd, ifindex, ethertype)?;
+        Ok(PacketProtocolSocket { fd })
+    }
+
+    /// The next frame received into `buf` (its length; a longer frame is cut to `buf`),
+    /// or None when none is waiting. Frames this host sent are skipped.
+    pub fn recv(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
+        loop {
+            // SAFETY: a zeroed sockaddr_ll is a valid value.
+            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: buf and sll are valid for writes of the lengths passed, and outlive the
+            // call.
+            let ret = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_TRUNC,
+                    (&mut sll as *mut libc::sockaddr_ll).cast(),
+                    &mut len,
+                )
+            };
+            if ret < 0 {
+                let err = SyscallError::last("recvfrom(AF_PACKET)");
+                return match err.errno() {
+                    Some(libc::EAGAIN) => Ok(None),
+                    Some(libc::EINTR) => continue,
+                    _ => Err(err),
+                };
+            }
+            if sll.sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            return Ok(Some((ret as usize).min(buf.len())));
+        }
+    }
+
+    /// Sends one whole frame.
+    pub fn send(&self, frame: &[u8]) -> Result<(), SyscallError> {
+        // SAFETY: frame is valid for reads of its length during the call.
+        let ret = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        SyscallError::check(ret as libc::c_int, "send(AF_PACKET)").map(drop)
+    }
+
+    /// The descriptor, to wait on.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
     }
 }

@@ -1,10 +1,6 @@
-//! 802.3ad (LACP) for xskit bonds, after IEEE 802.1AX, without I/O: the per-member state
-//! machines take received PDUs and the time, and say what changed. Time is virtual (a
-//! monotonic count of milliseconds the caller passes in), so every transition is tested
-//! without sleeping.
-//!
-//! This is the first piece (issue 14): the receive machine. Periodic transmit, selection,
-//! mux and transmit come next and plug into the same [`Port`] state.
+//! One member's 802.3ad state machines (802.1AX 5.4): receive, periodic transmit, mux and
+//! transmit, on virtual time (milliseconds the caller passes in). Selection, which looks at
+//! every member at once, is the bond's ([`super::Lacp`]).
 
 use xskit_wire::lacp::{state, PortInfo};
 
@@ -12,6 +8,15 @@ use xskit_wire::lacp::{state, PortInfo};
 pub const SHORT_TIMEOUT_MS: u64 = 3_000;
 /// The long timeout: 3 slow periods of 30 s.
 pub const LONG_TIMEOUT_MS: u64 = 90_000;
+/// The fast periodic time: a PDU a second to a partner that asked for short timeouts.
+pub const FAST_PERIOD_MS: u64 = 1_000;
+/// The slow periodic time.
+pub const SLOW_PERIOD_MS: u64 = 30_000;
+/// The aggregate wait: how long a selected member waits for others to join before it
+/// attaches (wait_while_timer).
+pub const AGGREGATE_WAIT_MS: u64 = 2_000;
+/// At most this many PDUs in any second (802.1AX's transmit machine).
+pub const MAX_PDUS_PER_SECOND: usize = 3;
 
 /// Whether a member is attached to an aggregator (`Selected`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,6 +28,74 @@ pub enum Selected {
     Selected,
     /// Held back (another member of the aggregator is not ready).
     Standby,
+}
+
+/// The mux machine's states (802.1AX 5.4.15, coupled control: collecting and
+/// distributing go together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MuxState {
+    /// Not attached to an aggregator.
+    Detached,
+    /// Selected: waiting for the aggregate wait so that members join together.
+    Waiting,
+    /// Attached to the aggregator and in sync; waiting for the partner's sync.
+    Attached,
+    /// Both sides in sync: frames are collected from and distributed to this member.
+    CollectingDistributing,
+}
+
+impl MuxState {
+    /// The state's name in 802.1AX.
+    pub fn name(self) -> &'static str {
+        match self {
+            MuxState::Detached => "DETACHED",
+            MuxState::Waiting => "WAITING",
+            MuxState::Attached => "ATTACHED",
+            MuxState::CollectingDistributing => "COLLECTING_DISTRIBUTING",
+        }
+    }
+}
+
+impl RxState {
+    /// The state's name in 802.1AX.
+    pub fn name(self) -> &'static str {
+        match self {
+            RxState::Initialize => "INITIALIZE",
+            RxState::PortDisabled => "PORT_DISABLED",
+            RxState::Expired => "EXPIRED",
+            RxState::LacpDisabled => "LACP_DISABLED",
+            RxState::Defaulted => "DEFAULTED",
+            RxState::Current => "CURRENT",
+        }
+    }
+}
+
+impl Selected {
+    /// The value's name in 802.1AX.
+    pub fn name(self) -> &'static str {
+        match self {
+            Selected::Unselected => "UNSELECTED",
+            Selected::Selected => "SELECTED",
+            Selected::Standby => "STANDBY",
+        }
+    }
+}
+
+/// One member's LACP counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// LACPDUs received and taken.
+    pub pdus_in: u64,
+    /// LACPDUs sent.
+    pub pdus_out: u64,
+    /// Slow protocol frames refused: wrong length, subtype, version or TLVs.
+    pub bad_pdus: u64,
+    /// Marker requests received (each answered).
+    pub markers_in: u64,
+    /// Marker responses sent.
+    pub markers_out: u64,
+    /// Times the member's machines or state bits changed.
+    pub state_changes: u64,
 }
 
 /// The receive machine's states (802.1AX 5.4.12).
@@ -57,8 +130,21 @@ pub struct Port {
     pub ntt: bool,
     /// The receive machine's state.
     pub rx: RxState,
+    /// The mux machine's state.
+    pub mux: MuxState,
+    /// The aggregator the member is selected for (an id the bond gives), if any.
+    pub aggregator: Option<usize>,
+    /// Counters.
+    pub counters: PortCounters,
     /// When the partner's information runs out (current_while_timer), in ms.
     current_until: Option<u64>,
+    /// When the aggregate wait ends (wait_while_timer), while WAITING.
+    wait_until: Option<u64>,
+    /// When the next periodic PDU is due, and whether at the fast rate.
+    periodic_until: Option<u64>,
+    periodic_fast: bool,
+    /// When the last PDUs went out, oldest first, for the rate limit.
+    sent: [Option<u64>; MAX_PDUS_PER_SECOND],
     port_enabled: bool,
     lacp_enabled: bool,
 }
@@ -95,7 +181,14 @@ impl Port {
             selected: Selected::Unselected,
             ntt: false,
             rx: RxState::Initialize,
+            mux: MuxState::Detached,
+            aggregator: None,
+            counters: PortCounters::default(),
             current_until: None,
+            wait_until: None,
+            periodic_until: None,
+            periodic_fast: false,
+            sent: [None; MAX_PDUS_PER_SECOND],
             port_enabled: false,
             lacp_enabled: true,
         };
@@ -113,6 +206,8 @@ impl Port {
     }
 
     fn port_disabled(&mut self) {
+        // A member whose link is down leaves its aggregator (selected again when it returns).
+        self.selected = Selected::Unselected;
         set_bit(&mut self.partner, state::SYNCHRONIZATION, false);
         self.current_until = None;
         self.rx = RxState::PortDisabled;
@@ -250,9 +345,152 @@ impl Port {
         }
     }
 
-    /// When [`Port::tick`] next has something to do, if ever.
+    /// The earliest time at which [`Port::tick`], the mux, periodic or transmit machine has
+    /// something to do, if ever.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.current_until
+        let waiting = self.wait_until.filter(|_| self.mux == MuxState::Waiting);
+        let held = self.ntt.then(|| self.tx_allowed_at()).flatten();
+        [self.current_until, waiting, self.periodic_until, held]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Whether the link is up.
+    pub fn port_enabled(&self) -> bool {
+        self.port_enabled
+    }
+
+    /// Whether LACP is on.
+    pub fn lacp_enabled(&self) -> bool {
+        self.lacp_enabled
+    }
+
+    /// Whether frames are collected from and distributed to this member.
+    pub fn distributing(&self) -> bool {
+        self.mux == MuxState::CollectingDistributing
+    }
+
+    /// Whether the member can aggregate with others: both ends say so (a member that
+    /// cannot is individual, an aggregator of its own).
+    pub fn aggregatable(&self) -> bool {
+        bit(&self.actor, state::AGGREGATION) && bit(&self.partner, state::AGGREGATION)
+    }
+
+    /// Whether the partner's information came from its PDUs (not the defaults).
+    pub fn has_partner(&self) -> bool {
+        !bit(&self.actor, state::DEFAULTED) && self.partner.system != [0; 6]
+    }
+
+    /// Whether the aggregate wait is over (Ready_N): true outside WAITING.
+    pub(crate) fn wait_over(&self, now: u64) -> bool {
+        self.mux != MuxState::Waiting || self.wait_until.is_some_and(|t| now >= t)
+    }
+
+    /// One step of the mux machine at `now`, `ready` when every member waiting for the same
+    /// aggregator has waited long enough. True if the state changed.
+    pub(crate) fn mux_step(&mut self, now: u64, ready: bool) -> bool {
+        let partner_sync = bit(&self.partner, state::SYNCHRONIZATION);
+        let next = match (self.mux, self.selected) {
+            (MuxState::Detached, Selected::Selected | Selected::Standby) => MuxState::Waiting,
+            (MuxState::Waiting, Selected::Unselected) => MuxState::Detached,
+            (MuxState::Waiting, Selected::Selected) if ready => MuxState::Attached,
+            (MuxState::Attached, Selected::Unselected | Selected::Standby) => MuxState::Detached,
+            (MuxState::Attached, Selected::Selected) if partner_sync => {
+                MuxState::CollectingDistributing
+            }
+            (MuxState::CollectingDistributing, Selected::Selected) if partner_sync => {
+                return false;
+            }
+            (MuxState::CollectingDistributing, _) => MuxState::Attached,
+            _ => return false,
+        };
+        self.mux = next;
+        match next {
+            MuxState::Detached => {
+                self.aggregator = None;
+                set_bit(&mut self.actor, state::SYNCHRONIZATION, false);
+                set_bit(&mut self.actor, state::COLLECTING, false);
+                set_bit(&mut self.actor, state::DISTRIBUTING, false);
+            }
+            MuxState::Waiting => self.wait_until = Some(now + AGGREGATE_WAIT_MS),
+            MuxState::Attached => {
+                set_bit(&mut self.actor, state::SYNCHRONIZATION, true);
+                set_bit(&mut self.actor, state::COLLECTING, false);
+                set_bit(&mut self.actor, state::DISTRIBUTING, false);
+            }
+            MuxState::CollectingDistributing => {
+                set_bit(&mut self.actor, state::COLLECTING, true);
+                set_bit(&mut self.actor, state::DISTRIBUTING, true);
+            }
+        }
+        if next != MuxState::Waiting {
+            self.ntt = true;
+        }
+        true
+    }
+
+    /// The periodic machine at `now`: no PDUs when the link is down, LACP is off or both
+    /// ends are passive; else one every fast or slow period, as the partner's timeout asks.
+    pub(crate) fn periodic_step(&mut self, now: u64) {
+        if !self.periodic_on() {
+            self.periodic_until = None;
+            return;
+        }
+        let fast = bit(&self.partner, state::TIMEOUT);
+        let period = if fast { FAST_PERIOD_MS } else { SLOW_PERIOD_MS };
+        match self.periodic_until {
+            None => self.periodic_until = Some(now + period),
+            // The partner asked for fast PDUs: one now, then every second.
+            Some(_) if fast && !self.periodic_fast => {
+                self.ntt = true;
+                self.periodic_until = Some(now + period);
+            }
+            Some(until) if now >= until => {
+                self.ntt = true;
+                self.periodic_until = Some(now + period);
+            }
+            Some(_) => {}
+        }
+        self.periodic_fast = fast;
+    }
+
+    fn periodic_on(&self) -> bool {
+        self.port_enabled
+            && self.lacp_enabled
+            && (bit(&self.actor, state::ACTIVITY) || bit(&self.partner, state::ACTIVITY))
+    }
+
+    /// When the rate limit lets the next PDU out (None: now).
+    fn tx_allowed_at(&self) -> Option<u64> {
+        self.sent[0].map(|oldest| oldest + 1_000)
+    }
+
+    /// The transmit machine at `now`: when a PDU is needed and the rate limit allows, the
+    /// actor and partner information it carries; NTT is then cleared.
+    pub(crate) fn transmit(&mut self, now: u64) -> Option<(PortInfo, PortInfo)> {
+        if !self.ntt || !self.periodic_on() {
+            return None;
+        }
+        if self.tx_allowed_at().is_some_and(|t| now < t) {
+            return None;
+        }
+        self.sent.rotate_left(1);
+        self.sent[MAX_PDUS_PER_SECOND - 1] = Some(now);
+        self.ntt = false;
+        self.counters.pdus_out += 1;
+        Some((self.actor, self.partner))
+    }
+
+    /// What the machines are in, to count changes.
+    pub(crate) fn snapshot(&self) -> (RxState, MuxState, Selected, u8, u8) {
+        (
+            self.rx,
+            self.mux,
+            self.selected,
+            self.actor.state,
+            self.partner.state,
+        )
     }
 }
 
