@@ -9,6 +9,7 @@ use clap::Args;
 use serde::Serialize;
 use std::time::Duration;
 use xskit::{Mode, SocketConfig};
+use xskit_bond::lacp::{AdSelect, LacpConfig, LacpRate};
 use xskit_fwd::rules::{RuleSet, Verdict};
 use xskit_fwd::{
     BondConfig, BondMode, ChecksumMode, Counters, FailOverMac, ForwardConfig, Forwarder, PortCount,
@@ -72,7 +73,7 @@ pub(crate) struct FwdArgs {
     /// The bonds' mode, as Linux's bonding names it (or its number).
     #[arg(long = "bond-mode", value_enum, default_value = "balance-rr")]
     bond_mode: BondModeArg,
-    /// balance-xor's transmit hash policy, as Linux's xmit_hash_policy.
+    /// balance-xor's and 802.3ad's transmit hash policy, as Linux's xmit_hash_policy.
     #[arg(
         long = "xmit-hash",
         visible_alias = "xmit-hash-policy",
@@ -117,6 +118,27 @@ pub(crate) struct FwdArgs {
     /// ARP monitoring: checks in a row without an answer that take a member out.
     #[arg(long = "arp-missed-max", value_name = "N", default_value_t = 2)]
     arp_missed_max: u32,
+    /// 802.3ad: how often the partner is asked to send LACPDUs: slow (every 30 s, timed
+    /// out after 90 s) or fast (every second, timed out after 3 s). Default slow.
+    #[arg(long = "lacp-rate", value_enum)]
+    lacp_rate: Option<LacpRateArg>,
+    /// 802.3ad: on sends LACPDUs unasked; off only answers a partner's. Default on.
+    #[arg(long = "lacp-active", value_enum)]
+    lacp_active: Option<OnOff>,
+    /// 802.3ad: the system priority (1 to 65535, lower is preferred). Default 65535.
+    #[arg(long = "ad-actor-sys-prio", value_name = "N")]
+    ad_actor_sys_prio: Option<u16>,
+    /// 802.3ad: the upper 10 bits of the members' key (0 to 1023). Default 0.
+    #[arg(long = "ad-user-port-key", value_name = "N")]
+    ad_user_port_key: Option<u16>,
+    /// 802.3ad: fewer members than this distributing, and the bond carries nothing.
+    /// Default 0.
+    #[arg(long = "min-links", value_name = "N")]
+    min_links: Option<usize>,
+    /// 802.3ad: how the active aggregator is chosen: stable (kept while it has members),
+    /// bandwidth or count (the most, chosen again on every change). Default stable.
+    #[arg(long = "ad-select", value_enum)]
+    ad_select: Option<AdSelectArg>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -136,9 +158,35 @@ enum BondModeArg {
     /// A copy on every member.
     #[value(name = "broadcast", alias = "3")]
     Broadcast,
-    /// LACP: not available yet.
+    /// LACP (802.3ad) with the partner; the members that distribute, by the transmit hash.
     #[value(name = "802.3ad", alias = "4")]
     Lacp,
+}
+
+/// `--lacp-rate`, as Linux names it (or its number).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LacpRateArg {
+    #[value(alias = "0")]
+    Slow,
+    #[value(alias = "1")]
+    Fast,
+}
+
+/// `--ad-select`, as Linux names it (or its number).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum AdSelectArg {
+    #[value(alias = "0")]
+    Stable,
+    #[value(alias = "1")]
+    Bandwidth,
+    #[value(alias = "2")]
+    Count,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
 }
 
 /// `--primary-reselect`, as Linux names it.
@@ -181,12 +229,11 @@ fn bond_configs(args: &FwdArgs) -> Result<Vec<BondConfig>> {
             policy: args.xmit_hash.into(),
         },
         BondModeArg::Broadcast => BondMode::Broadcast,
-        BondModeArg::Lacp if !args.bonds.is_empty() => bail!(
-            "--bond-mode 802.3ad: LACP is not available yet; balance-xor with the switch's \
-             static aggregate (and the same --xmit-hash) carries the same traffic without it"
-        ),
-        BondModeArg::Lacp => BondMode::ActiveBackup,
+        BondModeArg::Lacp => BondMode::Lacp {
+            policy: args.xmit_hash.into(),
+        },
     };
+    let lacp = lacp_config(args)?;
     if let Some(p) = &args.primary {
         if args.bond_mode != BondModeArg::ActiveBackup {
             bail!("--primary {p} takes --bond-mode active-backup");
@@ -228,8 +275,43 @@ fn bond_configs(args: &FwdArgs) -> Result<Vec<BondConfig>> {
                 })
                 .updelay(Duration::from_millis(args.updelay))
                 .downdelay(Duration::from_millis(args.downdelay))
+                .lacp(lacp)
         })
         .collect())
+}
+
+/// 802.3ad's settings; refused with another mode, where they would do nothing.
+fn lacp_config(args: &FwdArgs) -> Result<LacpConfig> {
+    let given = [
+        ("--lacp-rate", args.lacp_rate.is_some()),
+        ("--lacp-active", args.lacp_active.is_some()),
+        ("--ad-actor-sys-prio", args.ad_actor_sys_prio.is_some()),
+        ("--ad-user-port-key", args.ad_user_port_key.is_some()),
+        ("--min-links", args.min_links.is_some()),
+        ("--ad-select", args.ad_select.is_some()),
+    ];
+    if args.bond_mode != BondModeArg::Lacp {
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            bail!("{flag} is an 802.3ad setting: it takes --bond-mode 802.3ad");
+        }
+    }
+    let defaults = LacpConfig::default();
+    let config = LacpConfig::default()
+        .rate(match args.lacp_rate {
+            Some(LacpRateArg::Fast) => LacpRate::Fast,
+            Some(LacpRateArg::Slow) | None => LacpRate::Slow,
+        })
+        .active(args.lacp_active != Some(OnOff::Off))
+        .system_priority(args.ad_actor_sys_prio.unwrap_or(defaults.system_priority))
+        .user_port_key(args.ad_user_port_key.unwrap_or(defaults.user_port_key))
+        .min_links(args.min_links.unwrap_or(defaults.min_links))
+        .select(match args.ad_select {
+            Some(AdSelectArg::Bandwidth) => AdSelect::Bandwidth,
+            Some(AdSelectArg::Count) => AdSelect::Count,
+            Some(AdSelectArg::Stable) | None => AdSelect::Stable,
+        });
+    config.validate()?;
+    Ok(config)
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -368,7 +450,18 @@ fn bond_mode_text(args: &FwdArgs) -> String {
             None => "active-backup".into(),
         },
         BondModeArg::Broadcast => "broadcast".into(),
-        BondModeArg::Lacp => "802.3ad".into(),
+        BondModeArg::Lacp => format!(
+            "802.3ad, xmit_hash_policy {}, lacp_rate {}",
+            xskit_bond::XmitHashPolicy::from(args.xmit_hash).name(),
+            if args
+                .lacp_rate
+                .is_some_and(|r| matches!(r, LacpRateArg::Fast))
+            {
+                "fast"
+            } else {
+                "slow"
+            }
+        ),
     }
 }
 
@@ -399,11 +492,12 @@ fn member_line(
     format!(
         "member {:<10} {:<10} rx {:>11}  tx {:>11}  device-tx {:>11}  arp-alive {:>7}  dropped: {}",
         m.interface,
-        match (m.up, m.active, m.carrier) {
-            (true, true, _) => "up active",
-            (true, false, _) => "up",
-            (false, _, false) => "no-carrier",
-            (false, _, true) => "arp-silent",
+        match (m.up, m.active, m.carrier, &m.lacp) {
+            (true, true, _, _) => "up active",
+            (true, false, _, _) => "up",
+            (false, _, false, _) => "no-carrier",
+            (false, _, true, Some(_)) => "not-in-lacp",
+            (false, _, true, None) => "arp-silent",
         },
         rx,
         tx,
@@ -414,6 +508,35 @@ fn member_line(
         } else {
             dropped.join("  ")
         }
+    )
+}
+
+/// An 802.3ad member's LACP state: its machines, both ends as LACP sees them (system
+/// priority and MAC, key, port priority and number, state bits) and its PDU counts.
+pub(crate) fn lacp_line(l: &xskit_fwd::MemberLacp) -> String {
+    let end = |e: &xskit_fwd::LacpEnd| {
+        format!(
+            "system {} key {} port {} state 0x{:02x} ({})",
+            e.system,
+            e.key,
+            e.port,
+            e.state,
+            e.flags.join(",")
+        )
+    };
+    format!(
+        "lacp {} {} aggregator {} rx {}  actor {}  partner {}  pdus in {} out {} bad {}  markers {}  state changes {}",
+        l.mux_state,
+        l.selected,
+        l.aggregator.map_or("none".into(), |a| a.to_string()),
+        l.rx_state,
+        end(&l.actor),
+        end(&l.partner),
+        thousands(l.pdus_in),
+        thousands(l.pdus_out),
+        thousands(l.bad_pdus),
+        thousands(l.markers),
+        thousands(l.state_changes),
     )
 }
 
@@ -457,6 +580,9 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
                     "{elapsed:7.1}s   {}",
                     member_line(m, Some(before.unwrap_or(&zero)), secs)
                 );
+                if let Some(l) = &m.lacp {
+                    out!("{elapsed:7.1}s     {}", lacp_line(l));
+                }
             }
             if let Some(line) = bond_line(b) {
                 out!("{elapsed:7.1}s   {line}");
@@ -650,6 +776,9 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             if let Some(b) = &p.bond {
                 for m in &b.members {
                     out!("  {:<12} {}", "", member_line(m, None, 1.0));
+                    if let Some(l) = &m.lacp {
+                        out!("  {:<12}   {}", "", lacp_line(l));
+                    }
                 }
                 if let Some(line) = bond_line(b) {
                     out!("  {:<12} {line}", "");

@@ -26,15 +26,21 @@ fn print_xskit_bond(fwd_pid: u32, bond: &crate::state::BondState, indent: &str) 
         .members
         .iter()
         .map(|m| {
-            let state = match (m.up, m.carrier) {
-                (true, _) => "up",
-                (false, false) => "no carrier",
-                (false, true) => "ARP targets silent",
+            let state = match (m.up, m.carrier, &m.lacp) {
+                (true, _, _) => "up",
+                (false, false, _) => "no carrier",
+                (false, true, Some(_)) => "not distributing",
+                (false, true, None) => "ARP targets silent",
             };
             format!("{} ({state})", m.interface)
         })
         .collect();
     out!("{indent}xskit members     {}", members.join(", "));
+    for m in &bond.members {
+        if let Some(lacp) = &m.lacp {
+            out!("{indent}xskit {:<11} {lacp}", m.interface);
+        }
+    }
     if let Some(active) = &bond.active {
         out!(
             "{indent}xskit active      {active} ({} failovers)",

@@ -36,6 +36,9 @@ pub(crate) struct MemberState {
     pub(crate) carrier: bool,
     pub(crate) arp_up: bool,
     pub(crate) active: bool,
+    /// 802.3ad: the member's LACP state, as the live lines show it.
+    #[serde(default)]
+    pub(crate) lacp: Option<String>,
 }
 
 fn dir() -> PathBuf {
@@ -83,6 +86,7 @@ impl StateFile {
                             carrier: m.carrier,
                             arp_up: m.arp_up,
                             active: m.active,
+                            lacp: m.lacp.as_ref().map(crate::fwd::lacp_line),
                         })
                         .collect(),
                 })

@@ -352,19 +352,6 @@ fn bad_bond_options_are_refused_with_what_to_do() {
                 "--bond",
                 "bond0=x,y",
                 "--bond-mode",
-                "802.3ad",
-            ],
-            "LACP is not available yet",
-        ),
-        (
-            &[
-                "-i",
-                "bond0",
-                "-i",
-                "b",
-                "--bond",
-                "bond0=x,y",
-                "--bond-mode",
                 "roundrobin",
             ],
             "balance-rr",
@@ -460,9 +447,26 @@ fn bad_bond_options_are_refused_with_what_to_do() {
             "arp_missed_max",
         ),
     ];
+    let lacp_cases: &[(&[&str], &str)] = &[
+        (&["--lacp-rate", "fast"], "takes --bond-mode 802.3ad"),
+        (&["--min-links", "1"], "--min-links is an 802.3ad setting"),
+        (&["--bond-mode", "4", "--lacp-rate", "medium"], "slow, fast"),
+        (&["--bond-mode", "4", "--ad-select", "random"], "stable"),
+        (&["--bond-mode", "4", "--lacp-active", "maybe"], "on, off"),
+        (
+            &["--bond-mode", "802.3ad", "--ad-actor-sys-prio", "0"],
+            "1 to 65535",
+        ),
+        (
+            &["--bond-mode", "802.3ad", "--ad-user-port-key", "1024"],
+            "0 to 1023",
+        ),
+        (&["--bond-mode", "802.3ad", "--min-links", "9"], "--min-links 9"),
+    ];
     let bond = ["-i", "bond0", "-i", "b", "--bond", "bond0=x,y"];
     let arp_cases: Vec<(Vec<&str>, &str)> = arp_cases
         .iter()
+        .chain(lacp_cases)
         .map(|(args, expect)| ([&bond[..], args].concat(), *expect))
         .collect();
     let cases = cases.iter().map(|(a, e)| (a.to_vec(), *e)).chain(arp_cases);

@@ -36,8 +36,13 @@
  * member's sign of life; a reply to xskit's probe (a reply with target address
  * 0.0.0.0) is then consumed here, the rest go on as any packet.
  *
+ * On an 802.3ad bond's member (config.lacp), slow protocol frames (LACP and
+ * marker PDUs, EtherType 0x8809) go to the kernel before anything else, where
+ * the bond's control path reads them; counted at MAX_RULES + 7.
+ *
  * On an active-backup bond's inactive member (config.inactive), everything is
- * dropped first, as Linux's bond does, and counted at MAX_RULES + 5. A packet
+ * dropped first, as Linux's bond does, and counted at MAX_RULES + 5 (so is
+ * everything else on an 802.3ad member that is not collecting). A packet
  * to forward out of a bond with no usable member is dropped and counted at
  * MAX_RULES + 4.
  *
@@ -70,6 +75,8 @@
 #define COUNTER_NO_MEMBER (MAX_RULES + 4)
 #define COUNTER_INACTIVE (MAX_RULES + 5)
 #define COUNTER_ARP_ALIVE (MAX_RULES + 6)
+#define COUNTER_LACP (MAX_RULES + 7)
+#define ETH_P_SLOW_PROTOCOLS 0x8809
 #define MAX_ARP_TARGETS 16
 #define MAX_MEMBERS 8
 
@@ -108,6 +115,7 @@ struct config {
 	__u32 unclassifiable_action;
 	__u32 inactive;
 	__u32 arp_targets;
+	__u32 lacp;
 };
 
 struct vlan_tag {
@@ -340,6 +348,11 @@ int xskit_filter(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
+	if (cfg->lacp && (void *)(eth + 1) <= end &&
+	    eth->h_proto == bpf_htons(ETH_P_SLOW_PROTOCOLS)) {
+		count(COUNTER_LACP, pkt_len);
+		return XDP_PASS;
+	}
 	if (cfg->arp_targets && arp_monitor(cfg, data, end, pkt_len))
 		return XDP_DROP;
 	if (cfg->inactive) {

@@ -14,11 +14,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Interface, Umem};
+use xskit_bond::lacp::{LacpConfig, LacpControl};
 use xskit_bond::{
     ArpConfig, ArpMonitor, ArpProber, BondMode, BondPort, BondStats, LinkMonitor, LinkSpeed,
     PrimaryReselect,
 };
 use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
+use xskit_wire::lacp::{state, PortInfo};
 
 use crate::error::{Error, Result};
 
@@ -48,6 +50,8 @@ pub struct BondConfig {
     pub downdelay: Duration,
     /// ARP monitoring, on top of the carrier: a member whose targets stop answering is out.
     pub arp: Option<ArpConfig>,
+    /// 802.3ad's settings (mode [`BondMode::Lacp`]).
+    pub lacp: LacpConfig,
 }
 
 impl BondConfig {
@@ -68,6 +72,7 @@ impl BondConfig {
             updelay: Duration::ZERO,
             downdelay: Duration::ZERO,
             arp: None,
+            lacp: LacpConfig::default(),
         }
     }
 }
@@ -87,6 +92,8 @@ xskit::config_setters!(BondConfig {
     downdelay: Duration,
     /// Sets ARP monitoring.
     arp: Option<ArpConfig>,
+    /// Sets 802.3ad's settings.
+    lacp: LacpConfig,
 });
 
 /// Which MAC address an active-backup bond's own traffic (the forwarder's `respond`
@@ -131,6 +138,82 @@ pub struct MemberCount {
     pub arp_up: bool,
     /// ARP monitoring: ARP packets from the targets received on it.
     pub arp_alive: u64,
+    /// 802.3ad: the member's LACP state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lacp: Option<MemberLacp>,
+}
+
+/// One end of a member's link as LACP sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LacpEnd {
+    /// The system: its priority and MAC address, as `PRIO,MAC`.
+    pub system: String,
+    /// The aggregation key.
+    pub key: u16,
+    /// The port: its priority and number, as `PRIO,NUMBER`.
+    pub port: String,
+    /// The state bits.
+    pub state: u8,
+    /// The state bits set, by name (activity, short_timeout, aggregation, synchronization,
+    /// collecting, distributing, defaulted, expired).
+    pub flags: Vec<&'static str>,
+}
+
+impl LacpEnd {
+    fn of(info: &PortInfo) -> Self {
+        const NAMES: [(u8, &str); 8] = [
+            (state::ACTIVITY, "activity"),
+            (state::TIMEOUT, "short_timeout"),
+            (state::AGGREGATION, "aggregation"),
+            (state::SYNCHRONIZATION, "synchronization"),
+            (state::COLLECTING, "collecting"),
+            (state::DISTRIBUTING, "distributing"),
+            (state::DEFAULTED, "defaulted"),
+            (state::EXPIRED, "expired"),
+        ];
+        let m = info.system;
+        LacpEnd {
+            system: format!(
+                "{},{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                info.system_priority, m[0], m[1], m[2], m[3], m[4], m[5]
+            ),
+            key: info.key,
+            port: format!("{},{}", info.port_priority, info.port),
+            state: info.state,
+            flags: NAMES
+                .iter()
+                .filter(|(bit, _)| info.state & bit != 0)
+                .map(|&(_, name)| name)
+                .collect(),
+        }
+    }
+}
+
+/// A member's 802.3ad state and counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemberLacp {
+    /// This end.
+    pub actor: LacpEnd,
+    /// The partner, as last heard (or the defaults).
+    pub partner: LacpEnd,
+    /// The receive machine's state.
+    pub rx_state: &'static str,
+    /// The mux machine's state (COLLECTING_DISTRIBUTING: the member carries traffic).
+    pub mux_state: &'static str,
+    /// SELECTED, STANDBY (another aggregator is active) or UNSELECTED.
+    pub selected: &'static str,
+    /// The aggregator it is selected for.
+    pub aggregator: Option<usize>,
+    /// LACPDUs received.
+    pub pdus_in: u64,
+    /// LACPDUs sent.
+    pub pdus_out: u64,
+    /// Slow protocol frames refused as malformed.
+    pub bad_pdus: u64,
+    /// Marker requests answered.
+    pub markers: u64,
+    /// Changes of the machines' states or the state bits.
+    pub state_changes: u64,
 }
 
 /// A bond's counts.
@@ -148,6 +231,11 @@ pub struct BondCount {
     pub failovers: u64,
     /// Carrier changes the bond acted on.
     pub link_changes: u64,
+    /// 802.3ad: the active aggregator, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aggregator: Option<usize>,
+    /// 802.3ad: LACP frames that could not be sent.
+    pub lacp_send_errors: u64,
     /// Packets dropped because no member was up.
     pub tx_no_member: u64,
     /// Broadcast copies not made for want of free frames.
@@ -352,6 +440,7 @@ pub(crate) struct BondRuntime {
     pub(crate) control: Arc<BondControl>,
     monitor: LinkMonitor,
     arp: Option<ArpRuntime>,
+    lacp: Option<LacpControl>,
     /// Carrier per member, from the link monitor.
     carrier: Vec<bool>,
     /// Up per member: carrier, and the ARP targets answering when they are monitored.
@@ -405,27 +494,41 @@ impl BondRuntime {
             None => None,
         };
         let carrier = monitor.up().to_vec();
+        let speeds: Vec<LinkSpeed> = members
+            .iter()
+            .map(|m| m.link_speed().ok().flatten())
+            .collect();
+        let member_macs = members
+            .iter()
+            .map(|m| m.link_info().map(|l| l.mac.unwrap_or([0; 6])))
+            .collect::<xskit::Result<Vec<_>>>()?;
+        let lacp = match config.mode {
+            BondMode::Lacp { .. } => {
+                let mut control =
+                    LacpControl::open(config.lacp, member_macs[0], members).map_err(Error::Bond)?;
+                for (m, &up) in carrier.iter().enumerate() {
+                    control.set_link(m, up, speeds[m]);
+                }
+                Some(control)
+            }
+            _ => None,
+        };
         let mut runtime = BondRuntime {
             control: Arc::new(BondControl::new(members.len())),
             up: carrier.clone(),
             carrier,
             monitor,
             arp,
+            lacp,
             active: None,
             primary,
             reselect: config.primary_reselect,
-            speeds: members
-                .iter()
-                .map(|m| m.link_speed().ok().flatten())
-                .collect(),
+            speeds,
             members: members.to_vec(),
             announce: respond
                 .filter(|_| config.mode == BondMode::ActiveBackup && config.num_grat_arp > 0)
                 .map(|ip| (ip, config.num_grat_arp)),
-            member_macs: members
-                .iter()
-                .map(|m| m.link_info().map(|l| l.mac.unwrap_or([0; 6])))
-                .collect::<xskit::Result<Vec<_>>>()?,
+            member_macs,
             follow_active: config.mode == BondMode::ActiveBackup
                 && config.fail_over_mac == FailOverMac::Active,
             announce_errors: 0,
@@ -433,6 +536,7 @@ impl BondRuntime {
             link_changes: 0,
             last_change: None,
         };
+        runtime.apply_distributing();
         runtime.choose_active();
         runtime.failovers = 0;
         runtime
@@ -465,12 +569,20 @@ impl BondRuntime {
         }
     }
 
+    /// Up per member: its carrier, its ARP targets answering (when monitored), and LACP
+    /// letting it distribute (802.3ad).
+    fn apply_distributing(&mut self) {
+        let arp_up = self.arp.as_ref().map(|a| a.monitor.up());
+        let distributing = self.lacp.as_ref().map(LacpControl::distributing);
+        for (m, up) in self.up.iter_mut().enumerate() {
+            *up =
+                self.carrier[m] && arp_up.is_none_or(|a| a[m]) && distributing.is_none_or(|d| d[m]);
+        }
+    }
+
     /// Recomputes who is up after `changes` changes, and tells the workers.
     fn publish(&mut self, changes: usize) {
-        let arp_up = self.arp.as_ref().map(|a| a.monitor.up());
-        for (m, up) in self.up.iter_mut().enumerate() {
-            *up = self.carrier[m] && arp_up.is_none_or(|a| a[m]);
-        }
+        self.apply_distributing();
         self.link_changes += changes as u64;
         self.choose_active();
         self.control.publish(&self.up, self.active);
@@ -489,9 +601,50 @@ impl BondRuntime {
                 // A link that comes back may have come back at another speed.
                 self.speeds[c.member] = self.members[c.member].link_speed().ok().flatten();
             }
+            if let Some(lacp) = self.lacp.as_mut() {
+                lacp.set_link(c.member, c.up, self.speeds[c.member]);
+            }
         }
         self.publish(changes.len());
         Ok(true)
+    }
+
+    /// 802.3ad: takes the LACP frames that arrived, runs the machines and sends what they
+    /// say; publishes a change of the members that distribute (true if there was one).
+    pub(crate) fn lacp_poll(&mut self) -> bool {
+        let Some(lacp) = self.lacp.as_mut() else {
+            return false;
+        };
+        if !lacp.poll() {
+            return false;
+        }
+        self.publish(0);
+        true
+    }
+
+    /// 802.3ad: member `m`'s LACP state, and the active aggregator.
+    pub(crate) fn lacp_state(&self, m: usize) -> Option<MemberLacp> {
+        let lacp = self.lacp.as_ref()?.lacp();
+        let p = lacp.port(m)?;
+        Some(MemberLacp {
+            actor: LacpEnd::of(&p.actor),
+            partner: LacpEnd::of(&p.partner),
+            rx_state: p.rx.name(),
+            mux_state: p.mux.name(),
+            selected: p.selected.name(),
+            aggregator: p.aggregator,
+            pdus_in: p.counters.pdus_in,
+            pdus_out: p.counters.pdus_out,
+            bad_pdus: p.counters.bad_pdus,
+            markers: p.counters.markers_in,
+            state_changes: p.counters.state_changes,
+        })
+    }
+
+    /// 802.3ad: the active aggregator and the frames that could not be sent.
+    pub(crate) fn lacp_bond(&self) -> Option<(Option<usize>, u64)> {
+        let lacp = self.lacp.as_ref()?;
+        Some((lacp.lacp().active_aggregator(), lacp.send_errors))
     }
 
     /// Whether an ARP check is due.

@@ -27,6 +27,7 @@ const COUNTER_UNCLASSIFIABLE: u32 = MAX_RULES as u32 + 3;
 const COUNTER_NO_MEMBER: u32 = MAX_RULES as u32 + 4;
 const COUNTER_INACTIVE: u32 = MAX_RULES as u32 + 5;
 const COUNTER_ARP_ALIVE: u32 = MAX_RULES as u32 + 6;
+const COUNTER_LACP: u32 = MAX_RULES as u32 + 7;
 
 /// The slots of the filter's `tx_bond` settings.
 mod tx {
@@ -152,6 +153,7 @@ struct FilterMaps {
     arp_targets: Array<MapData, u32>,
     inactive: bool,
     arp_target_count: u32,
+    lacp: bool,
     rules: Array<MapData, KernelRule>,
     config: Array<MapData, ConfigRepr>,
     counters: PerCpuArray<MapData, CounterRepr>,
@@ -188,6 +190,7 @@ impl FilterMaps {
             unclassifiable_action: self.unclassifiable as u32,
             inactive: u32::from(self.inactive),
             arp_targets: self.arp_target_count,
+            lacp: u32::from(self.lacp),
         };
         self.config
             .set(0, config, 0)
@@ -229,6 +232,7 @@ impl XdpFilter {
             arp_targets: program.take_map("arp_targets")?,
             inactive: false,
             arp_target_count: 0,
+            lacp: false,
             rules: program.take_map("rules")?,
             config: program.take_map("config")?,
             counters: program.take_map("counters")?,
@@ -333,17 +337,36 @@ impl XdpFilter {
     /// Marks the interface as an active-backup bond's inactive member (everything arriving is
     /// dropped first and counted, [`XdpFilter::inactive_counter`]), or not.
     pub fn set_inactive(&self, inactive: bool) -> Result<()> {
+        self.edit_config(|maps| maps.inactive = inactive)
+    }
+
+    /// Marks the interface as an 802.3ad bond's member: slow protocol frames (LACP and
+    /// marker PDUs, EtherType 0x8809, untagged) go to the kernel, where the bond's control
+    /// path reads them, before anything else and whether the member is active or not;
+    /// counted ([`XdpFilter::lacp_counter`]).
+    pub fn set_lacp(&self, lacp: bool) -> Result<()> {
+        self.edit_config(|maps| maps.lacp = lacp)
+    }
+
+    /// Changes the bond settings kept beside the rules, and writes them to the program.
+    fn edit_config(&self, edit: impl FnOnce(&mut FilterMaps)) -> Result<()> {
         let mut maps = self.maps.lock_unpoisoned();
+        edit(&mut maps);
         let mut cfg = maps
             .config
             .get(&0, 0)
             .map_err(|e| map_error("reading the filter's configuration", e))?;
-        cfg.inactive = u32::from(inactive);
+        cfg.inactive = u32::from(maps.inactive);
+        cfg.arp_targets = maps.arp_target_count;
+        cfg.lacp = u32::from(maps.lacp);
         maps.config
             .set(0, cfg, 0)
-            .map_err(|e| map_error("writing the filter's configuration", e))?;
-        maps.inactive = inactive;
-        Ok(())
+            .map_err(|e| map_error("writing the filter's configuration", e))
+    }
+
+    /// Slow protocol frames (LACP) passed to the kernel on an 802.3ad bond's member.
+    pub fn lacp_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(COUNTER_LACP)
     }
 
     /// ARP monitoring: counts ARP packets from `targets` (at most
@@ -359,22 +382,15 @@ impl XdpFilter {
                 ),
             }));
         }
-        let mut maps = self.maps.lock_unpoisoned();
-        for (i, t) in targets.iter().enumerate() {
-            maps.arp_targets
-                .set(i as u32, u32::from_ne_bytes(t.octets()), 0)
-                .map_err(|e| map_error("writing the ARP targets", e))?;
+        {
+            let mut maps = self.maps.lock_unpoisoned();
+            for (i, t) in targets.iter().enumerate() {
+                maps.arp_targets
+                    .set(i as u32, u32::from_ne_bytes(t.octets()), 0)
+                    .map_err(|e| map_error("writing the ARP targets", e))?;
+            }
         }
-        let mut cfg = maps
-            .config
-            .get(&0, 0)
-            .map_err(|e| map_error("reading the filter's configuration", e))?;
-        cfg.arp_targets = targets.len() as u32;
-        maps.config
-            .set(0, cfg, 0)
-            .map_err(|e| map_error("writing the filter's configuration", e))?;
-        maps.arp_target_count = targets.len() as u32;
-        Ok(())
+        self.edit_config(|maps| maps.arp_target_count = targets.len() as u32)
     }
 
     /// ARP packets from the monitored targets that arrived here (a sign of life).

@@ -452,6 +452,9 @@ fn check_bonds(config: &ForwardConfig) -> Result<()> {
         if let Some(arp) = &bond.arp {
             arp.validate().map_err(Error::Bond)?;
         }
+        if matches!(bond.mode, xskit_bond::BondMode::Lacp { .. }) {
+            bond.lacp.validate().map_err(Error::Bond)?;
+        }
         if let Some(primary) = bond.primary.as_ref().filter(|p| !bond.members.contains(p)) {
             return Err(Error::PrimaryNotMember {
                 bond: bond.name.clone(),
@@ -943,11 +946,17 @@ impl Forwarder {
     /// spreads them. Called at set-up and after every member change.
     fn program_filters(&self) -> Result<()> {
         for (side, range) in self.sides.iter().enumerate() {
-            let active_backup = self.bonds[side]
-                .as_ref()
-                .filter(|(c, _)| c.mode == xskit_bond::BondMode::ActiveBackup);
             for (m, filter) in self.filters[range.clone()].iter().enumerate() {
-                let inactive = active_backup.is_some_and(|(_, rt)| rt.active() != Some(m));
+                let (inactive, lacp) = match &self.bonds[side] {
+                    Some((c, rt)) => match c.mode {
+                        xskit_bond::BondMode::ActiveBackup => (rt.active() != Some(m), false),
+                        // 802.3ad collects only on the members that distribute.
+                        xskit_bond::BondMode::Lacp { .. } => (!rt.up()[m], true),
+                        _ => (false, false),
+                    },
+                    None => (false, false),
+                };
+                filter.set_lacp(lacp)?;
                 filter.set_inactive(inactive)?;
             }
             if self.xdp_forward && self.sides.len() == 2 {
@@ -970,7 +979,9 @@ impl Forwarder {
         };
         let usable: Vec<usize> = (0..range.len()).filter(|&m| runtime.up()[m]).collect();
         let spread = match config.mode {
-            xskit_bond::BondMode::BalanceXor { policy } => TxSpread::Xor(policy),
+            xskit_bond::BondMode::BalanceXor { policy } | xskit_bond::BondMode::Lacp { policy } => {
+                TxSpread::Xor(policy)
+            }
             xskit_bond::BondMode::BalanceRr { packets_per_slave } => {
                 TxSpread::Rr { packets_per_slave }
             }
@@ -1027,9 +1038,12 @@ impl Forwarder {
     fn bond_count(&self, side: usize) -> Option<BondCount> {
         let (config, runtime) = self.bonds[side].as_ref()?;
         let policy = match config.mode {
-            xskit_bond::BondMode::BalanceXor { policy } => Some(policy.name()),
+            xskit_bond::BondMode::BalanceXor { policy } | xskit_bond::BondMode::Lacp { policy } => {
+                Some(policy.name())
+            }
             _ => None,
         };
+        let (aggregator, lacp_send_errors) = runtime.lacp_bond().unwrap_or_default();
         let active_backup = config.mode == xskit_bond::BondMode::ActiveBackup;
         let active = runtime.active().filter(|_| active_backup);
         Some(BondCount {
@@ -1038,6 +1052,8 @@ impl Forwarder {
             active: active.map(|a| config.members[a].clone()),
             failovers: if active_backup { runtime.failovers } else { 0 },
             link_changes: runtime.link_changes,
+            aggregator,
+            lacp_send_errors,
             members: config
                 .members
                 .iter()
@@ -1048,6 +1064,7 @@ impl Forwarder {
                     active: active == Some(i),
                     carrier: runtime.carrier()[i],
                     arp_up: runtime.arp_up(i),
+                    lacp: runtime.lacp_state(i),
                     ..MemberCount::default()
                 })
                 .collect(),
@@ -1260,6 +1277,7 @@ impl Forwarder {
             };
             any = true;
             changed |= runtime.poll(wait)?;
+            changed |= runtime.lacp_poll();
             wait = Duration::ZERO;
             if runtime.arp_due(Instant::now()) {
                 let alive = self.filters[self.sides[side].clone()]

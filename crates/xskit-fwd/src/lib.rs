@@ -37,7 +37,7 @@ mod stages;
 mod sys;
 mod worker;
 
-pub use bonded::{BondConfig, BondCount, FailOverMac, MemberCount};
+pub use bonded::{BondConfig, BondCount, FailOverMac, LacpEnd, MemberCount, MemberLacp};
 pub use error::{Error, Result};
 pub use forward::*;
 pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};

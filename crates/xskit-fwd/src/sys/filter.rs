@@ -26,6 +26,8 @@ pub(crate) struct ConfigRepr {
     pub(crate) inactive: u32,
     /// ARP monitoring's targets in `arp_targets` (0: no monitoring).
     pub(crate) arp_targets: u32,
+    /// Non-zero on an 802.3ad bond's member: slow protocol frames go to the kernel.
+    pub(crate) lacp: u32,
 }
 
 /// `struct counter`.
