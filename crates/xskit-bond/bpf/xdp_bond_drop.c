@@ -22,6 +22,8 @@ int xskit_bond_drop_all(struct xdp_md *ctx)
 	__u32 key = 0;
 	__u64 *count;
 
+	if (xskit_bond_is_slow(ctx))
+		return XDP_PASS;
 	if (!xskit_bond_rx_ok(ctx))
 		return XDP_DROP;
 	count = bpf_map_lookup_elem(&dropped_here, &key);

@@ -29,6 +29,8 @@ int xskit_bond_reflect(struct xdp_md *ctx)
 
 	if (data + 14 > data_end)
 		return XDP_PASS;
+	if (xskit_bond_is_slow(ctx))
+		return XDP_PASS;
 	if (!xskit_bond_rx_ok(ctx))
 		return XDP_DROP;
 	__builtin_memcpy(mac, data, 6);

@@ -503,6 +503,21 @@ static __always_inline __u32 xskit_bond_setting(__u32 which)
 }
 
 /*
+ * Whether a frame is a slow protocol frame (LACP or marker, EtherType 0x8809,
+ * untagged): an 802.3ad bond's control frames, which belong to the kernel,
+ * where its LACP (xskit_bond::lacp::LacpControl) reads them: return XDP_PASS
+ * for them, before anything else, on every member.
+ */
+static __always_inline int xskit_bond_is_slow(struct xdp_md *ctx)
+{
+	unsigned char *data = (void *)(long)ctx->data;
+
+	if (data + 14 > (unsigned char *)(long)ctx->data_end)
+		return 0;
+	return data[12] == 0x88 && data[13] == 0x09;
+}
+
+/*
  * Whether a frame that arrived on this member may be taken: in active-backup,
  * only the active member's are (Linux drops the others'); every member's in the
  * other modes. A refused frame is counted (xskit_bond_drops slot 2): return

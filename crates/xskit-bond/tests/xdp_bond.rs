@@ -495,3 +495,59 @@ fn a_taken_member_is_refused_and_a_deleted_one_is_reported() {
     assert_eq!((removed.member, removed.up), (1, false), "{changes:?}");
     assert_eq!(usable, [0]);
 }
+
+/// 802.3ad's control frames are not the bond's traffic: the reflector passes LACPDUs to the
+/// kernel, where `LacpControl`'s sockets read them, and reflects nothing of them.
+#[test]
+fn lacpdus_pass_the_bond_program_to_the_lacp_control_path() {
+    if !xskit_testbed::privileged_or_skip() {
+        return;
+    }
+    use xskit_bond::lacp::{LacpConfig, LacpControl};
+    use xskit_wire::lacp::{Lacpdu, PortInfo, DESTINATION, ETHERTYPE};
+    let chain = Chain::new().unwrap();
+    let bond = reflector(
+        &chain,
+        XdpBondMode::BalanceXor(XmitHashPolicy::Layer2),
+        Mode::Drv,
+    );
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let mut control = chain
+        .m_a
+        .ns
+        .run(move || {
+            let mut control =
+                LacpControl::open(LacpConfig::default(), [2, 0, 0, 0, 0, 9], &links(&names))
+                    .unwrap();
+            control.set_link(0, true, Some((10_000, true)));
+            control
+        })
+        .unwrap();
+    let mut frame = vec![0u8; 14 + 110];
+    frame[..6].copy_from_slice(&DESTINATION);
+    frame[6..12].copy_from_slice(&chain.a.mac);
+    frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    let partner = PortInfo {
+        system: [2, 0, 0, 0, 0, 7],
+        port: 1,
+        key: 5,
+        state: 0x05,
+        ..PortInfo::default()
+    };
+    Lacpdu::new_unchecked(&mut frame[14..]).emit(&partner, &PortInfo::default(), 0);
+    let ifname = chain.a.ifname.clone();
+    chain
+        .a
+        .ns
+        .run(move || {
+            let tx = PacketTx::open(Interface::by_name(&ifname).unwrap().index()).unwrap();
+            assert_eq!(tx.send_copies(&frame, 3).unwrap(), 3);
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    control.poll();
+    let port = &control.lacp().ports()[0];
+    assert_eq!(port.counters.pdus_in, 3);
+    assert_eq!(port.partner.system, [2, 0, 0, 0, 0, 7]);
+    assert_eq!(bond.count().unwrap(), 0, "nothing of them reflected");
+}

@@ -525,7 +525,7 @@ pub(crate) fn lacp_line(l: &xskit_fwd::MemberLacp) -> String {
         )
     };
     format!(
-        "lacp {} {} aggregator {} rx {}  actor {}  partner {}  pdus in {} out {} bad {}  markers {}  state changes {}",
+        "lacp {} {} aggregator {} rx {}  actor {}  partner {}  pdus in {} out {} bad {}  markers {}  slow frames passed in XDP {}  state changes {}",
         l.mux_state,
         l.selected,
         l.aggregator.map_or("none".into(), |a| a.to_string()),
@@ -536,6 +536,7 @@ pub(crate) fn lacp_line(l: &xskit_fwd::MemberLacp) -> String {
         thousands(l.pdus_out),
         thousands(l.bad_pdus),
         thousands(l.markers),
+        thousands(l.slow_frames),
         thousands(l.state_changes),
     )
 }

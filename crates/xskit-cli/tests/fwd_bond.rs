@@ -461,7 +461,10 @@ fn bad_bond_options_are_refused_with_what_to_do() {
             &["--bond-mode", "802.3ad", "--ad-user-port-key", "1024"],
             "0 to 1023",
         ),
-        (&["--bond-mode", "802.3ad", "--min-links", "9"], "--min-links 9"),
+        (
+            &["--bond-mode", "802.3ad", "--min-links", "9"],
+            "--min-links 9",
+        ),
     ];
     let bond = ["-i", "bond0", "-i", "b", "--bond", "bond0=x,y"];
     let arp_cases: Vec<(Vec<&str>, &str)> = arp_cases

@@ -212,6 +212,8 @@ pub struct MemberLacp {
     pub bad_pdus: u64,
     /// Marker requests answered.
     pub markers: u64,
+    /// Slow-protocol frames the XDP filter passed to the control path.
+    pub slow_frames: u64,
     /// Changes of the machines' states or the state bits.
     pub state_changes: u64,
 }
@@ -637,6 +639,7 @@ impl BondRuntime {
             pdus_out: p.counters.pdus_out,
             bad_pdus: p.counters.bad_pdus,
             markers: p.counters.markers_in,
+            slow_frames: 0,
             state_changes: p.counters.state_changes,
         })
     }

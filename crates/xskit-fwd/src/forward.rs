@@ -1213,11 +1213,15 @@ impl Forwarder {
             }
             let inactive = read(strict, program.inactive_counter())?.packets;
             let arp_alive = read(strict, program.arp_alive_counter())?.packets;
+            let slow_frames = read(strict, program.lacp_counter())?.packets;
             let port = &mut out.ports[side];
             if let Some(bond) = port.bond.as_mut() {
                 let member = &mut bond.members[i - self.sides[side].start];
                 member.rx_inactive += inactive;
                 member.arp_alive = arp_alive;
+                if let Some(lacp) = member.lacp.as_mut() {
+                    lacp.slow_frames = slow_frames;
+                }
             }
             port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
             let u = read(strict, program.unclassifiable_counter())?;

@@ -768,56 +768,16 @@ impl Switched {
     /// and [`FAR_END`] (which has no address).
     pub fn with_far_host(members: usize) -> io::Result<Switched> {
         let mut switched = Switched::new(members)?;
-        let mut guard = NsGuard(Vec::new());
-        let ns = Netns {
-            name: format!(
-                "{}-f",
-                switched
-                    .host
-                    .ns
-                    .name
-                    .strip_suffix("-h")
-                    .unwrap_or(&switched.host.ns.name)
-            ),
-        };
-        add_netns(&ns, false, &mut guard)?;
-        let far = Host {
-            ns,
-            ifname: "xf".into(),
-            ip: Ipv4Addr::new(203, 0, 113, 20),
-            ip6: None,
-            mac: [0x02, 0x58, 0x53, 0x46, 0x00, 0x01],
-        };
-        ip(&[
-            "link",
-            "add",
-            &far.ifname,
-            "netns",
-            &far.ns.name,
-            "address",
-            &mac_string(&far.mac),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            FAR_END,
-            "netns",
-            &switched.bonded.name,
-        ])?;
-        ip(&["-n", &far.ns.name, "link", "set", "lo", "up"])?;
-        ip(&[
-            "-n",
-            &far.ns.name,
-            "addr",
-            "add",
-            "203.0.113.20/24",
-            "dev",
-            &far.ifname,
-        ])?;
-        ip(&["-n", &far.ns.name, "link", "set", &far.ifname, "up"])?;
-        ip(&["-n", &switched.bonded.name, "link", "set", FAR_END, "up"])?;
-        std::mem::take(&mut guard.0);
-        switched.far = Some(far);
+        let name = format!(
+            "{}-f",
+            switched
+                .host
+                .ns
+                .name
+                .strip_suffix("-h")
+                .unwrap_or(&switched.host.ns.name)
+        );
+        switched.far = Some(link_far_host(&switched.bonded, name)?);
         Ok(switched)
     }
 
@@ -848,6 +808,77 @@ impl Drop for Switched {
         ];
         names.extend(self.far.as_ref().map(|f| f.ns.name.clone()));
         drop(NsGuard(names));
+    }
+}
+
+/// Makes namespace `name` with a host in it, 203.0.113.20 on `xf`, linked to [`FAR_END`] in
+/// `beside` (no address there), both ends up.
+fn link_far_host(beside: &Netns, name: String) -> io::Result<Host> {
+    let mut guard = NsGuard(Vec::new());
+    let ns = Netns { name };
+    add_netns(&ns, false, &mut guard)?;
+    let far = Host {
+        ns,
+        ifname: "xf".into(),
+        ip: Ipv4Addr::new(203, 0, 113, 20),
+        ip6: None,
+        mac: [0x02, 0x58, 0x53, 0x46, 0x00, 0x01],
+    };
+    ip(&[
+        "link",
+        "add",
+        &far.ifname,
+        "netns",
+        &far.ns.name,
+        "address",
+        &mac_string(&far.mac),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        FAR_END,
+        "netns",
+        &beside.name,
+    ])?;
+    ip(&["-n", &far.ns.name, "link", "set", "lo", "up"])?;
+    ip(&[
+        "-n",
+        &far.ns.name,
+        "addr",
+        "add",
+        "203.0.113.20/24",
+        "dev",
+        &far.ifname,
+    ])?;
+    ip(&["-n", &far.ns.name, "link", "set", &far.ifname, "up"])?;
+    ip(&["-n", &beside.name, "link", "set", FAR_END, "up"])?;
+    std::mem::take(&mut guard.0);
+    Ok(far)
+}
+
+/// A host of its own linked to another namespace (a guest's, for one): 203.0.113.20 on
+/// `xf`, its peer [`FAR_END`] in that namespace. Dropping it removes its namespace.
+#[derive(Debug)]
+pub struct FarHost {
+    /// The host.
+    pub host: Host,
+}
+
+impl FarHost {
+    /// Links a new far host to `beside`.
+    pub fn new(beside: &Netns) -> io::Result<FarHost> {
+        install_signal_cleanup();
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{NS_PREFIX}{}-{id}-f", std::process::id());
+        Ok(FarHost {
+            host: link_far_host(beside, name)?,
+        })
+    }
+}
+
+impl Drop for FarHost {
+    fn drop(&mut self) {
+        drop(NsGuard(vec![self.host.ns.name.clone()]));
     }
 }
 

@@ -172,6 +172,7 @@ mod tests {
                 ),
                 ("inactive", offset_of!(ConfigRepr, inactive)),
                 ("arp_targets", offset_of!(ConfigRepr, arp_targets)),
+                ("lacp", offset_of!(ConfigRepr, lacp)),
             ],
         );
         assert_layout(
