@@ -324,6 +324,19 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let Some(ifname) = args.port.interface.clone() else {
         return table::run(args);
     };
+    // The testbed table's options would do nothing on one interface: say so.
+    for (given, flag) in [
+        (args.plot.is_some(), "--plot"),
+        (args.sizes, "--sizes"),
+        (args.runs != 1, "--runs"),
+    ] {
+        if given {
+            bail!(
+                "{flag} is for the testbed table (xskit bench without -i); on {ifname} one \
+                 benchmark runs once"
+            );
+        }
+    }
     let Some(kind) = args.kind else {
         bail!("say which benchmark to run on {ifname}: rxdrop, txpush, l2fwd, afpacket-rx, afpacket-tx or xdp-drop");
     };

@@ -40,9 +40,11 @@ pub(crate) struct GenArgs {
     /// Packets to send (default: until --duration or Ctrl-C).
     #[arg(short = 'n', long)]
     count: Option<u64>,
-    /// Packets per second (0: as fast as possible).
-    #[arg(short = 'r', long, default_value_t = 0)]
-    rate: u64,
+    /// The rate: packets per second as a plain number or with a unit (10kpps, 1Mpps), or
+    /// bits per second of whole frames as -s counts them, without FCS (100Mbps, 1Gbps);
+    /// 0: as fast as possible.
+    #[arg(short = 'r', long, default_value = "0", value_parser = parse_gen_rate)]
+    rate: GenRate,
     /// IPv6 (default addresses 2001:db8::1 -> 2001:db8::2).
     #[arg(short = '6', long)]
     ipv6: bool,
@@ -237,16 +239,46 @@ fn verdict_on_drops(iface: &Interface, sent: u64, dropped: u64) -> i32 {
     1
 }
 
+/// `gen -r`: packets or bits per second (0 for flat out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GenRate {
+    Packets(u64),
+    Bits(u64),
+}
+
+impl GenRate {
+    /// Packets per second for frames of `frame_len` bytes (0: flat out).
+    fn pps(self, frame_len: usize) -> u64 {
+        match self {
+            GenRate::Packets(n) => n,
+            GenRate::Bits(b) => (b / (8 * frame_len.max(1) as u64)).max(1),
+        }
+    }
+}
+
+/// A plain number of packets per second (0: flat out), or a rate with a unit as the rules
+/// file takes it.
+fn parse_gen_rate(s: &str) -> std::result::Result<GenRate, String> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(GenRate::Packets(n));
+    }
+    match xskit_fwd::rules::Rate::parse(s)? {
+        (n, xskit_fwd::rules::RateUnit::Packets) => Ok(GenRate::Packets(n)),
+        (n, xskit_fwd::rules::RateUnit::Bits) => Ok(GenRate::Bits(n)),
+    }
+}
+
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     let ifname = args.port.interface()?.to_string();
     let iface = Interface::by_name(&ifname)?;
     let t = template(args, &iface)?;
+    let rate = args.rate.pps(t.len());
     check_mtu(&iface, t.len(), args.vlan.is_some())?;
     let dropped_before = tx_dropped(&iface)?;
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     if args.engine == Engine::Live {
-        return run_live(args, &iface, &t, duration, interval);
+        return run_live(args, &iface, &t, duration, interval, rate);
     }
     let multi_buffer = t.len() > args.port.frame_size as usize;
     let config = args.port.config(multi_buffer, true)?;
@@ -288,14 +320,14 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         }
         if pending.is_empty() {
             let mut budget = batch as u64;
-            if args.rate > 0 {
-                let allowed = (args.rate as f64 * (now - start).as_secs_f64()) as u64 + 1;
+            if rate > 0 {
+                let allowed = (rate as f64 * (now - start).as_secs_f64()) as u64 + 1;
                 budget = budget.min(allowed.saturating_sub(seq));
                 if budget == 0 {
                     port.complete();
                     // Sleep until the next packet is due (less a margin for the wake-up),
                     // rather than spin: a paced sender should leave its CPU to others.
-                    let due = Duration::from_secs_f64(seq as f64 / args.rate as f64);
+                    let due = Duration::from_secs_f64(seq as f64 / rate as f64);
                     let wait = due.saturating_sub(now - start);
                     if wait > Duration::from_micros(200) {
                         std::thread::sleep(wait - Duration::from_micros(100));
@@ -365,7 +397,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         mode: port.mode().to_string(),
         packet_size: t.len(),
         flows: t.flows().total(),
-        rate_pps: args.rate,
+        rate_pps: rate,
         duration_s: elapsed,
         tx_packets: sent,
         tx_pps: sent as f64 / elapsed.max(1e-9),
@@ -411,6 +443,7 @@ fn run_live(
     t: &Template,
     duration: Option<Duration>,
     interval: Duration,
+    rate: u64,
 ) -> Result<i32> {
     if t.len() > 3520 {
         bail!("the live-frames engine sends single-page frames: use a packet size up to 3520");
@@ -437,20 +470,20 @@ fn run_live(
     // about LIVE_CALL of frames at the rate measured so far (64k to 1M), cut to the time left;
     // at a set rate, about 10 ms of it. Stop signals are held during a call, so every frame
     // counted was sent, and a stop takes effect within one call.
-    let (mut chunk, mut pps) = if args.rate > 0 {
-        ((args.rate / 100).clamp(1, 65536), args.rate as f64)
+    let (mut chunk, mut pps) = if rate > 0 {
+        ((rate / 100).clamp(1, 65536), rate as f64)
     } else {
         (LIVE_MIN_CHUNK, 0.0)
     };
     while sent < limit && !stopped(&stop) && duration.is_none_or(|d| start.elapsed() < d) {
-        if args.rate > 0 {
-            let allowed = (args.rate as f64 * start.elapsed().as_secs_f64()) as u64;
+        if rate > 0 {
+            let allowed = (rate as f64 * start.elapsed().as_secs_f64()) as u64;
             if allowed <= sent {
                 std::thread::sleep(Duration::from_micros(200));
                 continue;
             }
         }
-        if args.rate == 0 && pps > 0.0 {
+        if rate == 0 && pps > 0.0 {
             let mut secs = LIVE_CALL.as_secs_f64();
             if let Some(d) = duration {
                 secs = secs.min(d.saturating_sub(start.elapsed()).as_secs_f64());
@@ -463,7 +496,7 @@ fn run_live(
             // Another signal cut the call short: its count is unknown, so it is not counted.
             break;
         }
-        if args.rate == 0 {
+        if rate == 0 {
             pps = n as f64 / call.elapsed().as_secs_f64().max(1e-6);
         }
         sent += n;
@@ -488,7 +521,7 @@ fn run_live(
         mode: "live-frames".into(),
         packet_size: t.len(),
         flows: 1,
-        rate_pps: args.rate,
+        rate_pps: rate,
         duration_s: elapsed,
         tx_packets: sent,
         tx_pps: sent as f64 / elapsed.max(1e-9),
@@ -511,4 +544,32 @@ fn run_live(
         );
     }
     Ok(verdict_on_drops(iface, sent, dropped))
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_a_plain_number_of_packets_or_takes_the_rules_units() {
+        assert_eq!(parse_gen_rate("0"), Ok(GenRate::Packets(0)));
+        assert_eq!(parse_gen_rate("2500"), Ok(GenRate::Packets(2_500)));
+        assert_eq!(parse_gen_rate("10kpps"), Ok(GenRate::Packets(10_000)));
+        assert_eq!(parse_gen_rate("1Mpps"), Ok(GenRate::Packets(1_000_000)));
+        assert_eq!(parse_gen_rate("100Mbps"), Ok(GenRate::Bits(100_000_000)));
+        assert!(parse_gen_rate("fast").unwrap_err().contains("10kpps"));
+        assert!(parse_gen_rate("10kg").unwrap_err().contains("Mbps"));
+    }
+
+    #[test]
+    fn a_bit_rate_counts_whole_frames() {
+        // 100 Mbit/s of 1,250-byte frames is 10,000 frames a second.
+        assert_eq!(GenRate::Bits(100_000_000).pps(1_250), 10_000);
+        assert_eq!(
+            GenRate::Bits(1).pps(64),
+            1,
+            "never rounded down to flat out"
+        );
+        assert_eq!(GenRate::Packets(0).pps(64), 0);
+    }
 }

@@ -306,6 +306,14 @@ fn bench_errors_are_clear() {
         ),
         (vec!["bench", "-m", "drv"], "--mode applies only with -i"),
         (vec!["bench", "--runs", "0"], "--runs 0"),
+        (
+            vec!["bench", "rxdrop", "-i", "lo", "--plot", "x.svg"],
+            "--plot is for the testbed table",
+        ),
+        (
+            vec!["bench", "txpush", "-i", "lo", "--sizes"],
+            "--sizes is for the testbed table",
+        ),
     ] {
         let out = std::process::Command::new(XSKIT)
             .args(&args)

@@ -118,7 +118,8 @@ fn json_has_every_field() {
     }
     let bed = Testbed::new(&TestbedConfig::default()).unwrap();
     let recv = start_recv(&bed.b, &["-m", "skb", "-n", "100", "-d", "10"]);
-    let g = gen(&bed.a, &bed.b, &["-m", "skb", "-n", "100", "-r", "10000"]);
+    let g = gen(&bed.a, &bed.b, &["-m", "skb", "-n", "100", "-r", "10kpps"]);
+    assert_eq!(g["rate_pps"], 10_000, "-r takes the rules' units: {g}");
     for key in [
         "command",
         "interface",
@@ -223,6 +224,7 @@ fn gen_errors_are_clear() {
         ),
         (vec!["gen", "-i", "lo", "--vlan", "5000"], "VLAN id 5000"),
         (vec!["gen", "-i", "lo", "--duration=-1"], "--duration"),
+        (vec!["gen", "-i", "lo", "-r", "10kg"], "use pps, kpps, Mpps"),
     ] {
         let out = Command::new(XSKIT).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
