@@ -43,12 +43,22 @@ if ! command -v cargo >/dev/null 2>&1; then
     fi
 fi
 
+# Bash completion and man pages, generated from the command's own definition.
+install_docs() {
+    mkdir -p /usr/share/bash-completion/completions /usr/local/share/man/man1
+    "$1" completions bash >/usr/share/bash-completion/completions/xskit
+    "$1" man /usr/local/share/man/man1
+}
+
 case "$job" in
 bench | demo)
     cargo build --release --locked --bin xskit
+    install_docs ./target/release/xskit
     exec ./target/release/xskit "$job"
     ;;
 test)
+    cargo build --locked --bin xskit
+    install_docs ./target/debug/xskit
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
     # Debian's 6.12 kernel for the guest testbed's tests (bonding, virtio_net).

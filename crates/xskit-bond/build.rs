@@ -6,6 +6,9 @@ use xskit_bpf_build::Program;
 
 fn main() {
     println!("cargo:rerun-if-changed=bpf/xskit_bond.h");
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    // For dependents' build scripts (DEP_XSKIT_BOND_INCLUDE): where the header is.
+    println!("cargo:include={dir}/bpf");
     xskit_bpf_build::compile(
         &[
             Program::new("xskit_bond_hash", "xskit_bond_hash"),

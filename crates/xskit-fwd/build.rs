@@ -14,13 +14,18 @@ fn main() {
     )
     .expect("writing limits.rs");
     println!("cargo:rerun-if-changed=build.rs");
-    // The filter includes the bond's hashes.
-    println!("cargo:rerun-if-changed=../xskit-bond/bpf/xskit_bond.h");
+    // The filter includes the bond's hashes, from wherever xskit-bond is (its build script
+    // says, through `links`).
+    let bond =
+        std::env::var("DEP_XSKIT_BOND_INCLUDE").expect("xskit-bond says where its header is");
+    println!("cargo:rerun-if-changed={bond}/xskit_bond.h");
+    let include = format!("-I{bond}");
+    let frags = [include.as_str(), "-DXSKIT_FRAGS"];
     let max = MAX_RULES.to_string();
     xskit_bpf_build::compile(
         &[
-            Program::new("xdp_filter", "xdp_filter"),
-            Program::with_args("xdp_filter_frags", "xdp_filter", &["-DXSKIT_FRAGS"]),
+            Program::with_args("xdp_filter", "xdp_filter", &frags[..1]),
+            Program::with_args("xdp_filter_frags", "xdp_filter", &frags),
         ],
         &[("MAX_RULES", &max)],
     );

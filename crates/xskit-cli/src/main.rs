@@ -62,6 +62,27 @@ enum Command {
     /// Link bonding: `bond hash` prints, per packet of a capture, the Linux bond's transmit
     /// hash and the member it leaves on.
     Bond(bond::BondArgs),
+    /// Print a completion script for SHELL on stdout (scripts/setup.sh installs bash's).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (xskit.1, and xskit-COMMAND.1 for each command) into DIR.
+    Man {
+        /// Where to write them (created if missing).
+        #[arg(value_name = "DIR")]
+        dir: std::path::PathBuf,
+    },
+}
+
+/// Writes every command's man page into `dir`.
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<i32> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))?;
+    Ok(0)
 }
 
 fn main() {
@@ -75,6 +96,12 @@ fn main() {
         Command::Zcsend(args) => zcsend::run(&args),
         Command::Fwd(args) => fwd::run(&args),
         Command::Bond(args) => bond::run(&args),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "xskit", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { dir } => man_pages(&dir),
     };
     match result {
         Ok(0) => {}

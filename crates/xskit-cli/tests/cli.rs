@@ -223,3 +223,45 @@ fn queue_counts_are_the_ones_in_use() {
         assert!(!err.contains("Invalid argument"), "{cmd:?}: {err}");
     }
 }
+
+/// Completions and man pages come from the command's own definition: every command is in
+/// them, with its options.
+#[test]
+fn completions_and_man_pages_cover_every_command() {
+    let out = Command::new(XSKIT)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{script}");
+    for word in [
+        "fwd",
+        "gen",
+        "recv",
+        "bench",
+        "zcsend",
+        "--bond-mode",
+        "--lacp-rate",
+    ] {
+        assert!(script.contains(word), "{word} in the bash completion");
+    }
+    let bad = Command::new(XSKIT)
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("bash"));
+    let dir = std::env::temp_dir().join(format!("xskit-man-{}", std::process::id()));
+    let out = Command::new(XSKIT)
+        .args(["man", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let page = std::fs::read_to_string(dir.join("xskit-fwd.1")).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH xskit-fwd"),
+        "{page}"
+    );
+    assert!(page.contains("lacp"), "fwd's options are in its page");
+    assert!(dir.join("xskit.1").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -58,7 +58,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #define XSKIT_BOND_HASH_ONLY
-#include "../../xskit-bond/bpf/xskit_bond.h"
+#include "xskit_bond.h"
 
 #ifndef MAX_RULES
 #error "MAX_RULES comes from build.rs, the one place the limit is set"
