@@ -12,6 +12,8 @@ use xskit_traffic::probe::{Endpoints, Flows, Template};
 
 use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
 
+mod replay;
+
 /// How packets are sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Engine {
@@ -87,6 +89,22 @@ pub(crate) struct GenArgs {
     /// 802.1Q VLAN id to tag packets with.
     #[arg(long)]
     vlan: Option<u16>,
+    /// Replay the packets of a capture (pcap or pcapng, Ethernet) instead of building probes,
+    /// as tcpreplay does: at the capture's own timing, at -r RATE, or with --topspeed flat
+    /// out; packets larger than a frame go out as multi-buffer chains.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
+    /// With --pcap: times to play the capture (0: until -d, -n or Ctrl-C).
+    #[arg(
+        long = "loop",
+        value_name = "N",
+        default_value_t = 1,
+        requires = "pcap"
+    )]
+    loops: u64,
+    /// With --pcap: as fast as possible, not at the capture's timing.
+    #[arg(long, requires = "pcap")]
+    topspeed: bool,
 }
 
 #[derive(Serialize)]
@@ -180,7 +198,31 @@ fn build(
         return Ok(true);
     }
     let len = t.write(scratch, seq, now).context("scratch too small")?;
-    let mut rest = &scratch[..len];
+    // The frame taken above starts the chain.
+    chain_into(port, &umem, &scratch[..len], first, out)
+}
+
+/// Copies `data` into frames from the port: one, or a chain when it is larger than a frame.
+/// Returns false (nothing added) if the pool had too few frames.
+fn push_bytes(port: &mut Port, data: &[u8], out: &mut Vec<Frame>) -> Result<bool> {
+    let umem = port.umem().clone();
+    let first = out.len();
+    if port.alloc(out, 1) == 0 {
+        return Ok(false);
+    }
+    chain_into(port, &umem, data, first, out)
+}
+
+/// Writes `data` from the frame at `out[first]` on, taking more frames as it needs them;
+/// gives the partial chain back (false) when the pool runs dry.
+fn chain_into(
+    port: &mut Port,
+    umem: &xskit::Umem,
+    data: &[u8],
+    first: usize,
+    out: &mut Vec<Frame>,
+) -> Result<bool> {
+    let mut rest = data;
     loop {
         let frame = out.last_mut().expect("allocated above");
         let take = rest.len().min(umem.capacity(frame));
@@ -271,6 +313,9 @@ fn parse_gen_rate(s: &str) -> std::result::Result<GenRate, String> {
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     let ifname = args.port.interface()?.to_string();
     let iface = Interface::by_name(&ifname)?;
+    if let Some(path) = &args.pcap {
+        return replay::run(args, &iface, path);
+    }
     let t = template(args, &iface)?;
     let rate = args.rate.pps(t.len());
     check_mtu(&iface, t.len(), args.vlan.is_some())?;

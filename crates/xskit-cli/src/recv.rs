@@ -35,6 +35,9 @@ pub(crate) struct RecvArgs {
     /// expected (`0.5%`). Default 0 with --expect.
     #[arg(long = "max-loss", value_name = "N|P%")]
     max_loss: Option<String>,
+    /// Also write every packet received (whole, chains gathered) to FILE, as pcap.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    write: Option<std::path::PathBuf>,
 }
 
 /// The loss allowed by `--max-loss` for a stream of `expected` probes (or of the span seen).
@@ -97,6 +100,16 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         Some(n) => SequenceCheck::expecting(n),
         None => SequenceCheck::default(),
     };
+    let mut capture = args
+        .write
+        .as_ref()
+        .map(xskit_pipeline::PcapSink::create)
+        .transpose()?;
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    };
     let mut packets = 0u64;
     let start = Instant::now();
     let (mut tick, mut at_tick) = (start, 0u64);
@@ -127,10 +140,16 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
                 match chain {
                     [single] if packet.is_empty() => {
                         check.observe_at(umem.data(single), Some(stamp));
+                        if let Some(c) = capture.as_mut() {
+                            c.write(wall(), umem.data(single))?;
+                        }
                     }
                     _ => {
                         umem.gather(chain, &mut packet);
                         check.observe_at(&packet, Some(stamp));
+                        if let Some(c) = capture.as_mut() {
+                            c.write(wall(), &packet)?;
+                        }
                         packet.clear();
                     }
                 }
@@ -153,6 +172,9 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
+    if let Some(c) = capture {
+        c.finish()?;
+    }
     let stats = port.statistics()?;
     let us = |ns: u64| ns as f64 / 1000.0;
     let report = RecvReport {

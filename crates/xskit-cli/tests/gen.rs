@@ -332,3 +332,127 @@ fn recv_counts_loss_at_the_end_and_ignores_forged_probes() {
     assert_eq!(r["lost"], 0, "{r}");
     assert!(r["valid"].as_u64().unwrap() >= 100, "{r}");
 }
+
+/// `tshark`/`capinfos` (Wireshark, nobody here wrote it) on a capture.
+fn wireshark(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} (scripts/setup.sh installs tshark): {e}"));
+    assert!(out.status.success(), "{tool} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every packet of a capture, in order.
+fn packets_of(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let mut source = xskit_pipeline::PcapSource::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = source.next_packet_with(<[u8]>::to_vec).unwrap() {
+        out.push(p);
+    }
+    out
+}
+
+#[test]
+fn recv_writes_what_wireshark_reads_and_gen_replays_it_byte_for_byte() {
+    if !privileged() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("xskit-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (first, second) = (dir.join("first.pcap"), dir.join("second.pcap"));
+    let bed = Testbed::new(&TestbedConfig::default().mtu(Some(9000))).unwrap();
+    // 300 small probes and 200 of 5,000 bytes (multi-buffer chains), written by recv.
+    let path = first.to_str().unwrap();
+    let recv = start_recv(&bed.b, &["-F", "-n", "500", "-d", "20", "-w", path]);
+    gen(&bed.a, &bed.b, &["-n", "300", "-r", "2000"]);
+    gen(&bed.a, &bed.b, &["-n", "200", "-r", "2000", "-s", "5000"]);
+    let r = json_of(recv);
+    assert_eq!(r["rx_packets"], 500, "{r}");
+    let info = wireshark("capinfos", &["-c", "-M", path]);
+    assert!(info.contains("Number of packets:   500"), "{info}");
+    // Wireshark checks every UDP checksum: none bad, every probe UDP.
+    let bad = wireshark(
+        "tshark",
+        &[
+            "-r",
+            path,
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-Y",
+            "udp.checksum.status == 2",
+        ],
+    );
+    assert_eq!(bad.lines().count(), 0, "bad checksums:\n{bad}");
+    let udp = wireshark("tshark", &["-r", path, "-Y", "udp"]);
+    assert_eq!(udp.lines().count(), 500, "{udp}");
+
+    // Replayed at the capture's own timing, received and written again: the same bytes.
+    let again = second.to_str().unwrap();
+    let recv = start_recv(&bed.b, &["-F", "-n", "500", "-d", "20", "-w", again]);
+    let out = bed
+        .a
+        .ns
+        .command(XSKIT)
+        .args(["gen", "-i", &bed.a.ifname, "--pcap", path, "--json"])
+        .output()
+        .unwrap();
+    let g: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(g["tx_packets"], 500, "{g}");
+    assert_eq!(g["timing"], "original", "{g}");
+    let r = json_of(recv);
+    assert_eq!(r["valid"], 500, "the replayed probes are intact: {r}");
+    assert_eq!(packets_of(&first), packets_of(&second), "byte for byte");
+    let info = wireshark("capinfos", &["-c", "-M", again]);
+    assert!(info.contains("Number of packets:   500"), "{info}");
+
+    // Looped, at a fixed rate: twice the capture.
+    let recv = start_recv(&bed.b, &["-F", "-n", "1000", "-d", "20"]);
+    let out = bed
+        .a
+        .ns
+        .command(XSKIT)
+        .args(["gen", "-i", &bed.a.ifname, "--pcap", path, "--json"])
+        .args(["--loop", "2", "-r", "5kpps"])
+        .output()
+        .unwrap();
+    let g: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (g["tx_packets"].as_u64(), g["loops"].as_u64()),
+        (Some(1000), Some(2))
+    );
+    assert_eq!(g["timing"], "rate", "{g}");
+    let r = json_of(recv);
+    assert_eq!(r["rx_packets"], 1000, "{r}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn gen_pcap_refuses_what_it_cannot_replay() {
+    let dir = std::env::temp_dir().join(format!("xskit-pcap-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_pcap = dir.join("text.pcap");
+    std::fs::write(&not_pcap, "not a capture").unwrap();
+    let path = not_pcap.to_str().unwrap();
+    for (args, expected) in [
+        (vec!["--pcap", path], "not a pcap or pcapng file"),
+        (vec!["--pcap", "/nonexistent.pcap"], "cannot open it"),
+        (
+            vec!["--pcap", path, "-s", "100"],
+            "drop the options that build",
+        ),
+        (vec!["--loop", "2"], "--pcap"),
+    ] {
+        let out = Command::new(XSKIT)
+            .args(["gen", "-i", "lo"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -107,10 +107,19 @@ impl PcapSource {
     /// Hands the next packet's bytes to `f` (straight from the reader's buffer) and returns
     /// what `f` returns; `None` at the end of the file.
     pub fn next_packet_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        self.next_timed_packet_with(|_, data| f(data))
+    }
+
+    /// As [`PcapSource::next_packet_with`], with the packet's capture time (since the Unix
+    /// epoch; zero for a pcapng simple packet, which has none).
+    pub fn next_timed_packet_with<R>(
+        &mut self,
+        f: impl FnOnce(Duration, &[u8]) -> R,
+    ) -> Result<Option<R>> {
         match &mut self.reader {
             Reader::Pcap(r) => match r.next_packet() {
                 None => Ok(None),
-                Some(Ok(p)) => Ok(Some(f(&p.data))),
+                Some(Ok(p)) => Ok(Some(f(p.timestamp, &p.data))),
                 Some(Err(e)) => Err(pcap_error(
                     &self.path,
                     format!("truncated or corrupt packet record: {e}"),
@@ -119,8 +128,8 @@ impl PcapSource {
             Reader::PcapNg(r) => loop {
                 match r.next_block() {
                     None => break Ok(None),
-                    Some(Ok(Block::EnhancedPacket(p))) => break Ok(Some(f(&p.data))),
-                    Some(Ok(Block::SimplePacket(p))) => break Ok(Some(f(&p.data))),
+                    Some(Ok(Block::EnhancedPacket(p))) => break Ok(Some(f(p.timestamp, &p.data))),
+                    Some(Ok(Block::SimplePacket(p))) => break Ok(Some(f(Duration::ZERO, &p.data))),
                     Some(Ok(Block::InterfaceDescription(i))) => {
                         ethernet_only(&self.path, i.linktype)?;
                         continue;
@@ -222,15 +231,20 @@ impl PcapSink {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
         for f in frames.iter() {
-            let data = umem.data(f);
-            self.writer
-                .write_packet(&PcapPacket::new(now, data.len() as u32, data))
-                .map_err(|e| pcap_error(&self.path, e))?;
+            self.write(now, umem.data(f))?;
         }
         let n = frames.len();
-        self.written += n as u64;
         pool.free(frames);
         Ok(n)
+    }
+
+    /// Writes one whole packet captured at `time` (since the Unix epoch).
+    pub fn write(&mut self, time: Duration, data: &[u8]) -> Result<()> {
+        self.writer
+            .write_packet(&PcapPacket::new(time, data.len() as u32, data))
+            .map_err(|e| pcap_error(&self.path, e))?;
+        self.written += 1;
+        Ok(())
     }
 
     /// Packets written.

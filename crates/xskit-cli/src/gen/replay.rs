@@ -1,0 +1,245 @@
+//! `xskit gen --pcap FILE`: a capture's packets sent again out of an AF_XDP socket, as
+//! tcpreplay does — at the capture's own timing, at a fixed rate, or flat out, once or in a
+//! loop — including packets larger than a frame, as multi-buffer chains.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use xskit::clock::process_cpu_ns;
+use xskit::{Frame, Interface, Port};
+use xskit_pipeline::PcapSource;
+
+use super::{count_packets, push_bytes, stats_json, tx_dropped, Engine, GenArgs};
+use crate::opts::{announce, stop_flag, stopped, thousands};
+
+/// The most a capture may hold to be replayed: it is read into memory first, so that the
+/// file's speed never paces the sending.
+const MAX_BYTES: usize = 1 << 30;
+
+/// A capture in memory: each packet's time since the first, and its bytes.
+struct Capture {
+    packets: Vec<(Duration, Vec<u8>)>,
+    /// Packets left out: larger than the link's MTU allows, or shorter than an Ethernet
+    /// header.
+    skipped: u64,
+    longest: usize,
+}
+
+fn load(path: &Path, max_len: usize) -> Result<Capture> {
+    let mut source = PcapSource::open(path)?;
+    let (mut packets, mut skipped, mut bytes, mut longest) = (Vec::new(), 0u64, 0usize, 0usize);
+    let mut first = None;
+    while let Some(()) = source.next_timed_packet_with(|time, data| {
+        if data.len() < 14 || data.len() > max_len {
+            skipped += 1;
+            return;
+        }
+        let start = *first.get_or_insert(time);
+        bytes += data.len();
+        longest = longest.max(data.len());
+        packets.push((time.saturating_sub(start), data.to_vec()));
+    })? {
+        if bytes > MAX_BYTES {
+            bail!(
+                "{} holds more than {} MiB of packets: replay a smaller capture (editcap -r \
+                 cuts one)",
+                path.display(),
+                MAX_BYTES >> 20
+            );
+        }
+    }
+    if packets.is_empty() {
+        bail!(
+            "{} has no packet to replay ({skipped} left out: shorter than an Ethernet header \
+             or longer than the link's MTU allows)",
+            path.display()
+        );
+    }
+    Ok(Capture {
+        packets,
+        skipped,
+        longest,
+    })
+}
+
+#[derive(Serialize)]
+struct ReplayReport {
+    command: &'static str,
+    interface: String,
+    queue: u32,
+    mode: String,
+    pcap: String,
+    /// original, rate or topspeed.
+    timing: &'static str,
+    rate_pps: u64,
+    loops: u64,
+    capture_packets: usize,
+    /// Packets of the capture left out (too long for the link's MTU, or runts).
+    skipped: u64,
+    duration_s: f64,
+    tx_packets: u64,
+    tx_pps: f64,
+    tx_bytes: u64,
+    statistics: serde_json::Value,
+    device_tx_dropped: u64,
+    cpu_share: f64,
+}
+
+pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32> {
+    if args.engine == Engine::Live {
+        bail!("--pcap replays through an AF_XDP socket: drop --engine live");
+    }
+    let builds = args.size.is_some()
+        || args.ipv6
+        || args.vlan.is_some()
+        || args.flows.is_some()
+        || args.src_mac.is_some()
+        || args.dst_mac.is_some()
+        || args.src_ip.is_some()
+        || args.dst_ip.is_some();
+    if builds {
+        bail!(
+            "--pcap sends the capture's own packets, unchanged: drop the options that build \
+             probes (-s, -6, --vlan, --flows, --src-mac, --dst-mac, --src-ip, --dst-ip)"
+        );
+    }
+    let info = iface.link_info()?;
+    // The MTU bounds the IP packet; the frame adds its Ethernet header and up to two tags.
+    let capture = load(path, info.mtu as usize + 22)?;
+    let rate = args.rate.pps(capture.packets[0].1.len());
+    let timing = match (args.topspeed, rate) {
+        (true, _) => "topspeed",
+        (false, 0) => "original",
+        (false, _) => "rate",
+    };
+    let ifname = iface.name().to_string();
+    let multi_buffer = capture.longest > args.port.frame_size as usize;
+    let config = args.port.config(multi_buffer, true)?;
+    let mut port = Port::open(&ifname, args.port.queue, &config)
+        .with_context(|| format!("opening {ifname} queue {}", args.port.queue))?;
+    let stop = stop_flag()?;
+    let duration = args.run.duration()?;
+    let interval = args.run.interval()?;
+    let dropped_before = tx_dropped(iface)?;
+    announce(
+        args.run.json,
+        &format!(
+            "{ifname}:{} gen {} replaying {} ({} packets, {timing})",
+            args.port.queue,
+            port.mode(),
+            path.display(),
+            capture.packets.len()
+        ),
+    );
+    let limit = args.count.unwrap_or(u64::MAX);
+    let batch = args.port.batch;
+    let mut pending: Vec<Frame> = Vec::with_capacity(batch * 4);
+    let (mut queued, mut bytes, mut loops) = (0u64, 0u64, 0u64);
+    let start = Instant::now();
+    let cpu_start = process_cpu_ns();
+    let (mut tick, mut at_tick) = (start, 0u64);
+    let over = |queued: u64| {
+        stopped(&stop) || queued >= limit || duration.is_some_and(|d| start.elapsed() >= d)
+    };
+    'replay: while args.loops == 0 || loops < args.loops {
+        let pass = Instant::now();
+        for (offset, data) in &capture.packets {
+            if over(queued) {
+                break 'replay;
+            }
+            let due = match timing {
+                "original" => Some(pass + *offset),
+                "rate" => Some(start + Duration::from_secs_f64(queued as f64 / rate as f64)),
+                _ => None,
+            };
+            if let Some(due) = due.filter(|&d| d > Instant::now()) {
+                // What is queued goes out before the wait, so the timing holds per packet.
+                send_all(&mut port, &mut pending)?;
+                std::thread::sleep(due - Instant::now());
+            }
+            while !push_bytes(&mut port, data, &mut pending)? {
+                send_all(&mut port, &mut pending)?;
+                if over(queued) {
+                    break 'replay;
+                }
+            }
+            queued += 1;
+            bytes += data.len() as u64;
+            if pending.len() >= batch {
+                send_all(&mut port, &mut pending)?;
+            }
+            if !args.run.json && tick.elapsed() >= interval {
+                let sent = queued - count_packets(&pending);
+                out!(
+                    "{ifname}:{}  tx {:>12} pps  total {:>14}",
+                    args.port.queue,
+                    thousands(((sent - at_tick) as f64 / tick.elapsed().as_secs_f64()) as u64),
+                    thousands(sent)
+                );
+                tick = Instant::now();
+                at_tick = sent;
+            }
+        }
+        loops += 1;
+    }
+    // What is still queued is sent, then the kernel finishes.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !pending.is_empty() && Instant::now() < deadline {
+        send_all(&mut port, &mut pending)?;
+    }
+    let sent = queued - count_packets(&pending);
+    port.recycle(&mut pending);
+    while port.tx_in_flight() > 0 && Instant::now() < deadline {
+        port.complete();
+        if let Some(tx) = port.socket().tx() {
+            tx.wakeup_if_needed()?;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = port.statistics()?;
+    let report = ReplayReport {
+        command: "gen",
+        interface: ifname,
+        queue: args.port.queue,
+        mode: port.mode().to_string(),
+        pcap: path.display().to_string(),
+        timing,
+        rate_pps: rate,
+        loops,
+        capture_packets: capture.packets.len(),
+        skipped: capture.skipped,
+        duration_s: elapsed,
+        tx_packets: sent,
+        tx_pps: sent as f64 / elapsed.max(1e-9),
+        tx_bytes: bytes,
+        statistics: stats_json(&stats),
+        device_tx_dropped: tx_dropped(iface)?.saturating_sub(dropped_before),
+        cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
+    };
+    if args.run.json {
+        out!("{}", serde_json::to_string(&report)?);
+    } else {
+        out!(
+            "replayed {} packets of {} ({} left out) in {:.2} s, {} loop(s): {} pps; device dropped {}; kernel {}",
+            thousands(sent),
+            report.pcap,
+            report.skipped,
+            elapsed,
+            loops,
+            thousands(report.tx_pps as u64),
+            thousands(report.device_tx_dropped),
+            stats
+        );
+    }
+    Ok(if report.device_tx_dropped > 0 { 1 } else { 0 })
+}
+
+/// Hands what is queued to the transmit ring (what does not fit stays queued) and reaps
+/// completions.
+fn send_all(port: &mut Port, pending: &mut Vec<Frame>) -> Result<()> {
+    port.send(pending)?;
+    port.complete();
+    Ok(())
+}
