@@ -35,6 +35,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "xskit", version, about = "Zero-copy packet I/O on AF_XDP")]
 struct Cli {
+    /// Diagnostics on stderr: -v what changes (bond members, LACP), -vv each step of it.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -87,6 +90,17 @@ fn man_pages(dir: &std::path::Path) -> anyhow::Result<i32> {
 
 fn main() {
     let cli = Cli::parse();
+    if cli.verbose > 0 {
+        let level = if cli.verbose == 1 {
+            tracing::Level::INFO
+        } else {
+            tracing::Level::DEBUG
+        };
+        tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Info(args) => info::run(&args),

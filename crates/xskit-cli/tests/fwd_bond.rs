@@ -965,3 +965,54 @@ fn fail_over_mac_active_moves_the_bonds_address_to_the_new_member() {
         "the bond keeps its MAC on the new member: {after}"
     );
 }
+
+/// `-v` says on stderr what the bond did: a member's carrier going down changes the bond's
+/// members, and the diagnostics name the bond. Without `-v`, nothing is said.
+#[test]
+fn verbose_diagnostics_report_member_changes() {
+    if !privileged() {
+        return;
+    }
+    for (verbose, expect) in [(true, true), (false, false)] {
+        let sw = Switched::with_far_host(2).unwrap();
+        let log = std::env::temp_dir().join(format!(
+            "xskit-verbose-{}-{verbose}.log",
+            std::process::id()
+        ));
+        let mut command = bond_fwd(&sw);
+        if verbose {
+            command.arg("-v");
+        }
+        let child = command
+            .args(["--bond-mode", "active-backup", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let fwd = KillOnDrop::new(child);
+        // Its header says the ports are open and the bond watched.
+        for _ in 0..200 {
+            if std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Ctrl-C stops")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let cut = sw
+            .switch
+            .command("ip")
+            .args(["link", "set", &sw.ports[0], "down"])
+            .status()
+            .unwrap();
+        assert!(cut.success());
+        std::thread::sleep(Duration::from_millis(500));
+        let report = signal(fwd, "-INT");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(bond_of(&report)["failovers"], 1, "{report}");
+        std::fs::remove_file(&log).unwrap();
+        assert_eq!(
+            text.contains("bond members changed") && text.contains("bond=bond0"),
+            expect,
+            "-v {verbose}: {text}"
+        );
+    }
+}

@@ -315,12 +315,23 @@ fn lacp_interoperates_with_dpdks_bonding_pmd_in_mode_4() {
         "{view}"
     );
 
-    // Kernel TCP both ways; each side's hash spreads the flows over both members.
+    // Kernel TCP both ways; each side's hash spreads the flows over both members. DPDK
+    // distributes as its own machines say (they run on 100 ms ticks) and once in a CI run
+    // its first burst after aggregation used one member only: a round is repeated, up to
+    // three, until both sides have used both members.
     let before = member_packets(&sw.bonded, &sw.members);
-    assert!(iperf3(&sw.host, &far, "5301", false, "2") > 1_000_000);
-    assert!(iperf3(&sw.host, &far, "5302", true, "2") > 1_000_000);
-    let after = member_packets(&sw.bonded, &sw.members);
-    println!("member packets (rx, tx) before {before:?} after {after:?}");
+    let mut after = before.clone();
+    for (round, port) in ["5301", "5303", "5305"].iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(500));
+        let back = (port.parse::<u32>().unwrap() + 1).to_string();
+        assert!(iperf3(&sw.host, &far, port, false, "2") > 1_000_000);
+        assert!(iperf3(&sw.host, &far, &back, true, "2") > 1_000_000);
+        after = member_packets(&sw.bonded, &sw.members);
+        println!("member packets (rx, tx) before {before:?} after round {round}: {after:?}");
+        if (0..2).all(|m| after[m].0 > before[m].0 + 100 && after[m].1 > before[m].1 + 100) {
+            break;
+        }
+    }
     for m in 0..2 {
         assert!(
             after[m].0 > before[m].0 + 100,
@@ -350,8 +361,8 @@ fn lacp_interoperates_with_dpdks_bonding_pmd_in_mode_4() {
     println!("DPDK's view, member down:\n{}", pmd.lacp_info());
     println!("member {m1} out on DPDK's side after {theirs:?}");
     assert!(theirs.is_some(), "DPDK took member {m1} out");
-    assert!(iperf3(&sw.host, &far, "5304", false, "1") > 1_000_000);
-    assert!(iperf3(&sw.host, &far, "5305", true, "1") > 1_000_000);
+    assert!(iperf3(&sw.host, &far, "5307", false, "1") > 1_000_000);
+    assert!(iperf3(&sw.host, &far, "5308", true, "1") > 1_000_000);
 
     // It returns and rejoins on both sides.
     set_link(&sw.bonded, m1, "up");
@@ -396,6 +407,13 @@ fn guest_bond_script(rate: &str, stream_secs: u32) -> String {
     // In sync: both ends of both members at 63 (fast) or 61 (slow): active, aggregating,
     // in sync, collecting, distributing, as the guest's bond sees itself and its partner.
     let state = if rate == "fast" { 63 } else { 61 };
+    // At the slow rate xskit keeps sending on the silent member until its 90 s run out (a
+    // flow hashed there is lost until then): no ping is expected to cross in this run.
+    let after_silence = if rate == "fast" {
+        "ping -c 3 -W 2 203.0.113.20"
+    } else {
+        ""
+    };
     format!(
         r#"set -e
 ms() {{ echo $(( $(date +%s%N) / 1000000 )); }}
@@ -433,7 +451,7 @@ cat /proc/net/bonding/bond0
 ip link set eth1 down
 echo eth1-silent
 sleep 6
-ping -c 3 -W 2 203.0.113.20
+{after_silence}
 echo done
 "#
     )
@@ -562,6 +580,15 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
         println!("xskit {}: {}", port["interface"], counts.join(", "));
     }
     println!("bond: tx_no_member {}", bond["tx_no_member"]);
+    // Where the far side's datagrams went: the far host's link, both ends.
+    for (ns, link) in [(&far.host.ns, "xf"), (&ns, FAR_END)] {
+        let stats = ns
+            .command("ip")
+            .args(["-s", "link", "show", link])
+            .output()
+            .unwrap();
+        println!("{link}:\n{}", String::from_utf8_lossy(&stats.stdout));
+    }
     for (m, tap) in taps.iter().enumerate() {
         let member = &bond["members"][m];
         assert_eq!(member["lacp"]["bad_pdus"], 0, "{report}");
@@ -588,7 +615,8 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
             .find(|l| l.starts_with(marker))
             .unwrap_or_else(|| panic!("{marker} in {out}"))
     };
-    assert_eq!(out.matches(" 0% packet loss").count(), 3, "{out}");
+    let pings = if fast { 3 } else { 2 };
+    assert_eq!(out.matches(" 0% packet loss").count(), pings, "{out}");
     assert!(out.contains("receiver"), "iperf3 crossed: {out}");
     Some(GuestLacp {
         aggregated_ms: ms("aggregated-ms"),

@@ -439,6 +439,8 @@ struct ArpRuntime {
 /// who is up and active.
 #[derive(Debug)]
 pub(crate) struct BondRuntime {
+    /// The bond's name, for diagnostics.
+    name: String,
     pub(crate) control: Arc<BondControl>,
     monitor: LinkMonitor,
     arp: Option<ArpRuntime>,
@@ -516,6 +518,7 @@ impl BondRuntime {
             _ => None,
         };
         let mut runtime = BondRuntime {
+            name: config.name.clone(),
             control: Arc::new(BondControl::new(members.len())),
             up: carrier.clone(),
             carrier,
@@ -587,6 +590,12 @@ impl BondRuntime {
         self.apply_distributing();
         self.link_changes += changes as u64;
         self.choose_active();
+        tracing::info!(
+            bond = %self.name,
+            up = ?self.up,
+            active = ?self.active,
+            "bond members changed"
+        );
         self.control.publish(&self.up, self.active);
         self.last_change = Some(Instant::now());
     }
@@ -598,6 +607,7 @@ impl BondRuntime {
             return Ok(false);
         }
         for c in &changes {
+            tracing::debug!(bond = %self.name, member = c.member, up = c.up, "carrier");
             self.carrier[c.member] = c.up;
             if c.up {
                 // A link that comes back may have come back at another speed.
@@ -617,7 +627,30 @@ impl BondRuntime {
         let Some(lacp) = self.lacp.as_mut() else {
             return false;
         };
-        if !lacp.poll() {
+        let states = |l: &LacpControl| -> Vec<_> {
+            l.lacp()
+                .ports()
+                .iter()
+                .map(|p| (p.rx, p.mux, p.selected))
+                .collect()
+        };
+        let before = tracing::enabled!(tracing::Level::DEBUG).then(|| states(lacp));
+        let changed = lacp.poll();
+        if let Some(before) = before {
+            for (m, (was, now)) in before.iter().zip(states(lacp)).enumerate() {
+                if *was != now {
+                    tracing::debug!(
+                        bond = %self.name,
+                        member = m,
+                        rx = now.0.name(),
+                        mux = now.1.name(),
+                        selected = now.2.name(),
+                        "lacp"
+                    );
+                }
+            }
+        }
+        if !changed {
             return false;
         }
         self.publish(0);
