@@ -424,13 +424,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
     sent = seq - count_packets(&pending);
     port.recycle(&mut pending);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while port.tx_in_flight() > 0 && Instant::now() < deadline {
-        port.complete();
-        if let Some(tx) = port.socket().tx() {
-            tx.wakeup_if_needed()?;
-        }
-    }
+    finish_sending(&mut port, Instant::now() + Duration::from_secs(2))?;
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
@@ -471,6 +465,17 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
 }
 
 /// Packets among `frames`: a chain counts once.
+/// Waits (until `deadline`) for the kernel to send what is on the transmit ring.
+fn finish_sending(port: &mut Port, deadline: Instant) -> Result<()> {
+    while port.tx_in_flight() > 0 && Instant::now() < deadline {
+        port.complete();
+        if let Some(tx) = port.socket().tx() {
+            tx.wakeup_if_needed()?;
+        }
+    }
+    Ok(())
+}
+
 fn count_packets(frames: &[Frame]) -> u64 {
     xskit::packets(frames).count() as u64
 }

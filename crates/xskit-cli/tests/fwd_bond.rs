@@ -71,6 +71,17 @@ fn break_member_0_during(sw: &Switched, how: &[&str], load: KillOnDrop) -> std::
     load.take().wait_with_output().unwrap()
 }
 
+/// Takes the switch's port to member 0 down.
+fn cut_switch_port_0(sw: &Switched) {
+    let cut = sw
+        .switch
+        .command("ip")
+        .args(["link", "set", &sw.ports[0], "down"])
+        .status()
+        .unwrap();
+    assert!(cut.success());
+}
+
 fn cut_member_0_during(sw: &Switched, load: KillOnDrop) -> std::process::Output {
     break_member_0_during(sw, &["down"], load)
 }
@@ -814,13 +825,7 @@ fn bond_mac_port_after_failover(grat_arps: &str) -> Option<String> {
             grat_arps,
         ],
     );
-    let cut = sw
-        .switch
-        .command("ip")
-        .args(["link", "set", &sw.ports[0], "down"])
-        .status()
-        .unwrap();
-    assert!(cut.success());
+    cut_switch_port_0(&sw);
     std::thread::sleep(Duration::from_millis(300));
     let port = sw.port_of(bond_mac).unwrap();
     let report = stop_fwd(fwd);
@@ -932,13 +937,7 @@ fn answering_mac_across_a_failover(fail_over_mac: &str) -> (String, String) {
         String::from_utf8_lossy(&neigh.stdout).into_owned()
     };
     let before = ping_and_neigh();
-    let cut = sw
-        .switch
-        .command("ip")
-        .args(["link", "set", &sw.ports[0], "down"])
-        .status()
-        .unwrap();
-    assert!(cut.success());
+    cut_switch_port_0(&sw);
     std::thread::sleep(Duration::from_millis(300));
     let after = ping_and_neigh();
     let report = stop_fwd(fwd);
@@ -997,13 +996,7 @@ fn verbose_diagnostics_report_member_changes() {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let cut = sw
-            .switch
-            .command("ip")
-            .args(["link", "set", &sw.ports[0], "down"])
-            .status()
-            .unwrap();
-        assert!(cut.success());
+        cut_switch_port_0(&sw);
         std::thread::sleep(Duration::from_millis(500));
         let report = signal(fwd, "-INT");
         let text = std::fs::read_to_string(&log).unwrap();

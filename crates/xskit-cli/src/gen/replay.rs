@@ -11,7 +11,7 @@ use xskit::clock::process_cpu_ns;
 use xskit::{Frame, Interface, Port};
 use xskit_pipeline::PcapSource;
 
-use super::{count_packets, push_bytes, stats_json, tx_dropped, Engine, GenArgs};
+use super::{count_packets, finish_sending, push_bytes, stats_json, tx_dropped, Engine, GenArgs};
 use crate::opts::{announce, stop_flag, stopped, thousands};
 
 /// The most a capture may hold to be replayed: it is read into memory first, so that the
@@ -191,12 +191,7 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
     }
     let sent = queued - count_packets(&pending);
     port.recycle(&mut pending);
-    while port.tx_in_flight() > 0 && Instant::now() < deadline {
-        port.complete();
-        if let Some(tx) = port.socket().tx() {
-            tx.wakeup_if_needed()?;
-        }
-    }
+    finish_sending(&mut port, deadline)?;
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let report = ReplayReport {
