@@ -288,11 +288,17 @@ impl Meter {
             tx_pps: pps(tx),
             rx_packets: rx,
             tx_packets: tx,
-            cpu_ns_per_packet: (packets > 0).then(|| cpu as f64 / packets as f64),
+            // A few stray packets (a neighbour's solicitation on an idle link) over a window
+            // of idle polling would make a nonsense figure: CPU per packet needs traffic.
+            cpu_ns_per_packet: (packets >= MIN_PACKETS_FOR_CPU)
+                .then(|| cpu as f64 / packets as f64),
             ..BenchResult::default()
         }
     }
 }
+
+/// Packets a window must hold for CPU per packet to be reported.
+const MIN_PACKETS_FOR_CPU: u64 = 1_000;
 
 fn with_stats(mut r: BenchResult, s: &Statistics, empty_polls: u64, wakeups: u64) -> BenchResult {
     r.rx_dropped = s.rx_dropped;
@@ -451,10 +457,18 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
                 result.duration_s,
                 cpu
             ),
-            None => out!(
+            None if result.rx_packets + result.tx_packets == 0 => out!(
                 "{} {}: no packets in {:.2} s",
                 result.bench,
                 result.mode,
+                result.duration_s
+            ),
+            None => out!(
+                "{} {}: only {} packets in {:.2} s, too few to measure a rate or CPU per packet \
+                 (is anything sending?)",
+                result.bench,
+                result.mode,
+                result.rx_packets + result.tx_packets,
                 result.duration_s
             ),
         }

@@ -492,3 +492,56 @@ fn bench_bond_measures_every_case_against_the_plain_program() {
         assert!(r["median_mpps"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+/// An idle run says so, and a handful of stray packets over idle polling gives no CPU per
+/// packet figure (it would be the idle loop's time divided by a few packets).
+#[test]
+fn an_idle_run_reports_no_packets_and_a_few_strays_no_cpu_figure() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let rxdrop = [
+        "bench",
+        "rxdrop",
+        "-i",
+        &bed.b.ifname,
+        "-m",
+        "skb",
+        "-d",
+        "1",
+    ];
+    let idle = bed.b.ns.command(XSKIT).args(rxdrop).output().unwrap();
+    let text = String::from_utf8_lossy(&idle.stdout);
+    assert!(text.contains(": no packets in"), "{text}");
+    assert!(!text.contains("CPU per packet"), "{text}");
+
+    let bench = KillOnDrop::new(start(&bed.b, &[&rxdrop[..], &["--json"]].concat()));
+    let sent = bed
+        .a
+        .ns
+        .command(XSKIT)
+        .args([
+            "gen",
+            "-i",
+            &bed.a.ifname,
+            "-m",
+            "skb",
+            "-n",
+            "5",
+            "-r",
+            "10",
+            "--json",
+        ])
+        .args(["--dst-mac", &mac(&bed.b)])
+        .output()
+        .unwrap();
+    assert!(sent.status.success(), "{sent:?}");
+    let r = json_of(bench.take());
+    assert!(
+        r["window_s"].as_f64().unwrap() > 0.2,
+        "strays spread out: {r}"
+    );
+    assert_eq!(r["rx_packets"], 5, "{r}");
+    assert!(r["cpu_ns_per_packet"].is_null(), "five strays: {r}");
+}
