@@ -443,7 +443,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         }
     };
     if args.run.json {
-        out!("{}", serde_json::to_string(&result)?);
+        crate::opts::print_json("bench", &result)?;
     } else {
         match result.cpu_ns_per_packet {
             Some(cpu) => out!(

@@ -96,7 +96,7 @@ fn hash(args: &HashArgs) -> Result<i32> {
             packets,
             per_member,
         };
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("bond", &report)?;
     } else {
         let shares: Vec<String> = per_member
             .iter()

@@ -139,6 +139,10 @@ pub(crate) struct FwdArgs {
     /// bandwidth or count (the most, chosen again on every change). Default stable.
     #[arg(long = "ad-select", value_enum)]
     ad_select: Option<AdSelectArg>,
+    /// JSON Lines: an object with the counters every interval, then the summary (as
+    /// --json prints it) at the end.
+    #[arg(long = "json-lines")]
+    json_lines: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -322,7 +326,6 @@ enum ChecksumArg {
 
 #[derive(Serialize)]
 struct FwdJson<'a> {
-    command: &'static str,
     interfaces: &'a [String],
     modes: Vec<String>,
     warnings: &'a [String],
@@ -686,7 +689,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             .map(|t| format!(", kernel path via {t}"))
             .unwrap_or_default(),
     );
-    announce(args.run.json, &header);
+    announce(args.run.json || args.json_lines, &header);
     for (name, members) in &args.bonds {
         note!(
             "xskit fwd: bond {name}: {} over {}",
@@ -707,11 +710,22 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let start = Instant::now();
     let mut last = Counters::default();
     let mut last_at = Instant::now();
-    let json = args.run.json;
+    let json = args.run.json || args.json_lines;
     let mut state = crate::state::StateFile::new();
     let report = forwarder
         .run(&stop, interval, |c| {
             state.write(c);
+            if args.json_lines {
+                // A closed stdout ends nothing here: the run goes on to its summary.
+                let _ = crate::opts::print_json(
+                    "fwd",
+                    &serde_json::json!({
+                        "interval": true,
+                        "elapsed_s": start.elapsed().as_secs_f64(),
+                        "counters": c,
+                    }),
+                );
+            }
             if !json {
                 let secs = last_at.elapsed().as_secs_f64().max(1e-3);
                 if last.ports.is_empty() {
@@ -728,20 +742,19 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         })
         .context("forwarding")?;
     if json {
-        out!(
-            "{}",
-            serde_json::to_string(&FwdJson {
-                command: "fwd",
+        crate::opts::print_json(
+            "fwd",
+            &FwdJson {
                 interfaces: &args.interfaces,
                 modes,
                 warnings: &warnings,
                 report: &report,
-            })?
-        );
+            },
+        )?;
     } else {
         out!(
             "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {} + held by the kernel {}{}",
-            report.seconds,
+            report.duration_s,
             report.frames.total,
             report.frames.pool,
             report.frames.fill,

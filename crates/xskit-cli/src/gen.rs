@@ -447,7 +447,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
     if args.run.json {
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("gen", &report)?;
     } else {
         out!(
             "sent {} packets in {:.2} s: {} pps; device dropped {}; kernel {}",
@@ -582,7 +582,7 @@ fn run_live(
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
     if args.run.json {
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("gen", &report)?;
     } else {
         out!(
             "sent {} packets in {:.2} s: {} pps; device dropped {}; CPU {:.0}% busy",

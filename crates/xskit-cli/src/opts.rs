@@ -139,6 +139,42 @@ pub(crate) fn check_ring_size(size: u32, what: &str, per_call: usize) -> Result<
     Ok(())
 }
 
+/// The version of the JSON every command prints: raised when a field changes meaning or goes.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+
+/// Rounds every fractional number in `v` to 3 decimals (rates, ratios, seconds): the digits
+/// past that are noise of the clock, not information.
+fn round_floats(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            if let Some(r) = n.as_f64().map(|f| (f * 1000.0).round() / 1000.0) {
+                if let Some(r) = serde_json::Number::from_f64(r) {
+                    *n = r;
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(round_floats),
+        serde_json::Value::Object(map) => map.values_mut().for_each(round_floats),
+        _ => {}
+    }
+}
+
+/// `value` as one line of JSON on stdout, with the schema every command shares: `command`
+/// and `schema_version` on the object (a list goes under `rows`), fractions rounded.
+pub(crate) fn print_json(command: &str, value: &impl serde::Serialize) -> Result<()> {
+    let mut v = serde_json::to_value(value)?;
+    if v.is_array() {
+        v = serde_json::json!({ "rows": v });
+    }
+    round_floats(&mut v);
+    if let serde_json::Value::Object(map) = &mut v {
+        map.insert("command".into(), command.into());
+        map.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    out!("{}", serde_json::to_string(&v)?);
+    Ok(())
+}
+
 /// How long a command runs: a count, a duration, or until interrupted.
 #[derive(Args, Clone, Debug)]
 pub(crate) struct RunArgs {

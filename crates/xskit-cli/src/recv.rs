@@ -196,7 +196,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         statistics: stats_json(&stats),
     };
     if args.run.json {
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("recv", &report)?;
     } else {
         out!(
             "received {} packets: {} valid, {} corrupt, {} out of order, {} lost, {} other; latency us min/mean/max {:.1}/{:.1}/{:.1}; kernel {}",

@@ -131,7 +131,7 @@ pub(crate) fn run(args: &ZcArgs) -> Result<i32> {
         Role::Receiver => receive(args, target)?,
     };
     if args.json {
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("zcsend", &report)?;
     } else {
         out!(
             "{} {:?} {} B: {:.1} MB/s, {} sends, {} zero-copy / {} copied completions{}; sender CPU {:.3} s/GB",

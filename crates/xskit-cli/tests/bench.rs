@@ -479,8 +479,12 @@ fn bench_bond_measures_every_case_against_the_plain_program() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let rows = rows.as_array().unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (&report["command"], &report["schema_version"]),
+        (&serde_json::json!("bench"), &serde_json::json!(1))
+    );
+    let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 9, "{text}");
     // Each verdict's plain program is its own baseline.
     for plain in [0, 3] {

@@ -766,3 +766,56 @@ fn xdp_forward_keeps_decided_packets_in_the_kernel() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// `--json-lines`: an object every interval, then the summary; every object says which
+/// command and schema it is, and the interval objects' counters grow to the summary's.
+#[test]
+fn json_lines_stream_one_object_per_interval_then_the_summary() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let fwd = KillOnDrop::new(start(
+        &chain.m_a,
+        &[
+            "fwd",
+            "-i",
+            &chain.m_a.ifname,
+            "-i",
+            &chain.m_c.ifname,
+            "--json-lines",
+            "-I",
+            "0.2",
+        ],
+    ));
+    gen(&chain.a, &chain.c, 9, &["-n", "300", "-r", "1000"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let status = Command::new("kill")
+        .args(["-INT", &fwd.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = fwd.take().wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let objects: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(objects.len() >= 3, "{text}");
+    for o in &objects {
+        assert_eq!(o["command"], "fwd", "{o}");
+        assert_eq!(o["schema_version"], 1, "{o}");
+    }
+    let (intervals, summary) = objects.split_at(objects.len() - 1);
+    let summary = &summary[0];
+    assert!(intervals.iter().all(|o| o["interval"] == true), "{text}");
+    assert!(summary["duration_s"].as_f64().unwrap() > 0.5, "{summary}");
+    assert_eq!(summary["frames"]["unaccounted"], 0, "{summary}");
+    let rx = |o: &serde_json::Value| o["counters"]["ports"][0]["rx_packets"].as_u64().unwrap();
+    let seen: Vec<u64> = intervals.iter().map(rx).collect();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(
+        rx(summary) >= 300 && rx(summary) >= *seen.last().unwrap(),
+        "{summary}"
+    );
+}

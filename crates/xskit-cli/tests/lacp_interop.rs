@@ -491,7 +491,7 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
     let stream_secs = if fast { 8 } else { 100 };
     let config = GuestConfig::default()
         .nics(2)
-        .timeout(Duration::from_secs(if fast { 300 } else { 420 }));
+        .timeout(Duration::from_secs(if fast { 300 } else { 600 }));
     let mut guest = Guest::new(&config).unwrap_or_else(|e| panic!("guest testbed: {e}"));
     let far = FarHost::new(guest.ns()).unwrap();
     let ns = guest.ns().clone();
@@ -536,7 +536,7 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
         &taps[1]
     ))
     .is_some());
-    assert!(running.wait_for_output("left-done", 3 * minute));
+    assert!(running.wait_for_output("left-done", 5 * minute));
     set_link(&ns, &taps[1], "up");
     assert!(running.wait_for_output("eth1-silent", minute));
     let view = our_view(&ns);
@@ -654,7 +654,11 @@ fn lacp_interoperates_with_the_linux_bonding_driver_in_the_guest_at_the_fast_rat
     assert!(r.loss_up.1 > 1_000 && r.loss_down.1 > 1_000);
 }
 
+/// A measurement more than a check (the fast-rate test checks the same scenario): minutes
+/// long under emulation, where the guest's own 90 s timeout decides the time. Run it with
+/// `--include-ignored` (the README's command does).
 #[test]
+#[ignore = "a measurement of several minutes: cargo test --test lacp_interop -- --include-ignored"]
 fn lacp_interoperates_with_the_linux_bonding_driver_in_the_guest_at_the_slow_rate() {
     let Some(r) = guest_lacp("slow") else {
         return;

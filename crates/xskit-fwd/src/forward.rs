@@ -301,8 +301,8 @@ pub struct FrameReport {
 /// What a run did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
-    /// How long it ran.
-    pub seconds: f64,
+    /// How long it ran, in seconds.
+    pub duration_s: f64,
     /// Workers (queues) that ran.
     pub workers: usize,
     /// The counters at the end.
@@ -1424,7 +1424,7 @@ impl Forwarder {
         };
         let fault = lost.or_else(|| worker_error.map(|e| e.to_string()));
         Ok(Report {
-            seconds,
+            duration_s: seconds,
             workers: count,
             counters,
             frames,

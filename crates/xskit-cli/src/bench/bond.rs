@@ -304,7 +304,7 @@ pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
         })
         .collect();
     if json {
-        out!("{}", serde_json::to_string(&rows)?);
+        crate::opts::print_json("bench", &rows)?;
     } else {
         out!("XDP_DROP, XDP_TX and AF_XDP l2fwd on veth (64 B, one flow from the live-frames generator on CPU {GEN_CPU}), {runs} runs of {secs} s; ratios against the plain program of the same verdict, and for the bond port against one port:");
         for r in &rows {

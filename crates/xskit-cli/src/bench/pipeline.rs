@@ -242,7 +242,7 @@ pub(super) fn run(runs: usize, packets: u64, json: bool) -> Result<i32> {
         heap_per_packet_ns: heap,
     };
     if json {
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("bench", &report)?;
         return Ok(0);
     }
     out!(

@@ -723,7 +723,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
         ratios,
     };
     if args.run.json {
-        out!("{}", serde_json::to_string(&table)?);
+        crate::opts::print_json("bench", &table)?;
     } else {
         out!("");
         out!(

@@ -214,7 +214,7 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
     if args.run.json {
-        out!("{}", serde_json::to_string(&report)?);
+        crate::opts::print_json("gen", &report)?;
     } else {
         out!(
             "replayed {} packets of {} ({} left out) in {:.2} s, {} loop(s): {} pps; device dropped {}; kernel {}",
