@@ -95,18 +95,43 @@ fn start_lacp_fwd(ns: &Netns, members: &[String], rate: &str) -> KillOnDrop {
 struct Testpmd {
     stdin: ChildStdin,
     output: Arc<Mutex<String>>,
-    _child: KillOnDrop,
+    child: Option<KillOnDrop>,
+    /// DPDK's runtime directory for this process (`/var/run/dpdk/PREFIX`), which DPDK
+    /// leaves behind.
+    runtime_dir: std::path::PathBuf,
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        drop(self.child.take());
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
 }
 
 impl Testpmd {
     /// Port 0 on `host_port`, ports 1 and 2 on `members`, port 3 a mode 4 bond of 1 and 2
     /// with the layer3+4 hash; io forwarding between ports 0 and 3.
     fn start(ns: &Netns, host_port: &str, members: &[String]) -> Testpmd {
+        // Runtime directories of earlier runs that were killed before their drop.
+        for entry in std::fs::read_dir("/var/run/dpdk")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("xskit-lacp-")
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let prefix = format!("xskit-lacp-{}", std::process::id());
         // Line-buffered: its answers arrive as it prints them.
         let mut child = ns
             .command("stdbuf")
             .args(["-oL", "dpdk-testpmd", "--no-huge", "-m", "256", "--no-pci"])
-            .arg(format!("--file-prefix=xskit-lacp-{}", std::process::id()))
+            .arg(format!("--file-prefix={prefix}"))
             .arg(format!("--vdev=net_af_packet0,iface={host_port}"))
             .arg(format!("--vdev=net_af_packet1,iface={}", members[0]))
             .arg(format!("--vdev=net_af_packet2,iface={}", members[1]))
@@ -132,7 +157,8 @@ impl Testpmd {
         Testpmd {
             stdin,
             output,
-            _child: KillOnDrop::new(child),
+            child: Some(KillOnDrop::new(child)),
+            runtime_dir: std::path::Path::new("/var/run/dpdk").join(prefix),
         }
     }
 
