@@ -94,6 +94,30 @@ fn a_guest_that_hangs_is_killed_at_its_timeout_with_its_console() {
     assert_eq!(again.status, 0);
 }
 
+/// A guest kernel that panics before the script starts is booted again, and after the last
+/// boot the error names the panic (a kernel told to run an init that does not exist panics in
+/// every boot).
+#[test]
+fn a_guest_kernel_that_panics_while_booting_is_retried_then_reported() {
+    let Some(mut guest) = guest(
+        GuestConfig::default()
+            .cpus(1)
+            .extra_kernel_args("rdinit=/xskit-no-such-init")
+            .timeout(Duration::from_secs(60)),
+    ) else {
+        return;
+    };
+    let err = guest.run("echo never").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::Interrupted, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("each of 3 boots")
+            && text.contains("panicked while booting")
+            && text.contains("Kernel panic"),
+        "{text}"
+    );
+}
+
 /// The kernel's bond is the reference for xskit's hashes: a balance-xor bond of two virtio
 /// NICs in the guest sends UDP flows (64 source ports, 32 destinations) and ICMP echoes of 16
 /// ids under each xmit_hash_policy; the namespace captures every frame on both TAP devices,
