@@ -17,9 +17,10 @@ use xskit_traffic::probe::ProbeAddrs;
 use xskit_traffic::XdpCounter;
 use xskit_wire::ethernet;
 
-use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunArgs};
 
 mod bond;
+mod chart;
 mod pipeline;
 mod table;
 
@@ -50,6 +51,9 @@ pub(crate) enum Kind {
     /// members) against the plain programs, and an AF_XDP l2fwd through a bond port, as in
     /// seed 002's table.
     Bond,
+    /// Redraw the chart of a table saved with `xskit bench --json > RESULTS.json`, measuring
+    /// nothing: `xskit bench plot RESULTS.json [--plot OUT.svg]` (default RESULTS.svg).
+    Plot,
 }
 
 impl Kind {
@@ -65,6 +69,7 @@ impl Kind {
             Kind::Pipeline => "pipeline",
             Kind::Fwd => "fwd",
             Kind::Bond => "bond",
+            Kind::Plot => "plot",
         }
     }
 }
@@ -73,11 +78,15 @@ impl Kind {
 pub(crate) struct BenchArgs {
     /// What to measure. Without -i: every benchmark on a testbed, as a table.
     kind: Option<Kind>,
+    /// bench plot: the saved table (`xskit bench --json` output) to draw.
+    #[arg(value_name = "RESULTS.json")]
+    results: Option<PathBuf>,
     #[command(flatten)]
     port: PortArgs,
     #[command(flatten)]
     run: RunArgs,
-    /// Frame size for txpush and afpacket-tx (and the generator in testbed mode).
+    /// Frame length for txpush and afpacket-tx (and the generator in testbed mode), WITHOUT
+    /// the 4-byte FCS: RFC 2544's (xdpsock's) 64-byte frame is -s 60.
     #[arg(short = 's', long = "packet-size", default_value_t = 64)]
     size: usize,
     /// Destination MAC of txpush and afpacket-tx frames. The default is a unicast address no
@@ -165,6 +174,9 @@ struct Meter {
     at_tick: (u64, u64),
     quiet: bool,
     extra: bool,
+    live: Live,
+    interface: String,
+    queue: u32,
 }
 
 /// Rounds between looks at the clock in the busy loops.
@@ -187,8 +199,11 @@ impl Meter {
             last: None,
             tick: now,
             at_tick: (0, 0),
-            quiet: args.run.json,
+            quiet: args.run.json_output(),
             extra: args.extra,
+            live: args.run.live("bench")?,
+            interface: args.port.interface.clone().unwrap_or_default(),
+            queue: args.port.queue,
         })
     }
 
@@ -242,6 +257,17 @@ impl Meter {
             }
             out!("{line}");
         }
+        self.live.tick(&serde_json::json!({
+            "ports": [{
+                "interface": self.interface,
+                "queue": self.queue,
+                "rx_packets": rx,
+                "tx_packets": tx,
+                "empty_polls": empty_polls,
+                "wakeups": wakeups,
+                "statistics": stats.as_ref().map(crate::gen::stats_json),
+            }]
+        }));
         self.tick = Instant::now();
         self.at_tick = (rx, tx);
     }
@@ -313,8 +339,35 @@ fn with_stats(mut r: BenchResult, s: &Statistics, empty_polls: u64, wakeups: u64
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
+    if args.kind == Some(Kind::Plot) {
+        let Some(results) = &args.results else {
+            bail!("bench plot draws a saved table: xskit bench plot RESULTS.json [--plot OUT.svg]");
+        };
+        if args.port.interface.is_some() {
+            bail!("bench plot measures nothing: run it without -i");
+        }
+        let out = chart::replot(results, args.plot.as_deref())?;
+        out!("chart written to {}", out.display());
+        return Ok(0);
+    }
+    if let Some(results) = &args.results {
+        bail!(
+            "{} is for bench plot (xskit bench plot RESULTS.json); bench {} takes no file",
+            results.display(),
+            args.kind.map_or("", Kind::name)
+        );
+    }
+    if matches!(args.kind, Some(Kind::Pipeline | Kind::Bond))
+        && (args.run.json_lines || args.run.metrics.is_some())
+    {
+        bail!(
+            "--json-lines and --metrics show a benchmark while it runs on an interface (-i) or \
+             the testbed table; bench {} prints its result at the end (--json)",
+            args.kind.map_or("", Kind::name)
+        );
+    }
     if args.kind == Some(Kind::Pipeline) {
-        return pipeline::run(args.runs, args.packets, args.run.json);
+        return pipeline::run(args.runs, args.packets, args.run.json_output());
     }
     if args.kind == Some(Kind::Bond) {
         if args.port.interface.is_some() {
@@ -325,7 +378,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             .duration()?
             .unwrap_or(Duration::from_secs(2))
             .as_secs_f64();
-        return bond::run(args.runs.max(1), secs, args.run.json);
+        return bond::run(args.runs.max(1), secs, args.run.json_output());
     }
     let Some(ifname) = args.port.interface.clone() else {
         return table::run(args);
@@ -353,15 +406,15 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let queue = args.port.queue;
     let label = format!("{ifname}:{queue} {}", kind.name());
     let result = match kind {
-        Kind::Pipeline | Kind::Fwd | Kind::Bond => {
+        Kind::Pipeline | Kind::Fwd | Kind::Bond | Kind::Plot => {
             bail!("{} does not run on an interface", kind.name())
         }
         Kind::Rxdrop | Kind::Txpush | Kind::L2fwd => {
             let config = args.port.config(false, false)?;
             let mut port = Port::open(&ifname, queue, &config)
                 .with_context(|| format!("opening {ifname} queue {queue}"))?;
-            announce(args.run.json, &format!("{label} {}", port.mode()));
-            let mut meter = Meter::new(label, args, stop, CLOCK_ROUNDS)?;
+            let mut meter = Meter::new(label.clone(), args, stop, CLOCK_ROUNDS)?;
+            meter.live.announce(&format!("{label} {}", port.mode()));
             let (rx, tx, empty) = match kind {
                 Kind::Rxdrop => rxdrop(&mut port, args, &mut meter)?,
                 Kind::Txpush => txpush(&mut port, args, &ifname, &mut meter)?,
@@ -381,8 +434,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let iface = Interface::by_name(&ifname)?;
             let mut ring =
                 PacketRxRing::open(iface.index()).context("opening the TPACKET_V3 ring")?;
-            announce(args.run.json, &format!("{label} tpacket-v3"));
-            let mut meter = Meter::new(label, args, stop, 1)?;
+            let mut meter = Meter::new(label.clone(), args, stop, 1)?;
+            meter.live.announce(&format!("{label} tpacket-v3"));
             let mut rx = 0;
             loop {
                 rx += ring.receive(Some(Duration::from_millis(100)), |_| {})?;
@@ -398,8 +451,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             let iface = Interface::by_name(&ifname)?;
             let tx_sock = PacketTx::open(iface.index()).context("opening the AF_PACKET socket")?;
             let frame = probe_frame(&iface, args.size, parse_mac(&args.dst_mac)?)?;
-            announce(args.run.json, &format!("{label} sendmmsg"));
-            let mut meter = Meter::new(label, args, stop, 1)?;
+            let mut meter = Meter::new(label.clone(), args, stop, 1)?;
+            meter.live.announce(&format!("{label} sendmmsg"));
             let mut tx = 0;
             loop {
                 tx += tx_sock.send_copies(&frame, args.port.batch)? as u64;
@@ -418,8 +471,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             } else {
                 XdpCounter::drop_all(&iface, args.port.mode(), false)?
             };
-            announce(args.run.json, &format!("{label} {}", counter.mode()));
-            let mut meter = Meter::new(label, args, stop, 1)?;
+            let mut meter = Meter::new(label.clone(), args, stop, 1)?;
+            meter.live.announce(&format!("{label} {}", counter.mode()));
             // XDP_TX sends back what it counts; a full transmit queue drops there, uncounted
             // here (the device's statistics have it).
             let sent = |rx: u64| if kind == Kind::XdpTx { rx } else { 0 };
@@ -442,7 +495,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
             )
         }
     };
-    if args.run.json {
+    if args.run.json_output() {
         crate::opts::print_json("bench", &result)?;
     } else {
         match result.cpu_ns_per_packet {

@@ -18,7 +18,8 @@ pub(crate) struct DemoArgs {
     /// Probes to send in each mode.
     #[arg(short = 'n', long, default_value_t = 10_000)]
     count: u64,
-    /// Probe size in bytes (Ethernet frame without FCS).
+    /// Probe size in bytes: the Ethernet frame WITHOUT the 4-byte FCS (RFC 2544's 64-byte
+    /// frame is 60 here; probes take at least 62).
     #[arg(short = 's', long = "packet-size", default_value_t = 64)]
     size: usize,
     /// Modes to run, in order.

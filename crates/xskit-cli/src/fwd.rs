@@ -16,7 +16,7 @@ use xskit_fwd::{
     PrimaryReselect, Report,
 };
 
-use crate::opts::{announce, stop_flag, thousands, PolicyArg, RunArgs};
+use crate::opts::{stop_flag, thousands, PolicyArg, RunArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct FwdArgs {
@@ -139,10 +139,6 @@ pub(crate) struct FwdArgs {
     /// bandwidth or count (the most, chosen again on every change). Default stable.
     #[arg(long = "ad-select", value_enum)]
     ad_select: Option<AdSelectArg>,
-    /// JSON Lines: an object with the counters every interval, then the summary (as
-    /// --json prints it) at the end.
-    #[arg(long = "json-lines")]
-    json_lines: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -663,6 +659,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         })
         .bonds(bond_configs(args)?);
     let stop = stop_flag()?;
+    let live = args.run.live("fwd")?;
     let forwarder = Forwarder::new(config).map_err(|e| {
         let flags = flags_for(&e);
         anyhow::Error::new(e).context(format!(
@@ -689,7 +686,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             .map(|t| format!(", kernel path via {t}"))
             .unwrap_or_default(),
     );
-    announce(args.run.json || args.json_lines, &header);
+    live.announce(&header);
     for (name, members) in &args.bonds {
         note!(
             "xskit fwd: bond {name}: {} over {}",
@@ -710,22 +707,12 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let start = Instant::now();
     let mut last = Counters::default();
     let mut last_at = Instant::now();
-    let json = args.run.json || args.json_lines;
+    let json = args.run.json_output();
     let mut state = crate::state::StateFile::new();
     let report = forwarder
         .run(&stop, interval, |c| {
             state.write(c);
-            if args.json_lines {
-                // A closed stdout ends nothing here: the run goes on to its summary.
-                let _ = crate::opts::print_json(
-                    "fwd",
-                    &serde_json::json!({
-                        "interval": true,
-                        "elapsed_s": start.elapsed().as_secs_f64(),
-                        "counters": c,
-                    }),
-                );
-            }
+            live.tick(c);
             if !json {
                 let secs = last_at.elapsed().as_secs_f64().max(1e-3);
                 if last.ports.is_empty() {

@@ -10,7 +10,7 @@ use xskit::clock::{monotonic_ns, process_cpu_ns};
 use xskit::{Frame, Interface, Port};
 use xskit_traffic::probe::{Endpoints, Flows, Template};
 
-use crate::opts::{announce, parse_mac, stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunArgs};
 
 mod replay;
 
@@ -35,8 +35,12 @@ pub(crate) struct GenArgs {
     port: PortArgs,
     #[command(flatten)]
     run: RunArgs,
-    /// Frame size in bytes without FCS, up to 9018; above the frame size packets go out as
-    /// multi-buffer chains (default: 64, or the smallest probe the options allow).
+    /// Frame length in bytes WITHOUT the 4-byte FCS, as the UMEM, pcap and tcpdump hold it:
+    /// RFC 2544's (xdpsock's, xdp-trafficgen's) 64-byte frame is -s 60. From 60 (more with
+    /// IPv6 and a tag) to 9018; above the frame size packets go out as multi-buffer chains.
+    /// Frames shorter than a probe (62 bytes, 82 with -6, 4 more with --vlan) go out
+    /// unnumbered: recv counts them as other traffic. Default: the smallest probe, at least
+    /// 64.
     #[arg(short = 's', long = "packet-size")]
     size: Option<usize>,
     /// Packets to send (default: until --duration or Ctrl-C).
@@ -89,6 +93,9 @@ pub(crate) struct GenArgs {
     /// 802.1Q VLAN id to tag packets with.
     #[arg(long)]
     vlan: Option<u16>,
+    /// The VLAN tag's priority (PCP, 0 to 7).
+    #[arg(long = "vlan-priority", value_name = "PCP", requires = "vlan")]
+    vlan_priority: Option<u8>,
     /// Replay the packets of a capture (pcap or pcapng, Ethernet) instead of building probes,
     /// as tcpreplay does: at the capture's own timing, at -r RATE, or with --topspeed flat
     /// out; packets larger than a frame go out as multi-buffer chains.
@@ -171,7 +178,21 @@ fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
     let size = args
         .size
         .unwrap_or_else(|| Template::min_len(args.ipv6, args.vlan.is_some()).max(64));
-    Ok(Template::new(ends, flows, args.vlan, size)?)
+    let t = Template::new(ends, flows, args.vlan, size)?;
+    let t = match args.vlan_priority {
+        Some(pcp) => t
+            .with_vlan_priority(pcp)
+            .map_err(|e| anyhow::anyhow!("--vlan-priority: {e}"))?,
+        None => t,
+    };
+    if !t.numbered() {
+        note!(
+            "xskit gen: {size}-byte frames are too short for a probe header ({} bytes with these \
+             options): they go out unnumbered, and recv counts them as other traffic",
+            Template::min_len(args.ipv6, args.vlan.is_some())
+        );
+    }
+    Ok(t)
 }
 
 /// Writes packet `seq` into frames taken from the port: one frame, or a chain for packets
@@ -345,7 +366,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     };
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
-    let (mut tick, mut sent_at_tick) = (start, 0u64);
+    let mut progress = TxProgress::new(args, &ifname, interval)?;
     let limit = args.count.unwrap_or(u64::MAX);
     let header = format!(
         "{ifname}:{} gen {} {} bytes, {} flow(s)",
@@ -354,7 +375,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         t.len(),
         t.flows().total()
     );
-    announce(args.run.json, &header);
+    progress.live.announce(&header);
     loop {
         let now = Instant::now();
         if stopped(&stop) || duration.is_some_and(|d| now - start >= d) {
@@ -409,17 +430,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         } else {
             port.complete();
         }
-        if !args.run.json && now - tick >= interval {
-            let secs = (now - tick).as_secs_f64();
-            out!(
-                "{ifname}:{}  tx {:>12} pps  total {:>14}",
-                args.port.queue,
-                thousands(((sent - sent_at_tick) as f64 / secs) as u64),
-                thousands(sent)
-            );
-            tick = now;
-            sent_at_tick = sent;
-        }
+        progress.update(sent, sent * t.len() as u64, || port.statistics().ok());
     }
     // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
     sent = seq - count_packets(&pending);
@@ -446,7 +457,7 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         device_tx_dropped: dropped,
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
-    if args.run.json {
+    if args.run.json_output() {
         crate::opts::print_json("gen", &report)?;
     } else {
         out!(
@@ -462,6 +473,66 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         bail!("only {sent} of {} packets could be sent", limit);
     }
     Ok(verdict_on_drops(&iface, sent, dropped))
+}
+
+/// A sender's progress every interval: a line of text, or a JSON Lines object and the
+/// `--metrics` snapshot.
+pub(crate) struct TxProgress {
+    pub(crate) live: Live,
+    interface: String,
+    queue: u32,
+    text: bool,
+    interval: Duration,
+    tick: Instant,
+    at_tick: u64,
+}
+
+impl TxProgress {
+    pub(crate) fn new(args: &GenArgs, interface: &str, interval: Duration) -> Result<TxProgress> {
+        Ok(TxProgress {
+            live: args.run.live("gen")?,
+            interface: interface.to_string(),
+            queue: args.port.queue,
+            text: !args.run.json_output(),
+            interval,
+            tick: Instant::now(),
+            at_tick: 0,
+        })
+    }
+
+    /// Shows the counts once an interval has passed since the last time; `statistics` is
+    /// asked for the socket's kernel counters only then.
+    pub(crate) fn update(
+        &mut self,
+        sent: u64,
+        bytes: u64,
+        statistics: impl FnOnce() -> Option<xskit::Statistics>,
+    ) {
+        let secs = self.tick.elapsed().as_secs_f64();
+        if secs < self.interval.as_secs_f64() {
+            return;
+        }
+        if self.text {
+            out!(
+                "{}:{}  tx {:>12} pps  total {:>14}",
+                self.interface,
+                self.queue,
+                thousands(((sent - self.at_tick.min(sent)) as f64 / secs) as u64),
+                thousands(sent)
+            );
+        }
+        self.live.tick(&serde_json::json!({
+            "ports": [{
+                "interface": self.interface,
+                "queue": self.queue,
+                "tx_packets": sent,
+                "tx_bytes": bytes,
+                "statistics": statistics().as_ref().map(stats_json),
+            }]
+        }));
+        self.tick = Instant::now();
+        self.at_tick = sent;
+    }
 }
 
 /// Packets among `frames`: a chain counts once.
@@ -509,11 +580,12 @@ fn run_live(
         args.port.queue,
         t.len()
     );
-    announce(args.run.json, &header);
+    let mut progress = TxProgress::new(args, iface.name(), interval)?;
+    progress.live.announce(&header);
     let limit = args.count.unwrap_or(u64::MAX);
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
-    let (mut sent, mut tick, mut at_tick) = (0u64, start, 0u64);
+    let mut sent = 0u64;
     // Each BPF_PROG_TEST_RUN call ends in an RCU grace period that leaves the CPU idle: with
     // 64k frames per call the engine waited most of the time (about 2 Mpps into a native XDP
     // drop here, where an engine issuing 1M per call reaches 5). Flat out, a call now carries
@@ -550,17 +622,7 @@ fn run_live(
             pps = n as f64 / call.elapsed().as_secs_f64().max(1e-6);
         }
         sent += n;
-        if !args.run.json && tick.elapsed() >= interval {
-            out!(
-                "{}:{}  tx {:>12} pps  total {:>14}",
-                iface.name(),
-                args.port.queue,
-                thousands(((sent - at_tick) as f64 / tick.elapsed().as_secs_f64()) as u64),
-                thousands(sent)
-            );
-            tick = Instant::now();
-            at_tick = sent;
-        }
+        progress.update(sent, sent * t.len() as u64, || None);
     }
     let elapsed = start.elapsed().as_secs_f64();
     let dropped = tx_dropped(iface)?.saturating_sub(dropped_before);
@@ -581,7 +643,7 @@ fn run_live(
         device_tx_dropped: dropped,
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
-    if args.run.json {
+    if args.run.json_output() {
         crate::opts::print_json("gen", &report)?;
     } else {
         out!(

@@ -25,6 +25,7 @@ mod demo;
 mod fwd;
 mod gen;
 mod info;
+mod metrics;
 mod opts;
 mod recv;
 mod state;
@@ -33,7 +34,14 @@ mod zcsend;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "xskit", version, about = "Zero-copy packet I/O on AF_XDP")]
+#[command(
+    name = "xskit",
+    version,
+    about = "Zero-copy packet I/O on AF_XDP",
+    after_help = "Frame sizes (-s, --packet-size) count the Ethernet frame WITHOUT its 4-byte \
+                  FCS, as the UMEM, pcap and tcpdump hold it: RFC 2544's (and xdpsock's and \
+                  xdp-trafficgen's) 64-byte frame is -s 60 here, as in testpmd's --txpkts."
+)]
 struct Cli {
     /// Diagnostics on stderr: -v what changes (bond members, LACP), -vv each step of it.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]

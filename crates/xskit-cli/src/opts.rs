@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::metrics::MetricsServer;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use xskit::{BusyPoll, Mode, PortConfig, SocketConfig, UmemConfig};
@@ -175,6 +176,54 @@ pub(crate) fn print_json(command: &str, value: &impl serde::Serialize) -> Result
     Ok(())
 }
 
+/// A command's counters every interval, for machines: a JSON Lines object and the
+/// `--metrics` snapshot.
+#[derive(Debug)]
+pub(crate) struct Live {
+    command: &'static str,
+    json: bool,
+    json_lines: bool,
+    metrics: Option<MetricsServer>,
+    start: std::time::Instant,
+}
+
+impl Live {
+    /// Prints the command's header line ([`announce`]), then where the metrics are served.
+    pub(crate) fn announce(&self, header: &str) {
+        announce(self.json, header);
+        self.announce_metrics();
+    }
+
+    /// Says on stderr where the metrics are served, if they are.
+    pub(crate) fn announce_metrics(&self) {
+        if let Some(m) = &self.metrics {
+            note!(
+                "xskit {}: metrics at http://{}/metrics",
+                self.command,
+                m.addr()
+            );
+        }
+    }
+
+    /// Shows `counters` (what the command counted so far, as its --json names them).
+    pub(crate) fn tick(&self, counters: &impl serde::Serialize) {
+        if let Some(m) = &self.metrics {
+            m.publish(counters);
+        }
+        if self.json_lines {
+            // A closed stdout ends nothing here: the run goes on to its summary.
+            let _ = print_json(
+                self.command,
+                &serde_json::json!({
+                    "interval": true,
+                    "elapsed_s": self.start.elapsed().as_secs_f64(),
+                    "counters": counters,
+                }),
+            );
+        }
+    }
+}
+
 /// How long a command runs: a count, a duration, or until interrupted.
 #[derive(Args, Clone, Debug)]
 pub(crate) struct RunArgs {
@@ -187,6 +236,14 @@ pub(crate) struct RunArgs {
     /// Print one JSON object at the end instead of progress lines.
     #[arg(long)]
     pub(crate) json: bool,
+    /// JSON Lines: an object with the counters every interval (`"interval": true`), then
+    /// the summary --json prints.
+    #[arg(long = "json-lines")]
+    pub(crate) json_lines: bool,
+    /// Serve the live counters for Prometheus at http://HOST:PORT/metrics (OpenMetrics text,
+    /// updated every interval; port 0 picks a free port, printed on stderr).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) metrics: Option<String>,
 }
 
 impl RunArgs {
@@ -198,6 +255,27 @@ impl RunArgs {
             Some(d) => Ok(Some(Duration::from_secs_f64(d))),
             None => Ok(None),
         }
+    }
+
+    /// Whether the summary is JSON (`--json` or `--json-lines`), and progress lines are off.
+    pub(crate) fn json_output(&self) -> bool {
+        self.json || self.json_lines
+    }
+
+    /// What the command shows every interval besides its progress lines; starts the
+    /// `--metrics` server, if asked for.
+    pub(crate) fn live(&self, command: &'static str) -> Result<Live> {
+        let metrics = match &self.metrics {
+            Some(addr) => Some(MetricsServer::start(addr, command)?),
+            None => None,
+        };
+        Ok(Live {
+            command,
+            json: self.json_output(),
+            json_lines: self.json_lines,
+            metrics,
+            start: std::time::Instant::now(),
+        })
     }
 
     pub(crate) fn interval(&self) -> Result<Duration> {

@@ -11,7 +11,7 @@ use xskit::Port;
 use xskit_traffic::probe::SequenceCheck;
 
 use crate::gen::stats_json;
-use crate::opts::{announce, stop_flag, stopped, thousands, PortArgs, RunArgs};
+use crate::opts::{stop_flag, stopped, thousands, PortArgs, RunArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct RecvArgs {
@@ -89,6 +89,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         anyhow::Error::new(e).context(format!("opening {ifname} queue {}{flag}", args.port.queue))
     })?;
     let stop = stop_flag()?;
+    let live = args.run.live("recv")?;
     let umem = port.umem().clone();
     let mut frames = Vec::with_capacity(args.port.batch);
     let mut packet = Vec::new();
@@ -117,7 +118,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
     // The header goes to stderr under --json, so a driver can wait for readiness and still
     // read one JSON object from stdout.
     let header = format!("{ifname}:{} recv {}", args.port.queue, port.mode());
-    announce(args.run.json, &header);
+    live.announce(&header);
     while !stopped(&stop) && check.probes() < limit {
         let now = Instant::now();
         if duration.is_some_and(|d| now - start >= d) {
@@ -158,15 +159,29 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
             umem.gather(chains.remainder(), &mut packet);
             port.recycle(&mut frames);
         }
-        if !args.run.json && now - tick >= interval {
-            out!(
-                "{ifname}:{}  rx {:>12} pps  total {:>14}  lost {}  corrupt {}",
-                args.port.queue,
-                thousands(((packets - at_tick) as f64 / (now - tick).as_secs_f64()) as u64),
-                thousands(packets),
-                check.lost(),
-                check.corrupt
-            );
+        if now - tick >= interval {
+            if !args.run.json_output() {
+                out!(
+                    "{ifname}:{}  rx {:>12} pps  total {:>14}  lost {}  corrupt {}",
+                    args.port.queue,
+                    thousands(((packets - at_tick) as f64 / (now - tick).as_secs_f64()) as u64),
+                    thousands(packets),
+                    check.lost(),
+                    check.corrupt
+                );
+            }
+            live.tick(&serde_json::json!({
+                "ports": [{
+                    "interface": ifname,
+                    "queue": args.port.queue,
+                    "rx_packets": packets,
+                    "valid": check.valid,
+                    "corrupt": check.corrupt,
+                    "out_of_order": check.out_of_order,
+                    "foreign": check.foreign,
+                    "statistics": port.statistics().ok().as_ref().map(stats_json),
+                }]
+            }));
             tick = now;
             at_tick = packets;
         }
@@ -195,7 +210,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         latency_max_us: (check.valid > 0).then(|| us(check.latency_max_ns)),
         statistics: stats_json(&stats),
     };
-    if args.run.json {
+    if args.run.json_output() {
         crate::opts::print_json("recv", &report)?;
     } else {
         out!(

@@ -265,3 +265,58 @@ fn completions_and_man_pages_cover_every_command() {
     assert!(dir.join("xskit.1").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bench plot` redraws a saved table without measuring, and says what is wrong with a file
+/// that is not one; the file is refused by the commands that measure.
+#[test]
+fn bench_plot_redraws_a_saved_table() {
+    let dir = std::env::temp_dir().join(format!("xskit-bench-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let saved = dir.join("results.json");
+    std::fs::write(
+        &saved,
+        r#"{"command":"bench","schema_version":1,"seconds_per_cell":3.0,"runs":2,
+            "cells":[{"bench":"rxdrop","mode":"drv","size":64,"mpps":[1.5,1.7],"cpu_ns_per_packet":[300.0]}],
+            "ratios":[]}"#,
+    )
+    .unwrap();
+    let plot = |args: &[&str]| {
+        let out = Command::new(XSKIT).args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = plot(&["bench", "plot", saved.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{text}");
+    let svg = std::fs::read_to_string(dir.join("results.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("rxdrop drv 64 B"),
+        "{svg}"
+    );
+    let out = dir.join("other.svg");
+    let (code, text) = plot(&[
+        "bench",
+        "plot",
+        saved.to_str().unwrap(),
+        "--plot",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(out.exists());
+    std::fs::write(&saved, r#"{"command":"gen"}"#).unwrap();
+    let (code, text) = plot(&["bench", "plot", saved.to_str().unwrap()]);
+    assert_ne!(code, Some(0));
+    assert!(
+        text.contains("not the JSON of `xskit bench --json`"),
+        "{text}"
+    );
+    let (code, text) = plot(&["bench", "plot"]);
+    assert_ne!(code, Some(0));
+    assert!(text.contains("xskit bench plot RESULTS.json"), "{text}");
+    let (code, text) = plot(&["bench", "rxdrop", saved.to_str().unwrap()]);
+    assert_ne!(code, Some(0));
+    assert!(text.contains("is for bench plot"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

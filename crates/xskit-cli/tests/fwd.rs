@@ -819,3 +819,108 @@ fn json_lines_stream_one_object_per_interval_then_the_summary() {
         "{summary}"
     );
 }
+
+/// Prometheus's own OpenMetrics parser (Debian's python3-prometheus-client, for the system
+/// python) reads what `curl` fetches
+/// from a forwarder's `--metrics` endpoint.
+fn scrape(host: &Host, url: &str) -> Vec<(String, String, serde_json::Value, f64)> {
+    let out = run(
+        host,
+        "sh",
+        &[
+            "-c",
+            &format!(
+                "curl -sf {url} | /usr/bin/python3 -c '{}'",
+                r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        print(json.dumps([family.type, s.name, s.labels, s.value]))
+"#
+            ),
+        ],
+    );
+    ok(&out);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v[0].as_str().unwrap().to_string(),
+                v[1].as_str().unwrap().to_string(),
+                v[2].clone(),
+                v[3].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `--metrics`: scraped while the forwarder runs, the endpoint is valid OpenMetrics, names
+/// the ports, rules and pool, and its counters agree with the summary printed at the end.
+#[test]
+fn metrics_scraped_during_a_run_agree_with_the_summary() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let (a, c) = (&chain.m_a.ifname, &chain.m_c.ifname);
+    let mut child = chain
+        .m_a
+        .ns
+        .command(XSKIT)
+        .args(["fwd", "-i", a, "-i", c, "--json", "-I", "0.2"])
+        .args(["--metrics", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let fwd = KillOnDrop::new(child);
+    let mut url = None;
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+        let line = line.unwrap();
+        if let Some(at) = line.split("metrics at ").nth(1) {
+            url = Some(at.trim().to_string());
+            break;
+        }
+        assert!(!line.starts_with("xskit:"), "{line}");
+    }
+    let url = url.expect("fwd says where its metrics are");
+    gen(&chain.a, &chain.c, 9, &["-n", "300", "-r", "1000"]);
+    // Three intervals: the last snapshot holds every packet.
+    std::thread::sleep(Duration::from_millis(700));
+    let samples = scrape(&chain.m_a, &url);
+    let find = |name: &str, label: (&str, &str)| {
+        samples
+            .iter()
+            .find(|(_, n, l, _)| n == name && l[label.0] == label.1)
+            .unwrap_or_else(|| panic!("{name} {label:?} in {samples:?}"))
+    };
+    let (kind, _, _, rx) = find("xskit_rx_packets_total", ("interface", a));
+    assert_eq!(kind, "counter");
+    assert!(*rx >= 300.0, "{rx}");
+    find("xskit_tx_packets_total", ("interface", c));
+    let (_, _, _, rule) = find("xskit_rule_packets_total", ("rule", "default"));
+    assert!(*rule >= 300.0, "{rule}");
+    find("xskit_rule_info", ("action", "forward"));
+    find("xskit_build_info", ("command", "fwd"));
+    assert!(
+        samples
+            .iter()
+            .any(|(_, n, _, _)| n == "xskit_pool_alloc_fast_total"),
+        "{samples:?}"
+    );
+    let status = Command::new("kill")
+        .args(["-INT", &fwd.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let summary = json_of(fwd.take());
+    let ports = &summary["counters"]["ports"];
+    let summary_rx = ports[0]["rx_packets"].as_f64().unwrap();
+    assert!(
+        summary_rx >= *rx && summary_rx - *rx < 50.0,
+        "scraped {rx}, summary {summary_rx}"
+    );
+}

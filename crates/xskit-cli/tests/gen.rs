@@ -456,3 +456,120 @@ fn gen_pcap_refuses_what_it_cannot_replay() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// RFC 2544's 64-byte frames: `-s 60` with a VLAN tag and a priority, and 64-byte IPv6
+/// frames, too short for a probe header, go out unnumbered; Wireshark reads their lengths,
+/// tag and priority, and finds every checksum good.
+#[test]
+fn small_ipv6_and_tagged_frames_as_wireshark_reads_them() {
+    if !privileged() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("xskit-small-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("small.pcap");
+    let path = file.to_str().unwrap();
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let recv = start_recv(&bed.b, &["-d", "4", "-w", path]);
+    let tagged = gen(
+        &bed.a,
+        &bed.b,
+        &["-n", "100", "-r", "2000", "-s", "60", "--vlan", "100"],
+    );
+    assert_eq!(tagged["packet_size"], 60, "{tagged}");
+    gen(
+        &bed.a,
+        &bed.b,
+        &["-n", "100", "-r", "2000", "-s", "64", "-6"],
+    );
+    gen(
+        &bed.a,
+        &bed.b,
+        &[
+            "-n",
+            "100",
+            "-r",
+            "2000",
+            "-s",
+            "62",
+            "--vlan",
+            "7",
+            "--vlan-priority",
+            "5",
+        ],
+    );
+    let r = json_of(recv);
+    assert_eq!(r["rx_packets"], 300, "{r}");
+    assert_eq!(r["valid"], 0, "too short for probe numbers: {r}");
+    let count = |filter: &str| {
+        let checks = [
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-o",
+            "ip.check_checksum:TRUE",
+        ];
+        wireshark(
+            "tshark",
+            &[&["-r", path], &checks[..], &["-Y", filter]].concat(),
+        )
+        .lines()
+        .count()
+    };
+    assert_eq!(
+        count("frame.len == 60 && vlan.id == 100 && vlan.priority == 0 && ip"),
+        100
+    );
+    assert_eq!(count("frame.len == 64 && ipv6 && udp && !vlan"), 100);
+    assert_eq!(
+        count("frame.len == 62 && vlan.id == 7 && vlan.priority == 5 && ip"),
+        100
+    );
+    assert_eq!(
+        count("udp.checksum.status == 1"),
+        300,
+        "every UDP checksum good"
+    );
+    assert_eq!(
+        count("ip.checksum.status == 1"),
+        200,
+        "every IPv4 header checksum good"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--json-lines`: gen's counts every interval, growing to the summary.
+#[test]
+fn gen_json_lines_stream_its_counts() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let out = bed
+        .a
+        .ns
+        .command(XSKIT)
+        .args(["gen", "-i", &bed.a.ifname, "--dst-mac", &mac(&bed.b)])
+        .args(["-n", "300", "-r", "1000", "-I", "0.1", "--json-lines"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let objects: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (intervals, summary) = objects.split_at(objects.len() - 1);
+    assert!(intervals.len() >= 2, "{objects:?}");
+    let sent: Vec<u64> = intervals
+        .iter()
+        .map(|o| {
+            assert_eq!(
+                (&o["command"], &o["interval"]),
+                (&"gen".into(), &true.into())
+            );
+            o["counters"]["ports"][0]["tx_packets"].as_u64().unwrap()
+        })
+        .collect();
+    assert!(sent.windows(2).all(|w| w[0] <= w[1]), "{sent:?}");
+    assert_eq!(summary[0]["tx_packets"], 300, "{summary:?}");
+    assert!(*sent.last().unwrap() <= 300);
+}

@@ -19,17 +19,23 @@ pub enum Error {
         /// The id given.
         vid: u16,
     },
+    /// A VLAN priority (PCP) outside 0..7, or without a VLAN tag.
+    #[error("VLAN priority {pcp} needs a VLAN tag and must be 0 to 7")]
+    VlanPriority {
+        /// The priority given.
+        pcp: u8,
+    },
     /// A packet size the template cannot be built at.
     #[error(
-        "packet size {size} is out of range: {family} probes with these options take {min} to \
-         {max} bytes"
+        "packet size {size} is out of range: {family} frames with these options take {min} to \
+         {max} bytes (without the 4-byte FCS)"
     )]
     PacketSize {
         /// The size asked for.
         size: usize,
         /// "IPv4" or "IPv6".
         family: &'static str,
-        /// The smallest that holds the headers and the probe payload.
+        /// The smallest frame that holds the headers (and the 60 bytes Ethernet asks for).
         min: usize,
         /// The largest xskit builds.
         max: usize,

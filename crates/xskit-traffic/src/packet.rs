@@ -84,11 +84,22 @@ pub struct Template {
     ends: Endpoints,
     flows: Flows,
     vlan: Option<u16>,
+    vlan_priority: u8,
     size: usize,
     l3_offset: usize,
 }
 
+/// The shortest Ethernet frame without its FCS; devices pad shorter ones.
+pub const MIN_FRAME_LEN: usize = 60;
+
 impl Template {
+    /// The smallest frame a template builds with these options: its headers, and at least
+    /// [`MIN_FRAME_LEN`]. Frames shorter than [`Template::min_len`] carry no probe header
+    /// (unnumbered: a receiver counts them as other traffic).
+    pub fn min_frame_len(ipv6: bool, vlan: bool) -> usize {
+        (Self::min_len(ipv6, vlan) - PAYLOAD_HEADER_LEN).max(MIN_FRAME_LEN)
+    }
+
     /// The smallest probe with these options.
     pub fn min_len(ipv6: bool, vlan: bool) -> usize {
         ethernet::HEADER_LEN
@@ -114,7 +125,7 @@ impl Template {
                 return Err(Error::VlanId { vid });
             }
         }
-        let min = Self::min_len(ipv6, vlan.is_some());
+        let min = Self::min_frame_len(ipv6, vlan.is_some());
         if size < min || size > MAX_LEN {
             return Err(Error::PacketSize {
                 size,
@@ -143,9 +154,25 @@ impl Template {
             ends,
             flows,
             vlan,
+            vlan_priority: 0,
             size,
             l3_offset,
         })
+    }
+
+    /// Sets the VLAN tag's priority (PCP, 0 to 7; the template must have a tag).
+    pub fn with_vlan_priority(mut self, pcp: u8) -> Result<Self> {
+        if pcp > 7 || self.vlan.is_none() {
+            return Err(Error::VlanPriority { pcp });
+        }
+        self.vlan_priority = pcp;
+        Ok(self)
+    }
+
+    /// Whether the frames carry a probe header (sequence number and send time): false for
+    /// frames shorter than [`Template::min_len`].
+    pub fn numbered(&self) -> bool {
+        self.size >= Self::min_len(self.ends.src_ip.is_ipv6(), self.vlan.is_some())
     }
 
     /// Frame length of every probe.
@@ -193,7 +220,7 @@ impl Template {
             Some(vid) => {
                 eth.set_ethertype(EtherType::Vlan);
                 let mut tag = vlan::Tag::new_unchecked(eth.payload_mut());
-                tag.set_tci(0, vid);
+                tag.set_tci(self.vlan_priority, vid);
                 tag.set_ethertype(l3_type);
             }
             None => eth.set_ethertype(l3_type),
@@ -230,10 +257,14 @@ impl Template {
         u.set_dst_port(self.ends.dst_port.wrapping_add(dport as u16));
         u.set_len(udp_len);
         let payload = u.payload_mut();
-        payload[0..4].copy_from_slice(&MAGIC.to_be_bytes());
-        payload[4..12].copy_from_slice(&seq.to_be_bytes());
-        payload[12..20].copy_from_slice(&sent_ns.to_be_bytes());
-        write_pattern(&mut payload[PAYLOAD_HEADER_LEN..], seq);
+        if payload.len() >= PAYLOAD_HEADER_LEN {
+            payload[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+            payload[4..12].copy_from_slice(&seq.to_be_bytes());
+            payload[12..20].copy_from_slice(&sent_ns.to_be_bytes());
+            write_pattern(&mut payload[PAYLOAD_HEADER_LEN..], seq);
+        } else {
+            write_pattern(payload, seq);
+        }
         u.fill_checksum(pseudo);
         Some(self.size)
     }

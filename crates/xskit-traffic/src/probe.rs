@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use crate::packet::{
-    check, Endpoints, Flows, Probe, Template, MAGIC, MAX_LEN, PAYLOAD_HEADER_LEN, PORT,
+    check, Endpoints, Flows, Probe, Template, MAGIC, MAX_LEN, MIN_FRAME_LEN, PAYLOAD_HEADER_LEN,
+    PORT,
 };
 
 use crate::error::{Error, Result};
@@ -410,11 +411,71 @@ mod tests {
         assert_eq!(seen.len(), 12, "every flow appears");
     }
 
+    /// 64-byte frames with IPv6 or a VLAN tag are too short for a probe header: they go out
+    /// unnumbered, with valid checksums and the tag's priority, and a receiver counts them as
+    /// other traffic.
+    #[test]
+    fn frames_shorter_than_a_probe_go_out_unnumbered() {
+        let v6 = Endpoints {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: "2001:db8::1".parse().unwrap(),
+            dst_ip: "2001:db8::2".parse().unwrap(),
+            src_port: 9,
+            dst_port: 9,
+        };
+        let v4 = Endpoints {
+            src_ip: "198.51.100.1".parse().unwrap(),
+            dst_ip: "198.51.100.2".parse().unwrap(),
+            ..v6
+        };
+        for (ends, vlan, l3) in [(v6, None, 14), (v4, Some(7), 18)] {
+            let t = Template::new(ends, Flows::default(), vlan, 64).unwrap();
+            let t = match vlan {
+                Some(_) => t.with_vlan_priority(5).unwrap(),
+                None => t,
+            };
+            assert!(!t.numbered());
+            let mut buf = [0u8; 64];
+            assert_eq!(t.write(&mut buf, 3, 0), Some(64));
+            assert_eq!(check(&buf), Probe::Foreign);
+            let udp = if ends.src_ip.is_ipv6() {
+                let ip = xskit_wire::ipv6::Packet::new_checked(&buf[l3..]).unwrap();
+                let u = xskit_wire::udp::Packet::new_checked(ip.payload()).unwrap();
+                assert!(u.verify_checksum(ip.pseudo_header()));
+                u.len()
+            } else {
+                let ip = xskit_wire::ipv4::Packet::new_checked(&buf[l3..]).unwrap();
+                assert!(ip.verify_checksum());
+                let u = xskit_wire::udp::Packet::new_checked(ip.payload()).unwrap();
+                assert!(u.verify_checksum(ip.pseudo_header()));
+                u.len()
+            };
+            assert_eq!(
+                usize::from(udp),
+                64 - l3 - if ends.src_ip.is_ipv6() { 40 } else { 20 }
+            );
+            if vlan.is_some() {
+                let tag = xskit_wire::vlan::Tag::new_checked(&buf[14..]).unwrap();
+                assert_eq!((tag.vid(), buf[14] >> 5), (7, 5));
+            }
+        }
+        // The headers must fit: IPv6 with a tag needs 66 bytes.
+        assert!(Template::new(v6, Flows::default(), Some(7), 65).is_err());
+        assert!(Template::new(v6, Flows::default(), Some(7), 66).is_ok());
+        // A priority needs a tag and fits in 3 bits.
+        let untagged = Template::new(v4, Flows::default(), None, 64).unwrap();
+        assert!(untagged.numbered());
+        assert!(untagged.with_vlan_priority(1).is_err());
+        let tagged = Template::new(v4, Flows::default(), Some(7), 64).unwrap();
+        assert!(tagged.with_vlan_priority(8).is_err());
+    }
+
     #[test]
     fn template_rejects_bad_options() {
         let v4 = A.template(64).unwrap();
         assert_eq!(v4.len(), 64);
-        assert!(A.template(MIN_LEN - 1).is_err());
+        assert!(A.template(MIN_FRAME_LEN - 1).is_err());
         assert!(A.template(MAX_LEN + 1).is_err());
         let mixed = Endpoints {
             src_mac: [0; 6],

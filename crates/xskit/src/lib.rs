@@ -66,6 +66,9 @@ pub mod testing {
         completion_ring, fill_ring, rx_ring, tx_ring, FakeKernel, RawPair,
     };
 }
+#[cfg(feature = "tokio")]
+#[allow(unsafe_code)]
+mod async_port;
 mod error;
 mod interface;
 pub mod mode;
@@ -80,6 +83,8 @@ pub mod sync;
 mod sys;
 mod umem;
 
+#[cfg(feature = "tokio")]
+pub use async_port::AsyncPort;
 pub use error::{error_chain, Error, Result};
 pub use interface::Interface;
 pub use mode::{AttachedMode, Mode, ModeInfo};

@@ -287,3 +287,11 @@ fn attach_for(iface: &str, config: &PortConfig) -> Result<Arc<XdpProgram>> {
         config.socket.multi_buffer,
     )?))
 }
+
+/// The socket's descriptor, for an event loop (epoll, mio, tokio's `AsyncFd`): readable when
+/// the receive ring has packets.
+impl std::os::fd::AsFd for Port {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}

@@ -1,7 +1,6 @@
 //! `xskit bench` with no interface: every benchmark on a testbed, generator and benchmark in
 //! separate processes pinned to different CPUs, printed as one table.
 
-use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -16,17 +15,17 @@ pub(super) const GEN_CPU: &str = "0";
 const BENCH_CPU: &str = "1";
 
 /// One row of the table: a benchmark in a mode, with every run's Mpps.
-#[derive(Serialize, Clone, Debug)]
-struct Cell {
-    bench: String,
-    mode: String,
-    size: usize,
-    mpps: Vec<f64>,
-    cpu_ns_per_packet: Vec<f64>,
+#[derive(Serialize, serde::Deserialize, Clone, Debug)]
+pub(super) struct Cell {
+    pub(super) bench: String,
+    pub(super) mode: String,
+    pub(super) size: usize,
+    pub(super) mpps: Vec<f64>,
+    pub(super) cpu_ns_per_packet: Vec<f64>,
 }
 
 impl Cell {
-    fn median(&self) -> f64 {
+    pub(super) fn median(&self) -> f64 {
         median(&self.mpps)
     }
 }
@@ -41,7 +40,7 @@ pub(super) fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn spread(v: &[f64]) -> f64 {
+pub(super) fn spread(v: &[f64]) -> f64 {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if v.is_empty() {
@@ -561,12 +560,73 @@ fn fwd_cells(exe: &str, secs: f64, runs: usize, size: usize, json: bool) -> Resu
     Ok(cells)
 }
 
-#[derive(Serialize)]
-struct Table {
-    seconds_per_cell: f64,
-    runs: usize,
-    cells: Vec<Cell>,
-    ratios: Vec<(String, f64)>,
+/// "cell 3 of 24, 1:20 elapsed, about 4:00 left" on stderr while the table runs, when
+/// stdout is a terminal (never into a file or a pipe, never under --json).
+struct Progress {
+    done: usize,
+    total: usize,
+    started: std::time::Instant,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(total: usize, text: bool) -> Progress {
+        use std::io::IsTerminal as _;
+        let shown = text && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let p = Progress {
+            done: 0,
+            total,
+            started: std::time::Instant::now(),
+            shown,
+        };
+        p.draw();
+        p
+    }
+
+    fn done_one(&mut self) {
+        self.done += 1;
+        self.draw();
+    }
+
+    fn draw(&self) {
+        if !self.shown || self.done >= self.total {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs();
+        let left = if self.done == 0 {
+            String::new()
+        } else {
+            let per_cell = elapsed as f64 / self.done as f64;
+            let secs = (per_cell * (self.total - self.done) as f64) as u64;
+            format!(", about {}:{:02} left", secs / 60, secs % 60)
+        };
+        eprint!(
+            "\r\x1b[K  cell {} of {}, {}:{:02} elapsed{left}",
+            self.done + 1,
+            self.total,
+            elapsed / 60,
+            elapsed % 60
+        );
+    }
+
+    /// Takes the progress line off the terminal before a line of the table is printed.
+    fn clear(&self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// The table as `--json` prints it, and as `bench plot` reads it back.
+#[derive(Serialize, serde::Deserialize)]
+pub(super) struct Table {
+    pub(super) seconds_per_cell: f64,
+    pub(super) runs: usize,
+    pub(super) cells: Vec<Cell>,
+    pub(super) ratios: Vec<(String, f64)>,
+    /// Where and when it was measured, and how (for the chart's caption).
+    #[serde(default)]
+    pub(super) machine: super::chart::Machine,
 }
 
 pub(super) fn run(args: &BenchArgs) -> Result<i32> {
@@ -624,14 +684,18 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             cpu_ns_per_packet: vec![],
         })
         .collect();
-    let mut generator = Cell {
-        bench: "generator (live frames)".into(),
-        mode: "-".into(),
-        size: args.size,
-        mpps: vec![],
-        cpu_ns_per_packet: vec![],
-    };
-    if !args.run.json {
+    // The generator's rate into each receiving mode: what a receive cell can reach at most.
+    let mut generators: Vec<Cell> = ["skb", "drv"]
+        .iter()
+        .map(|mode| Cell {
+            bench: super::chart::GENERATOR.into(),
+            mode: (*mode).into(),
+            size: args.size,
+            mpps: vec![],
+            cpu_ns_per_packet: vec![],
+        })
+        .collect();
+    if !args.run.json_output() {
         out!(
             "testbed {} <-> {}: {} cell(s) x {} run(s), {:.1} s each; generator (live frames) on CPU {GEN_CPU}, benchmark on CPU {BENCH_CPU}",
             runner.bed.a.ns.name(),
@@ -641,6 +705,9 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             secs
         );
     }
+    let live = args.run.live("bench")?;
+    live.announce_metrics();
+    let mut progress = Progress::new(plan.len() * args.runs, !args.run.json_output());
     for run in 0..args.runs {
         for (i, &(kind, mode, size)) in plan.iter().enumerate() {
             let (result, gen_pps) = match kind {
@@ -654,9 +721,12 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             cells[i].mpps.push(pps / 1e6);
             cells[i].cpu_ns_per_packet.extend(result.cpu_ns_per_packet);
             if gen_pps > 0.0 && kind == Kind::Rxdrop {
-                generator.mpps.push(gen_pps / 1e6);
+                if let Some(g) = generators.iter_mut().find(|g| g.mode == mode) {
+                    g.mpps.push(gen_pps / 1e6);
+                }
             }
-            if !args.run.json {
+            if !args.run.json_output() {
+                progress.clear();
                 out!(
                     "  run {} {:<11} {:<4} {:>5} B  {:>7.3} Mpps",
                     run + 1,
@@ -666,11 +736,20 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
                     pps / 1e6
                 );
             }
+            progress.done_one();
+            live.tick(&serde_json::json!({
+                "cells_done": progress.done,
+                "cells_total": progress.total,
+                "cells": cells.iter().map(|c| serde_json::json!({
+                    "name": format!("{} {} {} B", c.bench, c.mode, c.size),
+                    "runs_done": c.mpps.len(),
+                    "mpps": c.mpps.last(),
+                })).collect::<Vec<_>>(),
+            }));
         }
     }
-    if !generator.mpps.is_empty() {
-        cells.push(generator);
-    }
+    progress.clear();
+    cells.extend(generators.into_iter().filter(|g| !g.mpps.is_empty()));
     let mut legit_share = None;
     if wanted(Kind::Fwd) && !args.sizes {
         cells.extend(fwd_cells(
@@ -678,9 +757,9 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             secs,
             args.runs,
             args.size,
-            args.run.json,
+            args.run.json_output(),
         )?);
-        let (ddos, share) = ddos_cells(&runner.exe, secs, args.runs, args.run.json)?;
+        let (ddos, share) = ddos_cells(&runner.exe, secs, args.runs, args.run.json_output())?;
         cells.extend(ddos);
         legit_share = Some(share);
     }
@@ -721,8 +800,9 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
         runs: args.runs,
         cells,
         ratios,
+        machine: super::chart::Machine::here(),
     };
-    if args.run.json {
+    if args.run.json_output() {
         crate::opts::print_json("bench", &table)?;
     } else {
         out!("");
@@ -749,65 +829,15 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
         for (name, r) in &table.ratios {
             out!("{name:<32} {r:>6.2}x");
         }
+        for note in super::chart::generator_bound(&table) {
+            out!("note: {note}");
+        }
     }
     if let Some(path) = &args.plot {
-        std::fs::write(path, svg(&table)).with_context(|| format!("writing {}", path.display()))?;
-        if !args.run.json {
+        super::chart::write(&table, path)?;
+        if !args.run.json_output() {
             out!("chart written to {}", path.display());
         }
     }
     Ok(0)
-}
-
-/// A horizontal bar chart of the medians.
-fn svg(table: &Table) -> String {
-    let rows = &table.cells;
-    let max = rows
-        .iter()
-        .map(Cell::median)
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let (left, width, bar, gap) = (260.0, 420.0, 22.0, 8.0);
-    let height = 50.0 + rows.len() as f64 * (bar + gap);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="13">"#,
-        w = left + width + 90.0
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="10" y="22" font-size="15">xskit bench on veth: Mpps (median of {} run(s))</text>"#,
-        table.runs
-    );
-    for (i, c) in rows.iter().enumerate() {
-        let y = 40.0 + i as f64 * (bar + gap);
-        let w = c.median() / max * width;
-        let colour = match c.mode.as_str() {
-            "skb" => "#4e79a7",
-            "drv" => "#f28e2b",
-            _ => "#8c8c8c",
-        };
-        let label = format!("{} {} {}B", c.bench, c.mode, c.size);
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            left - 8.0,
-            y + bar * 0.7,
-            label
-        );
-        let _ = writeln!(
-            s,
-            r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{bar}" fill="{colour}"/>"#
-        );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{}">{:.3}</text>"#,
-            left + w + 6.0,
-            y + bar * 0.7,
-            c.median()
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }

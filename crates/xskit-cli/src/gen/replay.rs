@@ -11,8 +11,10 @@ use xskit::clock::process_cpu_ns;
 use xskit::{Frame, Interface, Port};
 use xskit_pipeline::PcapSource;
 
-use super::{count_packets, finish_sending, push_bytes, stats_json, tx_dropped, Engine, GenArgs};
-use crate::opts::{announce, stop_flag, stopped, thousands};
+use super::{
+    count_packets, finish_sending, push_bytes, stats_json, tx_dropped, Engine, GenArgs, TxProgress,
+};
+use crate::opts::{stop_flag, stopped, thousands};
 
 /// The most a capture may hold to be replayed: it is read into memory first, so that the
 /// file's speed never paces the sending.
@@ -123,23 +125,20 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     let dropped_before = tx_dropped(iface)?;
-    announce(
-        args.run.json,
-        &format!(
-            "{ifname}:{} gen {} replaying {} ({} packets, {timing})",
-            args.port.queue,
-            port.mode(),
-            path.display(),
-            capture.packets.len()
-        ),
-    );
+    let mut progress = TxProgress::new(args, &ifname, interval)?;
+    progress.live.announce(&format!(
+        "{ifname}:{} gen {} replaying {} ({} packets, {timing})",
+        args.port.queue,
+        port.mode(),
+        path.display(),
+        capture.packets.len()
+    ));
     let limit = args.count.unwrap_or(u64::MAX);
     let batch = args.port.batch;
     let mut pending: Vec<Frame> = Vec::with_capacity(batch * 4);
     let (mut queued, mut bytes, mut loops) = (0u64, 0u64, 0u64);
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
-    let (mut tick, mut at_tick) = (start, 0u64);
     let over = |queued: u64| {
         stopped(&stop) || queued >= limit || duration.is_some_and(|d| start.elapsed() >= d)
     };
@@ -170,17 +169,8 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
             if pending.len() >= batch {
                 send_all(&mut port, &mut pending)?;
             }
-            if !args.run.json && tick.elapsed() >= interval {
-                let sent = queued - count_packets(&pending);
-                out!(
-                    "{ifname}:{}  tx {:>12} pps  total {:>14}",
-                    args.port.queue,
-                    thousands(((sent - at_tick) as f64 / tick.elapsed().as_secs_f64()) as u64),
-                    thousands(sent)
-                );
-                tick = Instant::now();
-                at_tick = sent;
-            }
+            let sent = queued - count_packets(&pending);
+            progress.update(sent, bytes, || port.statistics().ok());
         }
         loops += 1;
     }
@@ -213,7 +203,7 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
         device_tx_dropped: tx_dropped(iface)?.saturating_sub(dropped_before),
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
-    if args.run.json {
+    if args.run.json_output() {
         crate::opts::print_json("gen", &report)?;
     } else {
         out!(

@@ -1,0 +1,337 @@
+//! The testbed table as an SVG bar chart (`--plot`, `bench plot RESULTS.json`): the median
+//! of each cell with the spread of its runs, a legend, the generator's rate per mode, and a
+//! caption saying where, when and how it was measured.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::table::{Cell, Table};
+
+/// The name of the generator's cells.
+pub(super) const GENERATOR: &str = "generator (live frames)";
+
+/// Receive cells within this share of the generator's rate measured the sender, not the
+/// receiver.
+const BOUND_SHARE: f64 = 0.9;
+
+/// Where and when a table was measured, and the command that measured it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub(super) struct Machine {
+    pub(super) kernel: String,
+    pub(super) cpu: String,
+    pub(super) cpus: usize,
+    /// UTC, RFC 3339.
+    pub(super) date: String,
+    pub(super) invocation: String,
+}
+
+impl Machine {
+    /// This machine, now, and this process's command line.
+    pub(super) fn here() -> Machine {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let cpu = read("/proc/cpuinfo")
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, m)| m.trim().to_string())
+            .unwrap_or_default();
+        let mut args = std::env::args();
+        let _exe = args.next();
+        Machine {
+            kernel: format!("Linux {}", read("/proc/sys/kernel/osrelease").trim()),
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(0, usize::from),
+            date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            invocation: std::iter::once("xskit".to_string())
+                .chain(args)
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
+fn is_receive(bench: &str) -> bool {
+    matches!(bench, "rxdrop" | "afpacket-rx" | "xdp-drop")
+}
+
+/// The receive cells whose rate the generator bounded (within 10% of what it sent into
+/// that mode), as sentences.
+pub(super) fn generator_bound(table: &Table) -> Vec<String> {
+    let generator = |mode: &str| {
+        table
+            .cells
+            .iter()
+            .find(|c| c.bench == GENERATOR && c.mode == mode)
+            .map(Cell::median)
+    };
+    table
+        .cells
+        .iter()
+        .filter(|c| is_receive(&c.bench))
+        .filter_map(|c| {
+            let g = generator(&c.mode)?;
+            (g > 0.0 && c.median() >= BOUND_SHARE * g).then(|| {
+                format!(
+                    "{} {}: {:.3} Mpps is {:.0}% of the generator's {:.3}: bounded by the \
+                     sender, not a ceiling of the receiver",
+                    c.bench,
+                    c.mode,
+                    c.median(),
+                    100.0 * c.median() / g,
+                    g
+                )
+            })
+        })
+        .collect()
+}
+
+fn colour(mode: &str) -> &'static str {
+    match mode {
+        "skb" => "#4e79a7",
+        "drv" => "#f28e2b",
+        _ => "#8c8c8c",
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A horizontal bar per cell: the median, a line from the slowest run to the fastest.
+pub(super) fn svg(table: &Table) -> String {
+    let rows = &table.cells;
+    let top = |c: &Cell| c.mpps.iter().copied().fold(0.0f64, f64::max);
+    let max = rows.iter().map(top).fold(0.0f64, f64::max).max(1e-9);
+    let (left, width, bar, gap) = (260.0, 420.0, 22.0, 8.0);
+    let bound = generator_bound(table);
+    let rows_end = 60.0 + rows.len() as f64 * (bar + gap);
+    let caption_lines = 2 + bound.len();
+    let height = rows_end + 14.0 + caption_lines as f64 * 16.0;
+    let total_width = left + width + 110.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{total_width}" height="{height}" font-family="sans-serif" font-size="13">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="22" font-size="15">xskit bench on veth: Mpps, median of {} run(s) of {:.1} s; lines: slowest to fastest run</text>"#,
+        table.runs, table.seconds_per_cell
+    );
+    for (i, (mode, name)) in [("skb", "SKB mode"), ("drv", "DRV mode"), ("-", "other")]
+        .iter()
+        .enumerate()
+    {
+        let x = left + i as f64 * 110.0;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="32" width="12" height="12" fill="{}"/><text x="{}" y="43">{name}</text>"#,
+            colour(mode),
+            x + 16.0
+        );
+    }
+    for (i, c) in rows.iter().enumerate() {
+        let y = 56.0 + i as f64 * (bar + gap);
+        let w = c.median() / max * width;
+        let label = format!("{} {} {} B", c.bench, c.mode, c.size);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            y + bar * 0.7,
+            escape(&label)
+        );
+        let _ = writeln!(
+            s,
+            r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{bar}" fill="{}"/>"#,
+            colour(&c.mode)
+        );
+        let low = c.mpps.iter().copied().fold(f64::INFINITY, f64::min);
+        if c.mpps.len() > 1 && low.is_finite() {
+            let (x0, x1, mid) = (
+                left + low / max * width,
+                left + top(c) / max * width,
+                y + bar / 2.0,
+            );
+            let _ = writeln!(
+                s,
+                r##"<path d="M{x0:.1} {mid} H{x1:.1} M{x0:.1} {:.1} V{:.1} M{x1:.1} {:.1} V{:.1}" stroke="#222" stroke-width="1.5"/>"##,
+                mid - 5.0,
+                mid + 5.0,
+                mid - 5.0,
+                mid + 5.0
+            );
+        }
+        let marker = if is_receive(&c.bench)
+            && bound
+                .iter()
+                .any(|b| b.starts_with(&format!("{} {}:", c.bench, c.mode)))
+        {
+            " (generator-bound)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{}">{:.3}{marker}</text>"#,
+            left + top(c).max(c.median()) / max * width + 6.0,
+            y + bar * 0.7,
+            c.median()
+        );
+    }
+    let m = &table.machine;
+    let mut caption = vec![
+        format!(
+            "{} · {} · {} CPU(s) {} · {}",
+            if m.date.is_empty() {
+                "date unknown"
+            } else {
+                &m.date
+            },
+            if m.kernel.is_empty() {
+                "kernel unknown"
+            } else {
+                &m.kernel
+            },
+            m.cpus,
+            m.cpu,
+            "veth testbed, generator and benchmark pinned to different CPUs"
+        ),
+        format!(
+            "measured by: {}",
+            if m.invocation.is_empty() {
+                "?"
+            } else {
+                &m.invocation
+            }
+        ),
+    ];
+    caption.extend(bound.iter().map(|b| format!("note: {b}")));
+    for (i, line) in caption.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="{:.1}" font-size="11" fill="#444">{}</text>"##,
+            rows_end + 14.0 + i as f64 * 16.0,
+            escape(line)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Writes the chart of `table` to `path`.
+pub(super) fn write(table: &Table, path: &Path) -> Result<()> {
+    std::fs::write(path, svg(table)).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `xskit bench plot RESULTS.json [--plot OUT.svg]`: the chart of a saved table, measured
+/// again by nothing. Returns where it went.
+pub(super) fn replot(results: &Path, out: Option<&Path>) -> Result<std::path::PathBuf> {
+    let text = std::fs::read_to_string(results)
+        .with_context(|| format!("reading {}", results.display()))?;
+    let table: Table = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not the JSON of `xskit bench --json` (the testbed table)",
+            results.display()
+        )
+    })?;
+    let out = out.map_or_else(|| results.with_extension("svg"), Path::to_path_buf);
+    if out == results {
+        anyhow::bail!(
+            "the chart would overwrite {}: give --plot OUT.svg",
+            results.display()
+        );
+    }
+    write(&table, &out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(bench: &str, mode: &str, mpps: &[f64]) -> Cell {
+        Cell {
+            bench: bench.into(),
+            mode: mode.into(),
+            size: 64,
+            mpps: mpps.to_vec(),
+            cpu_ns_per_packet: vec![],
+        }
+    }
+
+    fn table() -> Table {
+        Table {
+            seconds_per_cell: 3.0,
+            runs: 3,
+            cells: vec![
+                cell("rxdrop", "skb", &[1.0, 1.2, 1.1]),
+                cell("rxdrop", "drv", &[2.9, 3.0, 2.95]),
+                cell(GENERATOR, "skb", &[4.0, 4.0, 4.0]),
+                cell(GENERATOR, "drv", &[3.1, 3.1, 3.1]),
+            ],
+            ratios: vec![],
+            machine: Machine {
+                kernel: "Linux 6.18".into(),
+                cpu: "Test <CPU>".into(),
+                cpus: 2,
+                date: "2026-11-23T14:00:00Z".into(),
+                invocation: "xskit bench --runs 3 --plot x.svg".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_receive_rate_near_the_generators_is_called_generator_bound() {
+        let notes = generator_bound(&table());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("rxdrop drv: 2.950 Mpps is 95%"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn the_chart_has_error_bars_a_legend_and_a_caption() {
+        let svg = svg(&table());
+        assert_eq!(
+            svg.matches("<path ").count(),
+            4,
+            "a spread per cell of several runs"
+        );
+        assert!(svg.contains("SKB mode") && svg.contains("DRV mode"));
+        assert!(svg.contains("Linux 6.18") && svg.contains("2026-11-23T14:00:00Z"));
+        assert!(svg.contains("xskit bench --runs 3 --plot x.svg"));
+        assert!(svg.contains("Test &lt;CPU&gt;"), "text is escaped");
+        assert!(svg.contains("(generator-bound)"));
+        assert_eq!(
+            svg.matches("generator (live frames) ").count(),
+            2,
+            "one per mode"
+        );
+    }
+
+    #[test]
+    fn plot_redraws_a_saved_table_and_refuses_other_json() {
+        let dir = std::env::temp_dir().join(format!("xskit-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let saved = dir.join("results.json");
+        let mut json = serde_json::to_value(table()).unwrap();
+        json["command"] = "bench".into();
+        json["schema_version"] = 1.into();
+        std::fs::write(&saved, json.to_string()).unwrap();
+        let out = replot(&saved, None).unwrap();
+        assert_eq!(out, dir.join("results.svg"));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), svg(&table()));
+        std::fs::write(&saved, r#"{"command":"gen","tx_packets":1}"#).unwrap();
+        let err = replot(&saved, None).unwrap_err();
+        assert!(format!("{err:#}").contains("not the JSON of `xskit bench --json`"));
+        assert!(replot(&dir.join("missing.json"), None).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

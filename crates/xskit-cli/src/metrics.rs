@@ -1,0 +1,436 @@
+//! `--metrics ADDR:PORT`: a command's live counters served as OpenMetrics text for Prometheus.
+//!
+//! A command publishes the same snapshot its `--json` output shows, every interval; each
+//! scrape turns the latest snapshot into metric families. The mapping is uniform, so every
+//! counter the JSON has is a metric without a list to keep in step:
+//! - a list of ports, rules or bond members becomes one label (`interface`, `rule`, `member`)
+//!   on the metrics of its elements, which take a prefix (`rule_`, `member_`);
+//! - a nested object adds its key to the name (`bond_failovers`, `member_lacp_pdus_in`);
+//! - whole numbers are counters (`_total`) unless they are levels or identifiers, listed in
+//!   [`GAUGES`]; fractions and booleans are gauges; `_s` fields become `_seconds`;
+//! - an object's text fields go into an `_info` metric as labels (`xskit_rule_info{rule,
+//!   action}`), not onto every sample.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use anyhow::{anyhow, Result};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+
+/// Whole-number fields that are levels or identifiers, not counts that only grow.
+const GAUGES: &[&str] = &[
+    "aggregator",
+    "key",
+    "state",
+    "queue",
+    "packet_size",
+    "flows",
+    "rate_pps",
+    "schema_version",
+];
+
+/// Lists whose elements are told apart by a label: (key, label, the element's field that
+/// names it, the prefix of the element's metrics, the name of its `_info` metric).
+const LISTS: &[(&str, &str, &str, &str, &str)] = &[
+    ("ports", "interface", "interface", "", "port_info"),
+    ("rules", "rule", "name", "rule_", "rule_info"),
+    ("members", "member", "interface", "member_", "member_info"),
+    ("cells", "cell", "name", "cell_", "cell_info"),
+];
+
+/// Objects that are one more element of a list: (key, the list).
+const LIST_ELEMENTS: &[(&str, &str)] = &[("unclassifiable", "rules")];
+
+type Labels = Vec<(String, String)>;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sample {
+    Counter(u64),
+    Gauge(f64),
+    Info,
+}
+
+/// One metric family: its samples, each with its labels.
+#[derive(Debug, Default, PartialEq)]
+struct Family {
+    samples: Vec<(Labels, Sample)>,
+}
+
+fn metric_name(prefix: &str, key: &str) -> String {
+    let key = key.strip_suffix("_total").unwrap_or(key);
+    let key = match key.strip_suffix("_s") {
+        Some(stem) => format!("{stem}_seconds"),
+        None => key.to_string(),
+    };
+    format!("{prefix}{key}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+fn push(families: &mut BTreeMap<String, Family>, name: String, labels: &Labels, sample: Sample) {
+    families
+        .entry(name)
+        .or_default()
+        .samples
+        .push((labels.clone(), sample));
+}
+
+/// Adds the metrics of `value` (a JSON object) to `families`, their names under `prefix`,
+/// its text fields to the `info` metric.
+fn flatten(
+    value: &Value,
+    prefix: &str,
+    info_name: &str,
+    labels: &Labels,
+    families: &mut BTreeMap<String, Family>,
+) {
+    let Value::Object(fields) = value else {
+        return;
+    };
+    let mut info = labels.clone();
+    for (key, v) in fields {
+        match v {
+            Value::Number(n) => {
+                let name = metric_name(prefix, key);
+                let sample = match n.as_u64() {
+                    Some(count) if !GAUGES.contains(&key.as_str()) && !key.ends_with("_s") => {
+                        Sample::Counter(count)
+                    }
+                    _ => Sample::Gauge(n.as_f64().unwrap_or(0.0)),
+                };
+                push(families, name, labels, sample);
+            }
+            Value::Bool(b) => push(
+                families,
+                metric_name(prefix, key),
+                labels,
+                Sample::Gauge(f64::from(u8::from(*b))),
+            ),
+            Value::String(s) => {
+                if !labels.iter().any(|(k, _)| k == key) {
+                    info.push((key.clone(), s.clone()));
+                }
+            }
+            Value::Object(_) if !LIST_ELEMENTS.iter().any(|e| e.0 == key) => {
+                let inner = format!("{prefix}{key}_");
+                flatten(v, &inner, &format!("{inner}info"), labels, families)
+            }
+            Value::Object(_) | Value::Array(_) => {
+                let list = LIST_ELEMENTS
+                    .iter()
+                    .find(|e| e.0 == key)
+                    .map_or(key.as_str(), |e| e.1);
+                let Some(&(_, label, id, child, info)) = LISTS.iter().find(|l| l.0 == list) else {
+                    continue;
+                };
+                let items = match v {
+                    Value::Array(items) => items.as_slice(),
+                    one => std::slice::from_ref(one),
+                };
+                for item in items {
+                    let mut with = labels.clone();
+                    let mut item = item.clone();
+                    if let Some(Value::String(name)) =
+                        item.as_object_mut().and_then(|o| o.remove(id))
+                    {
+                        with.push((label.to_string(), name));
+                    }
+                    let item = &item;
+                    let info = format!("{prefix}{info}");
+                    flatten(item, &format!("{prefix}{child}"), &info, &with, families);
+                }
+            }
+            Value::Null => {}
+        }
+    }
+    if info.len() > labels.len() {
+        push(families, info_name.to_string(), &info, Sample::Info);
+    }
+}
+
+/// The metric families of a snapshot, by name (without the `xskit_` prefix). An info
+/// family is named without its `_info` (the encoder adds it), renamed when that would clash
+/// with another family.
+fn families(snapshot: &Value) -> BTreeMap<String, Family> {
+    let mut flat = BTreeMap::new();
+    flatten(snapshot, "", "build_info", &Vec::new(), &mut flat);
+    let (infos, mut families): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        flat.into_iter().partition(|(_, f): &(String, Family)| {
+            matches!(f.samples.first(), Some((_, Sample::Info)))
+        });
+    for (name, family) in infos {
+        let stem = name.strip_suffix("_info").unwrap_or(&name).to_string();
+        let stem = if families.contains_key(&stem) {
+            format!("{stem}_text")
+        } else {
+            stem
+        };
+        families.insert(stem, family);
+    }
+    families
+}
+
+#[derive(Debug)]
+struct Latest(Arc<Mutex<Value>>);
+
+impl Collector for Latest {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let snapshot = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for (name, family) in families(&snapshot) {
+            let name = name.as_str();
+            let Some(&(_, first)) = family.samples.first() else {
+                continue;
+            };
+            let kind = match first {
+                Sample::Counter(_) => MetricType::Counter,
+                Sample::Gauge(_) => MetricType::Gauge,
+                Sample::Info => MetricType::Info,
+            };
+            let help = format!("xskit's {name} (the --json field of that name)");
+            let mut metric = encoder.encode_descriptor(name, &help, None, kind)?;
+            for (labels, sample) in &family.samples {
+                // A field has one type wherever it appears, so a family's samples share
+                // their first one's.
+                match *sample {
+                    Sample::Counter(n) => {
+                        ConstCounter::new(n).encode(metric.encode_family(labels)?)?
+                    }
+                    Sample::Gauge(x) => metric.encode_family(labels)?.encode_gauge(&x)?,
+                    Sample::Info => metric.encode_info(labels)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Serves `/metrics` on its own thread until dropped.
+pub(crate) struct MetricsServer {
+    latest: Arc<Mutex<Value>>,
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsServer {
+    /// Listens on `addr` (`HOST:PORT`; port 0 picks a free one).
+    pub(crate) fn start(addr: &str, command: &'static str) -> Result<MetricsServer> {
+        let server = tiny_http::Server::http(addr).map_err(|e| {
+            anyhow!(
+                "--metrics {addr}: cannot listen there ({e}); give a free HOST:PORT such as \
+                 127.0.0.1:9100"
+            )
+        })?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| anyhow!("--metrics {addr}: not an IP address and port"))?;
+        let server = Arc::new(server);
+        let latest = Arc::new(Mutex::new(serde_json::json!({
+            "command": command,
+            "version": env!("CARGO_PKG_VERSION"),
+        })));
+        let mut registry = Registry::with_prefix("xskit");
+        registry.register_collector(Box::new(Latest(latest.clone())));
+        let serving = server.clone();
+        let thread = std::thread::Builder::new()
+            .name("xskit-metrics".into())
+            .spawn(move || serve(&serving, &registry))?;
+        Ok(MetricsServer {
+            latest,
+            server,
+            thread: Some(thread),
+            addr,
+        })
+    }
+
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Makes `value` (what `--json` would print now) the next scrape's answer.
+    pub(crate) fn publish(&self, value: &impl serde::Serialize) {
+        let Ok(Value::Object(mut fields)) = serde_json::to_value(value) else {
+            return;
+        };
+        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Value::Object(old) = &*latest {
+            for key in ["command", "version"] {
+                if let Some(v) = old.get(key) {
+                    fields.insert(key.into(), v.clone());
+                }
+            }
+        }
+        *latest = Value::Object(fields);
+    }
+}
+
+fn serve(server: &tiny_http::Server, registry: &Registry) {
+    for request in server.incoming_requests() {
+        let path = request.url().split('?').next().unwrap_or("");
+        let response = if path == "/metrics" || path == "/" {
+            let mut text = String::new();
+            match prometheus_client::encoding::text::encode(&mut text, registry) {
+                Ok(()) => tiny_http::Response::from_string(text).with_header(
+                    tiny_http::Header::from_bytes(
+                        "Content-Type",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )
+                    .expect("a constant header is valid"),
+                ),
+                Err(_) => {
+                    tiny_http::Response::from_string("encoding failed\n").with_status_code(500)
+                }
+            }
+        } else {
+            tiny_http::Response::from_string("xskit serves /metrics\n").with_status_code(404)
+        };
+        // A scraper that hung up is its own affair.
+        let _ = request.respond(response);
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(f: &BTreeMap<String, Family>, name: &str, labels: &[(&str, &str)]) -> Sample {
+        let want: Labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        f[name]
+            .samples
+            .iter()
+            .find(|(l, _)| *l == want)
+            .unwrap_or_else(|| panic!("{name} {want:?} in {:?}", f[name]))
+            .1
+    }
+
+    #[test]
+    fn lists_become_labels_and_objects_prefixes() {
+        let snapshot = serde_json::json!({
+            "command": "fwd",
+            "duration_s": 1.5,
+            "ports": [
+                {"interface": "a", "mode": "xdp-skb", "rx_packets": 7, "bond": {
+                    "mode": "802.3ad", "failovers": 1, "aggregator": 2,
+                    "members": [{"interface": "m0", "up": true, "lacp": {"pdus_in": 3, "key": 9}}]
+                }},
+                {"interface": "b", "mode": "xdp-drv", "rx_packets": 5, "unclassifiable": 1}
+            ],
+            "rules": [{"name": "web", "action": "drop", "packets": 4}],
+            "unclassifiable": {"name": "unclassifiable", "action": "drop", "packets": 2},
+            "pool": {"alloc_fast": 10}
+        });
+        let f = families(&snapshot);
+        assert_eq!(
+            sample(&f, "rx_packets", &[("interface", "a")]),
+            Sample::Counter(7)
+        );
+        assert_eq!(
+            sample(&f, "rx_packets", &[("interface", "b")]),
+            Sample::Counter(5)
+        );
+        assert_eq!(
+            sample(&f, "port", &[("interface", "a"), ("mode", "xdp-skb")]),
+            Sample::Info
+        );
+        assert_eq!(
+            sample(&f, "bond_failovers", &[("interface", "a")]),
+            Sample::Counter(1)
+        );
+        assert_eq!(
+            sample(&f, "bond_aggregator", &[("interface", "a")]),
+            Sample::Gauge(2.0)
+        );
+        let member = [("interface", "a"), ("member", "m0")];
+        assert_eq!(sample(&f, "bond_member_up", &member), Sample::Gauge(1.0));
+        assert_eq!(
+            sample(&f, "bond_member_lacp_pdus_in", &member),
+            Sample::Counter(3)
+        );
+        assert_eq!(
+            sample(&f, "bond_member_lacp_key", &member),
+            Sample::Gauge(9.0)
+        );
+        assert_eq!(
+            sample(&f, "rule_packets", &[("rule", "web")]),
+            Sample::Counter(4)
+        );
+        assert_eq!(
+            sample(&f, "rule", &[("rule", "web"), ("action", "drop")]),
+            Sample::Info
+        );
+        assert_eq!(sample(&f, "pool_alloc_fast", &[]), Sample::Counter(10));
+        assert_eq!(
+            sample(&f, "rule_packets", &[("rule", "unclassifiable")]),
+            Sample::Counter(2)
+        );
+        // A port's `unclassifiable` count and the unclassifiable rule's text stay apart.
+        assert_eq!(
+            sample(&f, "unclassifiable", &[("interface", "b")]),
+            Sample::Counter(1)
+        );
+        assert_eq!(sample(&f, "duration_seconds", &[]), Sample::Gauge(1.5));
+        assert_eq!(sample(&f, "build", &[("command", "fwd")]), Sample::Info);
+    }
+
+    #[test]
+    fn a_scrape_is_openmetrics_text_ending_in_eof() {
+        let server = MetricsServer::start("127.0.0.1:0", "gen").unwrap();
+        server.publish(&serde_json::json!({
+            "ports": [{"interface": "x0", "tx_packets": 12, "tx_bytes": 768}]
+        }));
+        let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+        std::io::Write::write_all(
+            &mut stream,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains("application/openmetrics-text"), "{text}");
+        assert!(
+            text.contains("xskit_tx_packets_total{interface=\"x0\"} 12"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE xskit_tx_packets counter"), "{text}");
+        assert!(
+            text.contains("xskit_build_info{command=\"gen\",version="),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    }
+}

@@ -1,0 +1,150 @@
+//! The library's examples, run: their code is compiled into this test as it is.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Duration;
+
+use common::*;
+use xskit::{AsyncPort, PortConfig};
+use xskit_testbed::TestbedConfig;
+use xskit_traffic::probe::{self, ReceiveOptions, SendOptions};
+
+#[allow(dead_code)]
+#[path = "../../xskit/examples/tokio_reflect.rs"]
+mod tokio_reflect;
+
+#[allow(dead_code)]
+#[path = "../../xskit/examples/own_program.rs"]
+mod own_program;
+
+/// Fewer than the 256 slots of a veth receive ring: the sender does not wait for the
+/// reflections before it reads them.
+const PROBES: u64 = 200;
+
+/// tokio drives host b's port (receive and transmit through `AsyncFd`); host a sends probes
+/// and gets every one back, in order and intact.
+#[test]
+fn tokio_reflect_sends_every_probe_back_in_order() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let b = open(&bed.b, 0, &PortConfig::default()).expect("reflector port");
+    let mut a = open(&bed.a, 0, &PortConfig::default()).expect("sender port");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (seen, stop) = (AtomicU64::new(0), AtomicBool::new(false));
+    let (reflected, sent, report) = std::thread::scope(|s| {
+        let reflector = s.spawn(|| {
+            runtime.block_on(async {
+                let mut b = AsyncPort::new(b)?;
+                tokio_reflect::reflect(&mut b, PROBES, Duration::from_secs(5)).await
+            })
+        });
+        let send = SendOptions {
+            count: PROBES,
+            window: u64::MAX,
+            ..SendOptions::default()
+        };
+        let sent = probe::send(&mut a, &addrs(&bed.a, &bed.b), &send, &seen, &stop).unwrap();
+        let recv = ReceiveOptions::default().count(PROBES);
+        let report = probe::receive(&mut a, &recv, &seen, &stop).unwrap();
+        (reflector.join().unwrap().unwrap(), sent, report)
+    });
+    assert_eq!(sent, PROBES);
+    assert_eq!(reflected, PROBES);
+    assert!(
+        report.check.is_perfect(PROBES),
+        "{:?}, kernel {}",
+        report.check,
+        a.statistics().unwrap()
+    );
+}
+
+/// The example's program, compiled as its header says a user compiles it.
+fn own_program_object() -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("xskit-own-program-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let object = dir.join("udp_to_socket.o");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../xskit/examples/bpf/udp_to_socket.c"
+    );
+    let status = std::process::Command::new("clang")
+        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+        .arg(format!(
+            "-I/usr/include/{}-linux-gnu",
+            std::env::consts::ARCH
+        ))
+        .args(["-c", source, "-o"])
+        .arg(&object)
+        .status()
+        .expect("clang (scripts/setup.sh installs it)");
+    assert!(status.success(), "clang compiles {source}");
+    let elf = std::fs::read(&object).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    elf
+}
+
+/// A user's own XDP program feeds an xskit port: UDP probes to port 9 reach the socket,
+/// while the kernel still answers ping through the same program (which counts what it
+/// passed on in a map of its own).
+#[test]
+fn own_program_steers_probes_to_the_socket_and_the_rest_to_the_kernel() {
+    if !privileged() {
+        return;
+    }
+    let elf = own_program_object();
+    let bed = bed(TestbedConfig::default());
+    let (attached, wait_attached) = std::sync::mpsc::channel();
+    let ifname = bed.b.ifname.clone();
+    let seen = std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            bed.b.ns.run(|| {
+                own_program::receive_through(
+                    &ifname,
+                    &elf,
+                    "udp_to_socket",
+                    PROBES,
+                    Duration::from_secs(5),
+                    move || attached.send(()).unwrap(),
+                )
+            })
+        });
+        wait_attached
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the program attached and the socket registered");
+        let ping = bed
+            .a
+            .ns
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "2", &bed.b.ip.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            ping.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ping.stdout)
+        );
+        // Host a only sends: its replies to ping stay with its kernel.
+        let mut a = open(&bed.a, 0, &PortConfig::default().tx_only(true)).expect("sender port");
+        let send = SendOptions {
+            count: PROBES,
+            window: u64::MAX,
+            ..SendOptions::default()
+        };
+        let (seen_by_peer, stop) = (AtomicU64::new(0), AtomicBool::new(false));
+        let sent =
+            probe::send(&mut a, &addrs(&bed.a, &bed.b), &send, &seen_by_peer, &stop).unwrap();
+        assert_eq!(sent, PROBES);
+        receiver.join().unwrap().unwrap().unwrap()
+    });
+    assert_eq!(seen.received, PROBES, "{seen:?}");
+    assert!(
+        seen.passed >= 3,
+        "the echo requests went to the kernel: {seen:?}"
+    );
+}
