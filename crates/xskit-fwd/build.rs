@@ -19,12 +19,16 @@ fn main() {
     let bond =
         std::env::var("DEP_XSKIT_BOND_INCLUDE").expect("xskit-bond says where its header is");
     println!("cargo:rerun-if-changed={bond}/xskit_bond.h");
+    // And xskit's capture hook, from xskit.
+    let xskit = std::env::var("DEP_XSKIT_INCLUDE").expect("xskit says where its header is");
+    println!("cargo:rerun-if-changed={xskit}/xskit_capture.h");
     let include = format!("-I{bond}");
-    let frags = [include.as_str(), "-DXSKIT_FRAGS"];
+    let capture = format!("-I{xskit}");
+    let frags = [include.as_str(), capture.as_str(), "-DXSKIT_FRAGS"];
     let max = MAX_RULES.to_string();
     xskit_bpf_build::compile(
         &[
-            Program::with_args("xdp_filter", "xdp_filter", &frags[..1]),
+            Program::with_args("xdp_filter", "xdp_filter", &frags[..2]),
             Program::with_args("xdp_filter_frags", "xdp_filter", &frags),
         ],
         &[("MAX_RULES", &max)],

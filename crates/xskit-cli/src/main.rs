@@ -22,6 +22,7 @@ macro_rules! note {
 mod bench;
 mod bond;
 mod demo;
+mod dump;
 mod fwd;
 mod gen;
 mod info;
@@ -61,6 +62,11 @@ enum Command {
     Gen(gen::GenArgs),
     /// Receive probe traffic and report loss, reordering, damage and latency.
     Recv(recv::RecvArgs),
+    /// Show what an interface receives at its XDP hook, as xdpdump does: through xskit's
+    /// program where it runs (tcpdump sees nothing it redirects), else through a capture
+    /// program of its own; a line per packet like tcpdump, or -w FILE (pcap); a tcpdump
+    /// filter.
+    Dump(dump::DumpArgs),
     /// Benchmarks: rxdrop, txpush, l2fwd (and AF_PACKET / XDP_DROP baselines) on -i IFACE;
     /// without -i, all of them on a testbed, as a table.
     Bench(bench::BenchArgs),
@@ -114,6 +120,7 @@ fn main() {
         Command::Info(args) => info::run(&args),
         Command::Gen(args) => gen::run(&args),
         Command::Recv(args) => recv::run(&args),
+        Command::Dump(args) => dump::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Zcsend(args) => zcsend::run(&args),
         Command::Fwd(args) => fwd::run(&args),

@@ -333,16 +333,6 @@ fn recv_counts_loss_at_the_end_and_ignores_forged_probes() {
     assert!(r["valid"].as_u64().unwrap() >= 100, "{r}");
 }
 
-/// `tshark`/`capinfos` (Wireshark, nobody here wrote it) on a capture.
-fn wireshark(tool: &str, args: &[&str]) -> String {
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{tool} (scripts/setup.sh installs tshark): {e}"));
-    assert!(out.status.success(), "{tool} {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Every packet of a capture, in order.
 fn packets_of(path: &std::path::Path) -> Vec<Vec<u8>> {
     let mut source = xskit_pipeline::PcapSource::open(path).unwrap();

@@ -59,6 +59,7 @@
 #include <bpf/bpf_endian.h>
 #define XSKIT_BOND_HASH_ONLY
 #include "xskit_bond.h"
+#include "xskit_capture.h"
 
 #ifndef MAX_RULES
 #error "MAX_RULES comes from build.rs, the one place the limit is set"
@@ -345,6 +346,7 @@ int xskit_filter(struct xdp_md *ctx)
 	__u32 zero = 0, i, hit = MAX_RULES, action;
 	struct config *cfg;
 
+	xskit_capture_packet(ctx);
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;

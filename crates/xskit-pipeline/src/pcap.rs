@@ -240,8 +240,14 @@ impl PcapSink {
 
     /// Writes one whole packet captured at `time` (since the Unix epoch).
     pub fn write(&mut self, time: Duration, data: &[u8]) -> Result<()> {
+        self.write_with_len(time, data, data.len() as u32)
+    }
+
+    /// Writes the first bytes `data` of a packet of `len` bytes captured at `time` (a capture
+    /// with a snap length).
+    pub fn write_with_len(&mut self, time: Duration, data: &[u8], len: u32) -> Result<()> {
         self.writer
-            .write_packet(&PcapPacket::new(time, data.len() as u32, data))
+            .write_packet(&PcapPacket::new(time, len.max(data.len() as u32), data))
             .map_err(|e| pcap_error(&self.path, e))?;
         self.written += 1;
         Ok(())

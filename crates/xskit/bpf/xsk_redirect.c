@@ -18,6 +18,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#include "xskit_capture.h"
+
 #define XSKIT_MAX_QUEUES 256
 
 struct {
@@ -49,8 +51,10 @@ SEC("xdp")
 int xskit_redirect(struct xdp_md *ctx)
 #endif
 {
-	__u32 zero = 0, *refuse = bpf_map_lookup_elem(&xskit_refuse, &zero);
+	__u32 zero = 0, *refuse;
 
+	xskit_capture_packet(ctx);
+	refuse = bpf_map_lookup_elem(&xskit_refuse, &zero);
 	if (refuse && *refuse) {
 		__u64 *n = bpf_map_lookup_elem(&xskit_refused, &zero);
 

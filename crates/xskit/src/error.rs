@@ -272,6 +272,28 @@ pub enum Error {
         /// The text given.
         text: String,
     },
+    /// A capture could not be set up or read.
+    #[error("capture: {reason}")]
+    Capture {
+        /// What went wrong.
+        reason: String,
+    },
+    /// The interface runs a program that is not xskit's: nothing to capture through, and no
+    /// room for a capture program.
+    #[error(
+        "{iface} runs XDP program {name} (id {id}), which is not xskit's: xskit captures \
+         through its own programs' hook or attaches one where none is (the fentry/fexit hooks \
+         xdpdump puts around other programs are refused by this kernel); capture in front of \
+         it on the peer interface, or stop {name}"
+    )]
+    CaptureForeignProgram {
+        /// The interface.
+        iface: String,
+        /// The program's id.
+        id: u32,
+        /// Its name.
+        name: String,
+    },
     /// A system call failed in a way not covered above.
     #[error(transparent)]
     Syscall(#[from] SyscallError),

@@ -69,6 +69,7 @@ pub mod testing {
 #[cfg(feature = "tokio")]
 #[allow(unsafe_code)]
 mod async_port;
+pub mod capture;
 mod error;
 mod interface;
 pub mod mode;

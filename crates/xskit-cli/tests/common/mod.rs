@@ -166,3 +166,13 @@ impl Drop for RulesFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// `tshark`/`capinfos` (Wireshark, nobody here wrote it) on a capture.
+pub fn wireshark(tool: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} (scripts/setup.sh installs tshark): {e}"));
+    assert!(out.status.success(), "{tool} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

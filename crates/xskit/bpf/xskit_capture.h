@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The capture hook of xskit's XDP programs, for `xskit dump`: while a reader
+ * has switched it on (xskit_cap_cfg[0].enabled), every packet is copied,
+ * up to the snap length, into the perf buffer of the CPU it arrived on,
+ * after a small header; the packet itself goes on unchanged. Switched off,
+ * it costs one array lookup.
+ *
+ * A reader that dies without switching it off leaves nobody listening: the
+ * copy then fails with -ENOENT and the hook switches itself off.
+ */
+#ifndef XSKIT_CAPTURE_H
+#define XSKIT_CAPTURE_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define XSKIT_CAPTURE_ENOENT 2
+
+struct xskit_capture_config {
+	__u32 enabled;
+	__u32 snaplen;
+};
+
+/* Before each packet's bytes in the perf buffer. */
+struct xskit_capture_meta {
+	__u64 ktime_ns;
+	__u32 len;
+	__u32 caplen;
+	__u32 ifindex;
+	__u32 queue;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xskit_capture_config);
+} xskit_cap_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(max_entries, 512);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} xskit_capture SEC(".maps");
+
+/*
+ * A global function, so the verifier checks it once, on its own: inlined, its
+ * three outcomes would triple the states of a large program (the forwarder's
+ * filter would pass the verifier's limit).
+ */
+__attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct xskit_capture_config *cfg = bpf_map_lookup_elem(&xskit_cap_cfg, &zero);
+	struct xskit_capture_meta meta;
+	__u64 caplen;
+	long err;
+
+	if (!cfg || !cfg->enabled)
+		return 0;
+	meta.ktime_ns = bpf_ktime_get_ns();
+	meta.len = bpf_xdp_get_buff_len(ctx);
+	caplen = meta.len < cfg->snaplen ? meta.len : cfg->snaplen;
+	caplen &= 0xffff;
+	meta.caplen = caplen;
+	meta.ifindex = ctx->ingress_ifindex;
+	meta.queue = ctx->rx_queue_index;
+	err = bpf_perf_event_output(ctx, &xskit_capture, BPF_F_CURRENT_CPU | (caplen << 32),
+				    &meta, sizeof(meta));
+	if (err == -XSKIT_CAPTURE_ENOENT)
+		cfg->enabled = 0;
+	return 0;
+}
+
+#endif
