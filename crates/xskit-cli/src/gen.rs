@@ -12,6 +12,7 @@ use xskit_traffic::probe::{Endpoints, Flows, Template};
 
 use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunArgs};
 
+mod multi;
 mod replay;
 
 /// How packets are sent.
@@ -46,6 +47,18 @@ pub(crate) struct GenArgs {
     /// Packets to send (default: until --duration or Ctrl-C).
     #[arg(short = 'n', long)]
     count: Option<u64>,
+    /// Threads, one socket each, on queues -q, -q+1, ... (as xdp-trafficgen's -t): probes
+    /// are numbered across them (thread k sends k, k+N, ...), -r and -n are split evenly.
+    #[arg(short = 't', long, default_value_t = 1, value_name = "N")]
+    threads: u32,
+    /// The queues to send on, one thread each, instead of -q and -t: `0,2,3`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        conflicts_with = "threads"
+    )]
+    queues: Vec<u32>,
     /// The rate: packets per second as a plain number or with a unit (10kpps, 1Mpps), or
     /// bits per second of whole frames as -s counts them, without FCS (100Mbps, 1Gbps);
     /// 0: as fast as possible.
@@ -114,6 +127,36 @@ pub(crate) struct GenArgs {
     topspeed: bool,
 }
 
+impl GenArgs {
+    /// The queues to send on: --queues, or -t of them from -q.
+    fn queues(&self) -> Result<Vec<u32>> {
+        if !(1..=64).contains(&self.threads) {
+            bail!("-t {} is out of range: use 1 to 64 threads", self.threads);
+        }
+        let queues: Vec<u32> = if self.queues.is_empty() {
+            (0..self.threads).map(|i| self.port.queue + i).collect()
+        } else {
+            self.queues.clone()
+        };
+        let mut seen = queues.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != queues.len() {
+            bail!("--queues {queues:?} names a queue twice: one thread per queue");
+        }
+        if queues.len() > 64 {
+            bail!("--queues names {} queues: at most 64", queues.len());
+        }
+        if queues.len() > 1 && (self.pcap.is_some() || self.engine == Engine::Live) {
+            bail!(
+                "several queues (-t, --queues) are for the xsk engine's probes, not --pcap or \
+                 --engine live"
+            );
+        }
+        Ok(queues)
+    }
+}
+
 #[derive(Serialize)]
 struct GenReport {
     command: &'static str,
@@ -132,9 +175,45 @@ struct GenReport {
     /// Packets the device itself dropped on transmit during the run (its tx_dropped counter;
     /// other traffic on the device counts too).
     device_tx_dropped: u64,
+    /// Per queue, when several sent (-t, --queues).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    queues: Vec<QueueReport>,
     /// The process's CPU time over the sending loop, as a share of its wall time (1.0: one
     /// CPU kept busy).
     cpu_share: f64,
+}
+
+impl GenReport {
+    /// The figures of `sent` packets of `t` over `elapsed` seconds (rate `rate`, the process's
+    /// CPU time at the start `cpu_start`); the caller names the port and adds its counters.
+    fn measured(t: &Template, rate: u64, sent: u64, elapsed: f64, cpu_start: u64) -> GenReport {
+        GenReport {
+            command: "gen",
+            interface: String::new(),
+            queue: 0,
+            mode: String::new(),
+            packet_size: t.len(),
+            flows: t.flows().total(),
+            rate_pps: rate,
+            duration_s: elapsed,
+            tx_packets: sent,
+            tx_pps: sent as f64 / elapsed.max(1e-9),
+            tx_bytes: sent * t.len() as u64,
+            wakeups: 0,
+            statistics: serde_json::Value::Null,
+            device_tx_dropped: 0,
+            cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
+            queues: Vec::new(),
+        }
+    }
+}
+
+/// One queue's part of a run with several.
+#[derive(Serialize)]
+struct QueueReport {
+    queue: u32,
+    tx_packets: u64,
+    statistics: serde_json::Value,
 }
 
 pub(crate) fn stats_json(s: &xskit::Statistics) -> serde_json::Value {
@@ -348,22 +427,13 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     }
     let multi_buffer = t.len() > args.port.frame_size as usize;
     let config = args.port.config(multi_buffer, true)?;
+    let queues = args.queues()?;
+    if queues.len() > 1 {
+        return multi::run(args, &iface, &t, &config, &queues, rate, dropped_before);
+    }
     let mut port = Port::open(&ifname, args.port.queue, &config)
         .with_context(|| format!("opening {ifname} queue {}", args.port.queue))?;
     let stop = stop_flag()?;
-    let batch = args.port.batch;
-    let mut pending: Vec<Frame> = Vec::with_capacity(batch * 8);
-    let mut scratch = vec![0u8; t.len()];
-    let (mut seq, mut sent) = (0u64, 0u64);
-    // Packets that fit a frame are built a batch at a time: one allocation (and one look at
-    // the completion ring) per batch, not per packet.
-    let umem = port.umem().clone();
-    let single_frame = {
-        port.alloc(&mut pending, 1);
-        let fits = pending.first().is_some_and(|f| t.len() <= umem.capacity(f));
-        port.recycle(&mut pending);
-        fits
-    };
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
     let mut progress = TxProgress::new(args, &ifname, interval)?;
@@ -376,86 +446,33 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         t.flows().total()
     );
     progress.live.announce(&header);
-    loop {
-        let now = Instant::now();
-        if stopped(&stop) || duration.is_some_and(|d| now - start >= d) {
-            break;
-        }
-        if pending.is_empty() && seq >= limit {
-            break;
-        }
-        if pending.is_empty() {
-            let mut budget = batch as u64;
-            if rate > 0 {
-                let allowed = (rate as f64 * (now - start).as_secs_f64()) as u64 + 1;
-                budget = budget.min(allowed.saturating_sub(seq));
-                if budget == 0 {
-                    port.complete();
-                    // Sleep until the next packet is due (less a margin for the wake-up),
-                    // rather than spin: a paced sender should leave its CPU to others.
-                    let due = Duration::from_secs_f64(seq as f64 / rate as f64);
-                    let wait = due.saturating_sub(now - start);
-                    if wait > Duration::from_micros(200) {
-                        std::thread::sleep(wait - Duration::from_micros(100));
-                    }
-                    continue;
-                }
-            }
-            budget = budget.min(limit - seq);
-            let stamp = monotonic_ns();
-            if single_frame {
-                port.alloc(&mut pending, budget as usize);
-                for frame in pending.iter_mut() {
-                    let len = t
-                        .write(umem.buffer_mut(frame), seq, stamp)
-                        .context("frame too small")?;
-                    umem.set_len(frame, len)?;
-                    seq += 1;
-                }
-            } else {
-                for _ in 0..budget {
-                    if !build(&mut port, &t, seq, stamp, &mut scratch, &mut pending)? {
-                        break;
-                    }
-                    seq += 1;
-                }
-            }
-        }
-        let before = pending.len();
-        port.send(&mut pending)?;
-        let frames_sent = before - pending.len();
-        if frames_sent > 0 {
-            // Count whole packets: a chain is one packet.
-            sent = seq - count_packets(&pending);
-        } else {
-            port.complete();
-        }
-        progress.update(sent, sent * t.len() as u64, || port.statistics().ok());
-    }
-    // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
-    sent = seq - count_packets(&pending);
-    port.recycle(&mut pending);
-    finish_sending(&mut port, Instant::now() + Duration::from_secs(2))?;
+    let share = Share {
+        first: 0,
+        stride: 1,
+        count: limit,
+        rate,
+    };
+    let sent = send_share(
+        &mut port,
+        &t,
+        share,
+        args.port.batch,
+        &stop,
+        (start, duration),
+        |sent, port| progress.update(sent, sent * t.len() as u64, || port.statistics().ok()),
+    )?;
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
     let dropped = tx_dropped(&iface)?.saturating_sub(dropped_before);
     let report = GenReport {
-        command: "gen",
         interface: ifname.clone(),
         queue: args.port.queue,
         mode: port.mode().to_string(),
-        packet_size: t.len(),
-        flows: t.flows().total(),
-        rate_pps: rate,
-        duration_s: elapsed,
-        tx_packets: sent,
-        tx_pps: sent as f64 / elapsed.max(1e-9),
-        tx_bytes: sent * t.len() as u64,
         wakeups,
         statistics: stats_json(&stats),
         device_tx_dropped: dropped,
-        cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
+        ..GenReport::measured(&t, rate, sent, elapsed, cpu_start)
     };
     if args.run.json_output() {
         crate::opts::print_json("gen", &report)?;
@@ -473,6 +490,105 @@ pub(crate) fn run(args: &GenArgs) -> Result<i32> {
         bail!("only {sent} of {} packets could be sent", limit);
     }
     Ok(verdict_on_drops(&iface, sent, dropped))
+}
+
+/// One sender's part of a run: the packets numbered `first`, `first + stride`, ... (`count`
+/// of them) at `rate` packets a second (0: flat out).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Share {
+    pub(crate) first: u64,
+    pub(crate) stride: u64,
+    pub(crate) count: u64,
+    pub(crate) rate: u64,
+}
+
+/// Sends `share` of the probes of `t` through `port` until it is sent, `stop` is set or the
+/// run's (start, duration) is over; `tick` hears the packets sent so far after each transmit.
+/// Returns the packets the kernel took (waiting up to 2 s for the last completions).
+pub(crate) fn send_share(
+    port: &mut Port,
+    t: &Template,
+    share: Share,
+    batch: usize,
+    stop: &std::sync::atomic::AtomicBool,
+    (start, duration): (Instant, Option<Duration>),
+    mut tick: impl FnMut(u64, &Port),
+) -> Result<u64> {
+    let mut pending: Vec<Frame> = Vec::with_capacity(batch * 8);
+    let mut scratch = vec![0u8; t.len()];
+    // `n` counts this share's packets; packet n is numbered first + n * stride.
+    let (mut n, mut sent) = (0u64, 0u64);
+    let seq = |n: u64| share.first + n * share.stride;
+    // Packets that fit a frame are built a batch at a time: one allocation (and one look at
+    // the completion ring) per batch, not per packet.
+    let umem = port.umem().clone();
+    let single_frame = {
+        port.alloc(&mut pending, 1);
+        let fits = pending.first().is_some_and(|f| t.len() <= umem.capacity(f));
+        port.recycle(&mut pending);
+        fits
+    };
+    let rate = share.rate;
+    loop {
+        let now = Instant::now();
+        if stopped(stop) || duration.is_some_and(|d| now - start >= d) {
+            break;
+        }
+        if pending.is_empty() && n >= share.count {
+            break;
+        }
+        if pending.is_empty() {
+            let mut budget = batch as u64;
+            if rate > 0 {
+                let allowed = (rate as f64 * (now - start).as_secs_f64()) as u64 + 1;
+                budget = budget.min(allowed.saturating_sub(n));
+                if budget == 0 {
+                    port.complete();
+                    // Sleep until the next packet is due (less a margin for the wake-up),
+                    // rather than spin: a paced sender should leave its CPU to others.
+                    let due = Duration::from_secs_f64(n as f64 / rate as f64);
+                    let wait = due.saturating_sub(now - start);
+                    if wait > Duration::from_micros(200) {
+                        std::thread::sleep(wait - Duration::from_micros(100));
+                    }
+                    continue;
+                }
+            }
+            budget = budget.min(share.count - n);
+            let stamp = monotonic_ns();
+            if single_frame {
+                port.alloc(&mut pending, budget as usize);
+                for frame in pending.iter_mut() {
+                    let len = t
+                        .write(umem.buffer_mut(frame), seq(n), stamp)
+                        .context("frame too small")?;
+                    umem.set_len(frame, len)?;
+                    n += 1;
+                }
+            } else {
+                for _ in 0..budget {
+                    if !build(port, t, seq(n), stamp, &mut scratch, &mut pending)? {
+                        break;
+                    }
+                    n += 1;
+                }
+            }
+        }
+        let before = pending.len();
+        port.send(&mut pending)?;
+        if before > pending.len() {
+            // Count whole packets: a chain is one packet.
+            sent = n - count_packets(&pending);
+        } else {
+            port.complete();
+        }
+        tick(sent, port);
+    }
+    // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
+    sent = n - count_packets(&pending);
+    port.recycle(&mut pending);
+    finish_sending(port, Instant::now() + Duration::from_secs(2))?;
+    Ok(sent)
 }
 
 /// A sender's progress every interval: a line of text, or a JSON Lines object and the
@@ -627,21 +743,13 @@ fn run_live(
     let elapsed = start.elapsed().as_secs_f64();
     let dropped = tx_dropped(iface)?.saturating_sub(dropped_before);
     let report = GenReport {
-        command: "gen",
         interface: iface.name().to_string(),
         queue: args.port.queue,
         mode: "live-frames".into(),
-        packet_size: t.len(),
+        // One frame, sent again and again.
         flows: 1,
-        rate_pps: rate,
-        duration_s: elapsed,
-        tx_packets: sent,
-        tx_pps: sent as f64 / elapsed.max(1e-9),
-        tx_bytes: sent * t.len() as u64,
-        wakeups: 0,
-        statistics: serde_json::Value::Null,
         device_tx_dropped: dropped,
-        cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
+        ..GenReport::measured(t, rate, sent, elapsed, cpu_start)
     };
     if args.run.json_output() {
         crate::opts::print_json("gen", &report)?;

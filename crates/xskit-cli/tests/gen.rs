@@ -563,3 +563,63 @@ fn gen_json_lines_stream_its_counts() {
     assert_eq!(summary[0]["tx_packets"], 300, "{summary:?}");
     assert!(*sent.last().unwrap() <= 300);
 }
+
+/// `-t 2`: two threads, one socket each on queues 0 and 1, split the probes; the receiving
+/// host's own capture (dumpcap, no XDP there) sees every sequence number exactly once.
+#[test]
+fn two_threads_on_two_queues_send_every_number_once() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default().queues(2)).unwrap();
+    let file = std::env::temp_dir().join(format!("xskit-threads-{}.pcap", std::process::id()));
+    let mut dumpcap = bed
+        .b
+        .ns
+        .command("dumpcap")
+        .args([
+            "-q",
+            "-i",
+            &bed.b.ifname,
+            "-a",
+            "duration:4",
+            "-f",
+            "udp",
+            "-w",
+        ])
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let g = gen(&bed.a, &bed.b, &["-t", "2", "-n", "1000", "-r", "5000"]);
+    assert_eq!(g["tx_packets"], 1000, "{g}");
+    let queues = g["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 2, "{g}");
+    for (q, expected) in queues.iter().zip([0, 1]) {
+        assert_eq!(
+            (q["queue"].as_u64(), q["tx_packets"].as_u64()),
+            (Some(expected), Some(500))
+        );
+    }
+    assert!(dumpcap.wait().unwrap().success());
+    let payloads = wireshark(
+        "tshark",
+        &[
+            "-r",
+            file.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "udp.payload",
+        ],
+    );
+    let mut seqs: Vec<u64> = payloads
+        .lines()
+        .map(|hex| u64::from_str_radix(&hex[8..24], 16).unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..1000).collect::<Vec<_>>());
+    std::fs::remove_file(&file).unwrap();
+}
