@@ -139,6 +139,19 @@ pub(crate) struct FwdArgs {
     /// bandwidth or count (the most, chosen again on every change). Default stable.
     #[arg(long = "ad-select", value_enum)]
     ad_select: Option<AdSelectArg>,
+    /// Write what the forwarder's XDP programs see to FILE (pcapng): an interface block per
+    /// interface (per member of a bond), and each packet's verdict and rule as its comment.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<std::path::PathBuf>,
+    /// With --capture: packets captured a second at most (0: all), so that capture cannot
+    /// starve forwarding; what it skips is counted.
+    #[arg(
+        long = "capture-rate",
+        value_name = "PPS",
+        default_value_t = 100_000,
+        requires = "capture"
+    )]
+    capture_rate: u32,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -327,6 +340,9 @@ struct FwdJson<'a> {
     warnings: &'a [String],
     #[serde(flatten)]
     report: &'a Report,
+    /// With --capture: what the capture did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture: Option<crate::fwd_capture::CaptureTally>,
 }
 
 /// `--mode` of fwd: the modes of the other commands without zero-copy.
@@ -632,6 +648,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         explain(&rules);
         return Ok(0);
     }
+    let reasons = crate::fwd_capture::Reasons::new(&rules);
     crate::opts::check_ring_size(args.ring_size, "vector size (--vector)", args.vector)?;
     let config = ForwardConfig::default()
         .interfaces(args.interfaces.clone())
@@ -697,6 +714,32 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     for w in &warnings {
         note!("xskit fwd: note: {w}");
     }
+    let capture = match &args.capture {
+        Some(path) => {
+            // The programs run on the interfaces, and on a bond's members.
+            let interfaces: Vec<String> = args
+                .interfaces
+                .iter()
+                .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
+                    Some((_, members)) => members.clone(),
+                    None => vec![i.clone()],
+                })
+                .collect();
+            let c = crate::fwd_capture::FwdCapture::start(
+                path,
+                interfaces,
+                reasons,
+                args.capture_rate,
+            )?;
+            note!(
+                "xskit fwd: capturing to {} (at most {} packets a second)",
+                path.display(),
+                args.capture_rate
+            );
+            Some(c)
+        }
+        None => None,
+    };
     if let Some(d) = duration {
         let stop = stop.clone();
         std::thread::spawn(move || {
@@ -728,6 +771,19 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             last_at = Instant::now();
         })
         .context("forwarding")?;
+    let captured = capture
+        .map(crate::fwd_capture::FwdCapture::finish)
+        .transpose()?;
+    if let (Some(c), Some(path)) = (captured, &args.capture) {
+        note!(
+            "xskit fwd: {} packets captured to {}, {} skipped by the --capture-rate cap, {} lost \
+             (the perf buffer was full)",
+            thousands(c.captured),
+            path.display(),
+            thousands(c.skipped),
+            thousands(c.lost)
+        );
+    }
     if json {
         crate::opts::print_json(
             "fwd",
@@ -736,6 +792,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
                 modes,
                 warnings: &warnings,
                 report: &report,
+                capture: captured,
             },
         )?;
     } else {

@@ -24,6 +24,7 @@ mod bond;
 mod demo;
 mod dump;
 mod fwd;
+mod fwd_capture;
 mod gen;
 mod info;
 mod metrics;

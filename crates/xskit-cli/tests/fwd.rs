@@ -50,6 +50,23 @@ fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
     KillOnDrop::new(start(host, &args))
 }
 
+/// Two drop rules: one the kernel matches exactly (udp 7), one it cannot (a source prefix, so
+/// user space decides).
+const UDP_7_AND_FROM_A_UDP_8: &str = r#"
+[[rule]]
+name = "udp-7"
+protocol = "udp"
+dst_port = 7
+action = "drop"
+
+[[rule]]
+name = "from-a-udp-8"
+src = "198.51.100.1/32"
+protocol = "udp"
+dst_port = 8
+action = "drop"
+"#;
+
 fn xdp_attached(host: &Host) -> bool {
     let out = run(host, "ip", &["-d", "link", "show", "dev", &host.ifname]);
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
@@ -173,22 +190,7 @@ fn rule_counters_are_exact_in_the_kernel_and_in_user_space() {
         return;
     }
     let chain = Chain::bridged().unwrap();
-    let rules = RulesFile::new(
-        r#"
-[[rule]]
-name = "udp-7"
-protocol = "udp"
-dst_port = 7
-action = "drop"
-
-[[rule]]
-name = "from-a-udp-8"
-src = "198.51.100.1/32"
-protocol = "udp"
-dst_port = 8
-action = "drop"
-"#,
-    );
+    let rules = RulesFile::new(UDP_7_AND_FROM_A_UDP_8);
     let fwd = start_fwd(&chain, &["-m", "drv", "--check", "--rules", rules.path()]);
     let receiver = recv(&chain.c, &["-m", "drv", "-n", "500", "-d", "20"]);
     for (port, n) in [(7, "1000"), (8, "700"), (9, "500")] {
@@ -923,4 +925,99 @@ fn metrics_scraped_during_a_run_agree_with_the_summary() {
         summary_rx >= *rx && summary_rx - *rx < 50.0,
         "scraped {rx}, summary {summary_rx}"
     );
+}
+
+/// `--capture`: a pcapng of what the forwarder's programs saw, each packet with its verdict
+/// and rule as a comment that Wireshark shows: the kernel's drops, the rule the kernel cannot
+/// match exactly (sent to user space), and the default; one interface block per interface.
+#[test]
+fn capture_writes_each_packets_verdict_and_rule_for_wireshark() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(UDP_7_AND_FROM_A_UDP_8);
+    let file =
+        std::env::temp_dir().join(format!("xskit-fwd-capture-{}.pcapng", std::process::id()));
+    let path = file.to_str().unwrap();
+    let fwd = start_fwd(
+        &chain,
+        &["-m", "drv", "--rules", rules.path(), "--capture", path],
+    );
+    for (port, n) in [(7, "50"), (8, "30"), (9, "20")] {
+        gen(
+            &chain.a,
+            &chain.c,
+            port,
+            &["-m", "drv", "-n", n, "-r", "2000"],
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let summary = signal(fwd, "-INT");
+    assert!(
+        summary["capture"]["captured"].as_u64().unwrap() >= 100,
+        "{summary}"
+    );
+    assert_eq!(summary["capture"]["skipped"], 0, "{summary}");
+    let info = wireshark("capinfos", &[path]);
+    assert!(info.contains("Number of interfaces in file: 2"), "{info}");
+    let count = |filter: &str| {
+        wireshark("tshark", &["-r", path, "-Y", filter])
+            .lines()
+            .count()
+    };
+    assert_eq!(
+        count(r#"udp.dstport == 7 && frame.comment contains "dropped in XDP: rule udp-7 (drop)""#),
+        50
+    );
+    assert_eq!(
+        count(
+            r#"udp.dstport == 8 && frame.comment contains "evaluates the rules again" && frame.comment contains "rule from-a-udp-8 (drop)""#
+        ),
+        30
+    );
+    assert_eq!(
+        count(
+            r#"udp.dstport == 9 && !icmp && frame.comment contains "to xskit fwd in user space: the default (forward)""#
+        ),
+        20
+    );
+    // c's port-unreachable answers came back through the forwarder too, and say so.
+    let icmp_back = format!(r#"icmp && frame.interface_name == "{}""#, chain.m_c.ifname);
+    assert!(count(&icmp_back) > 0);
+    std::fs::remove_file(&file).unwrap();
+}
+
+/// `--capture-rate`: the cap holds, and what it skipped is counted.
+#[test]
+fn capture_rate_caps_and_counts_what_it_skips() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let file =
+        std::env::temp_dir().join(format!("xskit-fwd-cap-rate-{}.pcapng", std::process::id()));
+    let path = file.to_str().unwrap();
+    let fwd = start_fwd(&chain, &["--capture", path, "--capture-rate", "10"]);
+    gen(&chain.a, &chain.c, 9, &["-n", "500", "-r", "5000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let summary = signal(fwd, "-INT");
+    let capture = &summary["capture"];
+    let (captured, skipped) = (
+        capture["captured"].as_u64().unwrap(),
+        capture["skipped"].as_u64().unwrap(),
+    );
+    // 10 a second, per CPU: at most 10 per CPU in each second the probes took (0.1 s here,
+    // within at most two windows).
+    assert!(captured <= 40, "{summary}");
+    assert!(
+        captured + skipped >= 500,
+        "every probe captured or counted: {summary}"
+    );
+    let info = wireshark("capinfos", &["-c", path]);
+    assert!(
+        info.contains(&format!("Number of packets:   {captured}")),
+        "{info}"
+    );
+    std::fs::remove_file(&file).unwrap();
 }

@@ -324,13 +324,8 @@ static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
 	return XDP_PASS;
 }
 
-#ifdef XSKIT_FRAGS
-SEC("xdp.frags")
-int xskit_filter_frags(struct xdp_md *ctx)
-#else
-SEC("xdp")
-int xskit_filter(struct xdp_md *ctx)
-#endif
+/* Decides a packet's fate; `why` gets the counter that counted the decision. */
+static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -346,18 +341,21 @@ int xskit_filter(struct xdp_md *ctx)
 	__u32 zero = 0, i, hit = MAX_RULES, action;
 	struct config *cfg;
 
-	xskit_capture_packet(ctx);
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
 	if (cfg->lacp && (void *)(eth + 1) <= end &&
 	    eth->h_proto == bpf_htons(ETH_P_SLOW_PROTOCOLS)) {
+		*why = COUNTER_LACP;
 		count(COUNTER_LACP, pkt_len);
 		return XDP_PASS;
 	}
-	if (cfg->arp_targets && arp_monitor(cfg, data, end, pkt_len))
+	if (cfg->arp_targets && arp_monitor(cfg, data, end, pkt_len)) {
+		*why = COUNTER_ARP_ALIVE;
 		return XDP_DROP;
+	}
 	if (cfg->inactive) {
+		*why = COUNTER_INACTIVE;
 		count(COUNTER_INACTIVE, pkt_len);
 		return XDP_DROP;
 	}
@@ -418,6 +416,7 @@ int xskit_filter(struct xdp_md *ctx)
 		proto = ip6->nexthdr;
 		__builtin_memcpy(dst, &ip6->daddr, 16);
 		if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
+			*why = COUNTER_UNDECIDED;
 			count(COUNTER_UNDECIDED, pkt_len);
 			return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 		}
@@ -460,12 +459,30 @@ int xskit_filter(struct xdp_md *ctx)
 		hit = COUNTER_PARTIAL_CSUM;
 		action = ACTION_REDIRECT;
 	}
+	*why = hit;
 	count(hit, pkt_len);
 	return act(ctx, action, pkt_len);
 
 unclassifiable:
+	*why = COUNTER_UNCLASSIFIABLE;
 	count(COUNTER_UNCLASSIFIABLE, pkt_len);
 	return act(ctx, cfg->unclassifiable_action, pkt_len);
+}
+
+#ifdef XSKIT_FRAGS
+SEC("xdp.frags")
+int xskit_filter_frags(struct xdp_md *ctx)
+#else
+SEC("xdp")
+int xskit_filter(struct xdp_md *ctx)
+#endif
+{
+	__u32 why = XSKIT_CAPTURE_NONE;
+	int verdict = decide(ctx, &why);
+
+	/* After the decision, so a capture says what became of the packet and why. */
+	xskit_capture_packet(ctx, verdict, why);
+	return verdict;
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -16,10 +16,22 @@
 #include <bpf/bpf_helpers.h>
 
 #define XSKIT_CAPTURE_ENOENT 2
+/* A verdict or a reason the program does not give. */
+#define XSKIT_CAPTURE_NONE 0xffffffff
 
 struct xskit_capture_config {
 	__u32 enabled;
 	__u32 snaplen;
+	/* Captures a second on each CPU at most (0: no cap); the others are counted. */
+	__u32 max_per_cpu;
+	__u32 pad;
+};
+
+/* Per CPU: the current second's captures, and those the cap skipped. */
+struct xskit_capture_rate {
+	__u64 window_ns;
+	__u64 taken;
+	__u64 skipped;
 };
 
 /* Before each packet's bytes in the perf buffer. */
@@ -29,6 +41,10 @@ struct xskit_capture_meta {
 	__u32 caplen;
 	__u32 ifindex;
 	__u32 queue;
+	/* The XDP action the program returned, and its reason (the forwarder's rule or
+	 * counter index), or XSKIT_CAPTURE_NONE. */
+	__u32 verdict;
+	__u32 why;
 };
 
 struct {
@@ -39,6 +55,13 @@ struct {
 } xskit_cap_cfg SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xskit_capture_rate);
+} xskit_cap_rate SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
 	__uint(max_entries, 512);
 	__uint(key_size, sizeof(__u32));
@@ -47,13 +70,14 @@ struct {
 
 /*
  * A global function, so the verifier checks it once, on its own: inlined, its
- * three outcomes would triple the states of a large program (the forwarder's
+ * outcomes would multiply the states of a large program (the forwarder's
  * filter would pass the verifier's limit).
  */
-__attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx)
+__attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx, __u32 verdict, __u32 why)
 {
 	__u32 zero = 0;
 	struct xskit_capture_config *cfg = bpf_map_lookup_elem(&xskit_cap_cfg, &zero);
+	struct xskit_capture_rate *rate;
 	struct xskit_capture_meta meta;
 	__u64 caplen;
 	long err;
@@ -61,12 +85,28 @@ __attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx)
 	if (!cfg || !cfg->enabled)
 		return 0;
 	meta.ktime_ns = bpf_ktime_get_ns();
+	if (cfg->max_per_cpu) {
+		rate = bpf_map_lookup_elem(&xskit_cap_rate, &zero);
+		if (!rate)
+			return 0;
+		if (meta.ktime_ns - rate->window_ns >= 1000000000ULL) {
+			rate->window_ns = meta.ktime_ns;
+			rate->taken = 0;
+		}
+		if (rate->taken >= cfg->max_per_cpu) {
+			rate->skipped++;
+			return 0;
+		}
+		rate->taken++;
+	}
 	meta.len = bpf_xdp_get_buff_len(ctx);
 	caplen = meta.len < cfg->snaplen ? meta.len : cfg->snaplen;
 	caplen &= 0xffff;
 	meta.caplen = caplen;
 	meta.ifindex = ctx->ingress_ifindex;
 	meta.queue = ctx->rx_queue_index;
+	meta.verdict = verdict;
+	meta.why = why;
 	err = bpf_perf_event_output(ctx, &xskit_capture, BPF_F_CURRENT_CPU | (caplen << 32),
 				    &meta, sizeof(meta));
 	if (err == -XSKIT_CAPTURE_ENOENT)

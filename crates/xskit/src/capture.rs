@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, SystemTime};
 
 use aya::maps::perf::{PerfEvent, PerfEventArray, PerfEventArrayBuffer};
-use aya::maps::{Array, Map, MapData, MapInfo};
+use aya::maps::{Array, Map, MapData, MapInfo, PerCpuArray};
 
 use crate::error::Result;
 use crate::program::{ProgramObject, XdpProgram};
@@ -19,8 +19,16 @@ static DUMP_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 /// characters).
 const BUFFER_MAP: &str = "xskit_capture";
 const SWITCH_MAP: &str = "xskit_cap_cfg";
-/// `struct xskit_capture_meta`: ktime_ns, len, caplen, ifindex, queue.
-const META_LEN: usize = 24;
+const RATE_MAP: &str = "xskit_cap_rate";
+/// `struct xskit_capture_meta`: ktime_ns, len, caplen, ifindex, queue, verdict, why.
+const META_LEN: usize = 32;
+/// A verdict or reason the program does not give.
+const NONE: u32 = u32::MAX;
+
+/// `struct xskit_capture_config`: enabled, snaplen, max_per_cpu, pad.
+type SwitchValue = [u32; 4];
+/// `struct xskit_capture_rate`: window_ns, taken, skipped.
+type RateValue = [u64; 3];
 
 /// How to capture: `CaptureConfig::default()` and the setters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +41,10 @@ pub struct CaptureConfig {
     pub mode: Mode,
     /// Pages of perf buffer per CPU (a power of two).
     pub pages_per_cpu: usize,
+    /// Packets captured a second at most (0: all), so that capture cannot starve the
+    /// program's own work; the others are counted ([`Capture::skipped`]). Kept per CPU, as
+    /// this over the CPUs, rounded up.
+    pub max_per_sec: u32,
 }
 
 impl Default for CaptureConfig {
@@ -41,6 +53,7 @@ impl Default for CaptureConfig {
             snaplen: 262_144,
             mode: Mode::Auto,
             pages_per_cpu: 64,
+            max_per_sec: 0,
         }
     }
 }
@@ -64,6 +77,12 @@ impl CaptureConfig {
         self.pages_per_cpu = pages;
         self
     }
+    /// Sets the cap on captures a second (0: none).
+    #[must_use]
+    pub fn max_per_sec(mut self, max: u32) -> Self {
+        self.max_per_sec = max;
+        self
+    }
 }
 
 /// One captured packet.
@@ -79,12 +98,18 @@ pub struct CapturedPacket<'a> {
     pub ifindex: u32,
     /// The receive queue it arrived on.
     pub queue: u32,
+    /// The XDP action the program returned (`XDP_DROP` 1, `XDP_PASS` 2, `XDP_TX` 3,
+    /// `XDP_REDIRECT` 4), where it says (the forwarder's filter does).
+    pub verdict: Option<u32>,
+    /// The reason the program gives: the forwarder's rule or counter index.
+    pub why: Option<u32>,
 }
 
 /// A running capture; the hook is switched off (or the program of its own detached) on drop.
 pub struct Capture {
     buffers: Vec<PerfEventArrayBuffer<MapData>>,
-    switch: Array<MapData, u64>,
+    switch: Array<MapData, SwitchValue>,
+    rate: PerCpuArray<MapData, RateValue>,
     through: String,
     _own: Option<XdpProgram>,
     lost: u64,
@@ -110,16 +135,9 @@ fn map_error(what: &str, e: impl std::error::Error) -> Error {
     }
 }
 
-/// The switch's value: `struct xskit_capture_config { enabled, snaplen }`.
-fn switch_value(enabled: bool, snaplen: u32) -> u64 {
-    let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&u32::from(enabled).to_ne_bytes());
-    bytes[4..].copy_from_slice(&snaplen.to_ne_bytes());
-    u64::from_ne_bytes(bytes)
-}
-
-/// The capture maps of the xskit program with id `id`, if it has them.
-fn hook_maps(id: u32) -> Result<Option<(MapData, MapData)>> {
+/// The capture maps of the xskit program with id `id`, if it has them: the perf buffer, the
+/// switch and the rate cap's.
+fn hook_maps(id: u32) -> Result<Option<(MapData, MapData, MapData)>> {
     let Some(program) = aya::programs::loaded_programs()
         .filter_map(|p| p.ok())
         .find(|p| p.id() == id)
@@ -130,7 +148,7 @@ fn hook_maps(id: u32) -> Result<Option<(MapData, MapData)>> {
         .map_ids()
         .map_err(|e| map_error("listing the attached program's maps", e))?
         .unwrap_or_default();
-    let (mut buffer, mut switch) = (None, None);
+    let (mut buffer, mut switch, mut rate) = (None, None, None);
     for map in ids {
         let Ok(info) = MapInfo::from_id(map) else {
             continue;
@@ -138,14 +156,15 @@ fn hook_maps(id: u32) -> Result<Option<(MapData, MapData)>> {
         match info.name_as_str() {
             Some(BUFFER_MAP) => buffer = Some(map),
             Some(SWITCH_MAP) => switch = Some(map),
+            Some(RATE_MAP) => rate = Some(map),
             _ => {}
         }
     }
-    let (Some(buffer), Some(switch)) = (buffer, switch) else {
+    let (Some(buffer), Some(switch), Some(rate)) = (buffer, switch, rate) else {
         return Ok(None);
     };
     let open = |id| MapData::from_id(id).map_err(|e| map_error("opening a capture map", e));
-    Ok(Some((open(buffer)?, open(switch)?)))
+    Ok(Some((open(buffer)?, open(switch)?, open(rate)?)))
 }
 
 impl Capture {
@@ -163,30 +182,36 @@ impl Capture {
             });
         }
         let attached = iface.link_info()?.xdp.any();
-        let typed = |buffer: Map, switch: Map| -> Result<_> {
+        let typed = |buffer: Map, switch: Map, rate: Map| -> Result<_> {
             let buffer = PerfEventArray::try_from(buffer)
                 .map_err(|e| map_error("taking the capture buffer", e))?;
-            let switch: Array<MapData, u64> =
+            let switch: Array<MapData, SwitchValue> =
                 Array::try_from(switch).map_err(|e| map_error("taking the capture switch", e))?;
-            Ok((buffer, switch))
+            let rate: PerCpuArray<MapData, RateValue> = PerCpuArray::try_from(rate)
+                .map_err(|e| map_error("taking the capture's rate counters", e))?;
+            Ok((buffer, switch, rate))
         };
-        let (mut buffer, mut switch, own, through) = match attached {
+        let (mut buffer, mut switch, rate, own, through) = match attached {
             Some(id) => {
                 let name = aya::programs::loaded_programs()
                     .filter_map(|p| p.ok())
                     .find(|p| p.id() == id)
                     .and_then(|p| p.name_as_str().map(str::to_string))
                     .unwrap_or_else(|| "?".into());
-                let Some((buffer, switch)) = hook_maps(id)? else {
+                let Some((buffer, switch, rate)) = hook_maps(id)? else {
                     return Err(Error::CaptureForeignProgram {
                         iface: iface.name().to_string(),
                         id,
                         name,
                     });
                 };
-                let (buffer, switch) = typed(Map::PerfEventArray(buffer), Map::Array(switch))?;
+                let (buffer, switch, rate) = typed(
+                    Map::PerfEventArray(buffer),
+                    Map::Array(switch),
+                    Map::PerCpuArray(rate),
+                )?;
                 let through = format!("the attached xskit program {name} (id {id})");
-                (buffer, switch, None, through)
+                (buffer, switch, rate, None, through)
             }
             None => {
                 let program = XdpProgram::attach_object(
@@ -196,9 +221,10 @@ impl Capture {
                     false,
                 )?;
                 let buffer: PerfEventArray<MapData> = program.take_map(BUFFER_MAP)?;
-                let switch: Array<MapData, u64> = program.take_map(SWITCH_MAP)?;
+                let switch: Array<MapData, SwitchValue> = program.take_map(SWITCH_MAP)?;
+                let rate: PerCpuArray<MapData, RateValue> = program.take_map(RATE_MAP)?;
                 let through = format!("xskit's capture program ({})", program.mode());
-                (buffer, switch, Some(program), through)
+                (buffer, switch, rate, Some(program), through)
             }
         };
         let cpus = aya::util::online_cpus().map_err(|(what, e)| Error::Capture {
@@ -212,8 +238,9 @@ impl Capture {
                     .map_err(|e| map_error("opening a CPU's perf buffer", e))
             })
             .collect::<Result<Vec<_>>>()?;
+        let per_cpu = config.max_per_sec.div_ceil(cpus.len().max(1) as u32);
         switch
-            .set(0, switch_value(true, config.snaplen), 0)
+            .set(0, [1, config.snaplen, per_cpu, 0], 0)
             .map_err(|e| map_error("switching the capture on", e))?;
         let wall = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -222,6 +249,7 @@ impl Capture {
         Ok(Capture {
             buffers,
             switch,
+            rate,
             through,
             _own: own,
             lost: 0,
@@ -239,6 +267,15 @@ impl Capture {
     /// Packets the perf buffers had no room for (the kernel counts them).
     pub fn lost(&self) -> u64 {
         self.lost
+    }
+
+    /// Packets not captured because of the cap on captures a second
+    /// ([`CaptureConfig::max_per_sec`]), since the program was loaded.
+    pub fn skipped(&self) -> u64 {
+        self.rate
+            .get(&0, 0)
+            .map(|per_cpu| per_cpu.iter().map(|r| r[2]).sum())
+            .unwrap_or(0)
     }
 
     /// Waits up to `timeout` (`None`: forever; a signal ends the wait early) for packets and
@@ -287,6 +324,8 @@ fn parse(sample: &[u8], wall_offset_ns: i128) -> Option<CapturedPacket<'_>> {
     };
     let ktime = u64::from_ne_bytes(sample.get(..8)?.try_into().ok()?);
     let (len, caplen, ifindex, queue) = (u32_at(8)?, u32_at(12)?, u32_at(16)?, u32_at(20)?);
+    let known = |v: u32| (v != NONE).then_some(v);
+    let (verdict, why) = (known(u32_at(24)?), known(u32_at(28)?));
     let data = sample.get(META_LEN..META_LEN + caplen as usize)?;
     let wall = i128::from(ktime) + wall_offset_ns;
     Some(CapturedPacket {
@@ -295,12 +334,14 @@ fn parse(sample: &[u8], wall_offset_ns: i128) -> Option<CapturedPacket<'_>> {
         data,
         ifindex,
         queue,
+        verdict,
+        why,
     })
 }
 
 impl Drop for Capture {
     fn drop(&mut self) {
         // A program of its own goes with the link; xskit's stays, its hook switched off.
-        let _ = self.switch.set(0, switch_value(false, 0), 0);
+        let _ = self.switch.set(0, [0; 4], 0);
     }
 }
