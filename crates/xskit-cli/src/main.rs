@@ -35,14 +35,17 @@ mod zcsend;
 
 use clap::{Parser, Subcommand};
 
+/// The frame-size convention, under every packet command's --help.
+const FRAME_SIZES: &str = "Frame sizes (-s, --packet-size) and lengths count the Ethernet \
+    frame WITHOUT its 4-byte FCS, as the UMEM, pcap and tcpdump hold it: RFC 2544's (and \
+    xdpsock's and xdp-trafficgen's) 64-byte frame is -s 60 here, as in testpmd's --txpkts.";
+
 #[derive(Parser)]
 #[command(
     name = "xskit",
     version,
     about = "Zero-copy packet I/O on AF_XDP",
-    after_help = "Frame sizes (-s, --packet-size) count the Ethernet frame WITHOUT its 4-byte \
-                  FCS, as the UMEM, pcap and tcpdump hold it: RFC 2544's (and xdpsock's and \
-                  xdp-trafficgen's) 64-byte frame is -s 60 here, as in testpmd's --txpkts."
+    after_help = FRAME_SIZES
 )]
 struct Cli {
     /// Diagnostics on stderr: -v what changes (bond members, LACP), -vv each step of it.
@@ -56,26 +59,32 @@ struct Cli {
 enum Command {
     /// Build a two-namespace testbed, send probes across it through xskit sockets in SKB and
     /// DRV mode, check every one arrived in order and intact, and remove the testbed.
+    #[command(after_help = FRAME_SIZES)]
     Demo(demo::DemoArgs),
     /// Show an interface's XDP and AF_XDP capabilities and attached program.
     Info(info::InfoArgs),
     /// Transmit UDP probe traffic (IPv4/IPv6, flow ranges, rate limit) on an xskit socket.
+    #[command(after_help = FRAME_SIZES)]
     Gen(gen::GenArgs),
     /// Receive probe traffic and report loss, reordering, damage and latency.
+    #[command(after_help = FRAME_SIZES)]
     Recv(recv::RecvArgs),
     /// Show what an interface receives at its XDP hook, as xdpdump does: through xskit's
     /// program where it runs (tcpdump sees nothing it redirects), else through a capture
     /// program of its own; a line per packet like tcpdump, or -w FILE (pcap); a tcpdump
     /// filter.
+    #[command(after_help = FRAME_SIZES)]
     Dump(dump::DumpArgs),
     /// Benchmarks: rxdrop, txpush, l2fwd (and AF_PACKET / XDP_DROP baselines) on -i IFACE;
     /// without -i, all of them on a testbed, as a table.
+    #[command(after_help = FRAME_SIZES)]
     Bench(bench::BenchArgs),
     /// Zero-copy sends on TCP/UDP sockets (MSG_ZEROCOPY or io_uring SEND_ZC); --table for
     /// a comparison of the sender's CPU per GB, copying against zero-copy.
     Zcsend(zcsend::ZcArgs),
     /// Filtering forwarder: a bump in the wire between two interfaces (or --reflect on one)
     /// with a TOML rules file, rate limits, --respond for ARP/ping, live counters.
+    #[command(after_help = FRAME_SIZES)]
     Fwd(fwd::FwdArgs),
     /// Link bonding: `bond hash` prints, per packet of a capture, the Linux bond's transmit
     /// hash and the member it leaves on.

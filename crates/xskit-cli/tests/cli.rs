@@ -320,3 +320,29 @@ fn bench_plot_redraws_a_saved_table() {
     assert!(text.contains("is for bench plot"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The frame-size convention (no FCS; RFC 2544's 64 is -s 60) is in every packet command's
+/// help.
+#[test]
+fn every_packet_commands_help_says_sizes_exclude_the_fcs() {
+    for command in [
+        None,
+        Some("gen"),
+        Some("recv"),
+        Some("bench"),
+        Some("fwd"),
+        Some("dump"),
+        Some("demo"),
+    ] {
+        let out = Command::new(XSKIT)
+            .args(command)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("WITHOUT its 4-byte FCS") && text.contains("-s 60"),
+            "{command:?}: {text}"
+        );
+    }
+}
