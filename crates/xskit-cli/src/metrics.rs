@@ -36,6 +36,9 @@ const GAUGES: &[&str] = &[
     "schema_version",
 ];
 
+/// Objects whose numbers are all levels (gauges): where the frames are now.
+const LEVELS: &[&str] = &["frames"];
+
 /// Lists whose elements are told apart by a label: (key, label, the element's field that
 /// names it, the prefix of the element's metrics, the name of its `_info` metric).
 const LISTS: &[(&str, &str, &str, &str, &str)] = &[
@@ -92,6 +95,9 @@ fn flatten(
     labels: &Labels,
     families: &mut BTreeMap<String, Family>,
 ) {
+    let levels = LEVELS
+        .iter()
+        .any(|l| prefix.strip_suffix('_').is_some_and(|p| p.ends_with(l)));
     let Value::Object(fields) = value else {
         return;
     };
@@ -101,7 +107,9 @@ fn flatten(
             Value::Number(n) => {
                 let name = metric_name(prefix, key);
                 let sample = match n.as_u64() {
-                    Some(count) if !GAUGES.contains(&key.as_str()) && !key.ends_with("_s") => {
+                    Some(count)
+                        if !levels && !GAUGES.contains(&key.as_str()) && !key.ends_with("_s") =>
+                    {
                         Sample::Counter(count)
                     }
                     _ => Sample::Gauge(n.as_f64().unwrap_or(0.0)),
@@ -351,7 +359,8 @@ mod tests {
             ],
             "rules": [{"name": "web", "action": "drop", "packets": 4}],
             "unclassifiable": {"name": "unclassifiable", "action": "drop", "packets": 2},
-            "pool": {"alloc_fast": 10}
+            "pool": {"alloc_fast": 10},
+            "frames": {"umem": 8192, "fill": 4096}
         });
         let f = families(&snapshot);
         assert_eq!(
@@ -393,6 +402,7 @@ mod tests {
             Sample::Info
         );
         assert_eq!(sample(&f, "pool_alloc_fast", &[]), Sample::Counter(10));
+        assert_eq!(sample(&f, "frames_fill", &[]), Sample::Gauge(4096.0));
         assert_eq!(
             sample(&f, "rule_packets", &[("rule", "unclassifiable")]),
             Sample::Counter(2)

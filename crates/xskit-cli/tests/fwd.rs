@@ -903,6 +903,16 @@ fn metrics_scraped_during_a_run_agree_with_the_summary() {
     assert_eq!(kind, "counter");
     assert!(*rx >= 300.0, "{rx}");
     find("xskit_tx_packets_total", ("interface", c));
+    // XDP_STATISTICS, named as gen, recv and bench name them.
+    find("xskit_statistics_rx_ring_full_total", ("interface", a));
+    find("xskit_statistics_tx_invalid_descs_total", ("interface", c));
+    // Where the frames are, as levels.
+    let umem = samples
+        .iter()
+        .find(|(_, n, _, _)| n == "xskit_frames_umem")
+        .unwrap_or_else(|| panic!("xskit_frames_umem in {samples:?}"));
+    assert_eq!(umem.0, "gauge");
+    assert!(umem.3 > 0.0);
     let (_, _, _, rule) = find("xskit_rule_packets_total", ("rule", "default"));
     assert!(*rule >= 300.0, "{rule}");
     find("xskit_rule_info", ("action", "forward"));
@@ -921,6 +931,10 @@ fn metrics_scraped_during_a_run_agree_with_the_summary() {
     let summary = json_of(fwd.take());
     let ports = &summary["counters"]["ports"];
     let summary_rx = ports[0]["rx_packets"].as_f64().unwrap();
+    assert!(
+        ports[0]["statistics"]["rx_fill_ring_empty_descs"].is_u64(),
+        "{summary}"
+    );
     assert!(
         summary_rx >= *rx && summary_rx - *rx < 50.0,
         "scraped {rx}, summary {summary_rx}"

@@ -481,7 +481,7 @@ int xskit_filter(struct xdp_md *ctx)
 	int verdict = decide(ctx, &why);
 
 	/* After the decision, so a capture says what became of the packet and why. */
-	xskit_capture_packet(ctx, verdict, why);
+	xskit_capture_hook(ctx, verdict, why);
 	return verdict;
 }
 

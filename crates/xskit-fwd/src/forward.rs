@@ -186,6 +186,34 @@ pub struct RuleCount {
     pub over_rate: u64,
 }
 
+/// The kernel's XDP_STATISTICS of some sockets, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KernelStatistics {
+    /// Packets dropped for reasons other than invalid descriptors.
+    pub rx_dropped: u64,
+    /// Invalid descriptors on the fill ring.
+    pub rx_invalid_descs: u64,
+    /// Invalid descriptors on the tx ring.
+    pub tx_invalid_descs: u64,
+    /// Packets dropped because an rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times a fill ring was empty when the kernel needed a frame.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times a tx ring was empty when the kernel looked for work.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl std::ops::AddAssign<&xskit::Statistics> for KernelStatistics {
+    fn add_assign(&mut self, s: &xskit::Statistics) {
+        self.rx_dropped += s.rx_dropped;
+        self.rx_invalid_descs += s.rx_invalid_descs;
+        self.tx_invalid_descs += s.tx_invalid_descs;
+        self.rx_ring_full += s.rx_ring_full;
+        self.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += s.tx_ring_empty_descs;
+    }
+}
+
 /// One interface's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PortCount {
@@ -249,6 +277,9 @@ pub struct PortCount {
     pub socket_rx_ring_full: u64,
     /// Times a fill ring was empty when a packet arrived.
     pub socket_fill_ring_empty: u64,
+    /// All six of the sockets' kernel counters (XDP_STATISTICS), summed over queues (and a
+    /// bond's members), under the names `gen`, `recv` and `bench` report them.
+    pub statistics: KernelStatistics,
     /// The bond's state and its members' counts, when this side is a bond.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bond: Option<BondCount>,
@@ -273,6 +304,27 @@ pub struct Counters {
     pub respond_refused: u64,
     /// The frame pools' counters, summed over workers.
     pub pool: PoolStats,
+    /// Where the UMEM's frames were when the workers last published (each interval): a
+    /// moving picture, so its parts need not add up to the total; the report's
+    /// [`FrameReport`] is the exact one, taken at rest.
+    pub frames: LiveFrames,
+}
+
+/// Where the UMEM's frames are while the forwarder runs, for the live counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LiveFrames {
+    /// Frames in the UMEM (the report's `total`).
+    pub umem: u64,
+    /// Free: in the shared pool and the workers' caches.
+    pub pool: u64,
+    /// In fill rings.
+    pub fill: u64,
+    /// In rx rings.
+    pub rx: u64,
+    /// In tx and completion rings.
+    pub tx: u64,
+    /// Taken from a fill ring and kept in the kernel's buffer pool.
+    pub kernel_held: u64,
 }
 
 /// Where every UMEM frame was when the forwarder stopped: total = pool + fill + rx + tx +
@@ -321,6 +373,8 @@ pub(crate) struct WorkerCells {
     pub(crate) ports: Arc<Vec<PortCells>>,
     pub(crate) rules: Arc<Vec<RuleCells>>,
     pub(crate) pool: Arc<Mutex<PoolStats>>,
+    /// Where the worker's frames were when it last published.
+    pub(crate) frames: Arc<Mutex<crate::worker::FramesSeen>>,
     /// Every socket, a side's members in order, sides in order.
     pub(crate) sockets: Vec<SocketHandle>,
     /// Per side: where a bond publishes its members' counters.
@@ -786,10 +840,12 @@ impl WorkerPlan {
                 .collect(),
         );
         let pool_stats = Arc::new(Mutex::new(PoolStats::default()));
+        let frames_seen = Arc::new(Mutex::new(crate::worker::FramesSeen::default()));
         let cells = WorkerCells {
             ports: Arc::clone(&port_cells),
             rules: Arc::clone(&rule_cells),
             pool: Arc::clone(&pool_stats),
+            frames: Arc::clone(&frames_seen),
             sockets: Vec::new(),
             bonds: Vec::new(),
         };
@@ -806,6 +862,7 @@ impl WorkerPlan {
             tap: self.tap.clone(),
             port_cells,
             pool_stats,
+            frames_seen,
             tap_frames: Vec::with_capacity(1),
             csum_offload: self.csum_offload,
             mtus: self.mtus.clone(),
@@ -1132,6 +1189,7 @@ impl Forwarder {
             echo_replies: self.replies.echo.load(Ordering::Relaxed),
             respond_refused: self.replies.refused.load(Ordering::Relaxed),
             pool: PoolStats::default(),
+            frames: LiveFrames::default(),
         };
         for w in &self.cells {
             for (p, (cells, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
@@ -1155,6 +1213,7 @@ impl Forwarder {
                     count.socket_rx_dropped += s.rx_dropped;
                     count.socket_rx_ring_full += s.rx_ring_full;
                     count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
+                    count.statistics += &s;
                     if let Some(bond) = count.bond.as_mut() {
                         bond.members[i - first].socket_rx_dropped += s.rx_dropped;
                     }
@@ -1181,7 +1240,16 @@ impl Forwarder {
                 count.over_rate += cells.over_rate.load(Ordering::Relaxed);
             }
             out.pool += *w.pool.lock_unpoisoned();
+            let seen = *w.frames.lock_unpoisoned();
+            let in_rings = seen.rings.fill + seen.rings.rx + seen.rings.tx;
+            out.frames.pool += seen.cached as u64;
+            out.frames.fill += seen.rings.fill as u64;
+            out.frames.rx += seen.rings.rx as u64;
+            out.frames.tx += seen.rings.tx as u64;
+            out.frames.kernel_held += seen.in_kernel.saturating_sub(in_rings) as u64;
         }
+        out.frames.umem = self.total as u64;
+        out.frames.pool += self.shared.len() as u64;
         for (i, filter) in self.filters.iter().enumerate() {
             let side = self.side_of(i);
             let now = read(

@@ -111,6 +111,17 @@ impl TapPath {
     }
 }
 
+/// Where a worker's frames were when it last published.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FramesSeen {
+    /// In its pool's cache.
+    pub(crate) cached: usize,
+    /// What its ports' ledgers say the kernel holds.
+    pub(crate) in_kernel: usize,
+    /// What the rings' indices say they hold.
+    pub(crate) rings: RingOccupancy,
+}
+
 /// What a worker leaves behind: its frames, by where they are, and why it stopped early.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerEnd {
@@ -136,6 +147,7 @@ pub(crate) struct Worker<P> {
     pub(crate) tap: Option<Arc<TapPath>>,
     pub(crate) port_cells: Arc<Vec<PortCells>>,
     pub(crate) pool_stats: Arc<Mutex<PoolStats>>,
+    pub(crate) frames_seen: Arc<Mutex<FramesSeen>>,
     /// Frames on their way from the TAP device, reused from read to read.
     pub(crate) tap_frames: Vec<Frame>,
     /// Ask the kernel to finish partial checksums (transmit metadata) instead of summing them.
@@ -260,9 +272,25 @@ impl<P: SidePort> Worker<P> {
         Ok(())
     }
 
-    /// Makes the pool's counters visible to the forwarder's reader.
-    pub(crate) fn publish(&self) {
+    /// Makes the pool's counters, and where its frames are, visible to the forwarder's reader.
+    pub(crate) fn publish(&mut self) {
         *self.pool_stats.lock_unpoisoned() = self.pool.stats();
+        let mut seen = FramesSeen {
+            cached: self.pool.cached(),
+            ..FramesSeen::default()
+        };
+        for port in self.ports.iter_mut() {
+            let held = port.in_flight();
+            seen.in_kernel += held;
+            let r = port.ring_occupancy().unwrap_or(RingOccupancy {
+                tx: held,
+                ..RingOccupancy::default()
+            });
+            seen.rings.fill += r.fill;
+            seen.rings.rx += r.rx;
+            seen.rings.tx += r.tx;
+        }
+        *self.frames_seen.lock_unpoisoned() = seen;
         for port in &self.ports {
             port.publish_members();
         }

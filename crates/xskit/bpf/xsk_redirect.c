@@ -53,7 +53,7 @@ int xskit_redirect(struct xdp_md *ctx)
 {
 	__u32 zero = 0, *refuse;
 
-	xskit_capture_packet(ctx, XSKIT_CAPTURE_NONE, XSKIT_CAPTURE_NONE);
+	xskit_capture_hook(ctx, XSKIT_CAPTURE_NONE, XSKIT_CAPTURE_NONE);
 	refuse = bpf_map_lookup_elem(&xskit_refuse, &zero);
 	if (refuse && *refuse) {
 		__u64 *n = bpf_map_lookup_elem(&xskit_refused, &zero);

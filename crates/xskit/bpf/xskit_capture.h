@@ -4,7 +4,7 @@
  * has switched it on (xskit_cap_cfg[0].enabled), every packet is copied,
  * up to the snap length, into the perf buffer of the CPU it arrived on,
  * after a small header; the packet itself goes on unchanged. Switched off,
- * it costs one array lookup.
+ * it costs one array lookup and no call.
  *
  * A reader that dies without switching it off leaves nobody listening: the
  * copy then fails with -ENOENT and the hook switches itself off.
@@ -82,7 +82,7 @@ __attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx, __u32 ver
 	__u64 caplen;
 	long err;
 
-	if (!cfg || !cfg->enabled)
+	if (!cfg)
 		return 0;
 	meta.ktime_ns = bpf_ktime_get_ns();
 	if (cfg->max_per_cpu) {
@@ -112,6 +112,20 @@ __attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx, __u32 ver
 	if (err == -XSKIT_CAPTURE_ENOENT)
 		cfg->enabled = 0;
 	return 0;
+}
+
+/*
+ * What the programs call: the switch is looked at inline (an array lookup the
+ * verifier turns into a load), so a program pays for the call only while a
+ * capture runs.
+ */
+static __always_inline void xskit_capture_hook(struct xdp_md *ctx, __u32 verdict, __u32 why)
+{
+	__u32 zero = 0;
+	struct xskit_capture_config *cfg = bpf_map_lookup_elem(&xskit_cap_cfg, &zero);
+
+	if (cfg && cfg->enabled)
+		xskit_capture_packet(ctx, verdict, why);
 }
 
 #endif

@@ -13,7 +13,7 @@ SEC("xdp")
 int xskit_dump(struct xdp_md *ctx)
 #endif
 {
-	xskit_capture_packet(ctx, XSKIT_CAPTURE_NONE, XSKIT_CAPTURE_NONE);
+	xskit_capture_hook(ctx, XSKIT_CAPTURE_NONE, XSKIT_CAPTURE_NONE);
 	return XDP_PASS;
 }
 
