@@ -186,34 +186,6 @@ pub struct RuleCount {
     pub over_rate: u64,
 }
 
-/// The kernel's XDP_STATISTICS of some sockets, summed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct KernelStatistics {
-    /// Packets dropped for reasons other than invalid descriptors.
-    pub rx_dropped: u64,
-    /// Invalid descriptors on the fill ring.
-    pub rx_invalid_descs: u64,
-    /// Invalid descriptors on the tx ring.
-    pub tx_invalid_descs: u64,
-    /// Packets dropped because an rx ring was full.
-    pub rx_ring_full: u64,
-    /// Times a fill ring was empty when the kernel needed a frame.
-    pub rx_fill_ring_empty_descs: u64,
-    /// Times a tx ring was empty when the kernel looked for work.
-    pub tx_ring_empty_descs: u64,
-}
-
-impl std::ops::AddAssign<&xskit::Statistics> for KernelStatistics {
-    fn add_assign(&mut self, s: &xskit::Statistics) {
-        self.rx_dropped += s.rx_dropped;
-        self.rx_invalid_descs += s.rx_invalid_descs;
-        self.tx_invalid_descs += s.tx_invalid_descs;
-        self.rx_ring_full += s.rx_ring_full;
-        self.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
-        self.tx_ring_empty_descs += s.tx_ring_empty_descs;
-    }
-}
-
 /// One interface's counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PortCount {
@@ -279,7 +251,7 @@ pub struct PortCount {
     pub socket_fill_ring_empty: u64,
     /// All six of the sockets' kernel counters (XDP_STATISTICS), summed over queues (and a
     /// bond's members), under the names `gen`, `recv` and `bench` report them.
-    pub statistics: KernelStatistics,
+    pub statistics: xskit::Statistics,
     /// The bond's state and its members' counts, when this side is a bond.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bond: Option<BondCount>,
@@ -1213,7 +1185,7 @@ impl Forwarder {
                     count.socket_rx_dropped += s.rx_dropped;
                     count.socket_rx_ring_full += s.rx_ring_full;
                     count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
-                    count.statistics += &s;
+                    count.statistics += s;
                     if let Some(bond) = count.bond.as_mut() {
                         bond.members[i - first].socket_rx_dropped += s.rx_dropped;
                     }

@@ -272,9 +272,8 @@ impl<P: SidePort> Worker<P> {
         Ok(())
     }
 
-    /// Makes the pool's counters, and where its frames are, visible to the forwarder's reader.
-    pub(crate) fn publish(&mut self) {
-        *self.pool_stats.lock_unpoisoned() = self.pool.stats();
+    /// Where this worker's frames are: its cache, its ports' ledgers and their rings.
+    fn frames_seen(&mut self) -> FramesSeen {
         let mut seen = FramesSeen {
             cached: self.pool.cached(),
             ..FramesSeen::default()
@@ -282,6 +281,7 @@ impl<P: SidePort> Worker<P> {
         for port in self.ports.iter_mut() {
             let held = port.in_flight();
             seen.in_kernel += held;
+            // A port without kernel rings holds its frames itself: they count as in flight.
             let r = port.ring_occupancy().unwrap_or(RingOccupancy {
                 tx: held,
                 ..RingOccupancy::default()
@@ -290,6 +290,13 @@ impl<P: SidePort> Worker<P> {
             seen.rings.rx += r.rx;
             seen.rings.tx += r.tx;
         }
+        seen
+    }
+
+    /// Makes the pool's counters, and where its frames are, visible to the forwarder's reader.
+    pub(crate) fn publish(&mut self) {
+        *self.pool_stats.lock_unpoisoned() = self.pool.stats();
+        let seen = self.frames_seen();
         *self.frames_seen.lock_unpoisoned() = seen;
         for port in &self.ports {
             port.publish_members();
@@ -452,19 +459,12 @@ impl<P: SidePort> Worker<P> {
         }
         self.chains.drain(&mut input);
         self.pool.free(&mut input);
-        let mut end = WorkerEnd::default();
-        for port in self.ports.iter_mut() {
-            let held = port.in_flight();
-            end.ledger_in_kernel += held;
-            // A port without kernel rings holds its frames itself: they count as in flight.
-            let r = port.ring_occupancy().unwrap_or(RingOccupancy {
-                tx: held,
-                ..RingOccupancy::default()
-            });
-            end.rings.fill += r.fill;
-            end.rings.rx += r.rx;
-            end.rings.tx += r.tx;
-        }
+        let seen = self.frames_seen();
+        let end = WorkerEnd {
+            ledger_in_kernel: seen.in_kernel,
+            rings: seen.rings,
+            ..WorkerEnd::default()
+        };
         self.publish();
         if self.pool.held() != self.pool.cached() + end.ledger_in_kernel {
             return Err(Error::FrameAccounting(format!(

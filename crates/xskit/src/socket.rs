@@ -148,6 +148,7 @@ impl SocketConfig {
 
 /// The six counters of XDP_STATISTICS.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Statistics {
     /// Packets dropped for reasons other than invalid descriptors (e.g. too large for a frame).
     pub rx_dropped: u64,
@@ -161,6 +162,18 @@ pub struct Statistics {
     pub rx_fill_ring_empty_descs: u64,
     /// Times the tx ring was empty when the kernel looked for work.
     pub tx_ring_empty_descs: u64,
+}
+
+/// Sums counters, e.g. over a device's queues.
+impl std::ops::AddAssign for Statistics {
+    fn add_assign(&mut self, s: Statistics) {
+        self.rx_dropped += s.rx_dropped;
+        self.rx_invalid_descs += s.rx_invalid_descs;
+        self.tx_invalid_descs += s.tx_invalid_descs;
+        self.rx_ring_full += s.rx_ring_full;
+        self.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += s.tx_ring_empty_descs;
+    }
 }
 
 impl Statistics {
