@@ -203,7 +203,7 @@ fn dump_refuses_clearly() {
     assert!(status.success());
     let err = dump(&["-i", &bed.b.ifname, "-c", "1"]);
     assert!(
-        err.contains("not xskit's") && err.contains("udp_to_socket"),
+        err.contains("has no xskit capture hook") && err.contains("udp_to_socket"),
         "{err}"
     );
     ok(&run(

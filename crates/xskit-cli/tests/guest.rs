@@ -518,11 +518,10 @@ cat $TMPDIR/nic.json $TMPDIR/nic.err
         .unwrap();
     };
     let run = {
-        let running = guest.spawn(&script).unwrap();
-        assert!(
-            running.wait_for_output("bond-ready", Duration::from_secs(90)),
-            "the bond's program was not attached"
-        );
+        // Fails, with the console, if the bond's program was not attached.
+        let running = guest
+            .spawn_until(&script, "bond-ready", Duration::from_secs(90))
+            .unwrap();
         // The bond's members carry the bond's MAC, eth0's.
         send(&taps[0], Guest::mac(0));
         assert!(running.wait_for_output("nic-ready", Duration::from_secs(90)));

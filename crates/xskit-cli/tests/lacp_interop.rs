@@ -538,8 +538,13 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
         })
         .collect();
     let minute = Duration::from_secs(60);
-    let running = guest.spawn(&guest_bond_script(rate, stream_secs)).unwrap();
-    assert!(running.wait_for_output("traffic-done", 3 * minute));
+    let running = guest
+        .spawn_until(
+            &guest_bond_script(rate, stream_secs),
+            "traffic-done",
+            3 * minute,
+        )
+        .unwrap();
     let view = our_view(&ns);
     println!("xskit's view, aggregated:\n{view}");
     assert!(

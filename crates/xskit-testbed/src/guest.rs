@@ -373,6 +373,56 @@ impl Guest {
     /// from the namespace while it runs. One boot at a time: the guest is borrowed until the
     /// run is waited for or dropped.
     pub fn spawn(&mut self, script: &str) -> io::Result<RunningGuest<'_>> {
+        self.boot(script)
+    }
+
+    /// Boots the guest with `script` and waits up to `timeout` for the script to print
+    /// `marker`, booting again (at most twice more) when the guest kernel panics before the
+    /// script starts, as [`Guest::run`] does. Fails with the console if the marker does not
+    /// come.
+    pub fn spawn_until(
+        &mut self,
+        script: &str,
+        marker: &str,
+        timeout: Duration,
+    ) -> io::Result<RunningGuest<'_>> {
+        const BOOTS: u32 = 3;
+        let this: &Guest = self;
+        for boot in 1..=BOOTS {
+            let mut running = this.boot(script)?;
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline {
+                if running.printed(marker) {
+                    return Ok(running);
+                }
+                if running.exited()? {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let console = running.console();
+            let started = running.guest.job.join("share/output").exists();
+            if !started && console.contains("Kernel panic") && boot < BOOTS {
+                eprintln!(
+                    "xskit-testbed: booting the guest again: its kernel panicked while booting"
+                );
+                continue;
+            }
+            let output =
+                std::fs::read_to_string(running.guest.job.join("share/output")).unwrap_or_default();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the guest's script did not print {marker:?} within {timeout:?}; it \
+                     printed:\n{output}\n--- console ---\n{}",
+                    tail(&console, 40)
+                ),
+            ));
+        }
+        unreachable!("the last boot returns")
+    }
+
+    fn boot(&self, script: &str) -> io::Result<RunningGuest<'_>> {
         let share = self.job.join("share");
         if share.exists() {
             std::fs::remove_dir_all(&share)?;
@@ -445,6 +495,21 @@ impl RunningGuest<'_> {
     /// The guest's namespace (its TAP devices' side).
     pub fn ns(&self) -> &Netns {
         &self.guest.ns
+    }
+
+    /// Whether the script's output so far contains `marker`.
+    fn printed(&self, marker: &str) -> bool {
+        std::fs::read_to_string(self.guest.job.join("share/output"))
+            .unwrap_or_default()
+            .contains(marker)
+    }
+
+    /// Whether QEMU has exited (reaping it if so).
+    fn exited(&mut self) -> io::Result<bool> {
+        match self.child.as_mut() {
+            Some(child) => Ok(child.try_wait()?.is_some()),
+            None => Ok(true),
+        }
     }
 
     /// Waits up to `timeout` for the guest's script to print a line containing `marker` (its

@@ -278,13 +278,14 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// The interface runs a program that is not xskit's: nothing to capture through, and no
-    /// room for a capture program.
+    /// The interface runs a program without xskit's capture hook: nothing to capture
+    /// through, and no room for a capture program.
     #[error(
-        "{iface} runs XDP program {name} (id {id}), which is not xskit's: xskit captures \
-         through its own programs' hook or attaches one where none is (the fentry/fexit hooks \
-         xdpdump puts around other programs are refused by this kernel); capture in front of \
-         it on the peer interface, or stop {name}"
+        "{iface} runs XDP program {name} (id {id}), which has no xskit capture hook: xskit \
+         captures through the hook of its redirect and forwarder programs, or attaches a \
+         capture program where none runs (the fentry/fexit hooks xdpdump puts around other \
+         programs are refused by this kernel); capture on the interface that sends to it, or \
+         stop {name}"
     )]
     CaptureForeignProgram {
         /// The interface.
