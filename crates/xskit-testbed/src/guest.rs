@@ -401,8 +401,7 @@ impl Guest {
                 std::thread::sleep(Duration::from_millis(50));
             }
             let console = running.console();
-            let started = running.guest.job.join("share/output").exists();
-            if !started && console.contains("Kernel panic") && boot < BOOTS {
+            if running.panicked_before_script(&console) && boot < BOOTS {
                 eprintln!(
                     "xskit-testbed: booting the guest again: its kernel panicked while booting"
                 );
@@ -497,6 +496,12 @@ impl RunningGuest<'_> {
         &self.guest.ns
     }
 
+    /// Whether the guest kernel panicked before the script started (its `console`): a boot
+    /// that says nothing about the script, worth booting again.
+    fn panicked_before_script(&self, console: &str) -> bool {
+        !self.guest.job.join("share/output").exists() && console.contains("Kernel panic")
+    }
+
     /// Whether the script's output so far contains `marker`.
     fn printed(&self, marker: &str) -> bool {
         std::fs::read_to_string(self.guest.job.join("share/output"))
@@ -560,7 +565,7 @@ impl RunningGuest<'_> {
         let console = self.console();
         let share = self.guest.job.join("share");
         let Ok(code) = std::fs::read_to_string(share.join("status")) else {
-            if !share.join("output").exists() && console.contains("Kernel panic") {
+            if self.panicked_before_script(&console) {
                 return Err(io::Error::new(
                     io::ErrorKind::Interrupted,
                     format!(
