@@ -1,45 +1,105 @@
 #!/usr/bin/env bash
-# Fetches Debian's 6.12 kernel for the guest testbed (crates/xskit-testbed/src/guest.rs) into
-# ${XSKIT_GUEST_DIR:-/var/cache/xskit/guest}: vmlinuz, and the modules the guest loads,
-# decompressed, in load order (modules/order). Nothing is installed into /boot. Run as root;
-# scripts/setup.sh runs it. Does nothing when the kernel is already there.
+# Fetches the guest testbed's kernels (crates/xskit-testbed/src/guest.rs), each with the
+# modules the guest loads, decompressed, in load order (modules/order). Nothing is installed
+# into /boot and the system's apt state is not touched. Run as root; scripts/setup.sh runs it.
+#   ${XSKIT_GUEST_DIR:-/var/cache/xskit/guest}        Debian 12's 6.12: the bonding reference
+#   ${XSKIT_GUEST_ZC_DIR:-/var/cache/xskit/guest-zc}  the newest Linux 7.x of Debian's
+#       trixie-backports suite, whose virtio_net does AF_XDP zero-copy
+# A kernel already there is kept.
 set -euo pipefail
-dir="${XSKIT_GUEST_DIR:-/var/cache/xskit/guest}"
-if [ -f "$dir/vmlinuz" ] && [ -f "$dir/modules/order" ]; then
-    exit 0
-fi
-# Dependencies first (as modules.dep has them): virtio_net needs net_failover and failover,
-# 9p needs netfs and 9pnet, bonding needs tls.
+bond_dir="${XSKIT_GUEST_DIR:-/var/cache/xskit/guest}"
+zc_dir="${XSKIT_GUEST_ZC_DIR:-/var/cache/xskit/guest-zc}"
+
+# Dependencies first: virtio_net needs net_failover and failover, 9p needs 9pnet, which needs
+# netfs, bonding needs tls.
 modules=(net/core/failover drivers/net/net_failover drivers/net/virtio_net fs/netfs/netfs
     net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p net/tls/tls drivers/net/bonding/bonding
     drivers/net/veth)
-find_package() {
-    apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' |
-        awk '{print $1}' | sort -V | tail -1
+
+have() { [ -f "$1/vmlinuz" ] && [ -f "$1/modules/order" ]; }
+
+# install DIR VMLINUZ MODULE_ROOT RELEASE: vmlinuz and the modules into DIR, atomically.
+install_kernel() {
+    local dir=$1 vmlinuz=$2 root=$3 release=$4
+    rm -rf "$dir.new"
+    mkdir -p "$dir.new/modules"
+    cp "$vmlinuz" "$dir.new/vmlinuz"
+    : >"$dir.new/modules/order"
+    for m in "${modules[@]}"; do
+        name=$(basename "$m").ko
+        xz -dc "$root/$m.ko.xz" >"$dir.new/modules/$name"
+        echo "$name" >>"$dir.new/modules/order"
+    done
+    echo "$release" >"$dir.new/release"
+    rm -rf "$dir"
+    mv "$dir.new" "$dir"
 }
-pkg=$(find_package)
-if [ -z "$pkg" ]; then
-    apt-get update -qq
+
+fetch_bonding_kernel() {
+    find_package() {
+        apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' |
+            awk '{print $1}' | sort -V | tail -1
+    }
+    local pkg
     pkg=$(find_package)
-fi
-if [ -z "$pkg" ]; then
-    echo "guest-kernel: no linux-image-6.12.*+deb12-amd64 package in the apt sources" >&2
-    exit 1
-fi
+    if [ -z "$pkg" ]; then
+        apt-get update -qq
+        pkg=$(find_package)
+    fi
+    if [ -z "$pkg" ]; then
+        echo "guest-kernel: no linux-image-6.12.*+deb12-amd64 package in the apt sources" >&2
+        exit 1
+    fi
+    echo "xskit setup: fetching $pkg for the guest testbed"
+    (cd "$tmp" && apt-get download -q "$pkg" 2>/dev/null)
+    dpkg-deb -x "$tmp"/"$pkg"_*.deb "$tmp/bond"
+    local release
+    release=$(ls "$tmp/bond/lib/modules")
+    install_kernel "$bond_dir" "$tmp/bond/boot/vmlinuz-$release" \
+        "$tmp/bond/lib/modules/$release/kernel" "$release"
+}
+
+# The Debian mirror this machine already uses (its main suite), so that no host name is
+# written here.
+debian_mirror() {
+    apt-cache policy | awk '$3 ~ /^[a-z]+\/main$/ && $2 ~ /^https?:/ {print $2; exit}'
+}
+
+fetch_zero_copy_kernel() {
+    local mirror
+    mirror=$(debian_mirror)
+    if [ -z "$mirror" ]; then
+        echo "guest-kernel: no Debian mirror in the apt sources (apt-cache policy)" >&2
+        exit 1
+    fi
+    local apt="$tmp/apt"
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie-backports main" \
+        >"$apt/sources.list"
+    local opts=(-o "Dir::Etc::sourcelist=$apt/sources.list" -o "Dir::Etc::sourceparts=-"
+        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+        -o "Debug::NoDropPrivs=1" -o "APT::Sandbox::User=root")
+    apt-get "${opts[@]}" update -qq
+    local version
+    version=$(apt-cache "${opts[@]}" search --names-only '^linux-binary-7\.[0-9.]+\+deb13-amd64$' |
+        awk '{print $1}' | sort -V | tail -1)
+    version=${version#linux-binary-}
+    if [ -z "$version" ]; then
+        echo "guest-kernel: no linux-binary-7.*+deb13-amd64 in $mirror trixie-backports" >&2
+        exit 1
+    fi
+    echo "xskit setup: fetching Linux $version (trixie-backports) for the zero-copy guest"
+    mkdir -p "$tmp/zc-debs"
+    (cd "$tmp/zc-debs" && apt-get "${opts[@]}" download -q "linux-binary-$version" \
+        "linux-modules-$version" 2>/dev/null)
+    for deb in "$tmp"/zc-debs/*.deb; do
+        dpkg-deb -x "$deb" "$tmp/zc"
+    done
+    local root="$tmp/zc/usr/lib/modules/$version"
+    install_kernel "$zc_dir" "$root/vmlinuz" "$root/kernel" "$version"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "xskit setup: fetching $pkg for the guest testbed"
-(cd "$tmp" && apt-get download -q "$pkg" 2>/dev/null)
-dpkg-deb -x "$tmp"/*.deb "$tmp/root"
-release=$(ls "$tmp/root/lib/modules")
-mkdir -p "$dir.new/modules"
-cp "$tmp/root/boot/vmlinuz-$release" "$dir.new/vmlinuz"
-: >"$dir.new/modules/order"
-for m in "${modules[@]}"; do
-    name=$(basename "$m").ko
-    xz -dc "$tmp/root/lib/modules/$release/kernel/$m.ko.xz" >"$dir.new/modules/$name"
-    echo "$name" >>"$dir.new/modules/order"
-done
-echo "$release" >"$dir.new/release"
-rm -rf "$dir"
-mv "$dir.new" "$dir"
+have "$bond_dir" || fetch_bonding_kernel
+have "$zc_dir" || fetch_zero_copy_kernel

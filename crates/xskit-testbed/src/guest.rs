@@ -1,6 +1,9 @@
-//! A Linux guest on the testbed: Debian's 6.12 kernel under QEMU (TCG), for what this host's
-//! kernel lacks — the bonding driver, virtio_net (whose transmit path builds skbs from UMEM
-//! pages), a NIC other than veth.
+//! A Linux guest on the testbed, under QEMU (TCG), for what this host's kernel lacks — the
+//! bonding driver, virtio_net (whose transmit path builds skbs from UMEM pages), a NIC other
+//! than veth, AF_XDP zero-copy. Two kernels ([`GuestKernel`]): Debian 12's 6.12, the bonding
+//! reference, and the newest Linux 7.x of Debian's trixie-backports suite, whose virtio NICs do
+//! AF_XDP zero-copy as a real NIC's driver does: they filter unicast by destination MAC and
+//! bind XSK pools through the DMA API (`iommu_platform=on`).
 //!
 //! The guest boots a busybox initramfs that loads a few modules, mounts the host's root
 //! read-only over 9p and chroots into it, so it runs the host's own binaries (`xskit`, `ip`,
@@ -14,22 +17,63 @@
 //! timeout in any case (QEMU runs under `timeout`, so not even a SIGKILLed test leaves one
 //! behind for long).
 //!
-//! What it needs: `qemu-system-x86`, `busybox-static`, `cpio`, and the kernel that
-//! `scripts/setup.sh` fetches into [`kernel_dir`] (`vmlinuz` and `modules/`).
+//! What it needs: `qemu-system-x86`, `busybox-static`, `cpio`, and the kernels that
+//! `scripts/guest-kernel.sh` (run by `scripts/setup.sh test`) fetches into
+//! [`GuestKernel::dir`] (`vmlinuz` and `modules/`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{ip, Netns, LIVE, NEXT, NS_PREFIX};
+use crate::{add_netns, ip, mac_string, Host, Netns, NsGuard, LIVE, NEXT, NS_PREFIX};
 
-/// Where `scripts/setup.sh` puts the guest kernel: `$XSKIT_GUEST_DIR`, or
-/// `/var/cache/xskit/guest`.
+/// Where `scripts/guest-kernel.sh` puts Debian's 6.12 kernel: `$XSKIT_GUEST_DIR`, or
+/// `/var/cache/xskit/guest` ([`GuestKernel::Reference`]'s directory).
 pub fn kernel_dir() -> PathBuf {
-    std::env::var_os("XSKIT_GUEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/xskit/guest"))
+    GuestKernel::Reference.dir()
+}
+
+/// The kernel a guest boots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GuestKernel {
+    /// Debian 12's 6.12: the bonding driver the bond tests compare with. Its virtio_net has
+    /// no AF_XDP zero-copy.
+    #[default]
+    Reference,
+    /// The newest Linux 7.x of Debian's trixie-backports suite, its NICs set up for AF_XDP
+    /// zero-copy (`iommu_platform=on`, `disable-legacy=on`: virtio_net binds an XSK pool only
+    /// through the DMA API).
+    ZeroCopy,
+}
+
+impl GuestKernel {
+    /// Where `scripts/guest-kernel.sh` puts this kernel: `$XSKIT_GUEST_DIR` (default
+    /// `/var/cache/xskit/guest`) for the reference, `$XSKIT_GUEST_ZC_DIR` (default
+    /// `/var/cache/xskit/guest-zc`) for the zero-copy one.
+    pub fn dir(self) -> PathBuf {
+        let (var, default) = match self {
+            GuestKernel::Reference => ("XSKIT_GUEST_DIR", "/var/cache/xskit/guest"),
+            GuestKernel::ZeroCopy => ("XSKIT_GUEST_ZC_DIR", "/var/cache/xskit/guest-zc"),
+        };
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(default))
+    }
+
+    /// The kernel's release, as `scripts/guest-kernel.sh` recorded it.
+    pub fn release(self) -> io::Result<String> {
+        Ok(std::fs::read_to_string(self.dir().join("release"))?
+            .trim()
+            .to_string())
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            GuestKernel::Reference => "Debian 12's 6.12 kernel",
+            GuestKernel::ZeroCopy => "Linux 7.x from Debian's trixie-backports",
+        }
+    }
 }
 
 const BUSYBOX: &str = "/bin/busybox";
@@ -54,6 +98,8 @@ pub struct GuestConfig {
     pub timeout: Duration,
     /// Appended to the guest kernel's command line (for tests of the testbed itself).
     pub extra_kernel_args: &'static str,
+    /// The kernel to boot.
+    pub kernel: GuestKernel,
 }
 
 impl Default for GuestConfig {
@@ -65,6 +111,7 @@ impl Default for GuestConfig {
             memory_mib: 1024,
             timeout: Duration::from_secs(180),
             extra_kernel_args: "",
+            kernel: GuestKernel::Reference,
         }
     }
 }
@@ -82,7 +129,24 @@ setters!(GuestConfig {
     timeout: Duration,
     /// Sets what is appended to the guest kernel's command line.
     extra_kernel_args: &'static str,
+    /// Sets the kernel to boot.
+    kernel: GuestKernel,
 });
+
+impl GuestConfig {
+    /// A guest for AF_XDP zero-copy: the 7.x kernel and `nics` NICs of 2 queue pairs on
+    /// 2 CPUs. As many queue pairs as CPUs, not more: with spare queue pairs virtio_net gives
+    /// XDP a transmit queue pair per CPU and then receives on those queues too, where AF_XDP
+    /// sockets cannot transmit; with none spare, XDP_TX and XDP_REDIRECT share the queues
+    /// (under a lock, which the kernel logs) and every receive queue is one a socket can serve.
+    pub fn zero_copy(nics: u32) -> GuestConfig {
+        GuestConfig::default()
+            .kernel(GuestKernel::ZeroCopy)
+            .nics(nics)
+            .queues(2)
+            .cpus(2)
+    }
+}
 
 /// A guest ready to boot: its namespace with TAP devices, its initramfs and job directory.
 #[derive(Debug)]
@@ -131,18 +195,24 @@ fn missing(what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::NotFound,
         format!(
-            "the guest testbed needs {what}: run scripts/setup.sh (it installs qemu-system-x86, \
-             busybox-static and cpio, and fetches Debian's 6.12 kernel into {})",
-            kernel_dir().display()
+            "the guest testbed needs {what}: run scripts/setup.sh test (it installs \
+             qemu-system-x86, busybox-static and cpio, and fetches the guest kernels into {} \
+             and {})",
+            GuestKernel::Reference.dir().display(),
+            GuestKernel::ZeroCopy.dir().display()
         ),
     )
 }
 
-/// Checks that everything a guest needs is here, saying what is missing.
-pub fn check_requirements() -> io::Result<()> {
-    let dir = kernel_dir();
+/// Checks that everything a guest booting `kernel` needs is here, saying what is missing.
+pub fn check_requirements(kernel: GuestKernel) -> io::Result<()> {
+    let dir = kernel.dir();
     if !dir.join("vmlinuz").is_file() || !dir.join("modules/order").is_file() {
-        return Err(missing(&format!("a kernel in {}", dir.display())));
+        return Err(missing(&format!(
+            "{} in {}",
+            kernel.describe(),
+            dir.display()
+        )));
     }
     if !Path::new(BUSYBOX).is_file() {
         return Err(missing("a static busybox at /bin/busybox"));
@@ -199,7 +269,7 @@ impl Guest {
                 "a guest takes 1 to 8 NICs of 1 to 8 queues",
             ));
         }
-        check_requirements()?;
+        check_requirements(config.kernel)?;
         crate::install_signal_cleanup();
         crate::sweep_stale();
         sweep_stale_jobs();
@@ -217,7 +287,7 @@ impl Guest {
             ns,
             taps: (0..config.nics).map(|i| format!("xgtap{i}")).collect(),
             job,
-            kernel: kernel_dir(),
+            kernel: config.kernel.dir(),
             config: *config,
         };
         ip(&["netns", "add", &guest.ns.name])?;
@@ -324,7 +394,7 @@ impl Guest {
             format!("local,path={job}/share,mount_tag=job,security_model=none"),
         ]);
         for (i, tap) in self.taps.iter().enumerate() {
-            let mac = crate::mac_string(&Guest::mac(i as u32));
+            let mac = mac_string(&Guest::mac(i as u32));
             let (queues, mq) = if c.queues > 1 {
                 (
                     format!(",queues={}", c.queues),
@@ -333,11 +403,16 @@ impl Guest {
             } else {
                 (String::new(), String::new())
             };
+            // Through the DMA API, as virtio_net needs for an XSK pool (zero-copy).
+            let dma = match c.kernel {
+                GuestKernel::ZeroCopy => ",iommu_platform=on,disable-legacy=on",
+                GuestKernel::Reference => "",
+            };
             args.extend([
                 "-netdev".into(),
                 format!("tap,id=n{i},ifname={tap},script=no,downscript=no{queues}"),
                 "-device".into(),
-                format!("virtio-net-pci,netdev=n{i},mac={mac},speed=10000,duplex=full{mq}"),
+                format!("virtio-net-pci,netdev=n{i},mac={mac},speed=10000,duplex=full{mq}{dma}"),
             ]);
         }
         args
@@ -448,6 +523,123 @@ impl Guest {
             guest: self,
             started: Instant::now(),
         })
+    }
+}
+
+/// A guest as a bump in the wire: its NICs split into two sides, each side's TAP devices
+/// bridged (in the guest's namespace) with a veth link to a host namespace of its own. Hosts
+/// `a` (198.51.100.1) and `c` (198.51.100.3) share one subnet and reach each other only through
+/// what the guest forwards between its sides, as through a box cabled between two switches.
+/// With two or more NICs on a side, that side's bridge is the switch a bond's members plug
+/// into. Dropping it removes both hosts' namespaces and the guest's.
+#[derive(Debug)]
+pub struct GuestWire {
+    /// The guest: NICs `eth0` .. on side a, then side c's.
+    pub guest: Guest,
+    /// The host on side a, 198.51.100.1 on `xsk-a`.
+    pub a: Host,
+    /// The host on side c, 198.51.100.3 on `xsk-c`.
+    pub c: Host,
+    /// How many of the guest's NICs are on side a (the rest are on side c).
+    pub a_nics: u32,
+}
+
+/// Side a's bridge in the guest's namespace; side c's is [`BRIDGE_C`].
+pub const BRIDGE_A: &str = "xbra";
+/// Side c's bridge in the guest's namespace.
+pub const BRIDGE_C: &str = "xbrc";
+
+impl GuestWire {
+    /// Builds the guest (not booted) and both sides: NICs `0..a_nics` on side a, the rest
+    /// on side c (each side needs at least one).
+    pub fn new(config: &GuestConfig, a_nics: u32) -> io::Result<GuestWire> {
+        if a_nics == 0 || a_nics >= config.nics {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a guest in the wire needs a NIC on each side: {a_nics} of {} on side a",
+                    config.nics
+                ),
+            ));
+        }
+        let guest = Guest::new(config)?;
+        let gns = guest.ns.name.clone();
+        ip(&["-n", &gns, "addr", "flush", "dev", &guest.taps[0]])?;
+        guest.ns.run(|| {
+            std::fs::write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1")
+                .and_then(|()| std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1"))
+        })??;
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        let mut guard = NsGuard(Vec::new());
+        let mut side = |tag: &str, last: u8, bridge: &str, taps: &[String]| -> io::Result<Host> {
+            let ns = Netns {
+                name: format!("{NS_PREFIX}{pid}-{id}-{tag}"),
+            };
+            add_netns(&ns, false, &mut guard)?;
+            let host = Host {
+                ns,
+                ifname: format!("xsk-{tag}"),
+                ip: std::net::Ipv4Addr::new(198, 51, 100, last),
+                ip6: None,
+                mac: [0x02, 0x58, 0x53, 0x4b, 0x01, last],
+            };
+            let peer = format!("xw{tag}");
+            ip(&["-n", &gns, "link", "add", bridge, "type", "bridge"])?;
+            ip(&[
+                "link",
+                "add",
+                &host.ifname,
+                "netns",
+                &host.ns.name,
+                "address",
+                &mac_string(&host.mac),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &peer,
+                "netns",
+                &gns,
+            ])?;
+            for port in taps.iter().chain(std::iter::once(&peer)) {
+                ip(&["-n", &gns, "link", "set", port, "master", bridge])?;
+                ip(&["-n", &gns, "link", "set", port, "up"])?;
+            }
+            ip(&["-n", &gns, "link", "set", bridge, "up"])?;
+            let addr = format!("{}/24", host.ip);
+            ip(&[
+                "-n",
+                &host.ns.name,
+                "addr",
+                "add",
+                &addr,
+                "dev",
+                &host.ifname,
+            ])?;
+            ip(&["-n", &host.ns.name, "link", "set", "lo", "up"])?;
+            ip(&["-n", &host.ns.name, "link", "set", &host.ifname, "up"])?;
+            Ok(host)
+        };
+        let split = a_nics as usize;
+        let a = side("a", 1, BRIDGE_A, &guest.taps[..split])?;
+        let c = side("c", 3, BRIDGE_C, &guest.taps[split..])?;
+        std::mem::take(&mut guard.0);
+        Ok(GuestWire {
+            guest,
+            a,
+            c,
+            a_nics,
+        })
+    }
+}
+
+impl Drop for GuestWire {
+    fn drop(&mut self) {
+        drop(NsGuard(vec![
+            self.a.ns.name.clone(),
+            self.c.ns.name.clone(),
+        ]));
     }
 }
 

@@ -109,7 +109,10 @@ setters!(TestbedConfig {
 });
 
 mod guest;
-pub use guest::{check_requirements, kernel_dir, Guest, GuestConfig, GuestRun, RunningGuest};
+pub use guest::{
+    check_requirements, kernel_dir, Guest, GuestConfig, GuestKernel, GuestRun, GuestWire,
+    RunningGuest, BRIDGE_A, BRIDGE_C,
+};
 
 /// A network namespace by name (under /run/netns).
 #[derive(Clone, Debug, PartialEq, Eq)]
