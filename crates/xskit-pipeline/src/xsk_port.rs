@@ -31,16 +31,26 @@ pub struct XskPort {
 impl XskPort {
     /// Binds queue `queue` of the program's interface on `umem` and registers it with the
     /// program. The first port of a UMEM registers it; later ones share it (their own fill
-    /// and completion rings, as the kernel requires for another device or queue).
+    /// and completion rings, as the kernel requires for another device or queue) in its mode:
+    /// with `config.mode` `ZeroCopy` every port is zero-copy (since Linux 5.10 across devices
+    /// too), anything else copies in the program's mode.
     pub fn open(
         umem: &Umem,
         program: Arc<XdpProgram>,
         queue: u32,
         config: &SocketConfig,
     ) -> Result<Self> {
-        // Copy, in the program's mode: ports of one UMEM on several devices cannot all be
-        // zero-copy.
-        let cfg = config.mode(Mode::from(program.mode()));
+        // Zero-copy stays zero-copy (the sockets sharing the UMEM inherit it from the first);
+        // anything else copies in the program's mode.
+        let cfg = if config.mode == Mode::ZeroCopy {
+            *config
+        } else {
+            config.mode(Mode::from(program.mode()))
+        };
+        // Before binding: a zero-copy bind to such a queue is what harms the driver.
+        program
+            .rx_queues()
+            .check(program.interface().name(), queue)?;
         let socket = Socket::bind(umem, program.interface(), queue, &cfg)?;
         program.register(&socket)?;
         Ok(XskPort {

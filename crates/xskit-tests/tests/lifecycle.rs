@@ -22,6 +22,17 @@ fn child_entry() {
     ) else {
         return;
     };
+    if action == "promisc" {
+        let held = Interface::by_name(&iface).and_then(|i| i.promiscuous());
+        match held {
+            Ok(_held) => {
+                println!("XSKIT-CHILD-READY");
+                std::thread::sleep(Duration::from_secs(60));
+            }
+            Err(e) => println!("XSKIT-CHILD-ERROR: {e}"),
+        }
+        return;
+    }
     let config = match action.as_str() {
         // 64 MiB: far over an 8 MiB locked-memory limit.
         "big-umem" => PortConfig::default().umem(UmemConfig::default().frame_count(16384)),
@@ -76,6 +87,64 @@ fn child_report(child: &mut Child) -> String {
         }
     }
     "no report".into()
+}
+
+/// The device's promiscuity count (`ip -d link`): how many hold it promiscuous.
+fn promiscuity(host: &Host) -> u32 {
+    let out = host
+        .ns
+        .command("ip")
+        .args(["-d", "link", "show", &host.ifname])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let at = text.find("promiscuity ").expect("ip -d link shows promiscuity") + 12;
+    text[at..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+/// An interface is promiscuous while xskit holds it, a setting of the user's own is kept
+/// when xskit lets go, and a holder killed with SIGKILL lets go too (the kernel drops the
+/// hold with the process's socket).
+#[test]
+fn promiscuous_mode_is_held_and_given_back_however_the_holder_ends() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let held = bed
+        .b
+        .ns
+        .run(|| Interface::by_name(&bed.b.ifname)?.promiscuous())
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.interface().name(), bed.b.ifname);
+    assert_eq!(promiscuity(&bed.b), 1);
+    let user = |on: &str| {
+        let out = bed
+            .b
+            .ns
+            .command("ip")
+            .args(["link", "set", &bed.b.ifname, "promisc", on])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    };
+    user("on");
+    assert_eq!(promiscuity(&bed.b), 2);
+    drop(held);
+    assert_eq!(promiscuity(&bed.b), 1, "the user's own setting stays");
+    user("off");
+    assert_eq!(promiscuity(&bed.b), 0);
+    let mut child = spawn_child(&bed.b, "promisc", &[]);
+    assert_eq!(child_report(&mut child), "READY");
+    assert_eq!(promiscuity(&bed.b), 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(promiscuity(&bed.b), 0, "given back by the kernel");
 }
 
 #[test]

@@ -38,6 +38,26 @@ pub enum Error {
         /// How many receive queues it has.
         queues: u32,
     },
+    /// The queue is one the driver began to use when the XDP program was attached.
+    #[error(
+        "queue {queue} of {iface} is one the driver added for XDP: {iface} received on {own} \
+         queues before the program was attached and on {total} after (virtio_net gives XDP a \
+         transmit queue pair per CPU, and receives on those queues too); an AF_XDP socket there \
+         does not transmit, and a zero-copy one has crashed the kernel: use a queue below {own}, \
+         or {advice}"
+    )]
+    XdpQueue {
+        /// The interface.
+        iface: String,
+        /// The queue asked for.
+        queue: u32,
+        /// Receive queues before the program was attached.
+        own: u32,
+        /// Receive queues with the program attached.
+        total: u32,
+        /// What to change ([`crate::RxQueues::advice`]).
+        advice: String,
+    },
     /// Another AF_XDP socket (or UMEM) is already bound to the queue.
     #[error(
         "queue {queue} of {iface} is already in use by another AF_XDP socket: stop the other \
@@ -130,6 +150,18 @@ pub enum Error {
         iface: String,
         /// The kernel's answer.
         reason: String,
+    },
+    /// Zero-copy multi-buffer on a device that takes one buffer per packet in zero-copy.
+    #[error(
+        "{iface} takes {segments} buffer(s) per packet in zero-copy (zc max segments), so \
+         zero-copy cannot carry packets larger than one frame (multi-buffer): turn multi-buffer \
+         off and keep packets within one frame (lower the MTU), or use mode `drv` (native, copy), which chains frames"
+    )]
+    ZeroCopyMultiBuffer {
+        /// The interface.
+        iface: String,
+        /// Its zero-copy buffers per packet.
+        segments: u32,
     },
     /// Native XDP was demanded on a device whose driver lacks it.
     #[error(

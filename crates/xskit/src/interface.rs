@@ -73,6 +73,41 @@ impl Interface {
     pub fn features(&self) -> Result<DeviceFeatures> {
         Ok(netlink::device_features(self.index)?)
     }
+
+    /// Puts the interface in promiscuous mode until the returned guard is dropped, so that
+    /// unicast frames for other hosts reach XDP: a NIC drops them by destination MAC before
+    /// any program runs (veth does not filter, virtio_net and real NICs do). The kernel
+    /// counts promiscuity per holder and drops this hold when the process ends, however it
+    /// ends, so a setting made by someone else (`ip link set IF promisc on`) is left as it was.
+    pub fn promiscuous(&self) -> Result<Promiscuous> {
+        let fd = sys::promisc::hold(self.index).map_err(|e| match e.errno() {
+            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
+                what: "putting an interface in promiscuous mode",
+            },
+            Some(libc::ENODEV) => Error::NoSuchInterface {
+                name: self.name.clone(),
+            },
+            _ => Error::Syscall(e),
+        })?;
+        Ok(Promiscuous {
+            iface: self.clone(),
+            _hold: fd,
+        })
+    }
+}
+
+/// An interface held in promiscuous mode ([`Interface::promiscuous`]); dropping it lets go.
+#[derive(Debug)]
+pub struct Promiscuous {
+    iface: Interface,
+    _hold: std::os::fd::OwnedFd,
+}
+
+impl Promiscuous {
+    /// The interface held.
+    pub fn interface(&self) -> &Interface {
+        &self.iface
+    }
 }
 
 /// An identity for the calling thread's network namespace (the inode of its nsfs file), so that

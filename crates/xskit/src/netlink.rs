@@ -210,6 +210,11 @@ impl DeviceFeatures {
     pub fn zero_copy(&self) -> bool {
         self.xdp_features & xdp_act::XSK_ZEROCOPY != 0
     }
+    /// AF_XDP transmit checksum offload in zero-copy (`xsk-features` tx-checksum): the
+    /// driver honours transmit metadata's checksum request.
+    pub fn tx_checksum(&self) -> bool {
+        self.xsk_features & (1 << 1) != 0
+    }
     /// Multi-buffer receive in native mode.
     pub fn rx_sg(&self) -> bool {
         self.xdp_features & xdp_act::RX_SG != 0

@@ -109,6 +109,8 @@ impl Port {
             (mode, _) => mode,
         };
         let iface = program.interface().clone();
+        // Before binding: a zero-copy bind to such a queue is what harms the driver.
+        program.rx_queues().check(iface.name(), queue)?;
         Port::assemble(Some(program), &iface, queue, config.umem, &socket_cfg)
     }
 
@@ -275,6 +277,20 @@ impl Port {
     /// Frames sent and not yet completed.
     pub fn tx_in_flight(&self) -> usize {
         self.tx_pending
+    }
+
+    /// Waits up to `timeout` for the kernel to send what is on the transmit ring (kicking it
+    /// where it asks), reaping the completions; returns the frames still in flight after it,
+    /// which a link that is down keeps.
+    pub fn finish_sending(&mut self, timeout: Duration) -> Result<usize> {
+        let deadline = std::time::Instant::now() + timeout;
+        while self.tx_pending > 0 && std::time::Instant::now() < deadline {
+            self.complete();
+            if let Some(tx) = self.socket.tx() {
+                tx.wakeup_if_needed()?;
+            }
+        }
+        Ok(self.tx_pending)
     }
 }
 

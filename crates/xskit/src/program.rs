@@ -40,6 +40,7 @@ pub struct XdpProgram {
     fallback: Option<String>,
     multi_buffer: bool,
     id: u32,
+    rx_queues: RxQueues,
 }
 
 /// The redirect program's refuse switch and the count of what it refused.
@@ -119,6 +120,63 @@ struct Attached {
     fallback: Option<String>,
     /// The kernel's id of the attached program (0 if it could not be read).
     id: u32,
+    rx_queues: RxQueues,
+}
+
+/// A device's receive queues before and after an XDP program was attached. A driver may
+/// start receiving on more queues once a program is attached: virtio_net gives XDP a transmit
+/// queue pair per CPU when it has spare ones, and the device then spreads what it receives
+/// over those too. AF_XDP sockets belong on the device's own queues only (on virtio_net one
+/// on an added queue never transmits, and a zero-copy one there has crashed Linux 7.3), so
+/// packets arriving on an added queue reach no socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxQueues {
+    /// Receive queues before the program was attached: the device's own.
+    pub own: u32,
+    /// Receive queues with the program attached.
+    pub total: u32,
+    /// The most combined channels the driver offers, when it says.
+    pub max_combined: Option<u32>,
+}
+
+impl RxQueues {
+    /// The queues the driver added for XDP (empty on most drivers).
+    pub fn added(&self) -> std::ops::Range<u32> {
+        self.own..self.total.max(self.own)
+    }
+
+    /// How to make the driver add none: every queue pair in use, so XDP shares them.
+    pub fn advice(&self, iface: &str) -> String {
+        let n = self.max_combined.unwrap_or(self.total).max(self.total);
+        format!(
+            "put every queue pair in use before starting (ethtool -L {iface} combined {n}), \
+             so that XDP shares the queues instead of adding its own"
+        )
+    }
+
+    /// Refuses `queue` when it is one the driver added for XDP.
+    pub fn check(&self, iface: &str, queue: u32) -> Result<()> {
+        if !self.added().contains(&queue) {
+            return Ok(());
+        }
+        Err(Error::XdpQueue {
+            iface: iface.to_string(),
+            queue,
+            own: self.own,
+            total: self.total,
+            advice: self.advice(iface),
+        })
+    }
+}
+
+/// The device's receive queues in use now and the most combined channels it offers.
+fn rx_queue_counts(iface: &Interface) -> (Option<u32>, Option<u32>) {
+    let channels = crate::sys::ethtool::channels(iface.name()).ok().flatten();
+    let rx = match channels {
+        Some(c) => Some(c.rx),
+        None => iface.active_rx_queues().ok(),
+    };
+    (rx, channels.map(|c| c.max_combined))
 }
 
 /// Loads program `prog_name` of `obj` and attaches it to `iface` in `mode`, after making sure
@@ -139,6 +197,7 @@ fn attach_object(
             mode: link.xdp.mode_name(),
         });
     }
+    let (own, _) = rx_queue_counts(iface);
     let mut ebpf = Ebpf::load(obj).map_err(|e| program_error(prog_name, "loading", e))?;
     let program: &mut Xdp = ebpf
         .program_mut(prog_name)
@@ -202,11 +261,18 @@ fn attach_object(
         .ok()
         .and_then(|l| l.xdp.any())
         .unwrap_or(0);
+    let (total, max_combined) = rx_queue_counts(iface);
+    let total = total.unwrap_or(1);
     Ok(Attached {
         ebpf,
         mode,
         fallback,
         id,
+        rx_queues: RxQueues {
+            own: own.unwrap_or(total),
+            total,
+            max_combined,
+        },
     })
 }
 
@@ -293,6 +359,7 @@ impl XdpProgram {
             fallback: attached.fallback,
             multi_buffer,
             id: attached.id,
+            rx_queues: attached.rx_queues,
         })
     }
 
@@ -383,8 +450,10 @@ impl XdpProgram {
             })
     }
 
-    /// Sends packets of the socket's queue to the socket.
+    /// Sends packets of the socket's queue to the socket. Refuses a queue the driver added
+    /// for XDP ([`RxQueues`]).
     pub fn register(&self, socket: &Socket) -> Result<()> {
+        self.rx_queues.check(self.iface.name(), socket.queue())?;
         if socket.interface().index() != self.iface.index() {
             return Err(Error::InterfaceMismatch {
                 socket_iface: socket.interface().name().to_string(),
@@ -444,6 +513,10 @@ impl XdpProgram {
     pub fn is_multi_buffer(&self) -> bool {
         self.multi_buffer
     }
+    /// The device's receive queues before and since the program was attached.
+    pub fn rx_queues(&self) -> RxQueues {
+        self.rx_queues
+    }
 }
 
 /// Runs the XDP program `program` once over a copy of `frame` without carrying out its verdict
@@ -462,4 +535,56 @@ pub fn test_run_live(
     batch: u32,
 ) -> Result<(), SyscallError> {
     crate::sys::bpf::test_run_live(program, frame, repeat, batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queues_a_driver_adds_for_xdp_are_refused_with_the_fix() {
+        let virtio = RxQueues {
+            own: 2,
+            total: 4,
+            max_combined: Some(4),
+        };
+        assert_eq!(virtio.added(), 2..4);
+        assert!(virtio.check("eth0", 0).is_ok() && virtio.check("eth0", 1).is_ok());
+        let e = virtio.check("eth0", 2).unwrap_err().to_string();
+        assert!(
+            e.contains("queue 2 of eth0 is one the driver added for XDP")
+                && e.contains("received on 2 queues before")
+                && e.contains("on 4 after")
+                && e.contains("use a queue below 2")
+                && e.contains("ethtool -L eth0 combined 4"),
+            "{e}"
+        );
+        // A driver with more channels than it added: the advice is its maximum.
+        let wide = RxQueues {
+            own: 2,
+            total: 4,
+            max_combined: Some(8),
+        };
+        assert!(wide.advice("eth1").contains("combined 8"));
+    }
+
+    #[test]
+    fn a_driver_that_adds_no_queue_refuses_none() {
+        for q in [
+            RxQueues {
+                own: 4,
+                total: 4,
+                max_combined: Some(4),
+            },
+            // Fewer after (a device that dropped queues): nothing was added.
+            RxQueues {
+                own: 4,
+                total: 2,
+                max_combined: None,
+            },
+        ] {
+            assert!(q.added().is_empty());
+            assert!((0..8).all(|queue| q.check("veth0", queue).is_ok()));
+        }
+    }
 }

@@ -484,10 +484,7 @@ impl BindTarget<'_> {
                 .map(|()| None)
                 .map_err(|e| match e.errno() {
                     Some(libc::EBUSY | libc::EPERM | libc::EACCES) => self.error(e),
-                    _ => Error::ZeroCopyUnsupported {
-                        iface: self.iface.name().to_string(),
-                        reason: e.to_string(),
-                    },
+                    _ => zero_copy_refusal(self.iface, config.multi_buffer, &e),
                 }),
             Mode::Auto => match self.try_bind(fd, flags | libc::XDP_ZEROCOPY, None) {
                 Ok(()) => Ok(None),
@@ -497,12 +494,35 @@ impl BindTarget<'_> {
                 Err(e) => {
                     copy(self)?;
                     Ok(Some(format!(
-                        "zero-copy refused ({}), using copy mode",
-                        e.os_error
+                        "{}, using copy mode",
+                        zero_copy_refusal(self.iface, config.multi_buffer, &e)
                     )))
                 }
             },
         }
+    }
+}
+
+/// Why the kernel refused a zero-copy bind, in the device's own terms: it does not offer
+/// zero-copy (its XDP features say so), or not with multi-buffer (one segment per packet).
+fn zero_copy_refusal(iface: &Interface, multi_buffer: bool, kernel: &SyscallError) -> Error {
+    let name = iface.name().to_string();
+    match iface.features() {
+        Ok(f) if !f.zero_copy() => Error::ZeroCopyUnsupported {
+            iface: name,
+            reason: format!(
+                "its driver does not offer it; xdp-features: {}",
+                f.xdp_feature_names().join(" ")
+            ),
+        },
+        Ok(f) if multi_buffer && f.zc_max_segs <= 1 => Error::ZeroCopyMultiBuffer {
+            iface: name,
+            segments: f.zc_max_segs,
+        },
+        _ => Error::ZeroCopyUnsupported {
+            iface: name,
+            reason: kernel.to_string(),
+        },
     }
 }
 

@@ -77,6 +77,20 @@ struct Channels {
 /// Queues in use, (rx plus combined, tx plus combined) channels, or `None` if the driver does
 /// not say.
 pub(crate) fn active_queues(name: &str) -> Result<Option<(u32, u32)>, SyscallError> {
+    Ok(channels(name)?.map(|c| (c.rx, c.tx)))
+}
+
+/// A device's queues by its ethtool channels: in use now, and the most it could use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChannelCounts {
+    pub(crate) rx: u32,
+    pub(crate) tx: u32,
+    /// The most combined channels the driver offers (`ethtool -L IF combined N`'s limit).
+    pub(crate) max_combined: u32,
+}
+
+/// The device's channels, or `None` when the driver does not report them.
+pub(crate) fn channels(name: &str) -> Result<Option<ChannelCounts>, SyscallError> {
     let Ok(mut req) = ifreq_named(name, "ioctl(ETHTOOL_GCHANNELS)") else {
         return Ok(None);
     };
@@ -98,5 +112,9 @@ pub(crate) fn active_queues(name: &str) -> Result<Option<(u32, u32)>, SyscallErr
     }
     let rx = channels.rx_count + channels.combined_count;
     let tx = channels.tx_count + channels.combined_count;
-    Ok((rx > 0 && tx > 0).then_some((rx, tx)))
+    Ok((rx > 0 && tx > 0).then_some(ChannelCounts {
+        rx,
+        tx,
+        max_combined: channels.max_combined,
+    }))
 }

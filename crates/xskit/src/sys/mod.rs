@@ -8,6 +8,7 @@ pub(crate) mod bpf;
 pub(crate) mod ethtool;
 pub(crate) mod mmap;
 pub(crate) mod netlink;
+pub(crate) mod promisc;
 pub(crate) mod ring;
 pub(crate) mod rings;
 #[cfg(feature = "testing")]
