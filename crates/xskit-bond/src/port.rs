@@ -76,6 +76,9 @@ pub struct BondStats {
     pub tx_no_member: u64,
     /// Broadcast copies not made for want of free frames.
     pub tx_no_frame: u64,
+    /// Broadcast copies made: packets copied into fresh frames, one per member after the
+    /// first (the only copies a bond makes).
+    pub copies: u64,
 }
 
 struct Member<P> {
@@ -101,6 +104,7 @@ pub struct BondPort<P: PipelinePort> {
     rx_next: usize,
     tx_no_member: u64,
     tx_no_frame: u64,
+    copies_made: u64,
     /// Broadcast copies on their way to a member's batch.
     scratch: Vec<Frame>,
     /// Each packet's member (`None`: dropped) and frame count, for the vector being sent.
@@ -142,6 +146,7 @@ impl<P: PipelinePort> BondPort<P> {
             rx_next: 0,
             tx_no_member: 0,
             tx_no_frame: 0,
+            copies_made: 0,
             scratch: Vec::new(),
             marks: Vec::new(),
             dropped: Vec::new(),
@@ -206,6 +211,7 @@ impl<P: PipelinePort> BondPort<P> {
             members: self.members.iter().map(|m| m.stats).collect(),
             tx_no_member: self.tx_no_member,
             tx_no_frame: self.tx_no_frame,
+            copies: self.copies_made,
         }
     }
 
@@ -327,6 +333,7 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
                             member.copies += copies.len();
                             member.batch.append(&mut copies);
                             member.stats.tx_packets += 1;
+                            self.copies_made += 1;
                         } else {
                             self.tx_no_frame += 1;
                         }

@@ -212,6 +212,11 @@ fn broadcast_sends_a_copy_out_of_every_member() {
             .collect::<Vec<_>>(),
         [5, 5, 5]
     );
+    assert_eq!(
+        b.bond.stats().copies,
+        10,
+        "a copy for each member after the first"
+    );
     b.ledger();
 }
 

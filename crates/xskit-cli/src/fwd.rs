@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::time::Duration;
-use xskit::{Mode, SocketConfig};
+use xskit::SocketConfig;
 use xskit_bond::lacp::{AdSelect, LacpConfig, LacpRate};
 use xskit_fwd::rules::{RuleSet, Verdict};
 use xskit_fwd::{
@@ -16,7 +16,7 @@ use xskit_fwd::{
     PrimaryReselect, Report,
 };
 
-use crate::opts::{stop_flag, thousands, PolicyArg, RunArgs};
+use crate::opts::{stop_flag, thousands, ModeArg, PolicyArg, RunArgs};
 
 #[derive(Args, Debug)]
 pub(crate) struct FwdArgs {
@@ -26,10 +26,10 @@ pub(crate) struct FwdArgs {
     /// The rules file (TOML): see the README. Without it everything is forwarded.
     #[arg(long, value_name = "FILE")]
     rules: Option<std::path::PathBuf>,
-    /// Where the XDP program runs. The sockets copy: they share one UMEM across the
-    /// interfaces, so there is no zero-copy mode.
-    #[arg(short = 'm', long, value_enum, default_value_t = FwdModeArg::Auto)]
-    mode: FwdModeArg,
+    /// Where the XDP program runs and whether the sockets copy. One UMEM serves every
+    /// interface: in zero-copy a frame received on one leaves the other as it is.
+    #[arg(short = 'm', long, value_enum, default_value_t = ModeArg::Auto)]
+    mode: ModeArg,
     /// Queues to serve, a pinned worker each (default: every receive queue).
     #[arg(short = 'Q', long)]
     queues: Option<u32>,
@@ -53,6 +53,12 @@ pub(crate) struct FwdArgs {
     /// Check the frame accounting after every vector and at exit; fail if a frame is lost.
     #[arg(long)]
     check: bool,
+    /// Leave the interfaces' MAC filters alone. By default every interface (a bond's
+    /// members too) is promiscuous while fwd runs, as a bump in the wire must be: a NIC drops
+    /// unicast frames for other hosts before XDP sees them. The kernel restores each
+    /// interface's own setting when fwd exits, however it exits.
+    #[arg(long = "no-promisc")]
+    no_promisc: bool,
     /// Packets per vector (1 to 256).
     #[arg(long, default_value_t = 64)]
     vector: usize,
@@ -337,34 +343,14 @@ enum ChecksumArg {
 struct FwdJson<'a> {
     interfaces: &'a [String],
     modes: Vec<String>,
+    /// The interfaces held promiscuous while forwarding.
+    promiscuous: Vec<String>,
     warnings: &'a [String],
     #[serde(flatten)]
     report: &'a Report,
     /// With --capture: what the capture did.
     #[serde(skip_serializing_if = "Option::is_none")]
     capture: Option<crate::fwd_capture::CaptureTally>,
-}
-
-/// `--mode` of fwd: the modes of the other commands without zero-copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum FwdModeArg {
-    /// Native XDP, else generic (skb).
-    Auto,
-    /// Generic XDP.
-    Skb,
-    /// Native XDP in the driver.
-    #[value(alias = "native")]
-    Drv,
-}
-
-impl From<FwdModeArg> for Mode {
-    fn from(mode: FwdModeArg) -> Mode {
-        match mode {
-            FwdModeArg::Auto => Mode::Auto,
-            FwdModeArg::Skb => Mode::Skb,
-            FwdModeArg::Drv => Mode::Drv,
-        }
-    }
 }
 
 /// The flags behind a refused set-up, which the library's message cannot name.
@@ -378,6 +364,9 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
         E::BondNotUsed { .. } => " (-i NAME for each --bond NAME=...)",
         E::BondXdpForward => " (--xdp-forward with --bond-mode broadcast)",
         E::PrimaryNotMember { .. } => " (--primary)",
+        E::Xsk(
+            xskit::Error::ZeroCopyUnsupported { .. } | xskit::Error::ZeroCopyMultiBuffer { .. },
+        ) => " (-m zc)",
         _ => "",
     }
 }
@@ -569,6 +558,29 @@ fn bond_line(b: &xskit_fwd::BondCount) -> Option<String> {
     })
 }
 
+/// Says when a side's link went down or came back since the last tick.
+fn note_link_changes(now: &Counters, last: &Counters) {
+    let before = last
+        .ports
+        .iter()
+        .map(|p| p.link_changes)
+        .chain(std::iter::repeat(0));
+    for (p, changes) in now.ports.iter().zip(before) {
+        if p.link_changes == changes || p.bond.is_some() {
+            continue;
+        }
+        if p.link_up {
+            note!("xskit fwd: {} is up again", p.interface);
+        } else {
+            note!(
+                "xskit fwd: {} is down: what is sent to it waits in its tx rings, then is \
+                 dropped and counted as tx-ring-full",
+                p.interface
+            );
+        }
+    }
+}
+
 fn answered_any(c: &Counters) -> bool {
     c.arp_replies + c.echo_replies + c.respond_refused > 0
 }
@@ -670,6 +682,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
                 .fill_size(args.ring_size.saturating_mul(2))
                 .completion_size(args.ring_size),
         )
+        .promiscuous(!args.no_promisc)
         .checksum(match args.checksum {
             ChecksumArg::Offload => ChecksumMode::Offload,
             ChecksumArg::Software => ChecksumMode::Software,
@@ -685,10 +698,16 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         ))
     })?;
     let (modes, warnings) = (forwarder.modes(), forwarder.warnings().to_vec());
+    let promiscuous = forwarder.promiscuous();
     let header = format!(
-        "xskit fwd: {} ({}){}{}{}{}; Ctrl-C stops",
+        "xskit fwd: {} ({}, {}){}{}{}{}; Ctrl-C stops",
         args.interfaces.join(" <-> "),
         modes.join(", "),
+        if forwarder.zero_copy() {
+            "zero-copy"
+        } else {
+            "copy"
+        },
         if args.reflect { ", reflecting" } else { "" },
         if args.xdp_forward {
             ", forwarding in XDP where the rules allow"
@@ -713,6 +732,13 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     }
     for w in &warnings {
         note!("xskit fwd: note: {w}");
+    }
+    if !promiscuous.is_empty() {
+        note!(
+            "xskit fwd: {} promiscuous while forwarding (--no-promisc leaves the MAC filters \
+             alone)",
+            promiscuous.join(", ")
+        );
     }
     let capture = match &args.capture {
         Some(path) => {
@@ -756,6 +782,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         .run(&stop, interval, |c| {
             state.write(c);
             live.tick(c);
+            note_link_changes(c, &last);
             if !json {
                 let secs = last_at.elapsed().as_secs_f64().max(1e-3);
                 if last.ports.is_empty() {
@@ -790,6 +817,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             &FwdJson {
                 interfaces: &args.interfaces,
                 modes,
+                promiscuous,
                 warnings: &warnings,
                 report: &report,
                 capture: captured,
@@ -824,12 +852,13 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
                 thousands(p.from_kernel)
             );
             out!(
-                "  {:<12} dropped: {}  checksums finished {}  super-packets segmented {} (into {})",
+                "  {:<12} dropped: {}  checksums finished {}  super-packets segmented {} (into {})  copies {}",
                 "",
                 drops(p),
                 thousands(p.checksums_offloaded + p.checksums_completed),
                 thousands(p.segmented),
-                thousands(p.segments)
+                thousands(p.segments),
+                thousands(p.copies)
             );
             if let Some(b) = &p.bond {
                 for m in &b.members {

@@ -413,7 +413,8 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
         ),
         (
             vec!["fwd", "-i", ma, "-i", mc, "-m", "zc"],
-            "possible values: auto, skb, drv]",
+            "(-m zc): zero-copy is not available on xsk-ma (its driver does not offer it; \
+             xdp-features: basic redirect",
         ),
         (
             vec!["fwd", "-i", ma, "-i", mc, "--ring-size", "1000"],

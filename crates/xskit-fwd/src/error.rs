@@ -85,12 +85,23 @@ pub enum Error {
         /// The interface.
         name: String,
     },
-    /// Zero-copy was asked of the forwarder.
+    /// A driver that receives on queues it added for XDP, where no socket can be bound.
     #[error(
-        "the forwarder cannot run zero-copy: one UMEM serves both interfaces, which takes copy \
-         mode; use auto, skb or drv"
+        "{iface} receives on {total} queues with the forwarder's program attached, and {own} of \
+         them are its own: the driver added the rest for XDP (virtio_net does, one queue pair \
+         per CPU, when it has spare ones), and AF_XDP sockets cannot serve them, so packets \
+         arriving there would pass the forwarder by: {advice}"
     )]
-    ZeroCopy,
+    XdpQueues {
+        /// The interface.
+        iface: String,
+        /// Its own receive queues.
+        own: u32,
+        /// Its receive queues with the program attached.
+        total: u32,
+        /// What to change.
+        advice: String,
+    },
     /// Forwarding in XDP with a setting that needs user space to see every packet.
     #[error(
         "forwarding in XDP needs two interfaces, and no reflect, respond or TAP device (those \

@@ -62,6 +62,10 @@ pub struct ForwardConfig {
     pub checksum: ChecksumMode,
     /// Bonds: an interface named as one of these is that bond of member interfaces.
     pub bonds: Vec<BondConfig>,
+    /// Hold every interface (a bond's members) in promiscuous mode while forwarding (the
+    /// default): a bump in the wire receives unicast frames for the hosts behind it, which a
+    /// NIC's MAC filter drops before XDP sees them. Off leaves each NIC's filter as it is.
+    pub promiscuous: bool,
 }
 
 /// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
@@ -124,6 +128,7 @@ impl Default for ForwardConfig {
             socket: SocketConfig::default(),
             checksum: ChecksumMode::default(),
             bonds: Vec::new(),
+            promiscuous: true,
         }
     }
 }
@@ -159,6 +164,8 @@ xskit::config_setters!(ForwardConfig {
     checksum: ChecksumMode,
     /// Sets the bonds.
     bonds: Vec<BondConfig>,
+    /// Turns holding the interfaces promiscuous on or off.
+    promiscuous: bool,
 });
 
 impl ForwardConfig {
@@ -243,6 +250,16 @@ pub struct PortCount {
     pub oversize_dropped: u64,
     /// Packets dropped for want of free frames to build segments in.
     pub no_frames_dropped: u64,
+    /// Packets whose bytes xskit copied in user space on their way in or out of this
+    /// interface: to or from the TAP device, flooded from the TAP device, cut into segments
+    /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding
+    /// only moves descriptors. (A capture's copies are the kernel's, counted by the capture.)
+    pub copies: u64,
+    /// Whether the link can carry packets (up, with carrier; a bond: any member): while it
+    /// cannot, what is sent to it waits in its tx rings, then is dropped as tx-ring-full.
+    pub link_up: bool,
+    /// Times the link went down or came back up while forwarding.
+    pub link_changes: u64,
     /// The sockets' kernel counters, summed over queues (and a bond's members).
     pub socket_rx_dropped: u64,
     /// Packets the kernel dropped because an rx ring was full.
@@ -329,6 +346,8 @@ pub struct Report {
     pub duration_s: f64,
     /// Workers (queues) that ran.
     pub workers: usize,
+    /// Whether the sockets ran in zero-copy (one UMEM, frames leaving as they arrived).
+    pub zero_copy: bool,
     /// The counters at the end.
     pub counters: Counters,
     /// The frames at the end.
@@ -377,6 +396,13 @@ pub struct Forwarder {
     warnings: Vec<String>,
     /// Each device's transmit counter when the forwarder was set up.
     device_tx_base: Vec<u64>,
+    /// Whether the sockets are zero-copy.
+    zero_copy: bool,
+    /// Per interface (a bond's members too): whether its link was up at the last look, and
+    /// how often that changed.
+    links: Vec<(bool, u64)>,
+    /// Every interface (a bond's members) held in promiscuous mode while the forwarder lives.
+    promiscuous: Vec<xskit::Promiscuous>,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -408,9 +434,6 @@ fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
         return Err(Error::SameInterface {
             name: config.interfaces[0].clone(),
         });
-    }
-    if config.mode == Mode::ZeroCopy {
-        return Err(Error::ZeroCopy);
     }
     check_bonds(config)?;
     if config.xdp_forward
@@ -515,8 +538,9 @@ struct Devices {
 }
 
 impl Devices {
-    /// Looks the interfaces up and decides how many queues to serve (warning about the rest).
-    fn open(config: &ForwardConfig, warnings: &mut Vec<String>) -> Result<Self> {
+    /// Looks the interfaces up (the queues to serve are decided once the programs are
+    /// attached: [`Devices::serve_queues`]).
+    fn open(config: &ForwardConfig) -> Result<Self> {
         let mut names = Vec::new();
         let mut sides = Vec::new();
         let mut bonds = Vec::new();
@@ -538,32 +562,6 @@ impl Devices {
             .iter()
             .map(Interface::link_info)
             .collect::<Result<Vec<_>, _>>()?;
-        let active = ifaces
-            .iter()
-            .map(Interface::active_rx_queues)
-            .collect::<Result<Vec<_>, _>>()?;
-        let fewest = active.iter().copied().min().unwrap_or(1);
-        let queues = config.queues.unwrap_or(fewest);
-        if queues == 0 {
-            return Err(Error::NoQueues);
-        }
-        for (info, &active) in infos.iter().zip(active.iter()) {
-            if queues > active {
-                return Err(xskit::Error::QueueOutOfRange {
-                    iface: info.name.clone(),
-                    queue: queues - 1,
-                    queues: active,
-                }
-                .into());
-            }
-            if queues < active {
-                warnings.push(format!(
-                    "{} uses {active} receive queues and {queues} are served: packets on the \
-                     others go to the kernel stack",
-                    info.name
-                ));
-            }
-        }
         let macs = infos
             .iter()
             .map(|i| {
@@ -593,7 +591,7 @@ impl Devices {
             infos,
             sides,
             bonds,
-            queues,
+            queues: 0,
         })
     }
 }
@@ -647,6 +645,22 @@ fn attach_filters(devices: &Devices, mode: Mode) -> Result<(Vec<XdpFilter>, bool
         return Ok((attach_all(true)?, true));
     }
     Ok((attached, multi_buffer))
+}
+
+/// What each attached filter's link offers the sockets.
+fn link_offers(filters: &[XdpFilter]) -> Vec<crate::plan::LinkOffer> {
+    filters
+        .iter()
+        .map(|f| {
+            let p = f.program();
+            crate::plan::LinkOffer {
+                name: p.interface().name().to_string(),
+                attached: p.mode(),
+                features: p.interface().features().ok(),
+                rx_queues: p.rx_queues(),
+            }
+        })
+        .collect()
 }
 
 /// Installs the kernel's share of the rules in every filter.
@@ -858,23 +872,42 @@ impl Forwarder {
     /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
     /// detaches everything.
     pub fn new(config: ForwardConfig) -> Result<Self> {
-        let rules = check_config(&config)?;
+        let mut rules = check_config(&config)?;
         let mut warnings = Vec::new();
-        let devices = Devices::open(&config, &mut warnings)?;
+        let mut devices = Devices::open(&config)?;
+        let promiscuous = if config.promiscuous {
+            devices
+                .ifaces
+                .iter()
+                .map(Interface::promiscuous)
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            Vec::new()
+        };
         warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
         let (filters, multi_buffer) = attach_filters(&devices, config.mode)?;
+        let offers = link_offers(&filters);
+        devices.queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
+        let ask = crate::plan::SocketAsk {
+            mode: config.mode,
+            multi_buffer,
+            checksum: config.checksum,
+            kernel_tx_metadata: config.checksum == ChecksumMode::Offload
+                && xskit::kernel_supports_tx_metadata(),
+            xdp_forward: config.xdp_forward,
+        };
+        let socket_plan = crate::plan::socket_plan(&ask, &offers)?;
+        warnings.extend(socket_plan.notes.iter().cloned());
+        rules.set_forward_in_kernel(socket_plan.xdp_forward);
         install_rules(&filters, &devices, &rules, &mut warnings)?;
+        let csum_offload = socket_plan.csum_offload;
         let mut socket_config = config.socket;
         socket_config.multi_buffer = multi_buffer;
-        let csum_offload =
-            config.checksum == ChecksumMode::Offload && xskit::kernel_supports_tx_metadata();
-        if config.checksum == ChecksumMode::Offload && !csum_offload {
-            warnings.push(
-                "this kernel has no AF_XDP transmit metadata (Linux 6.11 or later): partial \
-                 checksums are finished in user space"
-                    .into(),
-            );
-        }
+        socket_config.mode = if socket_plan.zero_copy {
+            Mode::ZeroCopy
+        } else {
+            Mode::Drv
+        };
         let sockets_per_queue = devices.ifaces.len() as u32;
         let queues = devices.queues;
         let umem = make_umem(&config, sockets_per_queue, queues, csum_offload)?;
@@ -949,7 +982,7 @@ impl Forwarder {
             names: config.interfaces.clone(),
             sides: devices.sides,
             bonds,
-            xdp_forward: config.xdp_forward,
+            xdp_forward: socket_plan.xdp_forward,
             port_macs: Arc::clone(&plan.port_macs),
             shared,
             total,
@@ -959,6 +992,13 @@ impl Forwarder {
             replies: plan.replies,
             warnings,
             device_tx_base: devices.infos.iter().map(|i| i.stats.tx_packets).collect(),
+            zero_copy: socket_plan.zero_copy,
+            promiscuous,
+            links: devices
+                .infos
+                .iter()
+                .map(|i| (i.admin_up && i.carrier, 0))
+                .collect(),
         };
         forwarder.program_filters()?;
         for (side, bond) in forwarder.bonds.iter().enumerate() {
@@ -1034,6 +1074,22 @@ impl Forwarder {
         &self.warnings
     }
 
+    /// Whether the sockets are zero-copy: a received frame leaves the other interface as the
+    /// same UMEM frame, by descriptor.
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// The interfaces (a bond's members) held in promiscuous mode while the forwarder lives,
+    /// so that unicast frames for the hosts on the other side reach it through a NIC's MAC
+    /// filter ([`ForwardConfig::promiscuous`]).
+    pub fn promiscuous(&self) -> Vec<String> {
+        self.promiscuous
+            .iter()
+            .map(|p| p.interface().name().to_string())
+            .collect()
+    }
+
     /// The attach mode of each side's program (a bond's first member's).
     pub fn modes(&self) -> Vec<String> {
         self.sides
@@ -1056,6 +1112,18 @@ impl Forwarder {
                 None => what,
             })
         })
+    }
+
+    /// Looks at each interface's link (up, with carrier) and counts the changes.
+    fn watch_links(&mut self) {
+        for (filter, link) in self.filters.iter().zip(self.links.iter_mut()) {
+            if let Ok(info) = filter.program().interface().link_info() {
+                let up = info.admin_up && info.carrier;
+                if up != link.0 {
+                    *link = (up, link.1 + 1);
+                }
+            }
+        }
     }
 
     /// The side interface `i` (an index into the filters) belongs to.
@@ -1149,6 +1217,11 @@ impl Forwarder {
                     interface: name.clone(),
                     mode,
                     bond: self.bond_count(side),
+                    link_up: self.links[self.sides[side].clone()].iter().any(|l| l.0),
+                    link_changes: self.links[self.sides[side].clone()]
+                        .iter()
+                        .map(|l| l.1)
+                        .sum(),
                     ..PortCount::default()
                 })
                 .collect(),
@@ -1179,6 +1252,7 @@ impl Forwarder {
                 count.segments += cells.segments.load(Ordering::Relaxed);
                 count.oversize_dropped += cells.oversize_dropped.load(Ordering::Relaxed);
                 count.no_frames_dropped += cells.no_frames_dropped.load(Ordering::Relaxed);
+                count.copies += cells.copies.load(Ordering::Relaxed);
                 let first = self.sides[p].start;
                 for i in self.sides[p].clone() {
                     let s = read(strict, w.sockets[i].statistics())?;
@@ -1200,6 +1274,7 @@ impl Forwarder {
                     }
                     bond.tx_no_member += stats.tx_no_member;
                     bond.tx_no_frame += stats.tx_no_frame;
+                    count.copies += stats.copies;
                 }
             }
             let counts = out
@@ -1390,6 +1465,7 @@ impl Forwarder {
                     if lost.is_some() {
                         break;
                     }
+                    self.watch_links();
                     next_watch = now + WATCH_EVERY;
                 }
                 if now >= next_tick {
@@ -1466,6 +1542,7 @@ impl Forwarder {
         Ok(Report {
             duration_s: seconds,
             workers: count,
+            zero_copy: self.zero_copy,
             counters,
             frames,
             fault,

@@ -31,6 +31,7 @@ mod counter;
 mod error;
 pub mod filter;
 mod forward;
+mod plan;
 pub mod rules;
 mod stages;
 #[allow(unsafe_code)]

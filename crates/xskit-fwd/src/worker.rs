@@ -89,6 +89,9 @@ pub(crate) struct PortCells {
     pub(crate) oversize_dropped: AtomicU64,
     /// Packets dropped for want of free frames to build segments in.
     pub(crate) no_frames_dropped: AtomicU64,
+    /// Packets whose bytes this worker copied: into or out of the TAP device, flooded onto
+    /// other ports, or cut into segments in fresh frames.
+    pub(crate) copies: AtomicU64,
 }
 
 /// The host link and what it has learnt: which port each MAC address is behind.
@@ -211,6 +214,9 @@ fn l3_len(first: &[u8], total: usize) -> usize {
 const SPIN_POLLS: u32 = 2000;
 /// The longest wait in poll(2) before the stop flag is looked at again.
 const WAIT: Duration = Duration::from_millis(10);
+/// The longest wait in poll(2) while transmits are in flight, whose completions do not wake
+/// poll(2) for reading.
+const SENDING_WAIT: Duration = Duration::from_millis(1);
 /// Rounds between looks at the clock for publishing the pool counters.
 const PUBLISH_ROUNDS: u32 = 1024;
 /// TAP frames read per visit.
@@ -254,8 +260,11 @@ impl<P: SidePort> Worker<P> {
             let got = self.round(&clock)?;
             if got == 0 {
                 idle += 1;
-                if idle > SPIN_POLLS && self.ports.iter().all(|p| p.tx_in_flight() == 0) {
-                    self.wait_for_packets(&mut pfds)?;
+                if idle > SPIN_POLLS {
+                    // Transmits in flight are reaped within a short wait; a link that is
+                    // down holds them, and spinning for them would hold a CPU.
+                    let sending = self.ports.iter().any(|p| p.tx_in_flight() > 0);
+                    self.wait_for_packets(&mut pfds, if sending { SENDING_WAIT } else { WAIT })?;
                 }
             } else {
                 idle = 0;
@@ -332,12 +341,17 @@ impl<P: SidePort> Worker<P> {
             if let Some(tap) = &self.tap {
                 // Broadcast and multicast (ARP requests, neighbour discovery) are also
                 // the forwarding host's business: its kernel gets a copy.
+                let mut copied = 0;
                 for f in self.input.iter() {
                     let data = self.umem.data(f);
                     if data.first().is_some_and(|b| b & 1 == 1) && !f.is_continued() {
                         tap.learn(data, p as u16);
                         let _ = tap.link.write(data);
+                        copied += 1;
                     }
+                }
+                if copied > 0 {
+                    bump(&cells.copies, copied);
                 }
             }
             let now = if self.needs_clock {
@@ -399,6 +413,7 @@ impl<P: SidePort> Worker<P> {
             if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
                 bump(&cells.segmented, prepared.segmented);
                 bump(&cells.segments, prepared.segments);
+                bump(&cells.copies, prepared.segments);
                 bump(&cells.oversize_dropped, prepared.oversize);
                 bump(&cells.no_frames_dropped, prepared.no_frames);
             }
@@ -480,9 +495,9 @@ impl<P: SidePort> Worker<P> {
     }
 
     /// Sleeps in poll(2) until a socket (or the TAP device) has something, or for at most
-    /// WAIT, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
+    /// `wait`, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
     /// for a fixed time would let a burst overflow the rx ring before the nap ends.
-    fn wait_for_packets(&self, pfds: &mut xskit::os::PollSet) -> Result<()> {
+    fn wait_for_packets(&self, pfds: &mut xskit::os::PollSet, wait: Duration) -> Result<()> {
         let mut fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.ports.len() + 1);
         for p in &self.ports {
             p.readiness(&mut fds);
@@ -491,10 +506,10 @@ impl<P: SidePort> Worker<P> {
             fds.extend(tap.link.readiness());
         }
         if fds.is_empty() {
-            std::thread::sleep(WAIT);
+            std::thread::sleep(wait);
             return Ok(());
         }
-        xskit::os::poll_readable(&fds, pfds, Some(WAIT)).map_err(Error::Syscall)?;
+        xskit::os::poll_readable(&fds, pfds, Some(wait)).map_err(Error::Syscall)?;
         Ok(())
     }
 
@@ -694,6 +709,7 @@ impl<P: SidePort> Worker<P> {
                     tap.learn(data, port as u16);
                     if tap.link.write(data).map_err(Error::Syscall)? {
                         bump(&cells.to_kernel, 1);
+                        bump(&cells.copies, 1);
                     } else {
                         bump(&cells.to_kernel_dropped, 1);
                     }
@@ -746,7 +762,9 @@ impl<P: SidePort> Worker<P> {
             };
             match port {
                 Some(p) if usize::from(p) < nports => {
-                    bump(&self.port_cells[usize::from(p)].from_kernel, 1);
+                    let cells = &self.port_cells[usize::from(p)];
+                    bump(&cells.from_kernel, 1);
+                    bump(&cells.copies, 1);
                     out.tx[usize::from(p)].push(f);
                 }
                 _ => {
@@ -756,10 +774,12 @@ impl<P: SidePort> Worker<P> {
                         if let Some(mut c) = self.tap_frames.pop() {
                             self.umem.write(&mut c, self.umem.data(&f))?;
                             bump(&self.port_cells[p].from_kernel, 1);
+                            bump(&self.port_cells[p].copies, 1);
                             out.tx[p].push(c);
                         }
                     }
                     bump(&self.port_cells[0].from_kernel, 1);
+                    bump(&self.port_cells[0].copies, 1);
                     out.tx[0].push(f);
                 }
             }
