@@ -49,7 +49,8 @@ pub(crate) enum Kind {
     Fwd,
     /// Testbed only: XDP_DROP and XDP_TX through xskit's bond programs (a bond of 1 and of 2
     /// members) against the plain programs, and an AF_XDP l2fwd through a bond port, as in
-    /// seed 002's table.
+    /// the table of Jussi Maki's XDP bonding patch ("net, bonding: Add XDP support to the
+    /// bonding driver").
     Bond,
     /// Redraw the chart of a table saved with `xskit bench --json > RESULTS.json`, measuring
     /// nothing: `xskit bench plot RESULTS.json [--plot OUT.svg]` (default RESULTS.svg).
@@ -624,7 +625,9 @@ fn txpush(
         }
     }
     port.recycle(&mut batch);
-    Ok((0, submitted - port.tx_in_flight() as u64, empty))
+    // Frames still on the ring leave after the window: they count, the rate does not change.
+    let left = port.finish_sending(Duration::from_secs(1))?;
+    Ok((0, submitted - left as u64, empty))
 }
 
 fn l2fwd(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u64, u64)> {
@@ -657,5 +660,6 @@ fn l2fwd(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u
         }
     }
     port.recycle(&mut frames);
-    Ok((rx, submitted - port.tx_in_flight() as u64, empty))
+    let left = port.finish_sending(Duration::from_secs(1))?;
+    Ok((rx, submitted - left as u64, empty))
 }

@@ -587,7 +587,7 @@ pub(crate) fn send_share(
     // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
     sent = n - count_packets(&pending);
     port.recycle(&mut pending);
-    finish_sending(port, Instant::now() + Duration::from_secs(2))?;
+    port.finish_sending(Duration::from_secs(2))?;
     Ok(sent)
 }
 
@@ -652,17 +652,6 @@ impl TxProgress {
 }
 
 /// Packets among `frames`: a chain counts once.
-/// Waits (until `deadline`) for the kernel to send what is on the transmit ring.
-fn finish_sending(port: &mut Port, deadline: Instant) -> Result<()> {
-    while port.tx_in_flight() > 0 && Instant::now() < deadline {
-        port.complete();
-        if let Some(tx) = port.socket().tx() {
-            tx.wakeup_if_needed()?;
-        }
-    }
-    Ok(())
-}
-
 fn count_packets(frames: &[Frame]) -> u64 {
     xskit::packets(frames).count() as u64
 }

@@ -234,7 +234,8 @@ pub fn check_requirements(kernel: GuestKernel) -> io::Result<()> {
 /// The guest's /init: modules, the host's root over 9p, the job share, then the script in a
 /// chroot, its status written back, and power off. Everything after the chroot runs the
 /// host's binaries. The host's filesystem is read-only in the guest, /tmp included (it stays
-/// visible: test binaries may live there); `$TMPDIR` (/run/tmp, a tmpfs) is for scratch.
+/// visible: test binaries may live there); `$TMPDIR` (/run/tmp, a tmpfs) is for scratch. IPv6
+/// is off, so the guest's own kernel sends nothing unasked on its NICs.
 const INIT: &str = r#"#!/bin/busybox sh
 bb=/bin/busybox
 $bb mount -t proc proc /proc
@@ -254,7 +255,7 @@ $bb mount -t sysfs sys /host/sys
 $bb mount -t devtmpfs dev /host/dev
 $bb mkdir -p /host/run/tmp
 $bb mount -t bpf bpf /host/sys/fs/bpf
-$bb chroot /host /bin/sh -c 'cd /; PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; TMPDIR=/run/tmp; export PATH TMPDIR; ip link set lo up; sh /run/xskit-job/run.sh > /run/xskit-job/output 2>&1; echo $? > /run/xskit-job/status'
+$bb chroot /host /bin/sh -c 'cd /; PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; TMPDIR=/run/tmp; export PATH TMPDIR; ip link set lo up; for c in all default; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done; sh /run/xskit-job/run.sh > /run/xskit-job/output 2>&1; echo $? > /run/xskit-job/status'
 $bb sync
 $bb poweroff -f
 "#;
@@ -291,6 +292,13 @@ impl Guest {
             config: *config,
         };
         ip(&["netns", "add", &guest.ns.name])?;
+        // No router solicitation or DAD from the host's side mixes with a test's traffic.
+        guest.ns.run(|| -> io::Result<()> {
+            for scope in ["all", "default"] {
+                std::fs::write(format!("/proc/sys/net/ipv6/conf/{scope}/disable_ipv6"), "1")?;
+            }
+            Ok(())
+        })??;
         let name = guest.ns.name.clone();
         for tap in &guest.taps {
             let mut args = vec!["-n", &name, "tuntap", "add", "dev", tap, "mode", "tap"];
@@ -315,6 +323,12 @@ impl Guest {
     /// The TAP devices, in the order of the guest's NICs.
     pub fn taps(&self) -> &[String] {
         &self.taps
+    }
+
+    /// The job share on the host's side, where the last boot's script wrote what it wrote to
+    /// `/run/xskit-job` (kept until the next boot).
+    pub fn share(&self) -> PathBuf {
+        self.job.join("share")
     }
 
     /// The MAC address of the guest's NIC `i`.
@@ -565,10 +579,6 @@ impl GuestWire {
         let guest = Guest::new(config)?;
         let gns = guest.ns.name.clone();
         ip(&["-n", &gns, "addr", "flush", "dev", &guest.taps[0]])?;
-        guest.ns.run(|| {
-            std::fs::write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1")
-                .and_then(|()| std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1"))
-        })??;
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pid = std::process::id();
         let mut guard = NsGuard(Vec::new());
@@ -644,6 +654,17 @@ impl Drop for GuestWire {
 }
 
 const JOB_PREFIX: &str = "xskit-guest-";
+
+/// A shell function for guest scripts: `wait_for NAME` returns once the host called
+/// [`RunningGuest::signal`] with NAME (after 120 s it fails, so a script never hangs on it).
+pub const WAIT_FOR: &str = r#"wait_for() {
+    n=0
+    until [ -e "/run/xskit-job/$1" ]; do
+        n=$((n + 1)); [ "$n" -gt 1200 ] && { echo "no signal $1 from the host"; return 1; }
+        sleep 0.1
+    done
+}
+"#;
 
 /// Removes job directories of processes that no longer exist (stopped by a signal or
 /// SIGKILL before their guests were dropped).
@@ -724,6 +745,19 @@ impl RunningGuest<'_> {
         false
     }
 
+    /// The job share on the host's side: what the script writes to `/run/xskit-job` (a
+    /// capture, a report) is read here.
+    pub fn share(&self) -> PathBuf {
+        self.guest.share()
+    }
+
+    /// Tells the script to go on: creates `name` in the job share, where the script sees it
+    /// as `/run/xskit-job/NAME` (the script waits with
+    /// `until [ -e /run/xskit-job/NAME ]; do sleep 0.1; done`, or [`WAIT_FOR`]).
+    pub fn signal(&self, name: &str) -> io::Result<()> {
+        std::fs::write(self.guest.job.join("share").join(name), b"")
+    }
+
     /// Waits for the guest to power off (killing it at the timeout) and returns what its
     /// script did.
     pub fn wait(mut self) -> io::Result<GuestRun> {
@@ -787,7 +821,13 @@ impl RunningGuest<'_> {
         })
     }
 
-    fn console(&self) -> String {
+    /// What the script has printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(self.guest.job.join("share/output")).unwrap_or_default()
+    }
+
+    /// The guest's serial console so far (kernel messages).
+    pub fn console(&self) -> String {
         std::fs::read(self.guest.job.join("console"))
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()

@@ -111,7 +111,7 @@ setters!(TestbedConfig {
 mod guest;
 pub use guest::{
     check_requirements, kernel_dir, Guest, GuestConfig, GuestKernel, GuestRun, GuestWire,
-    RunningGuest, BRIDGE_A, BRIDGE_C,
+    RunningGuest, BRIDGE_A, BRIDGE_C, WAIT_FOR,
 };
 
 /// A network namespace by name (under /run/netns).

@@ -98,7 +98,10 @@ fn promiscuity(host: &Host) -> u32 {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let at = text.find("promiscuity ").expect("ip -d link shows promiscuity") + 12;
+    let at = text
+        .find("promiscuity ")
+        .expect("ip -d link shows promiscuity")
+        + 12;
     text[at..]
         .split_whitespace()
         .next()

@@ -1,4 +1,5 @@
-//! `xskit bench bond`: seed 002's table on this machine. XDP_DROP rates on the forwarding
+//! `xskit bench bond`: the table of Jussi Maki's XDP bonding patch ("net, bonding: Add XDP
+//! support to the bonding driver") on this machine. XDP_DROP rates on the forwarding
 //! namespace of a three-namespace chain: xskit's plain drop program, and the bond's drop
 //! program (the active-backup check first) as a bond of 1 and of 2 members. XDP_TX rates of a
 //! reflector there: xskit's plain XDP_TX program on one

@@ -11,9 +11,7 @@ use xskit::clock::process_cpu_ns;
 use xskit::{Frame, Interface, Port};
 use xskit_pipeline::PcapSource;
 
-use super::{
-    count_packets, finish_sending, push_bytes, stats_json, tx_dropped, Engine, GenArgs, TxProgress,
-};
+use super::{count_packets, push_bytes, stats_json, tx_dropped, Engine, GenArgs, TxProgress};
 use crate::opts::{stop_flag, stopped, thousands};
 
 /// The most a capture may hold to be replayed: it is read into memory first, so that the
@@ -181,7 +179,7 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
     }
     let sent = queued - count_packets(&pending);
     port.recycle(&mut pending);
-    finish_sending(&mut port, deadline)?;
+    port.finish_sending(deadline.saturating_duration_since(Instant::now()))?;
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let report = ReplayReport {

@@ -176,3 +176,145 @@ pub fn wireshark(tool: &str, args: &[&str]) -> String {
     assert!(out.status.success(), "{tool} {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `iperf3 -J` from `client` to an iperf3 server in `server` (started and stopped here), with
+/// `extra` client options; its JSON.
+pub fn iperf3(client: &Host, server: &Host, extra: &[&str]) -> serde_json::Value {
+    let _server = KillOnDrop::new(
+        server
+            .ns
+            .command("iperf3")
+            .args(["-s", "-1", "-p", "5210"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("iperf3 (scripts/setup.sh installs it)"),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ip = server.ip.to_string();
+    let out = client
+        .ns
+        .command("iperf3")
+        .args(["-c", &ip, "-p", "5210", "-J", "--connect-timeout", "5000"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 {extra:?}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(
+        out.status.success() && j.get("error").is_none(),
+        "iperf3 {extra:?}: {j}"
+    );
+    j
+}
+
+/// Kernel traffic between two hosts with their default settings, through whatever joins
+/// them: ping, iperf3 TCP both ways, iperf3 UDP, and an HTTP download (Python's server,
+/// curl) checked by SHA-256. Panics naming what did not cross; returns a line per check.
+pub fn kernel_traffic_crosses(a: &Host, c: &Host, tcp_seconds: u32) -> String {
+    let mut said = String::new();
+    let ping = run(
+        a,
+        "ping",
+        &["-c", "5", "-i", "0.3", "-W", "3", &c.ip.to_string()],
+    );
+    assert!(
+        String::from_utf8_lossy(&ping.stdout).contains(" 0% packet loss"),
+        "ping: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+    said.push_str("ping: 5 of 5\n");
+    let t = tcp_seconds.to_string();
+    for reverse in [false, true] {
+        let mut args = vec!["-t", t.as_str()];
+        if reverse {
+            args.push("-R");
+        }
+        let j = iperf3(a, c, &args);
+        let bytes = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+        assert!(
+            bytes > 100_000,
+            "iperf3 TCP {args:?} moved {bytes} bytes: {j}"
+        );
+        said.push_str(&format!(
+            "iperf3 TCP{}: {bytes} bytes\n",
+            if reverse { " -R" } else { "" }
+        ));
+    }
+    let j = iperf3(a, c, &["-u", "-b", "2M", "-t", "2"]);
+    let sum = &j["end"]["sum"];
+    let (packets, lost) = (
+        sum["packets"].as_u64().unwrap_or(0),
+        sum["lost_packets"].as_u64().unwrap_or(u64::MAX),
+    );
+    assert!(
+        packets > 100 && lost * 100 <= packets,
+        "iperf3 UDP lost {lost} of {packets}: {j}"
+    );
+    said.push_str(&format!("iperf3 UDP: {lost} of {packets} lost\n"));
+    said.push_str(&http_download(a, c));
+    said
+}
+
+/// `c` serves 2 MiB of random bytes over HTTP (Python's http.server); `a` downloads them with
+/// curl; both SHA-256 sums must agree.
+pub fn http_download(a: &Host, c: &Host) -> String {
+    let dir =
+        std::env::temp_dir().join(format!("xskit-http-{}-{}", std::process::id(), c.ns.name()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let blob: Vec<u8> = (0..2u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(dir.join("blob"), &blob).unwrap();
+    let _server = KillOnDrop::new(
+        c.ns.command("python3")
+            .args(["-m", "http.server", "8080", "--bind", &c.ip.to_string()])
+            .arg("--directory")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://{}:8080/blob", c.ip);
+    let got = dir.join("got");
+    let mut out = None;
+    for _ in 0..20 {
+        let o = run(
+            a,
+            "curl",
+            &[
+                "-sS",
+                "--max-time",
+                "120",
+                "-o",
+                got.to_str().unwrap(),
+                &url,
+            ],
+        );
+        if o.status.success() {
+            out = Some(o);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    assert!(out.is_some(), "curl could not download {url}");
+    let sum = |p: &std::path::Path| {
+        let o = std::process::Command::new("sha256sum")
+            .arg(p)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let (want, have) = (sum(&dir.join("blob")), sum(&got));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(have, want, "the download's SHA-256");
+    format!("http: 2 MiB, sha256 {have}\n")
+}

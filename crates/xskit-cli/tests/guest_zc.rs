@@ -1,0 +1,788 @@
+//! The zero-copy guest: Linux 7.x under QEMU with virtio NICs that do AF_XDP zero-copy and,
+//! as real NICs do, filter unicast frames by destination MAC. Every AF_XDP path of xskit runs
+//! there in zero-copy and is counted at both ends: the guest's xskit on its NIC, the host's
+//! xskit (or the device's counters) on the TAP device behind it.
+//!
+//! A boot takes seconds under TCG, so each test puts its steps into one script and steps
+//! with the host through markers the script prints and signals the host sends.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use xskit_testbed::{Guest, GuestConfig, GuestWire, Host, Netns, RunningGuest, WAIT_FOR};
+
+/// A guest for a test, or a skip without root (a failure under XSKIT_REQUIRE_PRIVILEGES).
+fn guest(config: GuestConfig) -> Option<Guest> {
+    if !privileged() {
+        return None;
+    }
+    Some(Guest::new(&config).unwrap_or_else(|e| panic!("guest testbed: {e}")))
+}
+
+/// The TAP device behind the guest's first NIC.
+const TAP: &str = "xgtap0";
+/// How long one step of a guest's script may take under TCG.
+const STEP: Duration = Duration::from_secs(120);
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `xskit ARGS` on the host's side of the guest (its namespace).
+fn host_xskit(ns: &Netns, args: &[&str]) -> Output {
+    ns.command(XSKIT).args(args).output().unwrap()
+}
+
+/// Packets the TAP device received from the guest (what the guest's NIC transmitted).
+fn tap_rx(ns: &Netns) -> u64 {
+    let out = ns
+        .command("cat")
+        .arg(format!("/sys/class/net/{TAP}/statistics/rx_packets"))
+        .output()
+        .unwrap();
+    text(&out).trim().parse().unwrap()
+}
+
+/// `xskit recv` on the TAP device, started and ready (its header printed): it counts what
+/// the guest sends, `expect` probes, then prints its JSON report.
+fn start_host_recv(ns: &Netns, dir: &Path, expect: u64) -> Child {
+    let err = dir.join("host-recv.err");
+    let child = ns
+        .command(XSKIT)
+        .args(["recv", "-i", TAP, "--json", "-d", "100"])
+        .args(["--expect", &expect.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&err)
+        .unwrap_or_default()
+        .contains("recv")
+    {
+        assert!(Instant::now() < deadline, "the host's recv did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+fn report(child: Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+}
+
+/// A JSON report the guest wrote into the job share.
+fn shared_json(share: &Path, name: &str) -> serde_json::Value {
+    let path = share.join(name);
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    let err = std::fs::read_to_string(path.with_extension("err")).unwrap_or_default();
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{name}: {e}: {err}"))
+}
+
+/// Boots `guest` with `script`, booting again when its kernel panics before the script starts
+/// (rare under TCG, and nothing to do with the test).
+fn boot<'a>(guest: &'a mut Guest, script: &str) -> RunningGuest<'a> {
+    let script = format!("echo xskit-script-started\n{script}");
+    guest
+        .spawn_until(&script, "xskit-script-started", STEP)
+        .unwrap()
+}
+
+fn wait_for(running: &RunningGuest<'_>, marker: &str) {
+    if !running.wait_for_output(marker, STEP) {
+        let console = running.console();
+        let tail: Vec<&str> = console.lines().rev().take(30).collect();
+        panic!(
+            "the guest's script did not reach {marker:?}; it printed:\n{}\n--- console ---\n{}",
+            running.output(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+}
+
+/// The receive variants: every UMEM layout and wakeup style in zero-copy, then auto.
+const RECV_VARIANTS: [&str; 8] = [
+    "-m zc",
+    "-m zc -f 2048",
+    "-m zc -u",
+    "-m zc -u -f 3000",
+    "-m zc -W",
+    "-m zc -B",
+    "-m zc -p",
+    "-m auto",
+];
+/// The transmit variants.
+const GEN_VARIANTS: [&str; 3] = ["-m zc", "-m zc -f 2048 -s 1400", "-m zc -u -f 3000"];
+/// Probes per variant.
+const PROBES: u64 = 2000;
+
+/// The guest's side of [`every_socket_path_runs_in_zero_copy_with_every_frame_counted`].
+fn socket_paths_script() -> String {
+    let recv: Vec<String> = RECV_VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
+    let gen: Vec<String> = GEN_VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
+    format!(
+        r#"{WAIT_FOR}
+j=/run/xskit-job
+ready() {{ until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }}
+ip link set eth0 up
+{XSKIT} info -i eth0
+k=0
+for v in {recv}; do
+    {XSKIT} recv -i eth0 $v --expect {PROBES} -d 100 --json > $j/recv-$k.json 2> $j/recv-$k.err &
+    ready $j/recv-$k.err recv; echo "RECV $k"; wait; k=$((k + 1))
+done
+k=0
+for v in {gen}; do
+    echo "GEN $k"; wait_for go-gen-$k
+    {XSKIT} gen -i eth0 $v -n {PROBES} -r 5000 --json > $j/gen-$k.json 2> $j/gen-$k.err
+    k=$((k + 1))
+done
+{XSKIT} bench rxdrop -i eth0 -m zc -d 8 --json > $j/rxdrop.json 2> $j/rxdrop.err &
+ready $j/rxdrop.err rxdrop; echo RXDROP; wait
+echo TXPUSH; wait_for go-txpush
+{XSKIT} bench txpush -i eth0 -m zc -d 2 --json > $j/txpush.json 2> $j/txpush.err
+echo TXPUSH-DONE; wait_for go-l2fwd
+{XSKIT} bench l2fwd -i eth0 -m zc -d 8 --json > $j/l2fwd.json 2> $j/l2fwd.err &
+ready $j/l2fwd.err l2fwd; echo L2FWD; wait
+echo L2FWD-DONE
+{XSKIT} recv -i eth0 -m zc -F -d 1 || echo "zc-frags-refused"
+{XSKIT} recv -i eth0 -m drv -F -d 1 --json > $j/frags-copy.json && echo "copy-frags-ok"
+"#,
+        recv = recv.join(" "),
+        gen = gen.join(" ")
+    )
+}
+
+/// Every receive and transmit path of xskit in zero-copy on virtio_net: `recv` in zero-copy
+/// with aligned and unaligned chunks of 2 and 4 KiB (and an odd 3000-byte one), need_wakeup
+/// off, busy polling and poll(2), and `auto` choosing zero-copy; `gen` in zero-copy with
+/// three layouts; `bench rxdrop`, `txpush` and `l2fwd` in zero-copy. The host's xskit counts
+/// on the TAP device every probe the guest sends and the guest counts every probe the host
+/// sends; the benchmarks are held to the TAP device's counters. Multi-buffer in zero-copy is
+/// refused where the device takes one buffer per packet, and works in copy mode.
+#[test]
+fn every_socket_path_runs_in_zero_copy_with_every_frame_counted() {
+    let Some(mut guest) = guest(GuestConfig::zero_copy(1).queues(1)) else {
+        return;
+    };
+    let script = socket_paths_script();
+    let running = boot(&mut guest, &script);
+    let ns = running.ns().clone();
+    let n = PROBES.to_string();
+    for k in 0..RECV_VARIANTS.len() {
+        wait_for(&running, &format!("RECV {k}"));
+        let out = host_xskit(&ns, &["gen", "-i", TAP, "-n", &n, "-r", "5000"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let dir = running.share();
+    for (k, variant) in GEN_VARIANTS.iter().enumerate() {
+        wait_for(&running, &format!("GEN {k}"));
+        let recv = start_host_recv(&ns, &dir, PROBES);
+        running.signal(&format!("go-gen-{k}")).unwrap();
+        let r = report(recv);
+        assert_eq!(
+            (
+                r["valid"].as_u64(),
+                r["lost"].as_u64(),
+                r["corrupt"].as_u64()
+            ),
+            (Some(PROBES), Some(0), Some(0)),
+            "{variant}: the host received every probe the guest sent: {r}"
+        );
+    }
+    wait_for(&running, "RXDROP");
+    let out = host_xskit(&ns, &["gen", "-i", TAP, "-n", "3000", "-r", "3000"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(&running, "TXPUSH");
+    let before = tap_rx(&ns);
+    running.signal("go-txpush").unwrap();
+    wait_for(&running, "TXPUSH-DONE");
+    let txpushed = tap_rx(&ns) - before;
+    let before = tap_rx(&ns);
+    running.signal("go-l2fwd").unwrap();
+    wait_for(&running, "L2FWD");
+    let out = host_xskit(&ns, &["gen", "-i", TAP, "-n", "3000", "-r", "3000"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(&running, "L2FWD-DONE");
+    let reflected = tap_rx(&ns) - before;
+    check_socket_paths(&running, txpushed, reflected);
+    let run = running.wait().unwrap();
+    let out = &run.output;
+    assert_eq!(run.status, 0, "{out}");
+    assert!(
+        out.contains("AF_XDP zero-copy  yes") && out.contains("zc max segments   1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("takes 1 buffer(s) per packet in zero-copy")
+            && out.contains("zc-frags-refused"),
+        "multi-buffer in zero-copy is refused, saying why: {out}"
+    );
+    assert!(
+        out.contains("copy-frags-ok"),
+        "and works in copy mode: {out}"
+    );
+}
+
+/// The guest's reports of [`every_socket_path_runs_in_zero_copy_with_every_frame_counted`],
+/// against what the host counted.
+fn check_socket_paths(running: &RunningGuest<'_>, txpushed: u64, reflected: u64) {
+    for (k, variant) in RECV_VARIANTS.iter().enumerate() {
+        let r = shared_json(&running.share(), &format!("recv-{k}.json"));
+        assert_eq!(
+            (
+                r["valid"].as_u64(),
+                r["lost"].as_u64(),
+                r["corrupt"].as_u64()
+            ),
+            (Some(PROBES), Some(0), Some(0)),
+            "{variant}: the guest received every probe the host sent: {r}"
+        );
+        assert_eq!(
+            r["mode"], "xdp-drv zero-copy",
+            "{variant}: zero-copy, auto included: {r}"
+        );
+    }
+    for (k, variant) in GEN_VARIANTS.iter().enumerate() {
+        let g = shared_json(&running.share(), &format!("gen-{k}.json"));
+        assert_eq!(g["tx_packets"].as_u64(), Some(PROBES), "{variant}: {g}");
+        assert_eq!(g["mode"], "tx-only zero-copy", "{variant}: {g}");
+    }
+    let rxdrop = shared_json(&running.share(), "rxdrop.json");
+    assert_eq!(rxdrop["mode"], "xdp-drv zero-copy", "{rxdrop}");
+    assert_eq!(rxdrop["rx_packets"].as_u64(), Some(3000), "{rxdrop}");
+    let txpush = shared_json(&running.share(), "txpush.json");
+    let sent = txpush["tx_packets"].as_u64().unwrap();
+    assert!(sent > 1000, "{txpush}");
+    assert_eq!(
+        txpushed, sent,
+        "every frame txpush counts reached the TAP device: {txpush}"
+    );
+    let l2fwd = shared_json(&running.share(), "l2fwd.json");
+    assert_eq!(
+        (l2fwd["rx_packets"].as_u64(), l2fwd["tx_packets"].as_u64()),
+        (Some(3000), Some(3000)),
+        "{l2fwd}"
+    );
+    assert_eq!(reflected, 3000, "every frame came back to the TAP device");
+}
+
+/// Frames of each length in a pcap file (little-endian, as xskit writes it).
+fn pcap_lengths(path: &Path) -> std::collections::BTreeMap<u32, u64> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut counts = std::collections::BTreeMap::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let field = |o: usize| u32::from_le_bytes(bytes[at + o..at + o + 4].try_into().unwrap());
+        let (captured, len) = (field(8), field(12));
+        *counts.entry(len).or_insert(0) += 1;
+        at += 16 + captured as usize;
+    }
+    counts
+}
+
+/// A receiver whose fill ring runs dry under a burst (a ring of 64 frames against the host's
+/// generator flat out) loses packets, counted by the kernel as fill-ring-empty, and receives
+/// again once it has refilled: the 1,000 probes of another size sent slowly after the burst
+/// all arrive, with need_wakeup on (the default) and off.
+#[test]
+fn a_fill_ring_that_runs_dry_under_load_refills_without_a_stall() {
+    let Some(mut guest) = guest(GuestConfig::zero_copy(1).queues(1)) else {
+        return;
+    };
+    let variants = ["", "-W"];
+    let script = format!(
+        r#"{WAIT_FOR}
+j=/run/xskit-job
+ip link set eth0 up
+k=0
+for v in "" "-W"; do
+    {XSKIT} recv -i eth0 -m zc $v --ring-size 32 -b 32 --frames 128 -d 100 --json \
+        -w $j/dry-$k.pcap > $j/dry-$k.out 2> $j/dry-$k.err &
+    pid=$!
+    until grep -q recv $j/dry-$k.err; do kill -0 $pid || exit 1; sleep 0.1; done
+    echo "DRY $k"; wait_for stop-$k; kill -INT $pid; wait
+    mv $j/dry-$k.out $j/dry-$k.json; echo "DRY-DONE $k"; k=$((k + 1))
+done
+"#
+    );
+    let running = boot(&mut guest, &script);
+    let ns = running.ns().clone();
+    for (k, variant) in variants.iter().enumerate() {
+        wait_for(&running, &format!("DRY {k}"));
+        // More than the guest can take: the TAP device drops what its queue cannot hold, and
+        // gen says so with a failing status.
+        let burst = host_xskit(&ns, &["gen", "-i", TAP, "-n", "200000", "-s", "60"]);
+        assert!(
+            text(&burst).contains("sent 200,000 packets"),
+            "{}",
+            text(&burst)
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        let slow = host_xskit(
+            &ns,
+            &["gen", "-i", TAP, "-n", "1000", "-r", "1000", "-s", "200"],
+        );
+        assert!(slow.status.success(), "{}", text(&slow));
+        std::thread::sleep(Duration::from_secs(2));
+        running.signal(&format!("stop-{k}")).unwrap();
+        wait_for(&running, &format!("DRY-DONE {k}"));
+        let r = shared_json(&running.share(), &format!("dry-{k}.json"));
+        let empty = r["statistics"]["rx_fill_ring_empty_descs"]
+            .as_u64()
+            .unwrap();
+        assert!(empty > 0, "{variant}: the fill ring ran dry: {r}");
+        let lengths = pcap_lengths(&running.share().join(format!("dry-{k}.pcap")));
+        assert_eq!(
+            lengths.get(&200),
+            Some(&1000),
+            "{variant}: every probe sent after the burst arrived: {lengths:?} {r}"
+        );
+        assert!(
+            lengths.get(&60).copied().unwrap_or(0) < 200_000,
+            "{variant}: the burst overran the receiver: {lengths:?}"
+        );
+    }
+    let run = running.wait().unwrap();
+    assert_eq!(run.status, 0, "{}", run.output);
+}
+
+/// The guest's side of the forwarding tests: `run_fwd NAME ARGS...` starts `xskit fwd --json`
+/// between eth0 and eth1 (report in NAME.json, stderr in NAME.err), prints "FWD NAME" once it
+/// forwards, and stops it (SIGINT) when the host signals `stop-NAME`; the device's
+/// promiscuity is written down while it runs and after.
+const RUN_FWD: &str = r#"j=/run/xskit-job
+promiscuity() { ip -d link show $1 | grep -o 'promiscuity [0-9]*'; }
+run_fwd() {
+    name=$1; shift
+    xskit_fwd_args="$*"
+    $XSKIT fwd --json "$@" > $j/$name.json 2> $j/$name.err &
+    pid=$!
+    until grep -q "Ctrl-C stops" $j/$name.err; do
+        kill -0 $pid 2>/dev/null || { echo "FWD-FAILED $name"; cat $j/$name.err; return 1; }
+        sleep 0.1
+    done
+    promiscuity eth0 > $j/$name.during
+    echo "FWD $name"; wait_for stop-$name; kill -INT $pid; wait $pid; echo "status $?" >> $j/$name.err
+    promiscuity eth0 > $j/$name.after
+}
+"#;
+
+/// The forwarder's report of step `name`, with every frame accounted for.
+fn fwd_report(share: &Path, name: &str) -> serde_json::Value {
+    let r = shared_json(share, &format!("{name}.json"));
+    assert_eq!(r["frames"]["unaccounted"], 0, "{name}: {r}");
+    r
+}
+
+fn shared_text(share: &Path, name: &str) -> String {
+    std::fs::read_to_string(share.join(name)).unwrap_or_default()
+}
+
+/// `xskit fwd` as a bump in the wire on virtio_net, between two host namespaces whose kernels
+/// (default settings, TCP offloads on) talk through it. With the driver's spare queue pairs
+/// (XDP would add receive queues no socket can serve) it refuses, saying how to fix it; with
+/// every queue pair in use it forwards, over four queues on one UMEM: without promiscuous
+/// mode unicast does not cross (the NIC filters by MAC); with it (the default) ping, iperf3
+/// TCP both ways, UDP and an HTTP download checked by SHA-256 cross in zero-copy, with no
+/// copy made, and in copy mode; the device's promiscuity is given back at exit.
+#[test]
+fn kernel_tcp_crosses_fwd_in_zero_copy_on_virtio_net() {
+    if !privileged() {
+        return;
+    }
+    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2).queues(4), 1).unwrap();
+    let script = format!(
+        r#"{WAIT_FOR}
+XSKIT={XSKIT}
+{RUN_FWD}
+ip link set eth0 up; ip link set eth1 up
+$XSKIT fwd -i eth0 -i eth1 -m zc -d 5 > $j/spare.out 2>&1; echo "spare status $?"
+$XSKIT bench rxdrop -i eth0 -q 2 -m zc -d 1 > $j/spare-q2.out 2>&1; echo "spare-q2 status $?"
+ethtool -L eth0 combined 4; ethtool -L eth1 combined 4
+run_fwd nopromisc -i eth0 -i eth1 -m zc --no-promisc
+run_fwd zc -i eth0 -i eth1 -m zc --check
+run_fwd copy -i eth0 -i eth1 -m drv --check
+"#
+    );
+    let running = boot(&mut wire.guest, &script);
+    wait_for(&running, "FWD nopromisc");
+    let ping = run(
+        &wire.a,
+        "ping",
+        &["-c", "3", "-W", "2", &wire.c.ip.to_string()],
+    );
+    assert!(
+        !ping.status.success(),
+        "without promiscuous mode the NIC drops unicast for other hosts: {}",
+        text(&ping)
+    );
+    running.signal("stop-nopromisc").unwrap();
+    let mut traffic = String::new();
+    for step in ["zc", "copy"] {
+        wait_for(&running, &format!("FWD {step}"));
+        traffic += &kernel_traffic_crosses(&wire.a, &wire.c, 3);
+        running.signal(&format!("stop-{step}")).unwrap();
+    }
+    let run = running.wait().unwrap();
+    assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
+    eprintln!("{traffic}");
+    check_wire_reports(&wire.guest.share());
+}
+
+/// The reports of [`kernel_tcp_crosses_fwd_in_zero_copy_on_virtio_net`].
+fn check_wire_reports(share: &Path) {
+    let spare = shared_text(share, "spare.out");
+    assert!(
+        spare.contains("eth0 receives on 4 queues")
+            && spare.contains("2 of them are its own")
+            && spare.contains("ethtool -L eth0 combined 4"),
+        "{spare}"
+    );
+    let spare_q2 = shared_text(share, "spare-q2.out");
+    assert!(
+        spare_q2.contains("queue 2 of eth0 is one the driver added for XDP"),
+        "{spare_q2}"
+    );
+    let nopromisc = fwd_report(share, "nopromisc");
+    assert_eq!(
+        nopromisc["promiscuous"],
+        serde_json::json!([]),
+        "{nopromisc}"
+    );
+    assert_eq!(
+        shared_text(share, "nopromisc.during").trim(),
+        "promiscuity 0"
+    );
+    let ports = &nopromisc["counters"]["ports"];
+    assert!(
+        ports[1]["tx_packets"].as_u64() > Some(0) && ports[1]["rx_packets"] == 0,
+        "broadcast ARP requests crossed, no unicast answer reached fwd: {nopromisc}"
+    );
+    for (step, zero_copy) in [("zc", true), ("copy", false)] {
+        let r = fwd_report(share, step);
+        assert_eq!(r["zero_copy"], zero_copy, "{step}: {r}");
+        assert_eq!(r["workers"], 4, "{step}: four queues on one UMEM: {r}");
+        assert_eq!(r["promiscuous"], serde_json::json!(["eth0", "eth1"]), "{r}");
+        for port in r["counters"]["ports"].as_array().unwrap() {
+            assert_eq!(port["copies"], 0, "{step}: forwarding copies nothing: {r}");
+            assert!(port["tx_packets"].as_u64() > Some(1000), "{step}: {r}");
+        }
+        assert_eq!(
+            shared_text(share, &format!("{step}.during")).trim(),
+            "promiscuity 1"
+        );
+        assert_eq!(
+            shared_text(share, &format!("{step}.after")).trim(),
+            "promiscuity 0"
+        );
+        assert!(
+            shared_text(share, &format!("{step}.err")).contains("status 0"),
+            "{step}"
+        );
+    }
+}
+
+/// Probes from host `from` to host `to`'s UDP port `port` (`xskit gen` on `from`'s link).
+fn probes(from: &Host, to: &Host, port: u16, extra: &[&str]) {
+    let (mac, src, dst) = (mac(to), from.ip.to_string(), to.ip.to_string());
+    let port = port.to_string();
+    let mut args = vec!["gen", "-i", &from.ifname, "--dst-mac", &mac];
+    args.extend_from_slice(&["--src-ip", &src, "--dst-ip", &dst, "--dst-port", &port]);
+    args.extend_from_slice(extra);
+    ok(&run(from, XSKIT, &args));
+}
+
+/// A drop the kernel decides (udp 7), one user space decides (a source prefix, udp 8), and a
+/// rate limit (udp 10).
+const RULES: &str = r#"
+[[rule]]
+name = "udp-7"
+protocol = "udp"
+dst_port = 7
+action = "drop"
+
+[[rule]]
+name = "from-a-udp-8"
+src = "198.51.100.1/32"
+protocol = "udp"
+dst_port = 8
+action = "drop"
+
+[[rule]]
+name = "limit-udp-10"
+protocol = "udp"
+dst_port = 10
+action = "rate-limit"
+rate = "100pps"
+burst = 10
+"#;
+
+/// The rules and the rest of the forwarder in zero-copy on virtio_net: drops in the kernel
+/// and in user space, a rate limit, answers for an address of its own (--respond), a capture
+/// that Wireshark reads with each packet's verdict, the frame check after every vector; and
+/// --xdp-forward, whose drops stay in the kernel while kernel TCP crosses by descriptor.
+#[test]
+fn rules_respond_capture_and_xdp_forward_work_in_zero_copy() {
+    if !privileged() {
+        return;
+    }
+    let rules = RulesFile::new(RULES);
+    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
+    let script = format!(
+        r#"{WAIT_FOR}
+XSKIT={XSKIT}
+{RUN_FWD}
+ip link set eth0 up; ip link set eth1 up
+run_fwd rules -i eth0 -i eth1 -m zc --check --rules {rules} --respond 198.51.100.9 --capture $j/cap.pcapng
+run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
+"#,
+        rules = rules.path()
+    );
+    let running = boot(&mut wire.guest, &script);
+    wait_for(&running, "FWD rules");
+    let c_recv = KillOnDrop::new(start(&wire.c, &["recv", "-i", &wire.c.ifname, "--json"]));
+    for (port, n) in [(7, "50"), (8, "30"), (9, "20")] {
+        probes(&wire.a, &wire.c, port, &["-n", n, "-r", "1000"]);
+    }
+    probes(&wire.a, &wire.c, 10, &["-n", "500", "-r", "5000"]);
+    let ping = run(&wire.a, "ping", &["-c", "5", "-i", "0.5", "-W", "5", "198.51.100.9"]);
+    assert!(
+        text(&ping).contains(" 0% packet loss"),
+        "fwd answers for its address: {}",
+        text(&ping)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let at_c = signal(c_recv, "-INT");
+    running.signal("stop-rules").unwrap();
+    wait_for(&running, "FWD xdpfwd");
+    let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
+    probes(&wire.a, &wire.c, 7, &["-n", "40", "-r", "1000"]);
+    running.signal("stop-xdpfwd").unwrap();
+    let run = running.wait().unwrap();
+    assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
+    let share = wire.guest.share();
+    check_rules_report(&fwd_report(&share, "rules"), &at_c);
+    check_capture(&share.join("cap.pcapng"));
+    // Forwarding in XDP from a zero-copy queue would copy each packet into a page virtio_net
+    // cannot send: the programs drop by rule, and forward through the sockets, copying nothing.
+    let x = fwd_report(&share, "xdpfwd");
+    assert_eq!(x["zero_copy"], true, "{x}");
+    assert!(
+        x["warnings"]
+            .to_string()
+            .contains("forwarded packets go through the sockets"),
+        "{x}"
+    );
+    for port in x["counters"]["ports"].as_array().unwrap() {
+        assert_eq!(port["xdp_forwarded"], 0, "{x}");
+        assert_eq!(port["copies"], 0, "{x}");
+        assert!(port["tx_packets"].as_u64() > Some(1000), "{x}");
+    }
+    assert_eq!(x["counters"]["rules"][0]["in_kernel"], 40, "{x}");
+}
+
+/// The forwarder's counts against what reached c.
+fn check_rules_report(r: &serde_json::Value, at_c: &serde_json::Value) {
+    assert_eq!(r["zero_copy"], true, "{r}");
+    let rule = |i: usize| &r["counters"]["rules"][i];
+    assert_eq!(
+        (rule(0)["packets"].as_u64(), rule(0)["in_kernel"].as_u64()),
+        (Some(50), Some(50)),
+        "{r}"
+    );
+    assert_eq!(
+        (rule(1)["packets"].as_u64(), rule(1)["in_kernel"].as_u64()),
+        (Some(30), Some(0)),
+        "{r}"
+    );
+    let over = rule(2)["over_rate"].as_u64().unwrap();
+    assert!(over > 100 && over < 500, "the rate limit dropped some: {r}");
+    assert!(r["counters"]["echo_replies"].as_u64() >= Some(3), "{r}");
+    assert!(r["counters"]["arp_replies"].as_u64() >= Some(1), "{r}");
+    assert_eq!(
+        at_c["valid"].as_u64(),
+        Some(20 + 500 - over),
+        "c received the default's 20 and what the limit let by: {at_c} {r}"
+    );
+    assert_eq!(at_c["corrupt"], 0, "{at_c}");
+}
+
+/// The capture, read by Wireshark's tools: each packet's verdict and rule.
+fn check_capture(path: &Path) {
+    let path = path.to_str().unwrap();
+    let info = wireshark("capinfos", &[path]);
+    assert!(info.contains("Number of interfaces in file: 2"), "{info}");
+    let count = |filter: &str| {
+        wireshark("tshark", &["-r", path, "-Y", filter])
+            .lines()
+            .count()
+    };
+    assert_eq!(
+        count(r#"udp.dstport == 7 && frame.comment contains "dropped in XDP: rule udp-7 (drop)""#),
+        50
+    );
+    assert_eq!(
+        count(r#"udp.dstport == 8 && frame.comment contains "rule from-a-udp-8 (drop)""#),
+        30
+    );
+    assert_eq!(
+        count(r#"udp.dstport == 9 && frame.comment contains "the default (forward)""#),
+        20
+    );
+}
+
+/// A bond of two virtio NICs as one side of `xskit fwd` in zero-copy (one UMEM over all three
+/// NICs), plugged into side a's switch: active-backup fails over when its active member goes
+/// down while c pings a through it, and balance-xor carries kernel TCP, UDP and an HTTP
+/// download over both members.
+#[test]
+fn bonds_of_virtio_nics_forward_and_fail_over_in_zero_copy() {
+    if !privileged() {
+        return;
+    }
+    let mut wire = GuestWire::new(&GuestConfig::zero_copy(3), 2).unwrap();
+    let bond = "--bond bond0=eth0,eth1 -i bond0 -i eth2 -m zc --check";
+    let script = format!(
+        r#"{WAIT_FOR}
+XSKIT={XSKIT}
+{RUN_FWD}
+for i in 0 1 2; do ip link set eth$i up; done
+(wait_for fail; ip link set eth0 down; sleep 4; ip link set eth0 up; echo FAILED-OVER) &
+run_fwd ab {bond} --bond-mode active-backup --primary eth0
+wait
+run_fwd xor {bond} --bond-mode balance-xor --xmit-hash layer3+4
+"#
+    );
+    let running = boot(&mut wire.guest, &script);
+    wait_for(&running, "FWD ab");
+    let (c, a_ip) = (wire.c.clone(), wire.a.ip.to_string());
+    let ping =
+        std::thread::spawn(move || run(&c, "ping", &["-c", "60", "-i", "0.2", "-W", "1", &a_ip]));
+    std::thread::sleep(Duration::from_secs(3));
+    running.signal("fail").unwrap();
+    wait_for(&running, "FAILED-OVER");
+    let ping = text(&ping.join().unwrap());
+    running.signal("stop-ab").unwrap();
+    wait_for(&running, "FWD xor");
+    let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
+    running.signal("stop-xor").unwrap();
+    let run = running.wait().unwrap();
+    assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
+    let received: u32 = ping
+        .split(" received")
+        .next()
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        received >= 40,
+        "c kept reaching a across the failover: {ping}"
+    );
+    let share = wire.guest.share();
+    let ab = fwd_report(&share, "ab");
+    let b = &ab["counters"]["ports"][0]["bond"];
+    assert!(b["failovers"].as_u64() >= Some(2), "away and back: {ab}");
+    assert_eq!(ab["zero_copy"], true, "{ab}");
+    for m in b["members"].as_array().unwrap() {
+        assert!(
+            m["tx_packets"].as_u64() > Some(0),
+            "both carried traffic: {ab}"
+        );
+    }
+    let xor = fwd_report(&share, "xor");
+    assert_eq!(xor["zero_copy"], true, "{xor}");
+    let members = &xor["counters"]["ports"][0]["bond"]["members"];
+    assert!(
+        members[0]["tx_packets"].as_u64() > Some(0) && members[1]["tx_packets"].as_u64() > Some(0),
+        "flows spread over both members: {xor}"
+    );
+    for port in xor["counters"]["ports"].as_array().unwrap() {
+        assert_eq!(port["copies"], 0, "{xor}");
+    }
+}
+
+/// What goes wrong under a zero-copy forwarder on virtio_net: a change of queue count is
+/// refused by the kernel while the sockets hold the queues, and forwarding goes on; a
+/// forwarder killed with SIGKILL leaves no program and no promiscuity behind, and the next
+/// one in the same boot forwards; a link that goes down and comes back is reported both
+/// times, forwarding resumes, and every frame is accounted for at the end.
+#[test]
+fn a_zero_copy_forwarder_survives_queue_changes_link_loss_and_sigkill() {
+    if !privileged() {
+        return;
+    }
+    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
+    let script = format!(
+        r#"{WAIT_FOR}
+XSKIT={XSKIT}
+{RUN_FWD}
+ip link set eth0 up; ip link set eth1 up
+$XSKIT fwd -i eth0 -i eth1 -m zc > $j/killed.out 2>&1 &
+pid=$!
+until grep -q "Ctrl-C stops" $j/killed.out; do sleep 0.1; done
+echo "FWD killed"; wait_for queues
+ethtool -L eth0 combined 1 > $j/ethtool.out 2>&1; echo "ethtool status $?" >> $j/ethtool.out
+echo QUEUES-TRIED; wait_for kill
+kill -9 $pid; wait $pid
+promiscuity eth0 > $j/killed.after; bpftool net > $j/killed.net
+(wait_for down; ip link set eth1 down; sleep 3; ip link set eth1 up; echo UP-AGAIN) &
+run_fwd second -i eth0 -i eth1 -m zc --check
+wait
+"#
+    );
+    let running = boot(&mut wire.guest, &script);
+    let ping = |count: &str| {
+        let out = run(
+            &wire.a,
+            "ping",
+            &["-c", count, "-i", "0.3", "-W", "3", &wire.c.ip.to_string()],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    wait_for(&running, "FWD killed");
+    ping("3");
+    running.signal("queues").unwrap();
+    wait_for(&running, "QUEUES-TRIED");
+    ping("3");
+    running.signal("kill").unwrap();
+    wait_for(&running, "FWD second");
+    ping("3");
+    running.signal("down").unwrap();
+    wait_for(&running, "UP-AGAIN");
+    ping("5");
+    running.signal("stop-second").unwrap();
+    let run = running.wait().unwrap();
+    assert_eq!(run.status, 0, "{}", run.output);
+    let share = wire.guest.share();
+    let ethtool = shared_text(&share, "ethtool.out");
+    assert!(
+        ethtool.contains("in use by AF_XDP") && ethtool.contains("ethtool status 1"),
+        "{ethtool}"
+    );
+    assert_eq!(shared_text(&share, "killed.after").trim(), "promiscuity 0");
+    assert!(
+        !shared_text(&share, "killed.net").contains("driver id"),
+        "no program left behind: {}",
+        shared_text(&share, "killed.net")
+    );
+    let second = fwd_report(&share, "second");
+    let eth1 = &second["counters"]["ports"][1];
+    assert_eq!(eth1["link_changes"], 2, "{second}");
+    assert_eq!(eth1["link_up"], true, "{second}");
+    let err = shared_text(&share, "second.err");
+    assert!(
+        err.contains("eth1 is down")
+            && err.contains("eth1 is up again")
+            && err.contains("status 0"),
+        "{err}"
+    );
+}
