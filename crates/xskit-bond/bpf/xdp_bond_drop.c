@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * XDP_DROP on a bond, for seed 002's table: what a drop program pays for being
+ * XDP_DROP on a bond, for the XDP bonding patch's table: what a drop program pays for being
  * a bond's (the active-backup check that refuses what arrives on an inactive
  * member, as Linux's bond does). Counts what it drops as its own verdict; what
  * an inactive member refuses is counted in xskit_bond_drops.

@@ -50,23 +50,6 @@ fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
     KillOnDrop::new(start(host, &args))
 }
 
-/// Two drop rules: one the kernel matches exactly (udp 7), one it cannot (a source prefix, so
-/// user space decides).
-const UDP_7_AND_FROM_A_UDP_8: &str = r#"
-[[rule]]
-name = "udp-7"
-protocol = "udp"
-dst_port = 7
-action = "drop"
-
-[[rule]]
-name = "from-a-udp-8"
-src = "198.51.100.1/32"
-protocol = "udp"
-dst_port = 8
-action = "drop"
-"#;
-
 fn xdp_attached(host: &Host) -> bool {
     let out = run(host, "ip", &["-d", "link", "show", "dev", &host.ifname]);
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")

@@ -360,7 +360,7 @@ fn reference_policy(f: &[u8]) -> Option<usize> {
     (k < XmitHashPolicy::ALL.len()).then_some(k)
 }
 
-/// Generic zero-copy transmit (seed 004) for real: AF_XDP copy-mode transmit on virtio_net,
+/// Generic zero-copy transmit ("xsk: build skb by page") for real: AF_XDP copy-mode transmit on virtio_net,
 /// which sets IFF_TX_SKB_NO_LINEAR so the kernel builds each skb around the UMEM page, against
 /// a veth pair in the same guest, which copies the frame into a new skb. One guest run, the
 /// same sizes on both; the rates are TCG's, so only their ratio means anything, and the test
@@ -472,7 +472,7 @@ fn flow_frame(dst: [u8; 6], i: u16) -> Vec<u8> {
     f
 }
 
-/// Seed 002 for real: xskit's XDP program attached (native) to the kernel's bond in the guest
+/// The XDP bonding patch for real: xskit's XDP program attached (native) to the kernel's bond in the guest
 /// sends every packet back with XDP_TX, and the bond's hash picks the member it leaves on —
 /// the member xskit's layer3+4 hash names for the reflected frame. Then the same program on
 /// a single virtio NIC reflects everything out of that NIC.

@@ -96,6 +96,16 @@ fn boot<'a>(guest: &'a mut Guest, script: &str) -> RunningGuest<'a> {
         .unwrap()
 }
 
+/// A `recv --expect` report in which every probe arrived intact.
+fn assert_every_probe(r: &serde_json::Value, expected: u64, what: &str) {
+    let got = (
+        r["valid"].as_u64(),
+        r["lost"].as_u64(),
+        r["corrupt"].as_u64(),
+    );
+    assert_eq!(got, (Some(expected), Some(0), Some(0)), "{what}: {r}");
+}
+
 fn wait_for(running: &RunningGuest<'_>, marker: &str) {
     if !running.wait_for_output(marker, STEP) {
         let console = running.console();
@@ -187,16 +197,8 @@ fn every_socket_path_runs_in_zero_copy_with_every_frame_counted() {
         wait_for(&running, &format!("GEN {k}"));
         let recv = start_host_recv(&ns, &dir, PROBES);
         running.signal(&format!("go-gen-{k}")).unwrap();
-        let r = report(recv);
-        assert_eq!(
-            (
-                r["valid"].as_u64(),
-                r["lost"].as_u64(),
-                r["corrupt"].as_u64()
-            ),
-            (Some(PROBES), Some(0), Some(0)),
-            "{variant}: the host received every probe the guest sent: {r}"
-        );
+        let what = format!("{variant}: the host received every probe the guest sent");
+        assert_every_probe(&report(recv), PROBES, &what);
     }
     wait_for(&running, "RXDROP");
     let out = host_xskit(&ns, &["gen", "-i", TAP, "-n", "3000", "-r", "3000"]);
@@ -237,15 +239,8 @@ fn every_socket_path_runs_in_zero_copy_with_every_frame_counted() {
 fn check_socket_paths(running: &RunningGuest<'_>, txpushed: u64, reflected: u64) {
     for (k, variant) in RECV_VARIANTS.iter().enumerate() {
         let r = shared_json(&running.share(), &format!("recv-{k}.json"));
-        assert_eq!(
-            (
-                r["valid"].as_u64(),
-                r["lost"].as_u64(),
-                r["corrupt"].as_u64()
-            ),
-            (Some(PROBES), Some(0), Some(0)),
-            "{variant}: the guest received every probe the host sent: {r}"
-        );
+        let what = format!("{variant}: the guest received every probe the host sent");
+        assert_every_probe(&r, PROBES, &what);
         assert_eq!(
             r["mode"], "xdp-drv zero-copy",
             "{variant}: zero-copy, auto included: {r}"
@@ -501,22 +496,8 @@ fn probes(from: &Host, to: &Host, port: u16, extra: &[&str]) {
     ok(&run(from, XSKIT, &args));
 }
 
-/// A drop the kernel decides (udp 7), one user space decides (a source prefix, udp 8), and a
-/// rate limit (udp 10).
-const RULES: &str = r#"
-[[rule]]
-name = "udp-7"
-protocol = "udp"
-dst_port = 7
-action = "drop"
-
-[[rule]]
-name = "from-a-udp-8"
-src = "198.51.100.1/32"
-protocol = "udp"
-dst_port = 8
-action = "drop"
-
+/// With [`UDP_7_AND_FROM_A_UDP_8`]'s drops, a rate limit (udp 10).
+const LIMIT_UDP_10: &str = r#"
 [[rule]]
 name = "limit-udp-10"
 protocol = "udp"
@@ -535,7 +516,7 @@ fn rules_respond_capture_and_xdp_forward_work_in_zero_copy() {
     if !privileged() {
         return;
     }
-    let rules = RulesFile::new(RULES);
+    let rules = RulesFile::new(&format!("{UDP_7_AND_FROM_A_UDP_8}{LIMIT_UDP_10}"));
     let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
     let script = format!(
         r#"{WAIT_FOR}
@@ -554,7 +535,11 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
         probes(&wire.a, &wire.c, port, &["-n", n, "-r", "1000"]);
     }
     probes(&wire.a, &wire.c, 10, &["-n", "500", "-r", "5000"]);
-    let ping = run(&wire.a, "ping", &["-c", "5", "-i", "0.5", "-W", "5", "198.51.100.9"]);
+    let ping = run(
+        &wire.a,
+        "ping",
+        &["-c", "5", "-i", "0.5", "-W", "5", "198.51.100.9"],
+    );
     assert!(
         text(&ping).contains(" 0% packet loss"),
         "fwd answers for its address: {}",

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{add_netns, ip, mac_string, Host, Netns, NsGuard, LIVE, NEXT, NS_PREFIX};
+use crate::{add_netns, ip, mac_string, veth, Host, Netns, NsGuard, LIVE, NEXT, NS_PREFIX};
 
 /// Where `scripts/guest-kernel.sh` puts Debian's 6.12 kernel: `$XSKIT_GUEST_DIR`, or
 /// `/var/cache/xskit/guest` ([`GuestKernel::Reference`]'s directory).
@@ -596,22 +596,7 @@ impl GuestWire {
             };
             let peer = format!("xw{tag}");
             ip(&["-n", &gns, "link", "add", bridge, "type", "bridge"])?;
-            ip(&[
-                "link",
-                "add",
-                &host.ifname,
-                "netns",
-                &host.ns.name,
-                "address",
-                &mac_string(&host.mac),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &peer,
-                "netns",
-                &gns,
-            ])?;
+            veth(&host.ifname, &host.ns.name, &host.mac, &peer, &gns)?;
             for port in taps.iter().chain(std::iter::once(&peer)) {
                 ip(&["-n", &gns, "link", "set", port, "master", bridge])?;
                 ip(&["-n", &gns, "link", "set", port, "up"])?;

@@ -223,6 +223,15 @@ fn mac_string(mac: &[u8; 6]) -> String {
         .join(":")
 }
 
+/// A veth pair: `name` (with MAC `mac`) in namespace `ns`, its peer `peer` in `peer_ns`.
+fn veth(name: &str, ns: &str, mac: &[u8; 6], peer: &str, peer_ns: &str) -> io::Result<Output> {
+    let mac = mac_string(mac);
+    ip(&[
+        "link", "add", name, "netns", ns, "address", &mac, "type", "veth", "peer", "name", peer,
+        "netns", peer_ns,
+    ])
+}
+
 fn delete_ns(name: &str) {
     // Deleting the namespace destroys the veth end inside it, and with it the pair.
     let _ = Command::new("ip")
@@ -697,23 +706,8 @@ impl Switched {
         let mut ports = Vec::new();
         for i in 0..members {
             let (m, p) = (format!("xsb{i}"), format!("sw{i}"));
-            let mac = mac_string(&[0x02, 0x58, 0x53, 0x42, 0x00, i as u8]);
-            ip(&[
-                "link",
-                "add",
-                &m,
-                "netns",
-                &bonded.name,
-                "address",
-                &mac,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &p,
-                "netns",
-                &switch.name,
-            ])?;
+            let mac = [0x02, 0x58, 0x53, 0x42, 0x00, i as u8];
+            veth(&m, &bonded.name, &mac, &p, &switch.name)?;
             ip(&["-n", &bonded.name, "link", "set", &m, "up"])?;
             ip(&["-n", &switch.name, "link", "set", &p, "master", "xbr0"])?;
             ip(&["-n", &switch.name, "link", "set", &p, "up"])?;
@@ -727,22 +721,7 @@ impl Switched {
             ip6: None,
             mac: [0x02, 0x58, 0x53, 0x48, 0x00, 0x01],
         };
-        ip(&[
-            "link",
-            "add",
-            &host.ifname,
-            "netns",
-            &host.ns.name,
-            "address",
-            &mac_string(&host.mac),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "swh",
-            "netns",
-            &switch.name,
-        ])?;
+        veth(&host.ifname, &host.ns.name, &host.mac, "swh", &switch.name)?;
         ip(&["-n", &switch.name, "link", "set", "swh", "master", "xbr0"])?;
         ip(&["-n", &switch.name, "link", "set", "swh", "up"])?;
         ip(&[
@@ -827,22 +806,7 @@ fn link_far_host(beside: &Netns, name: String) -> io::Result<Host> {
         ip6: None,
         mac: [0x02, 0x58, 0x53, 0x46, 0x00, 0x01],
     };
-    ip(&[
-        "link",
-        "add",
-        &far.ifname,
-        "netns",
-        &far.ns.name,
-        "address",
-        &mac_string(&far.mac),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        FAR_END,
-        "netns",
-        &beside.name,
-    ])?;
+    veth(&far.ifname, &far.ns.name, &far.mac, FAR_END, &beside.name)?;
     ip(&["-n", &far.ns.name, "link", "set", "lo", "up"])?;
     ip(&[
         "-n",

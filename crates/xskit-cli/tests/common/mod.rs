@@ -167,6 +167,23 @@ impl Drop for RulesFile {
     }
 }
 
+/// Two drop rules: one the kernel matches exactly (udp 7), one it cannot (a source prefix, so
+/// user space decides).
+pub const UDP_7_AND_FROM_A_UDP_8: &str = r#"
+[[rule]]
+name = "udp-7"
+protocol = "udp"
+dst_port = 7
+action = "drop"
+
+[[rule]]
+name = "from-a-udp-8"
+src = "198.51.100.1/32"
+protocol = "udp"
+dst_port = 8
+action = "drop"
+"#;
+
 /// `tshark`/`capinfos` (Wireshark, nobody here wrote it) on a capture.
 pub fn wireshark(tool: &str, args: &[&str]) -> String {
     let out = std::process::Command::new(tool)

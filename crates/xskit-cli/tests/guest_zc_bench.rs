@@ -1,0 +1,276 @@
+//! Zero-copy against copy on virtio_net, measured in one run of the zero-copy guest (run by
+//! `bench/guest-zc.sh`; ignored in the test suite: it measures, it asserts nothing about
+//! speed). Under TCG every rate is the emulator's, so only ratios within the run mean
+//! anything: each cell runs in each of three rounds, interleaved, and the median counts.
+//!
+//! - rxdrop, txpush and l2fwd in SKB (generic, copy), DRV (native, copy) and zero-copy;
+//! - the generic zero-copy transmit comparison by frame size: copy-mode txpush on virtio_net
+//!   (which has IFF_TX_SKB_NO_LINEAR, so the kernel builds each skb around the UMEM page),
+//!   zero-copy txpush, and copy-mode txpush on a veth pair in the same guest (which copies);
+//! - `xskit fwd` between the guest's two NICs in copy and in zero-copy, host to host.
+//!
+//! The host's xskit generates flat out from host a where a cell needs traffic in (to the
+//! guest's own MAC, or to host c's through the forwarder); it shares the host's two cores with
+//! the emulator in every such cell alike. Rates are the guest's own counts (rx for rxdrop, tx
+//! for txpush and l2fwd) and, for fwd, what the guest's second NIC delivered to c's side.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use xskit_testbed::{GuestConfig, GuestWire, Host, RunningGuest, WAIT_FOR};
+
+/// One measurement: what runs in the guest, and whether the host sends into it meanwhile.
+struct Cell {
+    name: String,
+    guest: String,
+    feed: bool,
+}
+
+const ROUNDS: usize = 3;
+const SECONDS: u32 = 4;
+
+fn cells() -> Vec<Cell> {
+    let mut cells = Vec::new();
+    let d = SECONDS;
+    for kind in ["rxdrop", "l2fwd"] {
+        for mode in ["skb", "drv", "zc"] {
+            cells.push(Cell {
+                name: format!("{kind} {mode}"),
+                guest: format!("$XSKIT bench {kind} -i eth0 -m {mode} -d {d} --json"),
+                feed: true,
+            });
+        }
+    }
+    for size in [60, 508, 1496] {
+        for mode in ["skb", "drv", "zc"] {
+            cells.push(Cell {
+                name: format!("txpush {mode} {size}"),
+                guest: format!("$XSKIT bench txpush -i eth1 -m {mode} -s {size} -d {d} --json"),
+                feed: false,
+            });
+        }
+        cells.push(Cell {
+            name: format!("txpush veth {size}"),
+            guest: format!("$XSKIT bench txpush -i xva -m drv -s {size} -d {d} --json"),
+            feed: false,
+        });
+    }
+    for mode in ["drv", "zc"] {
+        cells.push(Cell {
+            name: format!("fwd {mode}"),
+            guest: format!("$XSKIT fwd -i eth0 -i eth1 -m {mode} -d {d} --json"),
+            feed: true,
+        });
+    }
+    cells
+}
+
+/// The guest's side: for each round and cell, start the cell, say when it is ready (its
+/// header on stderr), and print its JSON on one line.
+fn script(cells: &[Cell]) -> String {
+    let mut s = format!(
+        "{WAIT_FOR}\nXSKIT={XSKIT}\nj=$TMPDIR\n\
+         ip link set eth0 up; ip link set eth1 up\n\
+         ip link add xva type veth peer name xvb; ip link set xva up; ip link set xvb up\n"
+    );
+    for round in 0..ROUNDS {
+        for (k, cell) in cells.iter().enumerate() {
+            let id = format!("{round}-{k}");
+            s.push_str(&format!(
+                "{} > $j/{id}.json 2> $j/{id}.err &\npid=$!\n\
+                 until grep -q -e Ctrl-C -e '{}' $j/{id}.err; do kill -0 $pid || break; sleep 0.1; done\n\
+                 echo \"READY {id}\"; wait $pid\necho \"RESULT {id} $(tr -d '\\n' < $j/{id}.json)\"\n",
+                cell.guest,
+                cell.name.split(' ').next().unwrap_or("")
+            ));
+        }
+    }
+    s
+}
+
+/// The rate a cell measured: packets per second from its own report.
+fn rate(cell: &Cell, report: &serde_json::Value, delivered: Option<f64>) -> f64 {
+    if cell.name.starts_with("fwd") {
+        return delivered.unwrap_or(0.0);
+    }
+    let key = if cell.name.starts_with("rxdrop") {
+        "rx_pps"
+    } else {
+        "tx_pps"
+    };
+    report[key].as_f64().unwrap_or(0.0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs one cell's host side: waits until it is ready, feeds it, and returns what the far
+/// side's TAP device received from the guest meanwhile (fwd's deliveries), per second.
+fn host_side(a: &Host, c: &Host, running: &RunningGuest<'_>, cell: &Cell, id: &str) -> Option<f64> {
+    assert!(
+        running.wait_for_output(&format!("READY {id}"), Duration::from_secs(300)),
+        "{id}: {}",
+        running.output()
+    );
+    if !cell.feed {
+        return None;
+    }
+    let ns = running.ns().clone();
+    let rx = |tap: &str| -> u64 {
+        let out = ns
+            .command("cat")
+            .arg(format!("/sys/class/net/{tap}/statistics/rx_packets"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let before = rx("xgtap1");
+    let started = std::time::Instant::now();
+    let secs = (SECONDS - 1).to_string();
+    // To the guest's own MAC for its sockets (rxdrop, l2fwd: the NIC filters by MAC), to the
+    // far host's through the forwarder (which makes its NICs promiscuous).
+    let mac = if cell.name.starts_with("fwd") {
+        mac(c)
+    } else {
+        xskit_testbed::Guest::mac(0)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let dst = c.ip.to_string();
+    let out = run(
+        a,
+        XSKIT,
+        &[
+            "gen",
+            "-i",
+            &a.ifname,
+            "-d",
+            &secs,
+            "--dst-mac",
+            &mac,
+            "--dst-ip",
+            &dst,
+        ],
+    );
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(!out.stdout.is_empty() || !out.stderr.is_empty());
+    Some((rx("xgtap1") - before) as f64 / elapsed)
+}
+
+#[test]
+#[ignore = "a measurement: bench/guest-zc.sh runs it"]
+fn zero_copy_against_copy_in_one_guest_run() {
+    if !privileged() {
+        return;
+    }
+    let cells = cells();
+    let mut wire = GuestWire::new(
+        &GuestConfig::zero_copy(2)
+            .queues(1)
+            .timeout(Duration::from_secs(3600)),
+        1,
+    )
+    .unwrap();
+    let script = script(&cells);
+    let running = wire.guest.spawn(&script).unwrap();
+    let mut delivered: BTreeMap<String, f64> = BTreeMap::new();
+    for round in 0..ROUNDS {
+        for (k, cell) in cells.iter().enumerate() {
+            let id = format!("{round}-{k}");
+            if let Some(pps) = host_side(&wire.a, &wire.c, &running, cell, &id) {
+                delivered.insert(id, pps);
+            }
+        }
+    }
+    let run = running.wait().unwrap();
+    let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for round in 0..ROUNDS {
+        for (k, cell) in cells.iter().enumerate() {
+            let id = format!("{round}-{k}");
+            let line = run
+                .output
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("RESULT {id} ")))
+                .unwrap_or_else(|| panic!("no result for {id}: {}", run.output));
+            let report: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+            rates.entry(&cell.name).or_default().push(rate(
+                cell,
+                &report,
+                delivered.get(&id).copied(),
+            ));
+        }
+    }
+    let medians: BTreeMap<&str, f64> = rates.iter().map(|(k, v)| (*k, median(v.clone()))).collect();
+    print_tables(&medians);
+    if let Some(path) = std::env::var_os("XSKIT_BENCH_OUT") {
+        let json = serde_json::json!({
+            "guest_kernel": xskit_testbed::GuestKernel::ZeroCopy.release().unwrap_or_default(),
+            "rounds": ROUNDS,
+            "seconds": SECONDS,
+            "rates": rates,
+            "medians": medians,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    }
+}
+
+fn print_tables(m: &BTreeMap<&str, f64>) {
+    let kpps = |k: &str| m.get(k).copied().unwrap_or(0.0) / 1000.0;
+    let ratio = |a: &str, b: &str| {
+        let (a, b) = (
+            m.get(a).copied().unwrap_or(0.0),
+            m.get(b).copied().unwrap_or(0.0),
+        );
+        if b > 0.0 {
+            format!("{:.2}x", a / b)
+        } else {
+            "-".into()
+        }
+    };
+    println!("| loop | skb kpps | drv kpps | zc kpps | zc / drv | zc / skb |");
+    println!("|---|---|---|---|---|---|");
+    for kind in ["rxdrop", "l2fwd", "txpush"] {
+        let key = |mode: &str| match kind {
+            "txpush" => format!("txpush {mode} 60"),
+            _ => format!("{kind} {mode}"),
+        };
+        println!(
+            "| {kind} | {:.1} | {:.1} | {:.1} | {} | {} |",
+            kpps(&key("skb")),
+            kpps(&key("drv")),
+            kpps(&key("zc")),
+            ratio(&key("zc"), &key("drv")),
+            ratio(&key("zc"), &key("skb"))
+        );
+    }
+    println!(
+        "| fwd (delivered) | - | {:.1} | {:.1} | {} | - |",
+        kpps("fwd drv"),
+        kpps("fwd zc"),
+        ratio("fwd zc", "fwd drv")
+    );
+    println!();
+    println!("| frame | veth copy kpps | virtio_net copy (page-based skb) kpps | virtio_net zc kpps | copy virtio / veth | zc / copy virtio |");
+    println!("|---|---|---|---|---|---|");
+    for size in [60, 508, 1496] {
+        let k = |mode: &str| format!("txpush {mode} {size}");
+        println!(
+            "| {size} B | {:.1} | {:.1} | {:.1} | {} | {} |",
+            kpps(&k("veth")),
+            kpps(&k("drv")),
+            kpps(&k("zc")),
+            ratio(&k("drv"), &k("veth")),
+            ratio(&k("zc"), &k("drv"))
+        );
+    }
+}
