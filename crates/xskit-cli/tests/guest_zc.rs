@@ -627,22 +627,22 @@ fn check_capture(path: &Path) {
 
 /// A bond of two virtio NICs as one side of `xskit fwd` in zero-copy (one UMEM over all three
 /// NICs), plugged into side a's switch: active-backup fails over when its active member goes
-/// down while c pings a through it, and balance-xor carries kernel TCP, UDP and an HTTP
-/// download over both members.
+/// down while c pings a through it, and balance-xor (in the default mode, auto, which chooses
+/// zero-copy and says so) carries kernel TCP, UDP and an HTTP download over both members.
 #[test]
 fn bonds_of_virtio_nics_forward_and_fail_over_in_zero_copy() {
     if !privileged() {
         return;
     }
     let mut wire = GuestWire::new(&GuestConfig::zero_copy(3), 2).unwrap();
-    let bond = "--bond bond0=eth0,eth1 -i bond0 -i eth2 -m zc --check";
+    let bond = "--bond bond0=eth0,eth1 -i bond0 -i eth2 --check";
     let script = format!(
         r#"{WAIT_FOR}
 XSKIT={XSKIT}
 {RUN_FWD}
 for i in 0 1 2; do ip link set eth$i up; done
 (wait_for fail; ip link set eth0 down; sleep 4; ip link set eth0 up; echo FAILED-OVER) &
-run_fwd ab {bond} --bond-mode active-backup --primary eth0
+run_fwd ab {bond} -m zc --bond-mode active-backup --primary eth0
 wait
 run_fwd xor {bond} --bond-mode balance-xor --xmit-hash layer3+4
 "#
@@ -683,8 +683,13 @@ run_fwd xor {bond} --bond-mode balance-xor --xmit-hash layer3+4
             "both carried traffic: {ab}"
         );
     }
+    // The default mode, auto, chooses zero-copy where every NIC offers it.
     let xor = fwd_report(&share, "xor");
     assert_eq!(xor["zero_copy"], true, "{xor}");
+    assert!(
+        shared_text(&share, "xor.err").contains("zero-copy)"),
+        "and says so"
+    );
     let members = &xor["counters"]["ports"][0]["bond"]["members"];
     assert!(
         members[0]["tx_packets"].as_u64() > Some(0) && members[1]["tx_packets"].as_u64() > Some(0),

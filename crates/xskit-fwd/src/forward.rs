@@ -970,7 +970,8 @@ impl Forwarder {
             }
             let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
             let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
-            let (worker, mut cell) = plan.worker(q as usize, q, &umem, ports, pool)?;
+            let (mut worker, mut cell) = plan.worker(q as usize, q, &umem, ports, pool)?;
+            worker.prime()?;
             cell.sockets = sockets;
             cell.bonds = bond_stats;
             workers.push(worker);

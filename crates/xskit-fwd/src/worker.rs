@@ -281,6 +281,15 @@ impl<P: SidePort> Worker<P> {
         Ok(())
     }
 
+    /// Stocks every port's fill ring before the worker runs: the program steers packets to a
+    /// socket as soon as it is registered, and those that find no frame are lost.
+    pub(crate) fn prime(&mut self) -> Result<()> {
+        for port in self.ports.iter_mut() {
+            port.refill(&self.umem, &mut self.pool)?;
+        }
+        Ok(())
+    }
+
     /// Where this worker's frames are: its cache, its ports' ledgers and their rings.
     fn frames_seen(&mut self) -> FramesSeen {
         let mut seen = FramesSeen {
