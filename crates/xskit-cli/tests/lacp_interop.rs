@@ -14,16 +14,6 @@ use std::time::{Duration, Instant};
 
 use xskit_testbed::{FarHost, Guest, GuestConfig, Host, Netns, Switched, FAR_END};
 
-/// One scenario at a time: testpmd keeps a core busy polling and a guest runs on emulated
-/// CPUs, and the timings are the protocol's only on a machine they do not fight over.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// `xskit info -i bond0` in `ns`: the running forwarder's view of its bond.
 fn our_view(ns: &Netns) -> String {
     let out = ns

@@ -167,6 +167,15 @@ impl Drop for RulesFile {
     }
 }
 
+/// One at a time: tests that take this run alone among those that take it (guests under TCG
+/// each keep both of the host's cores busy; two at once starve each other's emulated time).
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Two drop rules: one the kernel matches exactly (udp 7), one it cannot (a source prefix, so
 /// user space decides).
 pub const UDP_7_AND_FROM_A_UDP_8: &str = r#"
