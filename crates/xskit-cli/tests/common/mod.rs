@@ -204,37 +204,46 @@ pub fn wireshark(tool: &str, args: &[&str]) -> String {
 }
 
 /// `iperf3 -J` from `client` to an iperf3 server in `server` (started and stopped here), with
-/// `extra` client options; its JSON.
+/// `extra` client options; its JSON. The client runs under `timeout` (an iperf3 client whose
+/// server died has been seen spinning for ever), and a run iperf3 itself failed in is tried
+/// once more, on a fresh server and port, with both outputs in the panic if that fails too.
 pub fn iperf3(client: &Host, server: &Host, extra: &[&str]) -> serde_json::Value {
-    let _server = KillOnDrop::new(
-        server
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static PORT: AtomicU16 = AtomicU16::new(5210);
+    let mut failures = Vec::new();
+    for _ in 0..2 {
+        let port = PORT.fetch_add(1, Ordering::Relaxed).to_string();
+        let _server = KillOnDrop::new(
+            server
+                .ns
+                .command("iperf3")
+                .args(["-s", "-1", "-p", &port])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("iperf3 (scripts/setup.sh installs it)"),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let ip = server.ip.to_string();
+        let out = client
             .ns
-            .command("iperf3")
-            .args(["-s", "-1", "-p", "5210"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("iperf3 (scripts/setup.sh installs it)"),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let ip = server.ip.to_string();
-    let out = client
-        .ns
-        .command("iperf3")
-        .args(["-c", &ip, "-p", "5210", "-J", "--connect-timeout", "5000"])
-        .args(extra)
-        .output()
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "iperf3 {extra:?}: {e}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    assert!(
-        out.status.success() && j.get("error").is_none(),
-        "iperf3 {extra:?}: {j}"
-    );
-    j
+            .command("timeout")
+            .args(["-s", "KILL", "120", "iperf3", "-c", &ip, "-p", &port, "-J"])
+            .args(["--connect-timeout", "5000"])
+            .args(extra)
+            .output()
+            .unwrap();
+        match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            Ok(j) if out.status.success() && j.get("error").is_none() => return j,
+            Ok(j) => failures.push(j.to_string()),
+            Err(e) => failures.push(format!(
+                "{e} ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout)
+            )),
+        }
+    }
+    panic!("iperf3 {extra:?} failed twice: {failures:#?}");
 }
 
 /// Kernel traffic between two hosts with their default settings, through whatever joins
