@@ -61,6 +61,9 @@ test)
     install_docs ./target/debug/xskit
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
+    # No crate keeps a dependency it does not use.
+    command -v cargo-machete >/dev/null || cargo install --locked --quiet cargo-machete --version 0.9.2
+    cargo machete
     # Debian's 6.12 kernel for the guest testbed's tests (bonding, virtio_net).
     bash scripts/guest-kernel.sh
     # Privileged tests fail instead of skipping when this is set.

@@ -4,7 +4,7 @@
 //! port and the neighbours' caches stay right.
 
 use xskit::Interface;
-use xskit_traffic::baseline::PacketTx;
+use xskit_os::packet::PacketTx;
 use xskit_wire::{arp, checksum, ethernet, ip_protocol, ipv6, EtherType};
 
 use crate::Result;

@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use xskit::Interface;
-use xskit_traffic::baseline::PacketTx;
+use xskit_os::packet::PacketTx;
 #[cfg(test)]
 use xskit_wire::{arp, ethernet};
 

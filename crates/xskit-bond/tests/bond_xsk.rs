@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use xskit::{Frame, Interface, Mode, SocketConfig, Umem, UmemConfig, XdpProgram};
 use xskit_bond::{xmit_hash, BondMode, BondPort, XmitHashPolicy};
+use xskit_os::packet::{PacketRxRing, PacketTx};
 use xskit_pipeline::{PipelinePort, SharedFrames, XskPort};
 use xskit_testbed::{Chain, Host};
-use xskit_traffic::baseline::{PacketRxRing, PacketTx};
 
 fn udp(sport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 64];

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use xskit::{Interface, Mode};
 use xskit_bond::{announce, LinkMonitor, XdpBond, XdpBondMode};
+use xskit_os::packet::{PacketRxRing, PacketTx};
 use xskit_testbed::{Host, Switched};
-use xskit_traffic::baseline::{PacketRxRing, PacketTx};
 
 const BOND_IP: [u8; 4] = [203, 0, 113, 20];
 const PORT: u16 = 4545;

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use xskit::{Interface, Mode, XdpProgram};
 use xskit_bond::{xmit_hash, XdpBond, XdpBondMode, XmitHashPolicy};
+use xskit_os::packet::{PacketRxRing, PacketTx};
 use xskit_testbed::{Chain, Host};
-use xskit_traffic::baseline::{PacketRxRing, PacketTx};
 
 const PORT: u16 = 4343;
 

@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Interface, Umem};
 use xskit_bond::lacp::{LacpConfig, LacpControl};
 use xskit_bond::{
     ArpConfig, ArpMonitor, ArpProber, BondMode, BondPort, BondStats, LinkMonitor, LinkSpeed,
     PrimaryReselect,
 };
+use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
 use xskit_wire::lacp::{state, PortInfo};
 
@@ -77,7 +77,7 @@ impl BondConfig {
     }
 }
 
-xskit::config_setters!(BondConfig {
+xskit_os::config_setters!(BondConfig {
     /// Sets the primary member (active-backup).
     primary: Option<String>,
     /// Sets when the primary takes over again.

@@ -1,6 +1,6 @@
 //! The forwarder's errors: the layers' below, and its own, each saying what to do.
 
-use xskit::os::SyscallError;
+use xskit_os::SyscallError;
 
 /// Errors from the forwarder.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use aya::maps::{Array, DevMap, MapData, PerCpuArray};
-use xskit::sync::LockUnpoisoned;
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
+use xskit_os::sync::LockUnpoisoned;
 
 use crate::error::{Error, Result};
 pub use crate::sys::filter::KernelRule;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use xskit::sync::LockUnpoisoned;
 use xskit::{AttachedMode, Interface, Mode, SocketConfig, SocketHandle, Umem, UmemConfig};
+use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{
     FramePool, Outputs, Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
 };
@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::filter::{TxSpread, XdpFilter};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
-use crate::sys::tap::TapFd;
 use crate::worker::{PortCells, TapPath, Worker, WorkerEnd, HOST_EVERY};
+use xskit_os::tap::TapFd;
 
 /// How to forward: `ForwardConfig::new(interfaces)` and the setters for the rest.
 #[derive(Clone, Debug)]
@@ -78,14 +78,14 @@ fn check_cpus(cpus: &[usize]) -> Result<()> {
     if cpus.is_empty() {
         return Ok(());
     }
-    let online = xskit::os::online_cpus();
+    let online = xskit_os::online_cpus();
     if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
         return Err(Error::NoSuchCpu {
             cpu,
             last: online - 1,
         });
     }
-    let allowed = xskit::os::allowed_cpus().map_err(Error::Syscall)?;
+    let allowed = xskit_os::allowed_cpus().map_err(Error::Syscall)?;
     if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
         let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
         return Err(Error::CpuNotAllowed {
@@ -133,7 +133,7 @@ impl Default for ForwardConfig {
     }
 }
 
-xskit::config_setters!(ForwardConfig {
+xskit_os::config_setters!(ForwardConfig {
     /// Sets the interfaces.
     interfaces: Vec<String>,
     /// Sets where the XDP program runs.

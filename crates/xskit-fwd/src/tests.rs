@@ -7,9 +7,9 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use xskit::os::SyscallError;
-use xskit::sync::LockUnpoisoned;
 use xskit::{Umem, UmemConfig};
+use xskit_os::sync::LockUnpoisoned;
+use xskit_os::SyscallError;
 use xskit_pipeline::{wire, SharedFrames, WireEnd, WirePort};
 use xskit_traffic::probe::{self, ProbeAddrs};
 use xskit_wire::{arp, ethernet, EtherType};

@@ -17,9 +17,9 @@ use crate::counter::bump;
 
 use std::os::fd::BorrowedFd;
 
-use xskit::os::SyscallError;
-use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Umem};
+use xskit_os::sync::LockUnpoisoned;
+use xskit_os::SyscallError;
 use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, StageContext};
 
 use crate::error::{Error, Result};
@@ -35,12 +35,12 @@ pub(crate) trait HostLink: Send + Sync + std::fmt::Debug {
     fn readiness(&self) -> Option<BorrowedFd<'_>>;
 }
 
-impl HostLink for crate::sys::tap::TapFd {
+impl HostLink for xskit_os::tap::TapFd {
     fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
-        crate::sys::tap::TapFd::write(self, frame)
+        xskit_os::tap::TapFd::write(self, frame)
     }
     fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
-        crate::sys::tap::TapFd::read(self, buf)
+        xskit_os::tap::TapFd::read(self, buf)
     }
     fn readiness(&self) -> Option<BorrowedFd<'_>> {
         Some(std::os::fd::AsFd::as_fd(self))
@@ -58,7 +58,7 @@ pub(crate) struct MonotonicClock;
 
 impl Clock for MonotonicClock {
     fn now_ns(&self) -> u64 {
-        xskit::os::monotonic_ns()
+        xskit_os::monotonic_ns()
     }
 }
 
@@ -250,12 +250,12 @@ impl<P: SidePort> Worker<P> {
 
     fn forward(&mut self, stop: &AtomicBool) -> Result<()> {
         if let Some(cpu) = self.cpu {
-            xskit::os::pin_current_thread(cpu).map_err(Error::Syscall)?;
+            xskit_os::pin_current_thread(cpu).map_err(Error::Syscall)?;
         }
         let clock = MonotonicClock;
         let mut idle = 0u32;
         let mut last_publish = Instant::now();
-        let mut pfds = xskit::os::PollSet::default();
+        let mut pfds = xskit_os::PollSet::default();
         while !stop.load(Ordering::Relaxed) {
             let got = self.round(&clock)?;
             if got == 0 {
@@ -506,7 +506,7 @@ impl<P: SidePort> Worker<P> {
     /// Sleeps in poll(2) until a socket (or the TAP device) has something, or for at most
     /// `wait`, so the stop flag is still seen. Spinning would hold a CPU while idle; napping
     /// for a fixed time would let a burst overflow the rx ring before the nap ends.
-    fn wait_for_packets(&self, pfds: &mut xskit::os::PollSet, wait: Duration) -> Result<()> {
+    fn wait_for_packets(&self, pfds: &mut xskit_os::PollSet, wait: Duration) -> Result<()> {
         let mut fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.ports.len() + 1);
         for p in &self.ports {
             p.readiness(&mut fds);
@@ -518,7 +518,7 @@ impl<P: SidePort> Worker<P> {
             std::thread::sleep(wait);
             return Ok(());
         }
-        xskit::os::poll_readable(&fds, pfds, Some(wait)).map_err(Error::Syscall)?;
+        xskit_os::poll_readable(&fds, pfds, Some(wait)).map_err(Error::Syscall)?;
         Ok(())
     }
 

@@ -5,8 +5,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use xskit::sync::LockUnpoisoned;
 use xskit::Frame;
+use xskit_os::sync::LockUnpoisoned;
 
 type Queue = Arc<Mutex<VecDeque<Frame>>>;
 

@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use xskit::sync::LockUnpoisoned;
 use xskit::Frame;
+use xskit_os::sync::LockUnpoisoned;
 
 /// How a pool's frames came and went (the page_pool counters).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use xskit::sync::LockUnpoisoned;
 use xskit::{Frame, Umem};
+use xskit_os::sync::LockUnpoisoned;
 
 use crate::error::Result;
 use crate::pool::FramePool;

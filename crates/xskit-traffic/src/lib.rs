@@ -14,8 +14,6 @@ mod error;
 mod live;
 mod packet;
 pub mod probe;
-#[allow(unsafe_code)]
-mod sys;
 
 pub use error::{Error, Result};
 pub use live::{LiveFrames, XdpCounter};
@@ -23,5 +21,5 @@ pub use live::{LiveFrames, XdpCounter};
 /// AF_PACKET: the baselines xskit is measured against (a TPACKET_V3 receive ring and a
 /// `sendmmsg` transmitter), and a socket for a control protocol's few frames.
 pub mod baseline {
-    pub use crate::sys::afpacket::{PacketProtocolSocket, PacketRxRing, PacketTx};
+    pub use xskit_os::packet::{PacketProtocolSocket, PacketRxRing, PacketTx};
 }

@@ -139,7 +139,7 @@ impl LiveFrames {
     /// `count` copies leave and the count is known; a stop signal takes effect when it
     /// returns. Keep `count` to what the device sends in a fraction of a second.
     pub fn send_whole(&mut self, frame: &[u8], count: u32) -> Result<bool> {
-        xskit::os::with_stop_signals_held(|| self.send(frame, count))
+        xskit_os::with_stop_signals_held(|| self.send(frame, count))
     }
 
     /// Transmits `count` copies of `frame`; returns when the kernel is done: true, or false if

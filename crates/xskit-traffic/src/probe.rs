@@ -11,8 +11,8 @@ pub use crate::packet::{
 };
 
 use crate::error::{Error, Result};
-use xskit::os::monotonic_ns;
 use xskit::Port;
+use xskit_os::monotonic_ns;
 
 /// The smallest IPv4 probe without a VLAN tag.
 pub const MIN_LEN: usize = 14 + 20 + 8 + PAYLOAD_HEADER_LEN;
@@ -277,7 +277,7 @@ impl Default for ReceiveOptions {
     }
 }
 
-xskit::config_setters!(ReceiveOptions {
+xskit_os::config_setters!(ReceiveOptions {
     /// Sets the probes expected.
     count: u64,
     /// Sets the frames per receive batch.

@@ -1,6 +1,6 @@
 //! Errors of the zero-copy senders, with what to do about them.
 
-use xskit::os::SyscallError;
+use xskit_os::SyscallError;
 
 /// Errors from the zero-copy senders.
 #[derive(Debug, thiserror::Error)]

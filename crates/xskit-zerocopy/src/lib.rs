@@ -41,7 +41,7 @@ pub use sys::ZeroCopyStats;
 pub use uring::UringZeroCopySender;
 
 use sys::msg_zerocopy::{self as sys_zc, Completion};
-use xskit::os::SyscallError;
+use xskit_os::SyscallError;
 
 /// Settings of a zero-copy sender: `ZeroCopyConfig::default()` and the setters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Default for ZeroCopyConfig {
     }
 }
 
-xskit::config_setters!(ZeroCopyConfig {
+xskit_os::config_setters!(ZeroCopyConfig {
     /// Turns MSG_ZEROCOPY on or off.
     zerocopy: bool,
     /// Sets the size below which buffers are copied.
@@ -103,10 +103,10 @@ impl std::fmt::Debug for ZeroCopySender {
 /// Without CAP_IPC_LOCK, pinned pages also count against RLIMIT_MEMLOCK, which fails the same
 /// way; say so when that may be the cause.
 fn memlock_hint() -> String {
-    if xskit::os::effective_uid() == 0 {
+    if xskit_os::effective_uid() == 0 {
         return String::new();
     }
-    match xskit::os::memlock_limit() {
+    match xskit_os::memlock_limit() {
         Some(limit) => format!(
             ". Not running as root, the pinned pages are also charged to RLIMIT_MEMLOCK ({limit} bytes): \
              raise it (ulimit -l) or grant CAP_IPC_LOCK"
@@ -212,7 +212,7 @@ impl ZeroCopySender {
     }
 
     fn wait_for_completions(&mut self, timeout: Duration) -> Result<()> {
-        xskit::os::poll(self.fd.as_fd(), 0, Some(timeout))?;
+        xskit_os::poll(self.fd.as_fd(), 0, Some(timeout))?;
         self.process()
     }
 

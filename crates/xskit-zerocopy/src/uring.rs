@@ -4,7 +4,7 @@
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use xskit::os::SyscallError;
+use xskit_os::SyscallError;
 
 use crate::error::{Error, Result};
 use crate::sys::uring_zc::UringRing;

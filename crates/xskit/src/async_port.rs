@@ -4,7 +4,6 @@
 use std::os::fd::{AsFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 
 use crate::sys::SyscallError;
 use crate::{Frame, Port, Result};
@@ -27,13 +26,7 @@ impl AsyncPort {
                 call: "dup(AF_XDP socket)",
                 os_error,
             })?;
-        // SAFETY: the AsyncFd owns this duplicate of the socket's descriptor, so it stays
-        // open, and names the same socket, for the AsyncFd's whole life.
-        let readiness = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
-            .map_err(|e| SyscallError {
-                call: "epoll_ctl(tokio reactor)",
-                os_error: e.into(),
-            })?;
+        let readiness = crate::sys::reactor::register_readable(fd)?;
         Ok(AsyncPort { port, readiness })
     }
 

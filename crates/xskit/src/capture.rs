@@ -115,7 +115,7 @@ pub struct Capture {
     lost: u64,
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC, ns: turns the hook's times into wall times.
     wall_offset_ns: i128,
-    pollfds: Vec<libc::pollfd>,
+    pollfds: xskit_os::PollSet,
     scratch: Vec<u8>,
 }
 
@@ -253,8 +253,8 @@ impl Capture {
             through,
             _own: own,
             lost: 0,
-            wall_offset_ns: wall - i128::from(crate::os::monotonic_ns()),
-            pollfds: Vec::new(),
+            wall_offset_ns: wall - i128::from(xskit_os::monotonic_ns()),
+            pollfds: xskit_os::PollSet::default(),
             scratch: Vec::new(),
         })
     }
@@ -287,7 +287,7 @@ impl Capture {
     ) -> Result<usize> {
         if !self.buffers.iter().any(PerfEventArrayBuffer::readable) {
             let fds: Vec<BorrowedFd<'_>> = self.buffers.iter().map(AsFd::as_fd).collect();
-            crate::sys::xsk::poll_readable(&fds, &mut self.pollfds, timeout)?;
+            xskit_os::poll_readable(&fds, &mut self.pollfds, timeout)?;
         }
         let (offset, scratch) = (self.wall_offset_ns, &mut self.scratch);
         let mut seen = 0;

@@ -80,7 +80,7 @@ impl Interface {
     /// counts promiscuity per holder and drops this hold when the process ends, however it
     /// ends, so a setting made by someone else (`ip link set IF promisc on`) is left as it was.
     pub fn promiscuous(&self) -> Result<Promiscuous> {
-        let fd = sys::promisc::hold(self.index).map_err(|e| match e.errno() {
+        let fd = xskit_os::promisc::hold(self.index).map_err(|e| match e.errno() {
             Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
                 what: "putting an interface in promiscuous mode",
             },

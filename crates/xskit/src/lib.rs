@@ -12,8 +12,9 @@
 //!   through a bpf_link so it never outlives the process.
 //! - [`Port`]: all of the above for one queue, with a frame pool.
 //!
-//! Everything is safe Rust except the `sys` module, which holds every `unsafe` block; [`os`]
-//! gives the layers above it (and the other xskit crates) its safe helpers.
+//! Everything is safe Rust except the `sys` module, which holds every `unsafe` block of this
+//! crate; what is not AF_XDP's (system-call errors, memory mappings, poll, clocks, packet
+//! sockets) is the `xskit-os` crate's.
 //!
 //! The rest of xskit builds on this crate: `xskit-pipeline` (vectors, stages, a port trait),
 //! `xskit-fwd` (the forwarder and its rules), `xskit-traffic` (probes, generators,
@@ -34,29 +35,9 @@
 //! ```
 #![deny(unsafe_code)]
 
-/// Chainable setters, one per listed field, for config structs that are `#[non_exhaustive]`
-/// (built from `Default` and changed, never with a struct literal outside their crate). For
-/// xskit's own crates.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! config_setters {
-    ($ty:ident { $($(#[$doc:meta])* $field:ident: $t:ty),* $(,)? }) => {
-        impl $ty {
-            $(
-                $(#[$doc])*
-                #[must_use]
-                pub fn $field(mut self, $field: $t) -> Self {
-                    self.$field = $field;
-                    self
-                }
-            )*
-        }
-    };
-}
-
 /// Clocks for measurements.
 pub mod clock {
-    pub use crate::os::{monotonic_ns, process_cpu_ns};
+    pub use xskit_os::{monotonic_ns, process_cpu_ns};
 }
 /// Rings over plain memory with a fake kernel, for tests and benchmarks of the ring code
 /// (feature `testing`).
@@ -74,12 +55,10 @@ mod error;
 mod interface;
 pub mod mode;
 pub mod netlink;
-pub mod os;
 mod packet;
 mod port;
 pub mod program;
 mod socket;
-pub mod sync;
 #[allow(unsafe_code)]
 mod sys;
 mod umem;
@@ -101,7 +80,7 @@ pub use sys::umem::{
     Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, TX_METADATA_LEN, XDP_PACKET_HEADROOM,
     XDP_TX_METADATA,
 };
-pub use sys::SyscallError;
+pub use xskit_os::SyscallError;
 
 /// Raw descriptor type of the rx and tx rings, for [`TxRing::send_raw`].
 pub use libc::xdp_desc as RawDesc;

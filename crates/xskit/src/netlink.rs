@@ -444,7 +444,7 @@ impl LinkEvents {
         if let Some(e) = self.pending.pop_front() {
             return Ok(Some(e));
         }
-        if crate::sys::xsk::poll(self.sock.fd(), libc::POLLIN, timeout)? & libc::POLLIN == 0 {
+        if xskit_os::poll(self.sock.fd(), libc::POLLIN, timeout)? & libc::POLLIN == 0 {
             return Ok(None);
         }
         let n = self.sock.recv(&mut self.buf)?;

@@ -49,7 +49,7 @@ pub struct Port {
     tx_pending: usize,
 }
 
-crate::config_setters!(PortConfig {
+xskit_os::config_setters!(PortConfig {
     /// Sets the mode.
     mode: Mode,
     /// Sets the UMEM layout.

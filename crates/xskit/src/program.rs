@@ -13,9 +13,9 @@ use crate::error::{error_chain, Error, Result};
 use crate::interface::Interface;
 use crate::mode::{AttachedMode, Mode};
 use crate::socket::Socket;
-use crate::sync::LockUnpoisoned;
 use crate::sys::SyscallError;
 use std::os::fd::BorrowedFd;
+use xskit_os::sync::LockUnpoisoned;
 
 static REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));

@@ -8,12 +8,12 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::interface::{current_netns, Interface};
 use crate::mode::Mode;
-use crate::sys::mmap::Mmap;
 use crate::sys::ring::{RawRing, RingLayout};
 use crate::sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
 use crate::sys::umem::Umem;
 use crate::sys::xsk::{self, RingKind};
 use crate::sys::{self, SyscallError};
+use xskit_os::Mmap;
 
 /// Busy-polling settings (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl Default for SocketConfig {
     }
 }
 
-crate::config_setters!(SocketConfig {
+xskit_os::config_setters!(SocketConfig {
     /// Sets the rx ring's entries (0: transmit-only).
     rx_size: u32,
     /// Sets the tx ring's entries (0: receive-only).
@@ -662,7 +662,7 @@ impl Socket {
         if tx {
             events |= libc::POLLOUT;
         }
-        let ev = xsk::poll(self.fd.as_fd(), events, timeout)?;
+        let ev = xskit_os::poll(self.fd.as_fd(), events, timeout)?;
         Ok((ev & libc::POLLIN != 0, ev & libc::POLLOUT != 0))
     }
     /// A handle for reading statistics from another thread.

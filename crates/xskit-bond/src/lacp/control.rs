@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use xskit::Interface;
-use xskit_traffic::baseline::PacketProtocolSocket;
+use xskit_os::packet::PacketProtocolSocket;
 use xskit_wire::lacp as wire;
 
 use super::{Lacp, LacpConfig, Received};

@@ -80,7 +80,7 @@ impl Default for LacpConfig {
     }
 }
 
-xskit::config_setters!(LacpConfig {
+xskit_os::config_setters!(LacpConfig {
     /// Sets `lacp_rate`.
     rate: LacpRate,
     /// Sets `lacp_active`.

@@ -141,7 +141,7 @@ fn start_af_xdp(chain: &Chain, bond: bool, stop: Arc<AtomicBool>) -> Result<L2fw
     let (ready_tx, ready) = mpsc::channel::<Result<(), String>>();
     let handle = chain.m_a.ns.spawn(move || -> Result<u64> {
         let setup = || -> Result<_> {
-            xskit::os::pin_current_thread(1)?;
+            xskit_os::pin_current_thread(1)?;
             let umem = Umem::new(UmemConfig::default().frame_count(4096))?;
             let config = SocketConfig::default()
                 .rx_size(1024)

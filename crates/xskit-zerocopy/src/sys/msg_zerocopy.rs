@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-use xskit::os::SyscallError;
+use xskit_os::SyscallError;
 
 const SO_ZEROCOPY: libc::c_int = 60;
 const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;

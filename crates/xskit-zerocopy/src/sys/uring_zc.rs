@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types, IoUring};
 
-use xskit::os::SyscallError;
+use xskit_os::SyscallError;
 
 use super::ZeroCopyStats;
 

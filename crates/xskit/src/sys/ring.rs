@@ -14,8 +14,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::mmap::Mmap;
 use super::SyscallError;
+use xskit_os::Mmap;
 
 /// Where the four parts of a ring sit inside its mapping.
 #[derive(Clone, Copy, Debug)]

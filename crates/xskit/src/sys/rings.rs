@@ -197,7 +197,7 @@ impl RxRing {
 
     /// Waits up to `timeout` (`None`: until they come) for packets; true if some are ready.
     pub fn poll(&mut self, timeout: Option<std::time::Duration>) -> Result<bool, SyscallError> {
-        let ev = xsk::poll(self.fd.as_fd(), libc::POLLIN, timeout)?;
+        let ev = xskit_os::poll(self.fd.as_fd(), libc::POLLIN, timeout)?;
         Ok(ev & libc::POLLIN != 0)
     }
 }

@@ -10,9 +10,9 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::mmap::Mmap;
 use super::SyscallError;
-use crate::sync::LockUnpoisoned;
+use xskit_os::sync::LockUnpoisoned;
+use xskit_os::Mmap;
 
 /// Bytes the kernel reserves in front of every received packet (`XDP_PACKET_HEADROOM`).
 pub const XDP_PACKET_HEADROOM: u32 = 256;
@@ -65,7 +65,7 @@ impl Default for UmemConfig {
     }
 }
 
-crate::config_setters!(UmemConfig {
+xskit_os::config_setters!(UmemConfig {
     /// Sets the bytes per frame.
     frame_size: u32,
     /// Sets the number of frames.

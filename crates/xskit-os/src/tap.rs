@@ -3,20 +3,20 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use xskit::os::{ifreq_named, ioctl_socket, SyscallError};
+use crate::{ifreq_named, ioctl_socket, SyscallError};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 
 /// An open TAP device, non-blocking, without packet-information headers.
 #[derive(Debug)]
-pub(crate) struct TapFd {
+pub struct TapFd {
     fd: OwnedFd,
     name: String,
 }
 
 impl TapFd {
     /// Creates (or attaches to) TAP device `name` and sets it up.
-    pub(crate) fn open(name: &str) -> Result<Self, SyscallError> {
+    pub fn open(name: &str) -> Result<Self, SyscallError> {
         let mut req = ifreq_named(name, "ioctl(TUNSETIFF)")?;
         req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: a NUL-terminated path literal.
@@ -39,13 +39,14 @@ impl TapFd {
         })
     }
 
-    pub(crate) fn name(&self) -> &str {
+    /// The device's name.
+    pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Hands one frame to the kernel; false if the device's queue is full (the frame is lost,
     /// as on a busy link).
-    pub(crate) fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
+    pub fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
         // SAFETY: `frame` is a live slice of the length passed.
         let ret = unsafe { libc::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
         if ret < 0 {
@@ -59,7 +60,7 @@ impl TapFd {
     }
 
     /// Reads one frame the kernel sent, if there is one.
-    pub(crate) fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
+    pub fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
         // SAFETY: `buf` is a live, writable slice of the length passed.
         let ret = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if ret < 0 {

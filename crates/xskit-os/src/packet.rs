@@ -1,11 +1,13 @@
-//! AF_PACKET sockets, the baseline xskit is measured against: a TPACKET_V3 receive ring and a
-//! `sendmmsg` transmitter with qdisc bypass, as a tuned AF_PACKET application would use them.
+//! AF_PACKET sockets: a TPACKET_V3 receive ring and a `sendmmsg` transmitter with qdisc
+//! bypass, as a tuned AF_PACKET application would use them (the baseline xskit is measured
+//! against, and a capture that sees every frame), and a socket for one ethertype (the slow
+//! protocols' LACPDUs, ARP probes).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use xskit::os::{Mmap, SyscallError};
+use crate::{Mmap, SyscallError};
 
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -76,7 +78,7 @@ fn packet_opt<T>(
     value: &T,
     call: &'static str,
 ) -> Result<(), SyscallError> {
-    xskit::os::setsockopt(std::os::fd::AsFd::as_fd(fd), SOL_PACKET, name, value, call)
+    crate::setsockopt(std::os::fd::AsFd::as_fd(fd), SOL_PACKET, name, value, call)
 }
 
 /// A TPACKET_V3 receive ring bound to one interface: 64 blocks of 1 MiB.
@@ -146,7 +148,7 @@ impl PacketRxRing {
         let block = self.current;
         // Acquire pairs with the kernel's release of the block to user space.
         if self.word(block, BLOCK_STATUS).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
-            xskit::os::poll(
+            crate::poll(
                 std::os::fd::AsFd::as_fd(&self.fd),
                 libc::POLLIN | libc::POLLERR,
                 timeout,

@@ -4,7 +4,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
-use super::SyscallError;
+use crate::SyscallError;
 
 /// A mapping that is unmapped on drop.
 #[derive(Debug)]

@@ -5,10 +5,10 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
-use super::{cvt, setsockopt, SyscallError};
+use crate::{cvt, setsockopt, SyscallError};
 
 /// Opens a packet socket that keeps interface `ifindex` promiscuous until it is closed.
-pub(crate) fn hold(ifindex: u32) -> Result<OwnedFd, SyscallError> {
+pub fn hold(ifindex: u32) -> Result<OwnedFd, SyscallError> {
     // SAFETY: socket(2) takes no pointers; the descriptor is owned from here on.
     let fd = cvt(
         unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) },

@@ -1,0 +1,52 @@
+//! # xskit-os
+//!
+//! The system layer the xskit crates share: what talks to Linux without being AF_XDP. Every
+//! `unsafe` block here has its `// SAFETY:` line; the crates above it stay safe Rust.
+//!
+//! - [`SyscallError`]: which call failed, with the kernel's error.
+//! - Clocks ([`monotonic_ns`], [`process_cpu_ns`]), CPU placement ([`pin_current_thread`],
+//!   [`online_cpus`], [`allowed_cpus`]), privileges ([`effective_uid`], [`memlock_limit`]),
+//!   waiting on descriptors ([`poll`], [`poll_readable`]), signal masks
+//!   ([`with_stop_signals_held`]), interface ioctls ([`ifreq_named`], [`ioctl_socket`]).
+//! - [`Mmap`]: owned memory mappings.
+//! - [`packet`]: AF_PACKET sockets (a TPACKET_V3 ring, `sendmmsg`, a socket per ethertype)
+//!   and [`promisc`]uous mode held by a socket; [`tap`]: TAP devices.
+//! - [`sync::LockUnpoisoned`] and [`config_setters!`].
+
+mod calls;
+mod error;
+mod mmap;
+pub mod packet;
+mod poll;
+pub mod promisc;
+pub mod sync;
+pub mod tap;
+
+pub use calls::{
+    allowed_cpus, cvt, effective_uid, if_nametoindex, ifreq_named, ioctl_socket, memlock_limit,
+    monotonic_ns, online_cpus, pin_current_thread, process_cpu_ns, setsockopt,
+    with_stop_signals_held,
+};
+pub use error::SyscallError;
+pub use mmap::Mmap;
+pub use poll::{poll, poll_readable, PollSet};
+
+/// Chainable setters, one per listed field, for config structs that are `#[non_exhaustive]`
+/// (built from `Default` and changed, never with a struct literal outside their crate). For
+/// xskit's own crates.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! config_setters {
+    ($ty:ident { $($(#[$doc:meta])* $field:ident: $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $field(mut self, $field: $t) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
