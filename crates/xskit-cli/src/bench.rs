@@ -19,10 +19,8 @@ use xskit_wire::ethernet;
 
 use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunArgs};
 
-mod bond;
-mod chart;
-mod pipeline;
-mod table;
+#[cfg(feature = "bench-harness")]
+mod harness;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -340,50 +338,16 @@ fn with_stats(mut r: BenchResult, s: &Statistics, empty_polls: u64, wakeups: u64
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
-    if args.kind == Some(Kind::Plot) {
-        let Some(results) = &args.results else {
-            bail!("bench plot draws a saved table: xskit bench plot RESULTS.json [--plot OUT.svg]");
-        };
-        if args.port.interface.is_some() {
-            bail!("bench plot measures nothing: run it without -i");
-        }
-        let out = chart::replot(results, args.plot.as_deref())?;
-        out!("chart written to {}", out.display());
-        return Ok(0);
-    }
-    if let Some(results) = &args.results {
-        bail!(
-            "{} is for bench plot (xskit bench plot RESULTS.json); bench {} takes no file",
-            results.display(),
-            args.kind.map_or("", Kind::name)
-        );
-    }
-    if matches!(args.kind, Some(Kind::Pipeline | Kind::Bond))
-        && (args.run.json_lines || args.run.metrics.is_some())
-    {
-        bail!(
-            "--json-lines and --metrics show a benchmark while it runs on an interface (-i) or \
-             the testbed table; bench {} prints its result at the end (--json)",
-            args.kind.map_or("", Kind::name)
-        );
-    }
-    if args.kind == Some(Kind::Pipeline) {
-        return pipeline::run(args.runs, args.packets, args.run.json_output());
-    }
-    if args.kind == Some(Kind::Bond) {
-        if args.port.interface.is_some() {
-            bail!("bench bond builds its own testbed: run it without -i");
-        }
-        let secs = args
-            .run
-            .duration()?
-            .unwrap_or(Duration::from_secs(2))
-            .as_secs_f64();
-        return bond::run(args.runs.max(1), secs, args.run.json_output());
-    }
+    check_files_and_outputs(args)?;
     let Some(ifname) = args.port.interface.clone() else {
-        return table::run(args);
+        return on_testbed(args);
     };
+    if matches!(
+        args.kind,
+        Some(Kind::Pipeline | Kind::Bond | Kind::Plot | Kind::Fwd)
+    ) {
+        bail!("{}", testbed_only(args.kind.unwrap_or(Kind::Fwd)));
+    }
     // The testbed table's options would do nothing on one interface: say so.
     for (given, flag) in [
         (args.plot.is_some(), "--plot"),
@@ -398,11 +362,8 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         }
     }
     let Some(kind) = args.kind else {
-        bail!("say which benchmark to run on {ifname}: rxdrop, txpush, l2fwd, afpacket-rx, afpacket-tx or xdp-drop");
+        bail!("say which benchmark to run on {ifname}: rxdrop, txpush, l2fwd, afpacket-rx, afpacket-tx, xdp-drop or xdp-tx");
     };
-    if kind == Kind::Fwd {
-        bail!("bench fwd builds its own testbed: run it without -i (`xskit fwd -i A -i B` prints the rates of a forwarder on your interfaces)");
-    }
     let stop = stop_flag()?;
     let queue = args.port.queue;
     let label = format!("{ifname}:{queue} {}", kind.name());
@@ -528,6 +489,71 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// What a benchmark that takes no interface says when given one.
+fn testbed_only(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Plot => "bench plot measures nothing: run it without -i",
+        Kind::Pipeline => "bench pipeline runs in memory: run it without -i",
+        Kind::Bond => "bench bond builds its own testbed: run it without -i",
+        _ => "bench fwd builds its own testbed: run it without -i (`xskit fwd -i A -i B` prints the rates of a forwarder on your interfaces)",
+    }
+}
+
+/// The checks of a file argument and of live outputs, which apply with and without -i.
+fn check_files_and_outputs(args: &BenchArgs) -> Result<()> {
+    if let Some(results) = &args.results {
+        if args.kind != Some(Kind::Plot) {
+            bail!(
+                "{} is for bench plot (xskit bench plot RESULTS.json); bench {} takes no file",
+                results.display(),
+                args.kind.map_or("", Kind::name)
+            );
+        }
+    }
+    if matches!(args.kind, Some(Kind::Pipeline | Kind::Bond))
+        && (args.run.json_lines || args.run.metrics.is_some())
+    {
+        bail!(
+            "--json-lines and --metrics show a benchmark while it runs on an interface (-i) or \
+             the testbed table; bench {} prints its result at the end (--json)",
+            args.kind.map_or("", Kind::name)
+        );
+    }
+    Ok(())
+}
+
+/// The benchmarks without -i, from the `xskit-bench` harness.
+#[cfg(feature = "bench-harness")]
+fn on_testbed(args: &BenchArgs) -> Result<i32> {
+    match args.kind {
+        Some(Kind::Plot) => harness::plot(args),
+        Some(Kind::Pipeline) => harness::pipeline(args),
+        Some(Kind::Bond) => harness::bond(args),
+        _ => harness::table(args),
+    }
+}
+
+/// Without the harness, the benchmarks without -i say how to get it.
+#[cfg(not(feature = "bench-harness"))]
+fn on_testbed(args: &BenchArgs) -> Result<i32> {
+    bail!("{}", harness_missing(args.kind))
+}
+
+/// Why a benchmark without -i cannot run in a build without the harness, and what to do.
+#[cfg_attr(feature = "bench-harness", allow(dead_code))]
+fn harness_missing(kind: Option<Kind>) -> String {
+    let what = match kind {
+        None => "the testbed table".to_string(),
+        Some(kind) => format!("bench {}", kind.name()),
+    };
+    format!(
+        "{what} comes with the benchmark harness, which this xskit was built without: build \
+         it with `cargo install --path crates/xskit-cli --features bench-harness` (or run \
+         `sudo bash scripts/setup.sh bench`); on your own interface, `xskit bench KIND -i IF` \
+         needs no harness"
+    )
 }
 
 /// The header: stdout normally, stderr under --json (a driver waits for it as "ready").

@@ -268,6 +268,7 @@ fn completions_and_man_pages_cover_every_command() {
 
 /// `bench plot` redraws a saved table without measuring, and says what is wrong with a file
 /// that is not one; the file is refused by the commands that measure.
+#[cfg(feature = "bench-harness")]
 #[test]
 fn bench_plot_redraws_a_saved_table() {
     let dir = std::env::temp_dir().join(format!("xskit-bench-plot-{}", std::process::id()));

@@ -189,7 +189,8 @@ fn heap_cycle(packets: u64) -> f64 {
 }
 
 #[derive(Serialize)]
-pub(super) struct PipelineReport {
+/// Nanoseconds per packet of each case, as `--json` prints it.
+pub struct PipelineReport {
     packets_per_case: u64,
     runs: usize,
     /// Median ns per packet.
@@ -211,7 +212,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub(super) fn run(runs: usize, packets: u64, json: bool) -> Result<i32> {
+/// Each case's nanoseconds per packet, median of `runs` (3 to 20) runs of `packets`.
+pub fn run(runs: usize, packets: u64) -> Result<PipelineReport> {
     if !(1000..=1_000_000_000).contains(&packets) {
         anyhow::bail!("--packets {packets} is out of range: use 1000 to 1000000000");
     }
@@ -228,7 +230,7 @@ pub(super) fn run(runs: usize, packets: u64, json: bool) -> Result<i32> {
         cases[6].push(heap_cycle(packets));
     }
     let [d, f, a, p, pool, ring, heap] = cases.map(median);
-    let report = PipelineReport {
+    Ok(PipelineReport {
         packets_per_case: packets,
         runs,
         vector_drop_ns: d,
@@ -240,35 +242,51 @@ pub(super) fn run(runs: usize, packets: u64, json: bool) -> Result<i32> {
         pool_ns: pool,
         shared_ring_per_frame_ns: ring,
         heap_per_packet_ns: heap,
-    };
-    if json {
-        crate::opts::print_json("bench", &report)?;
-        return Ok(0);
-    }
-    out!(
+    })
+}
+
+impl PipelineReport {
+    /// The report as text.
+    pub fn lines(&self) -> Vec<String> {
+        let report = self;
+        let (runs, packets) = (self.runs, self.packets_per_case);
+        let (d, f, a, p) = (
+            self.vector_drop_ns,
+            self.vector_forward_ns,
+            self.vector_alternate_ns,
+            self.per_packet_alternate_ns,
+        );
+        let (pool, ring, heap) = (
+            self.pool_ns,
+            self.shared_ring_per_frame_ns,
+            self.heap_per_packet_ns,
+        );
+        let mut lines = Vec::new();
+        lines.push(format!(
         "pipeline, in memory: vectors of {VECTOR}, 64-byte packets, median of {runs} runs of {} packets",
         packets
-    );
-    out!("  verdicts (ns/packet)");
-    out!("    all drop                 {d:>7.1}");
-    out!("    all forward              {f:>7.1}");
-    out!(
-        "    alternating, vectors     {a:>7.1}   {:.2}x the mean of the two",
-        report.alternate_over_mean_of_pure
-    );
-    out!(
-        "    alternating, per packet  {p:>7.1}   {:.2}x the vectors",
-        report.per_packet_over_vector
-    );
-    out!("  buffers (ns per alloc, 64-byte write, free)");
-    out!("    frame pool (cache, bulk) {pool:>7.1}");
-    out!(
-        "    shared ring, per frame   {ring:>7.1}   {:.1}x the pool",
-        ring / pool
-    );
-    out!(
-        "    heap buffer, per packet  {heap:>7.1}   {:.1}x the pool",
-        heap / pool
-    );
-    Ok(0)
+    ));
+        lines.push("  verdicts (ns/packet)".into());
+        lines.push(format!("    all drop                 {d:>7.1}"));
+        lines.push(format!("    all forward              {f:>7.1}"));
+        lines.push(format!(
+            "    alternating, vectors     {a:>7.1}   {:.2}x the mean of the two",
+            report.alternate_over_mean_of_pure
+        ));
+        lines.push(format!(
+            "    alternating, per packet  {p:>7.1}   {:.2}x the vectors",
+            report.per_packet_over_vector
+        ));
+        lines.push("  buffers (ns per alloc, 64-byte write, free)".into());
+        lines.push(format!("    frame pool (cache, bulk) {pool:>7.1}"));
+        lines.push(format!(
+            "    shared ring, per frame   {ring:>7.1}   {:.1}x the pool",
+            ring / pool
+        ));
+        lines.push(format!(
+            "    heap buffer, per packet  {heap:>7.1}   {:.1}x the pool",
+            heap / pool
+        ));
+        lines
+    }
 }

@@ -8,10 +8,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::table::{Cell, Table};
+use crate::table::{Cell, Table};
 
 /// The name of the generator's cells.
-pub(super) const GENERATOR: &str = "generator (live frames)";
+pub const GENERATOR: &str = "generator (live frames)";
 
 /// Receive cells within this share of the generator's rate took nearly all they were offered:
 /// a floor of what the receiver can take, not its ceiling.
@@ -19,18 +19,22 @@ const BOUND_SHARE: f64 = 0.9;
 
 /// Where and when a table was measured, and the command that measured it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub(super) struct Machine {
-    pub(super) kernel: String,
-    pub(super) cpu: String,
-    pub(super) cpus: usize,
+pub struct Machine {
+    /// "Linux" and the kernel release.
+    pub kernel: String,
+    /// The CPU's model name.
+    pub cpu: String,
+    /// CPUs available to the process.
+    pub cpus: usize,
     /// UTC, RFC 3339.
-    pub(super) date: String,
-    pub(super) invocation: String,
+    pub date: String,
+    /// The command line that measured it.
+    pub invocation: String,
 }
 
 impl Machine {
     /// This machine, now, and this process's command line.
-    pub(super) fn here() -> Machine {
+    pub fn here() -> Machine {
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         let cpu = read("/proc/cpuinfo")
             .lines()
@@ -55,7 +59,7 @@ impl Machine {
 
 /// The receive cells whose rate the generator bounded (within 10% of what it sent into
 /// that mode), as sentences.
-pub(super) fn generator_bound(table: &Table) -> Vec<String> {
+pub fn generator_bound(table: &Table) -> Vec<String> {
     let generator = |mode: &str| {
         table
             .cells
@@ -118,7 +122,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 /// A horizontal bar per cell: the median, a line from the slowest run to the fastest.
-pub(super) fn svg(table: &Table) -> String {
+pub fn svg(table: &Table) -> String {
     let rows = &table.cells;
     let top = |c: &Cell| c.mpps.iter().copied().fold(0.0f64, f64::max);
     let max = rows.iter().map(top).fold(0.0f64, f64::max).max(1e-9);
@@ -244,13 +248,13 @@ pub(super) fn svg(table: &Table) -> String {
 }
 
 /// Writes the chart of `table` to `path`.
-pub(super) fn write(table: &Table, path: &Path) -> Result<()> {
+pub fn write(table: &Table, path: &Path) -> Result<()> {
     std::fs::write(path, svg(table)).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `xskit bench plot RESULTS.json [--plot OUT.svg]`: the chart of a saved table, measured
 /// again by nothing. Returns where it went.
-pub(super) fn replot(results: &Path, out: Option<&Path>) -> Result<std::path::PathBuf> {
+pub fn replot(results: &Path, out: Option<&Path>) -> Result<std::path::PathBuf> {
     let text = std::fs::read_to_string(results)
         .with_context(|| format!("reading {}", results.display()))?;
     let table: Table = serde_json::from_str(&text).with_context(|| {

@@ -23,7 +23,8 @@ use xskit_testbed::{Chain, Host};
 use xskit_traffic::XdpCounter;
 use xskit_wire::ethernet;
 
-use super::table::{finish, live_gen_args, median, start, GEN_CPU};
+use crate::procs::{finish, live_gen_args, start, GEN_CPU};
+use crate::stats::median;
 
 /// A reflector under test, counting what it sent back.
 enum Reflector {
@@ -248,7 +249,9 @@ fn xdp_pass(host: &Host) -> Result<XdpProgram> {
         .context("entering a host's namespace")?
 }
 
-pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
+/// The bond table: each case's rate, median of `runs` runs of `secs` seconds, against its
+/// baseline.
+pub fn run(runs: usize, secs: f64) -> Result<BondTable> {
     if !xskit_testbed::have_privileges() {
         bail!("xskit bench bond builds a testbed of network namespaces: run it as root (e.g. with sudo)");
     }
@@ -259,38 +262,12 @@ pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
     // Interleaved, so that drift hits every case alike.
     for _ in 0..runs {
         for (i, case) in Case::ALL.into_iter().enumerate() {
-            let member = u8::from(case == Case::BondOf2Other);
-            let mut args = live_gen_args(&chain.a, &mac_string(chain.m_a.mac), 64, secs);
-            args.extend([
-                "--src-mac".to_string(),
-                mac_string(src_mac_for(chain.m_a.mac, member)),
-            ]);
-            let per_second = if case.af_xdp() {
-                let stop = Arc::new(AtomicBool::new(false));
-                let forwarder = start_af_xdp(&chain, case == Case::AfXdpBondOf2, stop.clone())?;
-                let started = Instant::now();
-                let generated = start(&exe, &chain.a, GEN_CPU, &args).and_then(finish);
-                let elapsed = started.elapsed().as_secs_f64();
-                stop.store(true, Ordering::Relaxed);
-                let sent = forwarder
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("the AF_XDP l2fwd panicked"))???;
-                generated?;
-                sent as f64 / elapsed
-            } else {
-                let reflector = attach(&chain, case)?;
-                let before = reflector.count()?;
-                let started = Instant::now();
-                finish(start(&exe, &chain.a, GEN_CPU, &args)?)?;
-                let elapsed = started.elapsed().as_secs_f64();
-                (reflector.count()? - before) as f64 / elapsed
-            };
-            rates[i].push(per_second / 1e6);
+            rates[i].push(measure(&exe, &chain, case, secs)? / 1e6);
             std::thread::sleep(Duration::from_millis(100));
         }
     }
     let index = |case: Case| Case::ALL.iter().position(|&c| c == case).unwrap_or(0);
-    let rows: Vec<Row> = Case::ALL
+    let rows = Case::ALL
         .iter()
         .zip(&rates)
         .map(|(&case, mpps)| {
@@ -304,20 +281,65 @@ pub(super) fn run(runs: usize, secs: f64, json: bool) -> Result<i32> {
             }
         })
         .collect();
-    if json {
-        crate::opts::print_json("bench", &rows)?;
+    Ok(BondTable { runs, secs, rows })
+}
+
+/// One case's packets per second, one flow from the live-frames generator on a.
+fn measure(exe: &str, chain: &Chain, case: Case, secs: f64) -> Result<f64> {
+    let member = u8::from(case == Case::BondOf2Other);
+    let mut args = live_gen_args(&chain.a, &mac_string(chain.m_a.mac), 64, secs);
+    args.extend([
+        "--src-mac".to_string(),
+        mac_string(src_mac_for(chain.m_a.mac, member)),
+    ]);
+    if case.af_xdp() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let forwarder = start_af_xdp(chain, case == Case::AfXdpBondOf2, stop.clone())?;
+        let started = Instant::now();
+        let generated = start(exe, &chain.a, GEN_CPU, &args).and_then(finish);
+        let elapsed = started.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        let sent = forwarder
+            .join()
+            .map_err(|_| anyhow::anyhow!("the AF_XDP l2fwd panicked"))???;
+        generated?;
+        Ok(sent as f64 / elapsed)
     } else {
-        out!("XDP_DROP, XDP_TX and AF_XDP l2fwd on veth (64 B, one flow from the live-frames generator on CPU {GEN_CPU}), {runs} runs of {secs} s; ratios against the plain program of the same verdict, and for the bond port against one port:");
-        for r in &rows {
+        let reflector = attach(chain, case)?;
+        let before = reflector.count()?;
+        let started = Instant::now();
+        finish(start(exe, &chain.a, GEN_CPU, &args)?)?;
+        let elapsed = started.elapsed().as_secs_f64();
+        Ok((reflector.count()? - before) as f64 / elapsed)
+    }
+}
+
+/// The bond table as `--json` prints it.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct BondTable {
+    #[serde(skip)]
+    runs: usize,
+    #[serde(skip)]
+    secs: f64,
+    rows: Vec<Row>,
+}
+
+impl BondTable {
+    /// The table as text.
+    pub fn lines(&self) -> Vec<String> {
+        let (runs, secs) = (self.runs, self.secs);
+        let mut lines = vec![format!("XDP_DROP, XDP_TX and AF_XDP l2fwd on veth (64 B, one flow from the live-frames generator on CPU {GEN_CPU}), {runs} runs of {secs} s; ratios against the plain program of the same verdict, and for the bond port against one port:")];
+        for r in &self.rows {
             let runs: Vec<String> = r.mpps.iter().map(|m| format!("{m:.2}")).collect();
-            out!(
+            lines.push(format!(
                 "  {:<52} {:>5.2} Mpps ({})  {:.2}x",
                 r.case,
                 r.median_mpps,
                 runs.join("/"),
                 r.ratio
-            );
+            ));
         }
+        lines
     }
-    Ok(0)
 }

@@ -1,0 +1,355 @@
+//! The forwarding rows of the testbed table: `xskit fwd` in SKB and DRV mode, with and
+//! without forwarding in XDP, against the kernel's bridge; and a DDoS mix, the attack dropped
+//! by a kernel rule against the XDP_DROP ceiling of the same generator.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use xskit_testbed::Chain;
+
+use crate::procs::{
+    command, finish, finish_any, interrupt, live_gen_args, rx_packets, set_gro, start, strings,
+    Proc, BENCH_CPU, GEN_CPU,
+};
+use crate::table::Cell;
+use crate::Observer;
+
+/// `xskit fwd` between m's two interfaces of a bridged chain, and the kernel's own bridge as
+/// the peer, measured alike: the live-frames generator sends flat out from a to a MAC nobody
+/// owns (c drops it at layer 2), and the rate is what reaches c's interface over the window.
+struct FwdRunner {
+    exe: String,
+    secs: f64,
+    chain: Chain,
+}
+
+impl FwdRunner {
+    fn ip_m(&self, args: &[&str]) -> Result<()> {
+        let out = self.chain.m_a.ns.command("ip").args(args).output()?;
+        if !out.status.success() {
+            bail!("ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    }
+
+    /// Packets per second through m; `mode` is skb or drv for xskit fwd (forwarding in XDP
+    /// with `xdp`), or "bridge".
+    fn measure(&self, mode: &str, xdp: bool, size: usize) -> Result<f64> {
+        let (a, m_a, m_c, c) = (
+            &self.chain.a,
+            &self.chain.m_a,
+            &self.chain.m_c,
+            &self.chain.c,
+        );
+        set_gro(m_a, mode != "drv")?;
+        // XDP frames forwarded out of m_c reach c only through its GRO/NAPI path.
+        set_gro(c, xdp)?;
+        let forwarder = if mode == "bridge" {
+            self.ip_m(&["link", "add", "xsk-br0", "type", "bridge"])?;
+            self.ip_m(&["link", "set", &m_a.ifname, "master", "xsk-br0"])?;
+            self.ip_m(&["link", "set", &m_c.ifname, "master", "xsk-br0"])?;
+            self.ip_m(&["link", "set", "xsk-br0", "up"])?;
+            None
+        } else {
+            let mut args: Vec<String> = strings(&[
+                "fwd",
+                "-i",
+                &m_a.ifname,
+                "-i",
+                &m_c.ifname,
+                "-m",
+                mode,
+                "--json",
+            ]);
+            if xdp {
+                args.push("--xdp-forward".into());
+            }
+            Some(start(&self.exe, m_a, BENCH_CPU, &args)?)
+        };
+        let gen = start(
+            &self.exe,
+            a,
+            GEN_CPU,
+            &live_gen_args(a, "02:00:00:00:00:00", size, self.secs + 3.0),
+        );
+        let window = gen.and_then(|gen| {
+            std::thread::sleep(Duration::from_millis(500));
+            let (c0, t0) = (rx_packets(c)?, std::time::Instant::now());
+            std::thread::sleep(Duration::from_secs_f64(self.secs));
+            let (c1, dt) = (rx_packets(c)?, t0.elapsed().as_secs_f64());
+            interrupt(&gen);
+            finish_any(gen)?;
+            Ok((c1 - c0) as f64 / dt)
+        });
+        let cleanup = match forwarder {
+            Some(child) => {
+                interrupt(&child);
+                finish(child).and_then(|r| {
+                    if r["frames"]["unaccounted"] != 0 {
+                        bail!("xskit fwd lost frames: {r}");
+                    }
+                    Ok(())
+                })
+            }
+            None => self.ip_m(&["link", "del", "xsk-br0"]),
+        };
+        let pps = window?;
+        cleanup?;
+        Ok(pps)
+    }
+}
+
+/// A DDoS filter's run: the attack dropped by a kernel rule and the native XDP_DROP ceiling,
+/// both in packets per second of the same generator, and the legitimate probes delivered.
+struct Ddos {
+    dropped_pps: f64,
+    ceiling_pps: f64,
+    legit_expected: u64,
+    legit_valid: u64,
+}
+
+impl FwdRunner {
+    fn live_attack(&self, secs: f64) -> Result<Proc> {
+        // UDP to port 9, from the live-frames generator flat out (the rule below drops it).
+        start(
+            &self.exe,
+            &self.chain.a,
+            GEN_CPU,
+            &live_gen_args(&self.chain.a, "02:00:00:00:00:00", 64, secs),
+        )
+    }
+
+    /// The generator's sending time, from its JSON.
+    fn gen_seconds(gen: &serde_json::Value) -> f64 {
+        gen["duration_s"].as_f64().unwrap_or(0.0).max(1e-3)
+    }
+
+    /// Legitimate probes at 20 kpps from a to c's port 5000 for the run, on the attack
+    /// generator's CPU: a sender on the other CPU would move part of the receive work (veth's
+    /// NAPI) there and change what is measured. Its JSON whatever its status: the attack's
+    /// drops on the same device count in the device counter it checks.
+    fn legit(&self, n: &str) -> Result<serde_json::Value> {
+        let (a, c) = (&self.chain.a, &self.chain.c);
+        let mac: Vec<String> = c.mac.iter().map(|x| format!("{x:02x}")).collect();
+        let out = command(
+            &self.exe,
+            a,
+            GEN_CPU,
+            &strings(&[
+                "gen",
+                "-i",
+                &a.ifname,
+                "-m",
+                "drv",
+                "--dst-port",
+                "5000",
+                "-r",
+                "20000",
+                "--json",
+            ])
+            .into_iter()
+            .chain([
+                "-n".into(),
+                n.into(),
+                "--dst-mac".into(),
+                mac.join(":"),
+                "--src-ip".into(),
+                a.ip.to_string(),
+                "--dst-ip".into(),
+                c.ip.to_string(),
+            ])
+            .collect::<Vec<_>>(),
+        )
+        .output()?;
+        serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "the legitimate generator failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// The mix (the attack flat out on UDP port 9 and the legitimate probes) into, first, a
+    /// bare native XDP_DROP program on m's interface, the ceiling; then `xskit fwd` in DRV
+    /// mode with a kernel rule dropping port 9, the probes forwarded to c and checked there.
+    fn ddos(&self) -> Result<Ddos> {
+        let (m_a, m_c, c) = (&self.chain.m_a, &self.chain.m_c, &self.chain.c);
+        set_gro(m_a, false)?;
+        set_gro(c, false)?;
+        let legit_expected = (20_000.0 * self.secs) as u64;
+        let n = legit_expected.to_string();
+        let bench = start(
+            &self.exe,
+            m_a,
+            BENCH_CPU,
+            &strings(&["bench", "xdp-drop", "-i", &m_a.ifname, "-m", "drv", "-d"])
+                .into_iter()
+                .chain([format!("{}", self.secs + 1.0), "--json".into()])
+                .collect::<Vec<_>>(),
+        )?;
+        std::thread::sleep(Duration::from_millis(300));
+        let attack = self.live_attack(self.secs)?;
+        let legit_sent = self.legit(&n)?["tx_packets"].as_u64().unwrap_or(0);
+        // Its status reports the frames the device dropped when the mix overflowed its ring.
+        let gen = finish_any(attack)?;
+        let all: serde_json::Value = finish(bench)?;
+        let ceiling_pps = all["rx_packets"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(legit_sent) as f64
+            / Self::gen_seconds(&gen);
+
+        let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
+        std::fs::write(
+            &rules,
+            "[[rule]]\nname = \"attack\"\nprotocol = \"udp\"\ndst_port = 9\naction = \"drop\"\n",
+        )?;
+        let fwd = start(
+            &self.exe,
+            m_a,
+            BENCH_CPU,
+            &strings(&[
+                "fwd",
+                "-i",
+                &m_a.ifname,
+                "-i",
+                &m_c.ifname,
+                "-m",
+                "drv",
+                "--json",
+                "--rules",
+            ])
+            .into_iter()
+            .chain([rules.display().to_string()])
+            .collect::<Vec<_>>(),
+        );
+        let _ = std::fs::remove_file(&rules);
+        let fwd = fwd?;
+        // The receiver sleeps in poll(2) between packets, off the generator's CPU.
+        let recv = start(
+            &self.exe,
+            c,
+            BENCH_CPU,
+            &strings(&[
+                "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", &n, "-d",
+            ])
+            .into_iter()
+            .chain([format!("{}", self.secs + 4.0), "--json".into()])
+            .collect::<Vec<_>>(),
+        )?;
+        let attack = self.live_attack(self.secs)?;
+        self.legit(&n)?;
+        let gen = finish_any(attack)?;
+        let delivered = finish_any(recv)?;
+        interrupt(&fwd);
+        let report = finish(fwd)?;
+        if report["frames"]["unaccounted"] != 0 {
+            bail!("xskit fwd lost frames: {report}");
+        }
+        let dropped = report["counters"]["rules"][0]["in_kernel"]
+            .as_u64()
+            .unwrap_or(0);
+        if delivered["corrupt"] != 0 {
+            bail!("legitimate probes arrived damaged: {delivered}");
+        }
+        Ok(Ddos {
+            dropped_pps: dropped as f64 / Self::gen_seconds(&gen),
+            ceiling_pps,
+            legit_expected,
+            legit_valid: delivered["valid"].as_u64().unwrap_or(0),
+        })
+    }
+}
+
+/// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling of
+/// the same generator, and the legitimate traffic delivered intact meanwhile.
+pub(crate) fn ddos_cells(
+    exe: &str,
+    secs: f64,
+    runs: usize,
+    observer: &mut dyn Observer,
+) -> Result<(Vec<Cell>, f64)> {
+    let runner = FwdRunner {
+        exe: exe.to_string(),
+        secs,
+        chain: Chain::bridged().context("building the three-namespace testbed")?,
+    };
+    let cell = |bench: &str| Cell {
+        bench: bench.to_string(),
+        mode: "drv".into(),
+        size: 64,
+        mpps: vec![],
+        cpu_ns_per_packet: vec![],
+    };
+    let (mut dropped, mut ceiling) = (
+        cell("ddos: fwd drops in XDP"),
+        cell("ddos: XDP_DROP ceiling"),
+    );
+    let (mut valid, mut expected) = (0u64, 0u64);
+    for run in 0..runs {
+        let d = runner.ddos()?;
+        dropped.mpps.push(d.dropped_pps / 1e6);
+        ceiling.mpps.push(d.ceiling_pps / 1e6);
+        valid += d.legit_valid;
+        expected += d.legit_expected;
+        observer.line(&format!(
+                "  run {} ddos   attack dropped {:>7.3} Mpps, XDP_DROP ceiling {:>7.3} Mpps, legitimate {}/{} intact",
+                run + 1,
+                d.dropped_pps / 1e6,
+                d.ceiling_pps / 1e6,
+                d.legit_valid,
+                d.legit_expected
+        ));
+    }
+    Ok((
+        vec![dropped, ceiling],
+        valid as f64 / expected.max(1) as f64,
+    ))
+}
+
+/// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
+pub(crate) fn fwd_cells(
+    exe: &str,
+    secs: f64,
+    runs: usize,
+    size: usize,
+    observer: &mut dyn Observer,
+) -> Result<Vec<Cell>> {
+    let runner = FwdRunner {
+        exe: exe.to_string(),
+        secs,
+        chain: Chain::bridged().context("building the three-namespace testbed")?,
+    };
+    let modes = [
+        ("fwd", "skb", false),
+        ("fwd", "drv", false),
+        ("fwd --xdp-forward", "skb", true),
+        ("fwd --xdp-forward", "drv", true),
+        ("kernel bridge", "bridge", false),
+    ];
+    let mut cells: Vec<Cell> = modes
+        .iter()
+        .map(|(bench, mode, _)| Cell {
+            bench: bench.to_string(),
+            mode: if *mode == "bridge" { "-" } else { mode }.to_string(),
+            size,
+            mpps: vec![],
+            cpu_ns_per_packet: vec![],
+        })
+        .collect();
+    for run in 0..runs {
+        for (cell, (bench, mode, xdp)) in cells.iter_mut().zip(modes.iter()) {
+            let pps = runner.measure(mode, *xdp, size)?;
+            cell.mpps.push(pps / 1e6);
+            observer.line(&format!(
+                "  run {} {:<11} {:<6} {:>5} B  {:>7.3} Mpps",
+                run + 1,
+                bench,
+                mode,
+                size,
+                pps / 1e6
+            ));
+        }
+    }
+    Ok(cells)
+}
