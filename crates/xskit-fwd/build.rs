@@ -1,19 +1,19 @@
-//! Compiles the kernel filter in `bpf/`, and sets its rule limit in one place for both sides:
-//! the C program gets it as `-DMAX_RULES`, the Rust code as `$OUT_DIR/limits.rs`.
+//! Compiles the kernel filter in `bpf/`, with the header of its interface with user space
+//! (limits, actions, counter slots, tx settings) written from `src/abi.rs`, the one place
+//! they are defined.
 
 use xskit_bpf_build::Program;
 
-/// Rules the kernel filter holds.
-const MAX_RULES: usize = 64;
+#[path = "src/abi.rs"]
+#[allow(unreachable_pub, dead_code, missing_docs)]
+mod abi;
 
 fn main() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    std::fs::write(
-        out.join("limits.rs"),
-        format!("/// Rules the kernel filter holds at most.\npub const MAX_RULES: usize = {MAX_RULES};\n"),
-    )
-    .expect("writing limits.rs");
+    std::fs::write(out.join("xdp_filter_abi.h"), abi::c_header())
+        .expect("writing xdp_filter_abi.h");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/abi.rs");
     // The filter includes the bond's hashes, from wherever xskit-bond is (its build script
     // says, through `links`).
     let bond =
@@ -24,13 +24,18 @@ fn main() {
     println!("cargo:rerun-if-changed={xskit}/xskit_capture.h");
     let include = format!("-I{bond}");
     let capture = format!("-I{xskit}");
-    let frags = [include.as_str(), capture.as_str(), "-DXSKIT_FRAGS"];
-    let max = MAX_RULES.to_string();
+    let abi = format!("-I{}", out.display());
+    let frags = [
+        include.as_str(),
+        capture.as_str(),
+        abi.as_str(),
+        "-DXSKIT_FRAGS",
+    ];
     xskit_bpf_build::compile(
         &[
-            Program::with_args("xdp_filter", "xdp_filter", &frags[..2]),
+            Program::with_args("xdp_filter", "xdp_filter", &frags[..3]),
             Program::with_args("xdp_filter_frags", "xdp_filter", &frags),
         ],
-        &[("MAX_RULES", &max)],
+        &[],
     );
 }

@@ -409,17 +409,7 @@ fn explain(rules: &RuleSet) {
 
 /// Every way a packet of this port was dropped or lost, non-zero ones only, totals so far.
 fn drops(p: &PortCount) -> String {
-    let items = [
-        ("socket-rx-dropped", p.socket_rx_dropped),
-        ("rx-ring-full", p.socket_rx_ring_full),
-        ("fill-ring-empty", p.socket_fill_ring_empty),
-        ("tx-ring-full", p.tx_ring_full),
-        ("over-mtu", p.oversize_dropped),
-        ("no-free-frames", p.no_frames_dropped),
-        ("kernel-path-dropped", p.to_kernel_dropped),
-        ("unclassifiable", p.unclassifiable),
-        ("xdp-forwarded-not-sent", p.xdp_forward_undelivered),
-    ];
+    let items = p.drops();
     let listed: Vec<String> = items
         .iter()
         .filter(|(_, n)| *n > 0)
@@ -591,12 +581,12 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
         out!(
             "{elapsed:7.1}s {:<12} rx {:>11} pps  tx {:>11} pps  xdp-fwd {:>11}  xdp-drop {:>9}  xdp-pass {:>9}  kernel {:>7}  dropped: {}",
             p.interface,
-            rate(p.rx_packets, q.rx_packets),
-            rate(p.tx_packets, q.tx_packets),
+            rate(p.user.rx_packets, q.user.rx_packets),
+            rate(p.user.tx_packets, q.user.tx_packets),
             rate(p.xdp_forwarded, q.xdp_forwarded),
             rate(p.xdp_dropped, q.xdp_dropped),
             rate(p.xdp_passed, q.xdp_passed),
-            rate(p.to_kernel, q.to_kernel),
+            rate(p.user.to_kernel, q.user.to_kernel),
             drops(p),
         );
         if let Some(b) = &p.bond {
@@ -660,7 +650,6 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         explain(&rules);
         return Ok(0);
     }
-    let reasons = crate::fwd_capture::Reasons::new(&rules);
     crate::opts::check_ring_size(args.ring_size, "vector size (--vector)", args.vector)?;
     let config = ForwardConfig::default()
         .interfaces(args.interfaces.clone())
@@ -698,6 +687,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         ))
     })?;
     let (modes, warnings) = (forwarder.modes(), forwarder.warnings().to_vec());
+    let reasons = forwarder.capture_reasons();
     let promiscuous = forwarder.promiscuous();
     let header = format!(
         "xskit fwd: {} ({}, {}){}{}{}{}; Ctrl-C stops",
@@ -843,22 +833,22 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             out!(
                 "  {:<12} rx {}  tx {}  xdp-fwd {}  xdp-drop {}  xdp-pass {}  to-kernel {}  from-kernel {}",
                 p.interface,
-                thousands(p.rx_packets),
-                thousands(p.tx_packets),
+                thousands(p.user.rx_packets),
+                thousands(p.user.tx_packets),
                 thousands(p.xdp_forwarded),
                 thousands(p.xdp_dropped),
                 thousands(p.xdp_passed),
-                thousands(p.to_kernel),
-                thousands(p.from_kernel)
+                thousands(p.user.to_kernel),
+                thousands(p.user.from_kernel)
             );
             out!(
                 "  {:<12} dropped: {}  checksums finished {}  super-packets segmented {} (into {})  copies {}",
                 "",
                 drops(p),
-                thousands(p.checksums_offloaded + p.checksums_completed),
-                thousands(p.segmented),
-                thousands(p.segments),
-                thousands(p.copies)
+                thousands(p.user.checksums_offloaded + p.user.checksums_completed),
+                thousands(p.user.segmented),
+                thousands(p.user.segments),
+                thousands(p.user.copies)
             );
             if let Some(b) = &p.bond {
                 for m in &b.members {

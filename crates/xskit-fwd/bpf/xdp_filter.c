@@ -9,16 +9,16 @@
  * xskit_bond.h computes it, tx_bond holding the mode). The
  * first matching rule wins; no match takes the default action. Rules and the
  * default live in maps, so they change at run time without reattaching.
- * Every rule (and the default, at index MAX_RULES) counts packets and bytes.
+ * Every rule (and the default, at COUNTER_DEFAULT) counts packets and bytes.
  * An IPv6 packet with extension headers is not matched here: its protocol and
  * ports lie behind a chain this program does not walk, so it goes to user
- * space, which does, and is counted at index MAX_RULES + 1.
+ * space, which does, and is counted at COUNTER_UNDECIDED.
  *
  * A packet a `forward` rule would send out of the other interface whose TCP or
  * UDP checksum is partial (the sending host's own socket left it for its
  * device to finish: the field holds just the pseudo-header sum) goes to user
  * space instead, which finishes it; an XDP redirect would carry the unfinished
- * field and the receiver would drop the packet. Counted at MAX_RULES + 2, and
+ * field and the receiver would drop the packet. Counted at COUNTER_PARTIAL_CSUM, and
  * not on the rule: user space counts it there.
  *
  * A packet whose fields cannot all be read is unclassifiable and takes the
@@ -29,22 +29,22 @@
  * packet, and TCP/UDP first fragments without their 4 bytes of ports. The
  * same checks, in the same order, are PacketKey::parse in src/rules.rs: the
  * kernel and user space call the same packets unclassifiable. Counted at
- * MAX_RULES + 3.
+ * COUNTER_UNCLASSIFIABLE.
  *
  * A bond's ARP monitoring: an untagged ARP packet whose sender address is one
- * of arp_targets (config.arp_targets of them) is counted at MAX_RULES + 6, the
+ * of arp_targets (config.arp_targets of them) is counted at COUNTER_ARP_ALIVE, the
  * member's sign of life; a reply to xskit's probe (a reply with target address
  * 0.0.0.0) is then consumed here, the rest go on as any packet.
  *
  * On an 802.3ad bond's member (config.lacp), slow protocol frames (LACP and
  * marker PDUs, EtherType 0x8809) go to the kernel before anything else, where
- * the bond's control path reads them; counted at MAX_RULES + 7.
+ * the bond's control path reads them; counted at COUNTER_LACP.
  *
  * On an active-backup bond's inactive member (config.inactive), everything is
- * dropped first, as Linux's bond does, and counted at MAX_RULES + 5 (so is
+ * dropped first, as Linux's bond does, and counted at COUNTER_INACTIVE (so is
  * everything else on an 802.3ad member that is not collecting). A packet
  * to forward out of a bond with no usable member is dropped and counted at
- * MAX_RULES + 4.
+ * COUNTER_NO_MEMBER.
  *
  * Built twice: plain, and with XSKIT_FRAGS as the multi-buffer ("xdp.frags")
  * variant, which sees a packet's headers in its first buffer and counts the
@@ -61,38 +61,9 @@
 #include "xskit_bond.h"
 #include "xskit_capture.h"
 
-#ifndef MAX_RULES
-#error "MAX_RULES comes from build.rs, the one place the limit is set"
-#endif
-#define ACTION_PASS 0
-#define ACTION_DROP 1
-#define ACTION_REDIRECT 2
-#define ACTION_FORWARD 3
-
-/* Counter slots after the rules and the default (MAX_RULES). */
-#define COUNTER_UNDECIDED (MAX_RULES + 1)
-#define COUNTER_PARTIAL_CSUM (MAX_RULES + 2)
-#define COUNTER_UNCLASSIFIABLE (MAX_RULES + 3)
-#define COUNTER_NO_MEMBER (MAX_RULES + 4)
-#define COUNTER_INACTIVE (MAX_RULES + 5)
-#define COUNTER_ARP_ALIVE (MAX_RULES + 6)
-#define COUNTER_LACP (MAX_RULES + 7)
+/* Limits, actions, counter slots and tx settings, written by build.rs from src/abi.rs. */
+#include "xdp_filter_abi.h"
 #define ETH_P_SLOW_PROTOCOLS 0x8809
-#define MAX_ARP_TARGETS 16
-#define MAX_MEMBERS 8
-
-/* tx_bond's slots: how the other side spreads what is forwarded to it. */
-#define TX_MODE 0	/* a TX_* mode */
-#define TX_POLICY 1	/* an xskit_xmit_policy, for TX_XOR */
-#define TX_USABLE 2	/* usable members: tx_ports slots 0 .. USABLE-1 */
-#define TX_ACTIVE 3	/* the slot to use, for TX_ONE */
-#define TX_RR_PER 4	/* packets per member, for TX_RR (0 counts as 1) */
-#define TX_SETTINGS 5
-#define TX_ONE 0	/* one member: a plain interface, or active-backup's active */
-#define TX_XOR 1
-#define TX_RR 2
-#define MAX_VLAN_TAGS 2
-#define COUNTERS (MAX_RULES + 8)
 
 struct rule {
 	__u32 addr[4];  /* network byte order; IPv4 uses addr[0] */
@@ -338,7 +309,7 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 	__u16 *addrs = 0;
 	int words = 0;
 	__u32 l4_len = 0, room, l3_off = sizeof(struct ethhdr);
-	__u32 zero = 0, i, hit = MAX_RULES, action;
+	__u32 zero = 0, i, hit = COUNTER_DEFAULT, action;
 	struct config *cfg;
 
 	cfg = bpf_map_lookup_elem(&config, &zero);

@@ -1,7 +1,12 @@
 //! Counters the workers publish: each cell has one writer, its worker, and any number of
-//! readers (the forwarder's reports).
+//! readers (the forwarder's reports). A port's user-space counters are defined once, below:
+//! the cells the worker bumps, the counts the report sums and serializes (their JSON names,
+//! and through them the metrics' names), and which of them are drops and under what name.
 
+use std::ops::AddAssign;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
 
 /// Adds `n` to a counter that only the calling worker writes (other threads only read it):
 /// a relaxed load and store, not a locked read-modify-write.
@@ -11,4 +16,99 @@ pub(crate) fn bump(cell: &AtomicU64, n: u64) {
         cell.load(Ordering::Relaxed).wrapping_add(n),
         Ordering::Relaxed,
     );
+}
+
+/// One line per counter: its doc, its name, and for a drop, the name the drop list shows.
+macro_rules! port_counters {
+    ($($(#[doc = $doc:literal])* $name:ident $(drop $label:literal)?;)*) => {
+        /// Per-port counters of one worker, written by that worker only ([`bump`]).
+        #[derive(Debug, Default)]
+        pub(crate) struct PortCells {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        /// A port's counts in user space, summed over the workers.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+        pub struct UserPortCounts {
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl PortCells {
+            /// What the cells hold now.
+            pub(crate) fn load(&self) -> UserPortCounts {
+                UserPortCounts {
+                    $($name: self.$name.load(Ordering::Relaxed),)*
+                }
+            }
+        }
+
+        impl AddAssign for UserPortCounts {
+            fn add_assign(&mut self, other: UserPortCounts) {
+                $(self.$name += other.$name;)*
+            }
+        }
+
+        impl UserPortCounts {
+            /// The counters that count drops, each with the name a drop list shows.
+            pub fn drops(&self) -> Vec<(&'static str, u64)> {
+                vec![$($(($label, self.$name),)?)*]
+            }
+        }
+    };
+}
+
+port_counters! {
+    /// Packets that reached user space.
+    rx_packets;
+    /// Their bytes.
+    rx_bytes;
+    /// Packets transmitted.
+    tx_packets;
+    /// Their bytes.
+    tx_bytes;
+    /// Packets dropped because the tx ring was full.
+    tx_ring_full drop "tx-ring-full";
+    /// Packets handed to the kernel through the TAP device.
+    to_kernel;
+    /// Packets for the kernel that were dropped (no TAP device, or it was full).
+    to_kernel_dropped drop "kernel-path-dropped";
+    /// Packets from the TAP device sent out of this interface.
+    from_kernel;
+    /// Packets sent with a partial checksum the kernel was asked to finish (transmit
+    /// metadata).
+    checksums_offloaded;
+    /// Packets whose partial checksum xskit finished in user space.
+    checksums_completed;
+    /// Packets larger than this interface's MTU (GSO/GRO super-packets) cut into segments.
+    segmented;
+    /// The segments sent for them.
+    segments;
+    /// Packets larger than the MTU that could not be cut (not TCP), dropped.
+    oversize_dropped drop "over-mtu";
+    /// Packets dropped for want of free frames to build segments in.
+    no_frames_dropped drop "no-free-frames";
+    /// Packets whose bytes xskit copied in user space on their way in or out of this
+    /// interface: to or from the TAP device, flooded from the TAP device, cut into segments
+    /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding
+    /// only moves descriptors. (A capture's copies are the kernel's, counted by the capture.)
+    copies;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_load_add_up_and_list_their_drops() {
+        let cells = PortCells::default();
+        bump(&cells.tx_ring_full, 3);
+        bump(&cells.rx_packets, 5);
+        let mut sum = cells.load();
+        sum += cells.load();
+        assert_eq!((sum.rx_packets, sum.tx_ring_full), (10, 6));
+        let drops = sum.drops();
+        assert!(drops.contains(&("tx-ring-full", 6)));
+        assert!(drops.iter().all(|(name, _)| *name != "rx-packets"));
+        assert_eq!(drops.len(), 4);
+    }
 }

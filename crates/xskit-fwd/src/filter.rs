@@ -9,6 +9,7 @@ use aya::maps::{Array, DevMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 use xskit_os::sync::LockUnpoisoned;
 
+use crate::abi::{Slot, TxMode, TxSetting};
 use crate::error::{Error, Result};
 pub use crate::sys::filter::KernelRule;
 use crate::sys::filter::{ConfigRepr, CounterRepr};
@@ -17,29 +18,6 @@ use crate::MAX_RULES;
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
 static FILTER_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter_frags.o"));
-
-/// Counter slots after the rules' (bpf/xdp_filter.c): the default action's, then three that
-/// count what the filter did not decide by a rule.
-const COUNTER_DEFAULT: u32 = MAX_RULES as u32;
-const COUNTER_UNDECIDED: u32 = MAX_RULES as u32 + 1;
-const COUNTER_PARTIAL_CSUM: u32 = MAX_RULES as u32 + 2;
-const COUNTER_UNCLASSIFIABLE: u32 = MAX_RULES as u32 + 3;
-const COUNTER_NO_MEMBER: u32 = MAX_RULES as u32 + 4;
-const COUNTER_INACTIVE: u32 = MAX_RULES as u32 + 5;
-const COUNTER_ARP_ALIVE: u32 = MAX_RULES as u32 + 6;
-const COUNTER_LACP: u32 = MAX_RULES as u32 + 7;
-
-/// The slots of the filter's `tx_bond` settings.
-mod tx {
-    pub(super) const MODE: u32 = 0;
-    pub(super) const POLICY: u32 = 1;
-    pub(super) const USABLE: u32 = 2;
-    pub(super) const ACTIVE: u32 = 3;
-    pub(super) const RR_PER: u32 = 4;
-    pub(super) const ONE: u32 = 0;
-    pub(super) const XOR: u32 = 1;
-    pub(super) const RR: u32 = 2;
-}
 
 /// How the filter spreads what it forwards in XDP over the other side's usable members.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,20 +38,7 @@ pub enum TxSpread {
     },
 }
 
-/// What the kernel filter does with a packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Action {
-    /// Hand it to the kernel stack.
-    Pass = 0,
-    /// Drop it (DoS filtering).
-    Drop = 1,
-    /// Redirect it to the AF_XDP socket of its queue (the kernel stack if there is none).
-    Redirect = 2,
-    /// Transmit it out of the other side set with [`XdpFilter::set_forward_out`], without
-    /// user space (the kernel stack if none is set).
-    Forward = 3,
-}
+pub use crate::abi::Action;
 
 impl KernelRule {
     /// A rule matching a destination prefix, an IP protocol and a destination port range
@@ -124,12 +89,7 @@ impl KernelRule {
 
     /// What the filter does on a match.
     pub fn action(&self) -> Action {
-        match self.action {
-            0 => Action::Pass,
-            1 => Action::Drop,
-            3 => Action::Forward,
-            _ => Action::Redirect,
-        }
+        Action::from_index(self.action.into()).unwrap_or(Action::Redirect)
     }
 
     /// True when the rule matches every destination address.
@@ -316,19 +276,19 @@ impl XdpFilter {
                 .map_err(|e| map_error(WHAT, e))?;
         }
         let (mode, policy, active, per) = match spread {
-            TxSpread::One { slot } => (tx::ONE, 0, slot as u32, 0),
-            TxSpread::Xor(policy) => (tx::XOR, policy.id(), 0, 0),
-            TxSpread::Rr { packets_per_slave } => (tx::RR, 0, 0, packets_per_slave),
+            TxSpread::One { slot } => (TxMode::One as u32, 0, slot as u32, 0),
+            TxSpread::Xor(policy) => (TxMode::Xor as u32, policy.id(), 0, 0),
+            TxSpread::Rr { packets_per_slave } => (TxMode::Rr as u32, 0, 0, packets_per_slave),
         };
         for (setting, value) in [
-            (tx::MODE, mode),
-            (tx::POLICY, policy),
-            (tx::ACTIVE, active),
-            (tx::RR_PER, per),
-            (tx::USABLE, usable.len() as u32),
+            (TxSetting::Mode, mode),
+            (TxSetting::Policy, policy),
+            (TxSetting::Active, active),
+            (TxSetting::RrPer, per),
+            (TxSetting::Usable, usable.len() as u32),
         ] {
             maps.tx_bond
-                .set(setting, value, 0)
+                .set(setting as u32, value, 0)
                 .map_err(|e| map_error(WHAT, e))?;
         }
         Ok(())
@@ -366,7 +326,7 @@ impl XdpFilter {
 
     /// Slow protocol frames (LACP) passed to the kernel on an 802.3ad bond's member.
     pub fn lacp_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_LACP)
+        self.maps.lock_unpoisoned().read(Slot::Lacp.index())
     }
 
     /// ARP monitoring: counts ARP packets from `targets` (at most
@@ -395,34 +355,36 @@ impl XdpFilter {
 
     /// ARP packets from the monitored targets that arrived here (a sign of life).
     pub fn arp_alive_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_ARP_ALIVE)
+        self.maps.lock_unpoisoned().read(Slot::ArpAlive.index())
     }
 
     /// Packets to forward in XDP that found no usable member on the other side, dropped.
     pub fn no_member_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_NO_MEMBER)
+        self.maps.lock_unpoisoned().read(Slot::NoMember.index())
     }
 
     /// Packets that arrived while the interface was an inactive member, dropped.
     pub fn inactive_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_INACTIVE)
+        self.maps.lock_unpoisoned().read(Slot::Inactive.index())
     }
 
     /// Packets the filter could not classify, whatever it then did with them.
     pub fn unclassifiable_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_UNCLASSIFIABLE)
+        self.maps
+            .lock_unpoisoned()
+            .read(Slot::Unclassifiable.index())
     }
 
     /// IPv6 packets with extension headers, which the filter sends to user space undecided
     /// (their protocol and ports lie behind a chain it does not walk).
     pub fn undecided_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_UNDECIDED)
+        self.maps.lock_unpoisoned().read(Slot::Undecided.index())
     }
 
     /// Packets a `forward` rule would have sent on in XDP whose TCP or UDP checksum was partial:
     /// the filter sends them to user space, which finishes the checksum.
     pub fn partial_checksum_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(COUNTER_PARTIAL_CSUM)
+        self.maps.lock_unpoisoned().read(Slot::PartialCsum.index())
     }
 
     /// Packets and bytes per rule, in rule order, then the default action's as the last entry.
@@ -431,7 +393,7 @@ impl XdpFilter {
         let mut out = (0..maps.installed as u32)
             .map(|i| maps.read(i))
             .collect::<Result<Vec<_>>>()?;
-        out.push(maps.read(COUNTER_DEFAULT)?);
+        out.push(maps.read(Slot::Default.index())?);
         Ok(out)
     }
 }

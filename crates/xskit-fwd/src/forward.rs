@@ -16,11 +16,13 @@ use xskit_pipeline::{
 
 use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side, SidePort};
 use crate::chains;
+use crate::counter::PortCells;
+pub use crate::counter::UserPortCounts;
 use crate::error::{Error, Result};
 use crate::filter::{TxSpread, XdpFilter};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
-use crate::worker::{PortCells, TapPath, Worker, WorkerEnd, HOST_EVERY};
+use crate::worker::{TapPath, Worker, WorkerEnd, HOST_EVERY};
 use xskit_os::tap::TapFd;
 
 /// How to forward: `ForwardConfig::new(interfaces)` and the setters for the rest.
@@ -71,30 +73,6 @@ pub struct ForwardConfig {
 /// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
 /// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
 const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
-
-/// Checks CPUs to pin workers to: each must exist on the machine (counted online, not from
-/// this process's affinity) and be one this process may run on.
-fn check_cpus(cpus: &[usize]) -> Result<()> {
-    if cpus.is_empty() {
-        return Ok(());
-    }
-    let online = xskit_os::online_cpus();
-    if let Some(&cpu) = cpus.iter().find(|&&c| c >= online) {
-        return Err(Error::NoSuchCpu {
-            cpu,
-            last: online - 1,
-        });
-    }
-    let allowed = xskit_os::allowed_cpus().map_err(Error::Syscall)?;
-    if let Some(&cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
-        let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
-        return Err(Error::CpuNotAllowed {
-            cpu,
-            allowed: list.join(","),
-        });
-    }
-    Ok(())
-}
 
 /// How often a running forwarder checks that its interfaces and programs are still there.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
@@ -200,16 +178,10 @@ pub struct PortCount {
     pub interface: String,
     /// xdp-skb or xdp-drv.
     pub mode: String,
-    /// Packets that reached user space.
-    pub rx_packets: u64,
-    /// Their bytes.
-    pub rx_bytes: u64,
-    /// Packets transmitted.
-    pub tx_packets: u64,
-    /// Their bytes.
-    pub tx_bytes: u64,
-    /// Packets dropped because the tx ring was full.
-    pub tx_ring_full: u64,
+    /// What user space did with its packets: received, transmitted, to and from the
+    /// kernel, checksums, segments, copies, and its drops.
+    #[serde(flatten)]
+    pub user: UserPortCounts,
     /// Packets the XDP program dropped by rule.
     pub xdp_dropped: u64,
     /// Packets the XDP program passed to the kernel stack by rule.
@@ -228,33 +200,9 @@ pub struct PortCount {
     /// transmit: dropped by the kernel (on veth: the far end has neither GRO nor an XDP
     /// program). Derived from the device's counter, so other traffic on it can hide some.
     pub xdp_forward_undelivered: u64,
-    /// Packets handed to the kernel through the TAP device.
-    pub to_kernel: u64,
-    /// Packets for the kernel that were dropped (no TAP device, or it was full).
-    pub to_kernel_dropped: u64,
-    /// Packets from the TAP device sent out of this interface.
-    pub from_kernel: u64,
-    /// Packets sent with a partial checksum the kernel was asked to finish (transmit
-    /// metadata).
-    pub checksums_offloaded: u64,
-    /// Packets whose partial checksum xskit finished in user space.
-    pub checksums_completed: u64,
     /// Packets arriving here that the XDP filter could not classify (also counted under
     /// [`Counters::unclassifiable`] with what was done with them).
     pub unclassifiable: u64,
-    /// Packets larger than this interface's MTU (GSO/GRO super-packets) cut into segments.
-    pub segmented: u64,
-    /// The segments sent for them.
-    pub segments: u64,
-    /// Packets larger than the MTU that could not be cut (not TCP), dropped.
-    pub oversize_dropped: u64,
-    /// Packets dropped for want of free frames to build segments in.
-    pub no_frames_dropped: u64,
-    /// Packets whose bytes xskit copied in user space on their way in or out of this
-    /// interface: to or from the TAP device, flooded from the TAP device, cut into segments
-    /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding
-    /// only moves descriptors. (A capture's copies are the kernel's, counted by the capture.)
-    pub copies: u64,
     /// Whether the link can carry packets (up, with carrier; a bond: any member): while it
     /// cannot, what is sent to it waits in its tx rings, then is dropped as tx-ring-full.
     pub link_up: bool,
@@ -272,6 +220,23 @@ pub struct PortCount {
     /// The bond's state and its members' counts, when this side is a bond.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bond: Option<BondCount>,
+}
+
+impl PortCount {
+    /// Every way a packet of this port was dropped or lost, by the names the CLI shows:
+    /// the sockets' kernel counters, user space's drops, the unclassifiable, and what the
+    /// other side forwarded here in XDP that did not leave.
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        let mut drops = vec![
+            ("socket-rx-dropped", self.socket_rx_dropped),
+            ("rx-ring-full", self.socket_rx_ring_full),
+            ("fill-ring-empty", self.socket_fill_ring_empty),
+        ];
+        drops.extend(self.user.drops());
+        drops.push(("unclassifiable", self.unclassifiable));
+        drops.push(("xdp-forwarded-not-sent", self.xdp_forward_undelivered));
+        drops
+    }
 }
 
 /// Counters at one moment.
@@ -421,106 +386,6 @@ pub(crate) struct ReplyCounters {
     pub(crate) arp: Arc<AtomicU64>,
     pub(crate) echo: Arc<AtomicU64>,
     pub(crate) refused: Arc<AtomicU64>,
-}
-
-/// Checks what can be checked before anything is opened; returns the rules as the workers
-/// and the kernel filter will use them.
-fn check_config(config: &ForwardConfig) -> Result<RuleSet> {
-    let n = config.interfaces.len();
-    if n == 0 || n > 2 {
-        return Err(Error::InterfaceCount { count: n });
-    }
-    if n == 2 && config.interfaces[0] == config.interfaces[1] {
-        return Err(Error::SameInterface {
-            name: config.interfaces[0].clone(),
-        });
-    }
-    check_bonds(config)?;
-    if config.xdp_forward
-        && (n != 2 || config.reflect || config.respond.is_some() || config.tap.is_some())
-    {
-        return Err(Error::XdpForwardConflict);
-    }
-    let mut rules = config.rules.clone();
-    rules.set_forward_in_kernel(config.xdp_forward);
-    let forwards = rules.default_verdict() == Verdict::Forward
-        || rules
-            .rules()
-            .iter()
-            .any(|r| matches!(r.verdict(), Verdict::Forward | Verdict::RateLimit));
-    if n == 1 && !config.reflect && forwards {
-        return Err(Error::NowhereToForward {
-            iface: config.interfaces[0].clone(),
-        });
-    }
-    xskit_pipeline::check_vector_size(config.vector)?;
-    config.socket.validate()?;
-    check_cpus(&config.cpus)?;
-    Ok(rules)
-}
-
-/// Checks the bonds: each is used as a side, has 1 to 8 members, and its primary among
-/// them; no interface is in two places.
-fn check_bonds(config: &ForwardConfig) -> Result<()> {
-    if config.bonds.is_empty() {
-        return Ok(());
-    }
-    if config.xdp_forward
-        && config
-            .bonds
-            .iter()
-            .any(|b| b.mode == xskit_bond::BondMode::Broadcast)
-    {
-        return Err(Error::BondXdpForward);
-    }
-    let mut used: HashMap<String, String> = HashMap::new();
-    let mut claim = |name: &str, place: String| match used.get(name) {
-        Some(first) => Err(Error::InterfaceTwice {
-            name: name.to_string(),
-            first: first.clone(),
-            second: place,
-        }),
-        None => {
-            used.insert(name.to_string(), place);
-            Ok(())
-        }
-    };
-    for bond in &config.bonds {
-        claim(&bond.name, format!("the name of bond {}", bond.name))?;
-    }
-    for bond in &config.bonds {
-        if !config.interfaces.contains(&bond.name) {
-            return Err(Error::BondNotUsed {
-                name: bond.name.clone(),
-            });
-        }
-        let count = bond.members.len();
-        if count == 0 || count > xskit_bond::MAX_MEMBERS {
-            return Err(Error::Bond(xskit_bond::Error::MemberCount { count }));
-        }
-        if let Some(arp) = &bond.arp {
-            arp.validate().map_err(Error::Bond)?;
-        }
-        if matches!(bond.mode, xskit_bond::BondMode::Lacp { .. }) {
-            bond.lacp.validate().map_err(Error::Bond)?;
-        }
-        if let Some(primary) = bond.primary.as_ref().filter(|p| !bond.members.contains(p)) {
-            return Err(Error::PrimaryNotMember {
-                bond: bond.name.clone(),
-                primary: primary.clone(),
-                members: bond.members.join(","),
-            });
-        }
-        for m in &bond.members {
-            claim(m, format!("a member of bond {}", bond.name))?;
-        }
-    }
-    for name in &config.interfaces {
-        if !config.bonds.iter().any(|b| &b.name == name) {
-            claim(name, "a side of its own".into())?;
-        }
-    }
-    Ok(())
 }
 
 /// The interfaces, as the kernel describes them: every side's, a bond's members in order.
@@ -872,7 +737,8 @@ impl Forwarder {
     /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
     /// detaches everything.
     pub fn new(config: ForwardConfig) -> Result<Self> {
-        let mut rules = check_config(&config)?;
+        let mut rules =
+            crate::config_check::check_config(&config, &crate::config_check::CpuFacts::here()?)?;
         let mut warnings = Vec::new();
         let mut devices = Devices::open(&config)?;
         let promiscuous = if config.promiscuous {
@@ -1069,6 +935,12 @@ impl Forwarder {
         )
     }
 
+    /// What the filter's verdict and reason numbers mean for the rules as this forwarder
+    /// runs them (forwarding in XDP only where it does), for a capture's comments.
+    pub fn capture_reasons(&self) -> crate::reasons::Reasons {
+        crate::reasons::Reasons::new(&self.rules)
+    }
+
     /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
     /// rules without a TAP device).
     pub fn warnings(&self) -> &[String] {
@@ -1239,21 +1111,7 @@ impl Forwarder {
         };
         for w in &self.cells {
             for (p, (cells, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
-                count.rx_packets += cells.rx_packets.load(Ordering::Relaxed);
-                count.rx_bytes += cells.rx_bytes.load(Ordering::Relaxed);
-                count.tx_packets += cells.tx_packets.load(Ordering::Relaxed);
-                count.tx_bytes += cells.tx_bytes.load(Ordering::Relaxed);
-                count.tx_ring_full += cells.tx_ring_full.load(Ordering::Relaxed);
-                count.to_kernel += cells.to_kernel.load(Ordering::Relaxed);
-                count.to_kernel_dropped += cells.to_kernel_dropped.load(Ordering::Relaxed);
-                count.from_kernel += cells.from_kernel.load(Ordering::Relaxed);
-                count.checksums_offloaded += cells.csum_offloaded.load(Ordering::Relaxed);
-                count.checksums_completed += cells.csum_completed.load(Ordering::Relaxed);
-                count.segmented += cells.segmented.load(Ordering::Relaxed);
-                count.segments += cells.segments.load(Ordering::Relaxed);
-                count.oversize_dropped += cells.oversize_dropped.load(Ordering::Relaxed);
-                count.no_frames_dropped += cells.no_frames_dropped.load(Ordering::Relaxed);
-                count.copies += cells.copies.load(Ordering::Relaxed);
+                count.user += cells.load();
                 let first = self.sides[p].start;
                 for i in self.sides[p].clone() {
                     let s = read(strict, w.sockets[i].statistics())?;
@@ -1275,7 +1133,7 @@ impl Forwarder {
                     }
                     bond.tx_no_member += stats.tx_no_member;
                     bond.tx_no_frame += stats.tx_no_frame;
-                    count.copies += stats.copies;
+                    count.user.copies += stats.copies;
                 }
             }
             let counts = out
@@ -1377,9 +1235,10 @@ impl Forwarder {
         if out.ports.len() == 2 {
             for q in 0..2 {
                 let into_q = out.ports[1 - q].xdp_forwarded;
+                let user = out.ports[q].user;
                 let left_by_xdp = out.ports[q]
                     .device_tx_packets
-                    .saturating_sub(out.ports[q].tx_packets + out.ports[q].from_kernel);
+                    .saturating_sub(user.tx_packets + user.from_kernel);
                 out.ports[q].xdp_forward_undelivered = into_q.saturating_sub(left_by_xdp);
             }
         }

@@ -25,13 +25,16 @@
 
 #![deny(unsafe_code)]
 
+pub mod abi;
 mod bonded;
 mod chains;
+mod config_check;
 mod counter;
 mod error;
 pub mod filter;
 mod forward;
 mod plan;
+pub mod reasons;
 pub mod rules;
 mod stages;
 #[allow(unsafe_code)]
@@ -43,6 +46,10 @@ pub use error::{Error, Result};
 pub use forward::*;
 pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};
 
-include!(concat!(env!("OUT_DIR"), "/limits.rs"));
+pub use abi::MAX_RULES;
+
+// The filter's tables are sized for what the bond crate allows.
+const _: () = assert!(abi::MAX_MEMBERS == xskit_bond::MAX_MEMBERS);
+const _: () = assert!(abi::MAX_ARP_TARGETS == xskit_bond::MAX_ARP_TARGETS);
 #[cfg(test)]
 mod tests;

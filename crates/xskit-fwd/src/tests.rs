@@ -145,7 +145,7 @@ impl Bench {
     fn port(
         &self,
         p: usize,
-        f: fn(&crate::worker::PortCells) -> &std::sync::atomic::AtomicU64,
+        f: fn(&crate::counter::PortCells) -> &std::sync::atomic::AtomicU64,
     ) -> u64 {
         f(&self.cells.ports[p]).load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -3,7 +3,7 @@
 //! AF_XDP sockets and, in tests, on in-memory devices with virtual time.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use xskit_wire::offload::{L4Checksum, Sum};
 
 use crate::bonded::SidePort;
 use crate::chains::Chains;
-use crate::counter::bump;
+use crate::counter::{bump, PortCells};
 
 use std::os::fd::BorrowedFd;
 
@@ -60,38 +60,6 @@ impl Clock for MonotonicClock {
     fn now_ns(&self) -> u64 {
         xskit_os::monotonic_ns()
     }
-}
-
-/// Per-port counters of one worker, written by that worker only ([`bump`]).
-#[derive(Debug, Default)]
-pub(crate) struct PortCells {
-    pub(crate) rx_packets: AtomicU64,
-    pub(crate) rx_bytes: AtomicU64,
-    pub(crate) tx_packets: AtomicU64,
-    pub(crate) tx_bytes: AtomicU64,
-    /// Frames the tx ring had no room for.
-    pub(crate) tx_ring_full: AtomicU64,
-    /// Frames handed to the kernel through the TAP device.
-    pub(crate) to_kernel: AtomicU64,
-    /// Frames for the kernel that were dropped (no TAP device, or its queue was full).
-    pub(crate) to_kernel_dropped: AtomicU64,
-    /// Frames the kernel sent through the TAP device out of this port.
-    pub(crate) from_kernel: AtomicU64,
-    /// Transmitted frames whose partial checksum the kernel or device was asked to finish.
-    pub(crate) csum_offloaded: AtomicU64,
-    /// Frames whose partial checksum xskit finished itself.
-    pub(crate) csum_completed: AtomicU64,
-    /// Packets larger than the egress MTU that xskit cut into segments (TCP), and the
-    /// segments sent for them.
-    pub(crate) segmented: AtomicU64,
-    pub(crate) segments: AtomicU64,
-    /// Packets larger than the egress MTU that could not be cut (not TCP), dropped.
-    pub(crate) oversize_dropped: AtomicU64,
-    /// Packets dropped for want of free frames to build segments in.
-    pub(crate) no_frames_dropped: AtomicU64,
-    /// Packets whose bytes this worker copied: into or out of the TAP device, flooded onto
-    /// other ports, or cut into segments in fresh frames.
-    pub(crate) copies: AtomicU64,
 }
 
 /// The host link and what it has learnt: which port each MAC address is behind.
@@ -416,8 +384,8 @@ impl<P: SidePort> Worker<P> {
             bump(&cells.tx_bytes, bytes as u64);
             bump(&cells.tx_ring_full, (n - sent) as u64);
             if prepared.offloaded + prepared.completed > 0 {
-                bump(&cells.csum_offloaded, prepared.offloaded);
-                bump(&cells.csum_completed, prepared.completed);
+                bump(&cells.checksums_offloaded, prepared.offloaded);
+                bump(&cells.checksums_completed, prepared.completed);
             }
             if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
                 bump(&cells.segmented, prepared.segmented);
@@ -711,7 +679,7 @@ impl<P: SidePort> Worker<P> {
                     if let Some(c) = L4Checksum::locate(data, data.len()) {
                         if c.is_partial(data) {
                             c.complete(data);
-                            bump(&cells.csum_completed, 1);
+                            bump(&cells.checksums_completed, 1);
                         }
                     }
                     let data = &*data;

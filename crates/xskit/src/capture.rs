@@ -98,11 +98,49 @@ pub struct CapturedPacket<'a> {
     pub ifindex: u32,
     /// The receive queue it arrived on.
     pub queue: u32,
-    /// The XDP action the program returned (`XDP_DROP` 1, `XDP_PASS` 2, `XDP_TX` 3,
-    /// `XDP_REDIRECT` 4), where it says (the forwarder's filter does).
+    /// The XDP action the program returned, as the kernel numbers them ([`XdpAction`]),
+    /// where it says (the forwarder's filter does).
     pub verdict: Option<u32>,
     /// The reason the program gives: the forwarder's rule or counter index.
     pub why: Option<u32>,
+}
+
+impl CapturedPacket<'_> {
+    /// The program's verdict, if it gave one the kernel defines.
+    pub fn action(&self) -> Option<XdpAction> {
+        self.verdict.and_then(XdpAction::from_code)
+    }
+}
+
+/// What an XDP program returns, numbered as the kernel's `enum xdp_action` numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum XdpAction {
+    /// An error: dropped, with a tracepoint.
+    Aborted = 0,
+    /// Dropped.
+    Drop = 1,
+    /// Passed on to the kernel stack.
+    Pass = 2,
+    /// Sent back out of the interface it arrived on.
+    Tx = 3,
+    /// Redirected: to an AF_XDP socket, another interface, or a CPU.
+    Redirect = 4,
+}
+
+impl XdpAction {
+    /// The action numbered `code`, if the kernel defines one.
+    pub fn from_code(code: u32) -> Option<XdpAction> {
+        [
+            XdpAction::Aborted,
+            XdpAction::Drop,
+            XdpAction::Pass,
+            XdpAction::Tx,
+            XdpAction::Redirect,
+        ]
+        .into_iter()
+        .find(|a| *a as u32 == code)
+    }
 }
 
 /// A running capture; the hook is switched off (or the program of its own detached) on drop.

@@ -186,8 +186,8 @@ mod tests {
         );
         assert_eq!(btf.max_entries["rules"], crate::MAX_RULES, "rules map size");
         assert!(
-            btf.max_entries["counters"] > crate::MAX_RULES + 6,
-            "the counters map has a slot per rule, the default and the six special ones"
+            btf.max_entries["counters"] == crate::abi::COUNTERS,
+            "the counters map has a slot per rule and per abi::Slot"
         );
         assert_eq!(
             btf.max_entries["arp_targets"],

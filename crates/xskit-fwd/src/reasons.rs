@@ -1,0 +1,166 @@
+//! What the kernel filter's verdict and reason numbers mean, in words: the comment a capture
+//! of the forwarder (`xskit fwd --capture`) gives each packet, so that "why was this
+//! dropped?" has an answer in the file.
+
+use xskit::capture::XdpAction;
+
+use crate::abi::Slot;
+use crate::rules::{RuleSet, Verdict};
+
+/// The filter's rules in order, then its counter slots ([`Slot`]), as the forwarder runs them.
+#[derive(Clone, Debug)]
+pub struct Reasons {
+    /// Per rule: its name, its action, and whether the kernel matches it exactly (if not, it
+    /// sends the packets it might match to user space, which evaluates the list again).
+    rules: Vec<(String, &'static str, bool)>,
+    default: &'static str,
+    unclassifiable: &'static str,
+    /// Whether `forward` verdicts are carried out in XDP.
+    xdp_forward: bool,
+}
+
+impl Reasons {
+    /// The reasons of `rules`, with `forward` decided in XDP as
+    /// [`RuleSet::forward_in_kernel`] says (the forwarder sets it to what it runs).
+    pub fn new(rules: &RuleSet) -> Reasons {
+        Reasons {
+            rules: rules
+                .rules()
+                .iter()
+                .map(|r| (r.name.clone(), r.verdict().name(), r.matcher.kernel_exact()))
+                .collect(),
+            default: rules.default_verdict().name(),
+            unclassifiable: rules.unclassifiable_verdict().name(),
+            xdp_forward: rules.forward_in_kernel(),
+        }
+    }
+
+    /// The reason `why` as (its words, the action it stands for or "-", matched exactly).
+    fn reason(&self, why: u32) -> (String, &'static str, bool) {
+        if why < crate::MAX_RULES as u32 {
+            return match self.rules.get(why as usize) {
+                Some((name, action, exact)) => (format!("rule {name}"), *action, *exact),
+                None => (format!("rule #{why}"), "?", true),
+            };
+        }
+        match Slot::at(why) {
+            None => ("an unknown reason".to_string(), "-", true),
+            Some(Slot::Default) => (Slot::Default.describe().into(), self.default, true),
+            Some(Slot::Unclassifiable) => (
+                Slot::Unclassifiable.describe().into(),
+                self.unclassifiable,
+                true,
+            ),
+            Some(slot) => (slot.describe().into(), "-", true),
+        }
+    }
+
+    /// The comment for a packet the program gave `verdict` (an XDP action number) for
+    /// reason `why` (a rule's or a slot's counter index).
+    pub fn comment(&self, verdict: Option<u32>, why: Option<u32>) -> String {
+        let Some(why) = why else {
+            return "xskit fwd: no verdict recorded".to_string();
+        };
+        let (reason, action, exact) = self.reason(why);
+        let forward = Verdict::Forward.name();
+        let what = match verdict.map(|v| (v, XdpAction::from_code(v))) {
+            Some((_, Some(XdpAction::Drop))) => "dropped in XDP".to_string(),
+            Some((_, Some(XdpAction::Pass))) => "passed to the kernel stack".to_string(),
+            Some((_, Some(XdpAction::Tx))) => "sent back out (XDP_TX)".to_string(),
+            Some((_, Some(XdpAction::Redirect)))
+                if action == forward && self.xdp_forward && exact =>
+            {
+                "forwarded in XDP".to_string()
+            }
+            Some((_, Some(XdpAction::Redirect))) if !exact => {
+                "to user space, which evaluates the rules again (the kernel cannot match this \
+                 rule exactly)"
+                    .to_string()
+            }
+            Some((_, Some(XdpAction::Redirect))) => "to xskit fwd in user space".to_string(),
+            Some((other, _)) => format!("XDP action {other}"),
+            None => "?".to_string(),
+        };
+        if action == "-" {
+            format!("xskit fwd: {what}: {reason}")
+        } else {
+            format!("xskit fwd: {what}: {reason} ({action})")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reasons(xdp_forward: bool) -> Reasons {
+        let mut rules = RuleSet::from_toml(
+            r#"
+default = "forward"
+[[rule]]
+name = "no-dns"
+action = "drop"
+protocol = "udp"
+dst_port = 53
+[[rule]]
+name = "from-a"
+action = "pass"
+src = "198.51.100.1/32"
+"#,
+        )
+        .unwrap();
+        rules.set_forward_in_kernel(xdp_forward);
+        Reasons::new(&rules)
+    }
+
+    const DROP: Option<u32> = Some(XdpAction::Drop as u32);
+    const REDIRECT: Option<u32> = Some(XdpAction::Redirect as u32);
+
+    #[test]
+    fn comments_name_the_verdict_and_the_rule() {
+        let r = reasons(false);
+        assert_eq!(
+            r.comment(DROP, Some(0)),
+            "xskit fwd: dropped in XDP: rule no-dns (drop)"
+        );
+        assert_eq!(
+            r.comment(REDIRECT, Some(Slot::Default.index())),
+            "xskit fwd: to xskit fwd in user space: the default (forward)"
+        );
+        assert_eq!(
+            r.comment(DROP, Some(Slot::Unclassifiable.index())),
+            "xskit fwd: dropped in XDP: unclassifiable (drop)"
+        );
+        assert!(r
+            .comment(REDIRECT, Some(1))
+            .contains("the kernel cannot match this rule exactly"));
+        assert_eq!(r.comment(None, None), "xskit fwd: no verdict recorded");
+        assert_eq!(
+            r.comment(Some(9), Some(0)),
+            "xskit fwd: XDP action 9: rule no-dns (drop)"
+        );
+    }
+
+    #[test]
+    fn every_slot_has_words_and_an_unknown_index_says_so() {
+        let r = reasons(false);
+        for slot in Slot::ALL {
+            let comment = r.comment(DROP, Some(slot.index()));
+            assert!(comment.contains(slot.describe()), "{comment}");
+        }
+        let past = Slot::ALL.len() as u32 + crate::MAX_RULES as u32;
+        assert!(r.comment(DROP, Some(past)).contains("an unknown reason"));
+        assert!(r.comment(DROP, Some(7)).contains("rule #7"));
+    }
+
+    #[test]
+    fn forwarding_in_xdp_is_named_only_where_the_forwarder_does_it() {
+        let default = Some(Slot::Default.index());
+        assert!(reasons(true)
+            .comment(REDIRECT, default)
+            .contains("forwarded in XDP"));
+        assert!(reasons(false)
+            .comment(REDIRECT, default)
+            .contains("to xskit fwd in user space"));
+    }
+}
