@@ -387,6 +387,11 @@ impl XdpFilter {
         self.maps.lock_unpoisoned().read(Slot::PartialCsum.index())
     }
 
+    /// The counter of `slot` (the named counters above are these).
+    pub fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(slot.index())
+    }
+
     /// Packets and bytes per rule, in rule order, then the default action's as the last entry.
     pub fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
         let maps = self.maps.lock_unpoisoned();

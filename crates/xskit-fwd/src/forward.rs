@@ -14,12 +14,14 @@ use xskit_pipeline::{
     FramePool, Outputs, Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
 };
 
+use crate::abi::Slot;
 use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side, SidePort};
 use crate::chains;
 use crate::counter::PortCells;
 pub use crate::counter::UserPortCounts;
 use crate::error::{Error, Result};
 use crate::filter::{TxSpread, XdpFilter};
+use crate::report::{FilterSnapshot, WorkerSnapshot};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
 use crate::worker::{TapPath, Worker, WorkerEnd, HOST_EVERY};
@@ -73,6 +75,35 @@ pub struct ForwardConfig {
 /// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
 /// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
 const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
+
+/// A kernel counter read; without `strict` a failed read counts nothing (a device that
+/// vanished while the forwarder stops).
+fn lenient<T: Default, E: Into<Error>>(strict: bool, r: std::result::Result<T, E>) -> Result<T> {
+    match r {
+        Err(_) if !strict => Ok(T::default()),
+        other => other.map_err(Into::into),
+    }
+}
+
+/// What a worker had published, and its sockets' kernel counters.
+fn worker_snapshot(w: &WorkerCells, strict: bool) -> Result<WorkerSnapshot> {
+    Ok(WorkerSnapshot {
+        ports: w.ports.iter().map(PortCells::load).collect(),
+        sockets: w
+            .sockets
+            .iter()
+            .map(|s| lenient(strict, s.statistics()))
+            .collect::<Result<_>>()?,
+        bonds: w
+            .bonds
+            .iter()
+            .map(|b| b.as_ref().map(|b| b.lock_unpoisoned().clone()))
+            .collect(),
+        rules: w.rules.iter().map(RuleCells::load).collect(),
+        pool: *w.pool.lock_unpoisoned(),
+        frames: *w.frames.lock_unpoisoned(),
+    })
+}
 
 /// How often a running forwarder checks that its interfaces and programs are still there.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
@@ -1055,31 +1086,65 @@ impl Forwarder {
     }
 
     fn collect_counters(&self, strict: bool) -> Result<Counters> {
-        // Reads a kernel counter; without `strict`, a failed read counts nothing.
-        fn read<T: Default, E: Into<Error>>(
-            strict: bool,
-            r: std::result::Result<T, E>,
-        ) -> Result<T> {
-            match r {
-                Err(_) if !strict => Ok(T::default()),
-                other => other.map_err(Into::into),
-            }
-        }
+        let workers = self
+            .cells
+            .iter()
+            .map(|w| worker_snapshot(w, strict))
+            .collect::<Result<Vec<_>>>()?;
+        let filters = (0..self.filters.len())
+            .map(|i| self.filter_snapshot(i, strict))
+            .collect::<Result<Vec<_>>>()?;
+        let shape = crate::report::Shape {
+            rules: &self.rules,
+            sides: &self.sides,
+            umem_frames: self.total,
+            shared_free: self.shared.len(),
+        };
+        Ok(crate::report::counters(
+            self.blank_counters(),
+            &shape,
+            &workers,
+            &filters,
+        ))
+    }
+
+    /// What filter `i` and its device counted.
+    fn filter_snapshot(&self, i: usize, strict: bool) -> Result<FilterSnapshot> {
+        let filter = &self.filters[i];
+        let device_tx = lenient(
+            strict,
+            filter
+                .program()
+                .interface()
+                .link_info()
+                .map(|l| l.stats.tx_packets),
+        )?;
+        Ok(FilterSnapshot {
+            device_tx: device_tx.saturating_sub(self.device_tx_base[i]),
+            rules: lenient(strict, filter.rule_counters())?,
+            slots: Slot::ALL
+                .iter()
+                .map(|&slot| lenient(strict, filter.slot_counter(slot)))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// The counters' names, bond states, links and replies, every count at zero.
+    fn blank_counters(&self) -> Counters {
         let rules = self.rules.rules();
-        let default = rules.len();
-        let mut out = Counters {
+        let rule = |name: &str, action| RuleCount {
+            name: name.into(),
+            action,
+            ..RuleCount::default()
+        };
+        Counters {
             rules: rules
                 .iter()
-                .map(|r| RuleCount {
-                    name: r.name.clone(),
-                    action: r.verdict().name(),
-                    ..RuleCount::default()
-                })
-                .chain(std::iter::once(RuleCount {
-                    name: "default".into(),
-                    action: self.rules.default_verdict().name(),
-                    ..RuleCount::default()
-                }))
+                .map(|r| rule(&r.name, r.verdict().name()))
+                .chain(std::iter::once(rule(
+                    "default",
+                    self.rules.default_verdict().name(),
+                )))
                 .collect(),
             ports: self
                 .names
@@ -1098,151 +1163,13 @@ impl Forwarder {
                     ..PortCount::default()
                 })
                 .collect(),
-            unclassifiable: RuleCount {
-                name: "unclassifiable".into(),
-                action: self.rules.unclassifiable_verdict().name(),
-                ..RuleCount::default()
-            },
+            unclassifiable: rule("unclassifiable", self.rules.unclassifiable_verdict().name()),
             arp_replies: self.replies.arp.load(Ordering::Relaxed),
             echo_replies: self.replies.echo.load(Ordering::Relaxed),
             respond_refused: self.replies.refused.load(Ordering::Relaxed),
             pool: PoolStats::default(),
             frames: LiveFrames::default(),
-        };
-        for w in &self.cells {
-            for (p, (cells, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
-                count.user += cells.load();
-                let first = self.sides[p].start;
-                for i in self.sides[p].clone() {
-                    let s = read(strict, w.sockets[i].statistics())?;
-                    count.socket_rx_dropped += s.rx_dropped;
-                    count.socket_rx_ring_full += s.rx_ring_full;
-                    count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
-                    count.statistics += s;
-                    if let Some(bond) = count.bond.as_mut() {
-                        bond.members[i - first].socket_rx_dropped += s.rx_dropped;
-                    }
-                }
-                if let (Some(bond), Some(Some(stats))) = (count.bond.as_mut(), w.bonds.get(p)) {
-                    let stats = stats.lock_unpoisoned();
-                    for (m, s) in bond.members.iter_mut().zip(&stats.members) {
-                        m.rx_packets += s.rx_packets;
-                        m.tx_packets += s.tx_packets;
-                        m.tx_dropped += s.tx_dropped;
-                        m.rx_inactive += s.rx_inactive;
-                    }
-                    bond.tx_no_member += stats.tx_no_member;
-                    bond.tx_no_frame += stats.tx_no_frame;
-                    count.user.copies += stats.copies;
-                }
-            }
-            let counts = out
-                .rules
-                .iter_mut()
-                .chain(std::iter::once(&mut out.unclassifiable));
-            for (cells, count) in w.rules.iter().zip(counts) {
-                count.packets += cells.packets.load(Ordering::Relaxed);
-                count.bytes += cells.bytes.load(Ordering::Relaxed);
-                count.over_rate += cells.over_rate.load(Ordering::Relaxed);
-            }
-            out.pool += *w.pool.lock_unpoisoned();
-            let seen = *w.frames.lock_unpoisoned();
-            let in_rings = seen.rings.fill + seen.rings.rx + seen.rings.tx;
-            out.frames.pool += seen.cached as u64;
-            out.frames.fill += seen.rings.fill as u64;
-            out.frames.rx += seen.rings.rx as u64;
-            out.frames.tx += seen.rings.tx as u64;
-            out.frames.kernel_held += seen.in_kernel.saturating_sub(in_rings) as u64;
         }
-        out.frames.umem = self.total as u64;
-        out.frames.pool += self.shared.len() as u64;
-        for (i, filter) in self.filters.iter().enumerate() {
-            let side = self.side_of(i);
-            let now = read(
-                strict,
-                filter
-                    .program()
-                    .interface()
-                    .link_info()
-                    .map(|l| l.stats.tx_packets),
-            )?;
-            let sent = now.saturating_sub(self.device_tx_base[i]);
-            let port = &mut out.ports[side];
-            port.device_tx_packets += sent;
-            if let Some(bond) = port.bond.as_mut() {
-                bond.members[i - self.sides[side].start].device_tx_packets = sent;
-            }
-        }
-        let default_in_kernel = self.rules.default_decided_in_kernel();
-        let unclassifiable_in_kernel = self.rules.unclassifiable_decided_in_kernel();
-        for (i, program) in self.filters.iter().enumerate() {
-            let side = self.side_of(i);
-            let no_member = read(strict, program.no_member_counter())?.packets;
-            // Packets this side forwarded in XDP towards the other one that found none of its
-            // members up.
-            if self.sides.len() == 2 {
-                if let Some(bond) = out.ports[1 - side].bond.as_mut() {
-                    bond.tx_no_member += no_member;
-                }
-            }
-            let inactive = read(strict, program.inactive_counter())?.packets;
-            let arp_alive = read(strict, program.arp_alive_counter())?.packets;
-            let slow_frames = read(strict, program.lacp_counter())?.packets;
-            let port = &mut out.ports[side];
-            if let Some(bond) = port.bond.as_mut() {
-                let member = &mut bond.members[i - self.sides[side].start];
-                member.rx_inactive += inactive;
-                member.arp_alive = arp_alive;
-                if let Some(lacp) = member.lacp.as_mut() {
-                    lacp.slow_frames = slow_frames;
-                }
-            }
-            port.xdp_partial_checksums = read(strict, program.partial_checksum_counter())?.packets;
-            let u = read(strict, program.unclassifiable_counter())?;
-            port.unclassifiable += u.packets;
-            if unclassifiable_in_kernel {
-                let count = &mut out.unclassifiable;
-                count.packets += u.packets;
-                count.bytes += u.bytes;
-                count.in_kernel += u.packets;
-                match self.rules.unclassifiable_verdict() {
-                    Verdict::Drop => port.xdp_dropped += u.packets,
-                    Verdict::Forward => port.xdp_forwarded += u.packets,
-                    _ => port.xdp_passed += u.packets,
-                }
-            }
-            let kernel = read(strict, program.rule_counters())?;
-            for (i, k) in kernel.iter().enumerate() {
-                let (index, verdict, decided) = if i < default {
-                    (i, rules[i].verdict(), self.rules.decided_in_kernel(i))
-                } else {
-                    (default, self.rules.default_verdict(), default_in_kernel)
-                };
-                if !decided {
-                    continue;
-                }
-                let count = &mut out.rules[index];
-                count.packets += k.packets;
-                count.bytes += k.bytes;
-                count.in_kernel += k.packets;
-                match verdict {
-                    Verdict::Drop => port.xdp_dropped += k.packets,
-                    Verdict::Forward => port.xdp_forwarded += k.packets,
-                    _ => port.xdp_passed += k.packets,
-                }
-            }
-        }
-        if out.ports.len() == 2 {
-            for q in 0..2 {
-                let into_q = out.ports[1 - q].xdp_forwarded;
-                let user = out.ports[q].user;
-                let left_by_xdp = out.ports[q]
-                    .device_tx_packets
-                    .saturating_sub(user.tx_packets + user.from_kernel);
-                out.ports[q].xdp_forward_undelivered = into_q.saturating_sub(left_by_xdp);
-            }
-        }
-        Ok(out)
     }
 
     /// Waits up to `timeout` for the bonds' link changes and hands them to the workers (a

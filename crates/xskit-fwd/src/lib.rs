@@ -35,6 +35,7 @@ pub mod filter;
 mod forward;
 mod plan;
 pub mod reasons;
+mod report;
 pub mod rules;
 mod stages;
 #[allow(unsafe_code)]

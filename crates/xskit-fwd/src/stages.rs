@@ -20,6 +20,18 @@ pub(crate) struct RuleCells {
     pub(crate) over_rate: AtomicU64,
 }
 
+impl RuleCells {
+    /// What the cells hold now.
+    pub(crate) fn load(&self) -> crate::report::RuleTally {
+        let load = |c: &AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        crate::report::RuleTally {
+            packets: load(&self.packets),
+            bytes: load(&self.bytes),
+            over_rate: load(&self.over_rate),
+        }
+    }
+}
+
 /// Each port's MAC address, which a bond's failover may change while workers run
 /// (`fail_over_mac active`).
 #[derive(Debug)]

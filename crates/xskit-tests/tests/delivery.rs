@@ -77,7 +77,8 @@ fn modes_report_what_the_kernel_gave() {
                 port.mode()
                     .fallbacks
                     .iter()
-                    .any(|r| r.contains("zero-copy refused")),
+                    .any(|r| r.contains("zero-copy is not available on")
+                        && r.contains("using copy mode")),
                 "{:?}",
                 port.mode().fallbacks
             );

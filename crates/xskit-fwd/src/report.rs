@@ -1,0 +1,403 @@
+//! The forwarder's counters as one pure function of what was read: the workers' cells, the
+//! sockets' and devices' kernel counters and the filters' counters, snapshotted by the
+//! forwarder ([`crate::Forwarder::counters`]) and summed here without I/O, so that every
+//! attribution (a kernel rule's packets to its port and verdict, a bond member's share,
+//! what XDP forwarded that never left) is tested without root.
+
+use std::ops::Range;
+
+use xskit::Statistics;
+use xskit_bond::BondStats;
+use xskit_pipeline::PoolStats;
+
+use crate::abi::Slot;
+use crate::counter::UserPortCounts;
+use crate::filter::RuleCounter;
+use crate::forward::{Counters, PortCount, RuleCount};
+use crate::rules::{RuleSet, Verdict};
+use crate::worker::FramesSeen;
+
+/// One rule's user-space counts in one worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RuleTally {
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
+    pub(crate) over_rate: u64,
+}
+
+/// What one worker had published.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WorkerSnapshot {
+    /// Per side.
+    pub(crate) ports: Vec<UserPortCounts>,
+    /// Per socket, in filter order (a side's members in order, sides in order).
+    pub(crate) sockets: Vec<Statistics>,
+    /// Per side: a bond's member counters.
+    pub(crate) bonds: Vec<Option<BondStats>>,
+    /// Per rule, then the default, then the unclassifiable.
+    pub(crate) rules: Vec<RuleTally>,
+    pub(crate) pool: PoolStats,
+    pub(crate) frames: FramesSeen,
+}
+
+/// What one interface's filter and device had counted (a side's, or a bond member's).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FilterSnapshot {
+    /// Packets the device transmitted since the forwarder started.
+    pub(crate) device_tx: u64,
+    /// Per rule, then the default.
+    pub(crate) rules: Vec<RuleCounter>,
+    /// Per [`Slot`], in its order.
+    pub(crate) slots: Vec<RuleCounter>,
+}
+
+impl FilterSnapshot {
+    fn slot(&self, slot: Slot) -> RuleCounter {
+        self.slots.get(slot as usize).copied().unwrap_or_default()
+    }
+}
+
+/// The forwarder's shape: what the snapshots' indices mean.
+pub(crate) struct Shape<'a> {
+    /// The rules as the workers and filters run them.
+    pub(crate) rules: &'a RuleSet,
+    /// Which filters (and sockets) belong to each side.
+    pub(crate) sides: &'a [Range<usize>],
+    /// Frames in the UMEM.
+    pub(crate) umem_frames: usize,
+    /// Frames in the shared pool, outside every worker.
+    pub(crate) shared_free: usize,
+}
+
+impl Shape<'_> {
+    fn side_of(&self, filter: usize) -> usize {
+        self.sides
+            .iter()
+            .position(|r| r.contains(&filter))
+            .unwrap_or(0)
+    }
+}
+
+/// The counters: `blank` (names, bond states, links, replies, counts at zero) with every
+/// worker's and filter's counts added where they belong.
+pub(crate) fn counters(
+    mut blank: Counters,
+    shape: &Shape<'_>,
+    workers: &[WorkerSnapshot],
+    filters: &[FilterSnapshot],
+) -> Counters {
+    for w in workers {
+        add_worker(&mut blank, shape, w);
+    }
+    blank.frames.umem = shape.umem_frames as u64;
+    blank.frames.pool += shape.shared_free as u64;
+    for (i, f) in filters.iter().enumerate() {
+        add_filter(&mut blank, shape, i, f);
+    }
+    if blank.ports.len() == 2 {
+        for q in 0..2 {
+            let into_q = blank.ports[1 - q].xdp_forwarded;
+            let port = &mut blank.ports[q];
+            let left_by_xdp = port
+                .device_tx_packets
+                .saturating_sub(port.user.tx_packets + port.user.from_kernel);
+            port.xdp_forward_undelivered = into_q.saturating_sub(left_by_xdp);
+        }
+    }
+    blank
+}
+
+fn add_worker(out: &mut Counters, shape: &Shape<'_>, w: &WorkerSnapshot) {
+    for (p, (user, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
+        count.user += *user;
+        let first = shape.sides[p].start;
+        for i in shape.sides[p].clone() {
+            let s = w.sockets.get(i).copied().unwrap_or_default();
+            count.socket_rx_dropped += s.rx_dropped;
+            count.socket_rx_ring_full += s.rx_ring_full;
+            count.socket_fill_ring_empty += s.rx_fill_ring_empty_descs;
+            count.statistics += s;
+            if let Some(bond) = count.bond.as_mut() {
+                bond.members[i - first].socket_rx_dropped += s.rx_dropped;
+            }
+        }
+        if let (Some(bond), Some(Some(stats))) = (count.bond.as_mut(), w.bonds.get(p)) {
+            for (m, s) in bond.members.iter_mut().zip(&stats.members) {
+                m.rx_packets += s.rx_packets;
+                m.tx_packets += s.tx_packets;
+                m.tx_dropped += s.tx_dropped;
+                m.rx_inactive += s.rx_inactive;
+            }
+            bond.tx_no_member += stats.tx_no_member;
+            bond.tx_no_frame += stats.tx_no_frame;
+            count.user.copies += stats.copies;
+        }
+    }
+    let counts = out
+        .rules
+        .iter_mut()
+        .chain(std::iter::once(&mut out.unclassifiable));
+    for (tally, count) in w.rules.iter().zip(counts) {
+        count.packets += tally.packets;
+        count.bytes += tally.bytes;
+        count.over_rate += tally.over_rate;
+    }
+    out.pool += w.pool;
+    let seen = w.frames;
+    let in_rings = seen.rings.fill + seen.rings.rx + seen.rings.tx;
+    out.frames.pool += seen.cached as u64;
+    out.frames.fill += seen.rings.fill as u64;
+    out.frames.rx += seen.rings.rx as u64;
+    out.frames.tx += seen.rings.tx as u64;
+    out.frames.kernel_held += seen.in_kernel.saturating_sub(in_rings) as u64;
+}
+
+/// Adds what the kernel decided under `verdict` to the port's XDP counts.
+fn add_xdp_verdict(port: &mut PortCount, verdict: Verdict, packets: u64) {
+    match verdict {
+        Verdict::Drop => port.xdp_dropped += packets,
+        Verdict::Forward => port.xdp_forwarded += packets,
+        _ => port.xdp_passed += packets,
+    }
+}
+
+fn add_kernel_decision(count: &mut RuleCount, k: RuleCounter) {
+    count.packets += k.packets;
+    count.bytes += k.bytes;
+    count.in_kernel += k.packets;
+}
+
+fn add_filter(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapshot) {
+    let side = shape.side_of(i);
+    let member = i - shape.sides[side].start;
+    // What this side forwarded in XDP towards the other one that found none of its members up.
+    if shape.sides.len() == 2 {
+        if let Some(bond) = out.ports[1 - side].bond.as_mut() {
+            bond.tx_no_member += f.slot(Slot::NoMember).packets;
+        }
+    }
+    let port = &mut out.ports[side];
+    port.device_tx_packets += f.device_tx;
+    if let Some(bond) = port.bond.as_mut() {
+        let m = &mut bond.members[member];
+        m.device_tx_packets = f.device_tx;
+        m.rx_inactive += f.slot(Slot::Inactive).packets;
+        m.arp_alive = f.slot(Slot::ArpAlive).packets;
+        if let Some(lacp) = m.lacp.as_mut() {
+            lacp.slow_frames = f.slot(Slot::Lacp).packets;
+        }
+    }
+    port.xdp_partial_checksums += f.slot(Slot::PartialCsum).packets;
+    let rules = shape.rules;
+    let u = f.slot(Slot::Unclassifiable);
+    port.unclassifiable += u.packets;
+    if rules.unclassifiable_decided_in_kernel() {
+        add_kernel_decision(&mut out.unclassifiable, u);
+        add_xdp_verdict(port, rules.unclassifiable_verdict(), u.packets);
+    }
+    let default = rules.rules().len();
+    for (r, k) in f.rules.iter().enumerate() {
+        let (index, verdict, decided) = if r < default {
+            (r, rules.rules()[r].verdict(), rules.decided_in_kernel(r))
+        } else {
+            (
+                default,
+                rules.default_verdict(),
+                rules.default_decided_in_kernel(),
+            )
+        };
+        if decided {
+            add_kernel_decision(&mut out.rules[index], *k);
+            add_xdp_verdict(port, verdict, k.packets);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BondCount, MemberCount};
+
+    /// A kernel drop rule on UDP 53, a user-space rule on a source, the default forward.
+    fn rules(xdp_forward: bool) -> RuleSet {
+        let mut rules = RuleSet::from_toml(
+            r#"
+default = "forward"
+unclassifiable = "drop"
+[[rule]]
+name = "no-dns"
+action = "drop"
+protocol = "udp"
+dst_port = 53
+[[rule]]
+name = "from-a"
+action = "pass"
+src = "198.51.100.1/32"
+"#,
+        )
+        .unwrap();
+        rules.set_forward_in_kernel(xdp_forward);
+        rules
+    }
+
+    fn blank(rules: &RuleSet, ports: usize) -> Counters {
+        let rule = |name: &str| RuleCount {
+            name: name.into(),
+            ..RuleCount::default()
+        };
+        Counters {
+            rules: rules
+                .rules()
+                .iter()
+                .map(|r| rule(&r.name))
+                .chain([rule("default")])
+                .collect(),
+            unclassifiable: rule("unclassifiable"),
+            ports: vec![PortCount::default(); ports],
+            ..Counters::default()
+        }
+    }
+
+    fn kernel(rules: [u64; 3], slots: &[(Slot, u64)], device_tx: u64) -> FilterSnapshot {
+        let counter = |packets| RuleCounter {
+            packets,
+            bytes: packets * 100,
+        };
+        let mut f = FilterSnapshot {
+            device_tx,
+            rules: rules.iter().map(|&p| counter(p)).collect(),
+            slots: vec![RuleCounter::default(); Slot::ALL.len()],
+        };
+        for &(slot, n) in slots {
+            f.slots[slot as usize] = counter(n);
+        }
+        f
+    }
+
+    fn worker(sides: usize, sockets: usize) -> WorkerSnapshot {
+        WorkerSnapshot {
+            ports: vec![UserPortCounts::default(); sides],
+            sockets: vec![Statistics::default(); sockets],
+            bonds: vec![None; sides],
+            rules: vec![RuleTally::default(); 4],
+            ..WorkerSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn kernel_decisions_count_on_their_rule_and_their_port() {
+        let rules = rules(true);
+        let sides = [0..1, 1..2];
+        let shape = Shape {
+            rules: &rules,
+            sides: &sides,
+            umem_frames: 4096,
+            shared_free: 10,
+        };
+        let mut w = worker(2, 2);
+        w.ports[0].rx_packets = 7;
+        w.rules[1].packets = 7; // from-a, decided in user space
+        w.rules[3].packets = 2; // unclassifiable in user space (arrived undecided)
+        w.sockets[1].rx_dropped = 4;
+        let filters = [
+            kernel([50, 0, 900], &[(Slot::Unclassifiable, 3)], 0),
+            kernel([0, 0, 0], &[], 880),
+        ];
+        let c = counters(blank(&rules, 2), &shape, &[w], &filters);
+        assert_eq!((c.rules[0].packets, c.rules[0].in_kernel), (50, 50));
+        assert_eq!(c.rules[0].bytes, 5000);
+        assert_eq!((c.rules[1].packets, c.rules[1].in_kernel), (7, 0));
+        assert_eq!((c.rules[2].packets, c.rules[2].in_kernel), (900, 900));
+        assert_eq!(
+            (c.unclassifiable.packets, c.unclassifiable.in_kernel),
+            (5, 3)
+        );
+        let a = &c.ports[0];
+        assert_eq!(
+            (a.xdp_dropped, a.xdp_forwarded, a.unclassifiable),
+            (53, 900, 3)
+        );
+        assert_eq!(c.ports[1].socket_rx_dropped, 4);
+        // 900 forwarded towards b in XDP, 880 left b's device, nothing from user space.
+        assert_eq!(c.ports[1].xdp_forward_undelivered, 20);
+        assert_eq!(c.frames.umem, 4096);
+        assert_eq!(c.frames.pool, 10);
+    }
+
+    #[test]
+    fn what_user_space_decides_is_not_counted_twice() {
+        // Forward in user space: the kernel redirects the default's packets up, and its count
+        // of them is not a decision.
+        let rules = rules(false);
+        let sides = [0..1, 1..2];
+        let shape = Shape {
+            rules: &rules,
+            sides: &sides,
+            umem_frames: 64,
+            shared_free: 0,
+        };
+        let mut w = worker(2, 2);
+        w.rules[2].packets = 900;
+        let filters = [kernel([0, 0, 900], &[], 0), kernel([0, 0, 0], &[], 900)];
+        let c = counters(blank(&rules, 2), &shape, &[w.clone(), w], &filters);
+        assert_eq!((c.rules[2].packets, c.rules[2].in_kernel), (1800, 0));
+        assert_eq!(c.ports[0].xdp_forwarded, 0);
+        assert_eq!(c.ports[1].xdp_forward_undelivered, 0);
+    }
+
+    #[test]
+    fn a_bond_sides_members_get_their_own_and_the_other_sides_no_member_drops() {
+        let rules = rules(true);
+        let sides = [0..2, 2..3];
+        let shape = Shape {
+            rules: &rules,
+            sides: &sides,
+            umem_frames: 64,
+            shared_free: 0,
+        };
+        let mut blank = blank(&rules, 2);
+        blank.ports[0].bond = Some(BondCount {
+            members: vec![MemberCount::default(); 2],
+            ..BondCount::default()
+        });
+        let mut w = worker(2, 3);
+        w.sockets[1].rx_dropped = 6;
+        w.bonds[0] = Some(BondStats {
+            members: vec![Default::default(); 2],
+            copies: 9,
+            ..BondStats::default()
+        });
+        let filters = [
+            kernel(
+                [0, 0, 0],
+                &[(Slot::Inactive, 5), (Slot::PartialCsum, 1)],
+                100,
+            ),
+            kernel(
+                [0, 0, 0],
+                &[(Slot::ArpAlive, 3), (Slot::PartialCsum, 2)],
+                200,
+            ),
+            kernel([0, 0, 0], &[(Slot::NoMember, 8)], 0),
+        ];
+        let c = counters(blank, &shape, &[w], &filters);
+        let bond = c.ports[0].bond.as_ref().unwrap();
+        assert_eq!(bond.members[0].rx_inactive, 5);
+        assert_eq!(bond.members[1].arp_alive, 3);
+        assert_eq!(bond.members[1].socket_rx_dropped, 6);
+        assert_eq!(
+            (
+                bond.members[0].device_tx_packets,
+                bond.members[1].device_tx_packets
+            ),
+            (100, 200)
+        );
+        assert_eq!(
+            bond.tx_no_member, 8,
+            "c's filter found no member of the bond up"
+        );
+        assert_eq!(c.ports[0].device_tx_packets, 300);
+        assert_eq!(c.ports[0].xdp_partial_checksums, 3, "both members' filters");
+        assert_eq!(c.ports[0].user.copies, 9);
+    }
+}
