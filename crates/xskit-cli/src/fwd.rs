@@ -650,8 +650,64 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         explain(&rules);
         return Ok(0);
     }
+    let config = forward_config(args, rules)?;
+    let stop = stop_flag()?;
+    let live = args.run.live("fwd")?;
+    let forwarder = Forwarder::new(config).map_err(|e| {
+        let flags = flags_for(&e);
+        anyhow::Error::new(e).context(format!(
+            "setting up forwarding on {}{flags}",
+            args.interfaces.join(" and ")
+        ))
+    })?;
+    live.announce(&header(args, &forwarder));
+    announce_setup(args, &forwarder);
+    let capture = start_capture(args, &forwarder)?;
+    if let Some(d) = duration {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
+    let warnings = forwarder.warnings().to_vec();
+    let report = forward(args, forwarder, &stop, interval, &live)?;
+    let captured = capture
+        .map(crate::fwd_capture::FwdCapture::finish)
+        .transpose()?;
+    if let (Some(c), Some(path)) = (captured, &args.capture) {
+        note!(
+            "xskit fwd: {} packets captured to {}, {} skipped by the --capture-rate cap, {} lost \
+             (the perf buffer was full)",
+            thousands(c.captured),
+            path.display(),
+            thousands(c.skipped),
+            thousands(c.lost)
+        );
+    }
+    if args.run.json_output() {
+        crate::opts::print_json(
+            "fwd",
+            &FwdJson {
+                interfaces: &args.interfaces,
+                modes,
+                promiscuous,
+                warnings: &warnings,
+                report: &report,
+                capture: captured,
+            },
+        )?;
+    } else {
+        print_report(&report);
+    }
+    Ok(exit_status(args, &report))
+}
+
+/// The forwarder's configuration from the command line.
+fn forward_config(args: &FwdArgs, rules: RuleSet) -> Result<ForwardConfig> {
     crate::opts::check_ring_size(args.ring_size, "vector size (--vector)", args.vector)?;
-    let config = ForwardConfig::default()
+    Ok(ForwardConfig::default()
         .interfaces(args.interfaces.clone())
         .mode(args.mode.into())
         .queues(args.queues)
@@ -676,23 +732,15 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             ChecksumArg::Offload => ChecksumMode::Offload,
             ChecksumArg::Software => ChecksumMode::Software,
         })
-        .bonds(bond_configs(args)?);
-    let stop = stop_flag()?;
-    let live = args.run.live("fwd")?;
-    let forwarder = Forwarder::new(config).map_err(|e| {
-        let flags = flags_for(&e);
-        anyhow::Error::new(e).context(format!(
-            "setting up forwarding on {}{flags}",
-            args.interfaces.join(" and ")
-        ))
-    })?;
-    let (modes, warnings) = (forwarder.modes(), forwarder.warnings().to_vec());
-    let reasons = forwarder.capture_reasons();
-    let promiscuous = forwarder.promiscuous();
-    let header = format!(
+        .bonds(bond_configs(args)?))
+}
+
+/// The line that says the forwarder runs, and how.
+fn header(args: &FwdArgs, forwarder: &Forwarder) -> String {
+    format!(
         "xskit fwd: {} ({}, {}){}{}{}{}; Ctrl-C stops",
         args.interfaces.join(" <-> "),
-        modes.join(", "),
+        forwarder.modes().join(", "),
         if forwarder.zero_copy() {
             "zero-copy"
         } else {
@@ -711,8 +759,11 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             .as_ref()
             .map(|t| format!(", kernel path via {t}"))
             .unwrap_or_default(),
-    );
-    live.announce(&header);
+    )
+}
+
+/// The bonds, the notes and the promiscuous interfaces, on stderr.
+fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {
     for (name, members) in &args.bonds {
         note!(
             "xskit fwd: bond {name}: {} over {}",
@@ -720,9 +771,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             members.join(", ")
         );
     }
-    for w in &warnings {
+    for w in forwarder.warnings() {
         note!("xskit fwd: note: {w}");
     }
+    let promiscuous = forwarder.promiscuous();
     if !promiscuous.is_empty() {
         note!(
             "xskit fwd: {} promiscuous while forwarding (--no-promisc leaves the MAC filters \
@@ -730,46 +782,54 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             promiscuous.join(", ")
         );
     }
-    let capture = match &args.capture {
-        Some(path) => {
-            // The programs run on the interfaces, and on a bond's members.
-            let interfaces: Vec<String> = args
-                .interfaces
-                .iter()
-                .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
-                    Some((_, members)) => members.clone(),
-                    None => vec![i.clone()],
-                })
-                .collect();
-            let c = crate::fwd_capture::FwdCapture::start(
-                path,
-                interfaces,
-                reasons,
-                args.capture_rate,
-            )?;
-            note!(
-                "xskit fwd: capturing to {} (at most {} packets a second)",
-                path.display(),
-                args.capture_rate
-            );
-            Some(c)
-        }
-        None => None,
+}
+
+/// With --capture: the capture thread, on every interface a program runs on.
+fn start_capture(
+    args: &FwdArgs,
+    forwarder: &Forwarder,
+) -> Result<Option<crate::fwd_capture::FwdCapture>> {
+    let Some(path) = &args.capture else {
+        return Ok(None);
     };
-    if let Some(d) = duration {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(d);
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
+    // The programs run on the interfaces, and on a bond's members.
+    let interfaces: Vec<String> = args
+        .interfaces
+        .iter()
+        .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
+            Some((_, members)) => members.clone(),
+            None => vec![i.clone()],
+        })
+        .collect();
+    let capture = crate::fwd_capture::FwdCapture::start(
+        path,
+        interfaces,
+        forwarder.capture_reasons(),
+        args.capture_rate,
+    )?;
+    note!(
+        "xskit fwd: capturing to {} (at most {} packets a second)",
+        path.display(),
+        args.capture_rate
+    );
+    Ok(Some(capture))
+}
+
+/// Runs the forwarder until `stop`, publishing and printing its counters each interval.
+fn forward(
+    args: &FwdArgs,
+    forwarder: Forwarder,
+    stop: &std::sync::atomic::AtomicBool,
+    interval: std::time::Duration,
+    live: &crate::opts::Live,
+) -> Result<Report> {
     let start = Instant::now();
     let mut last = Counters::default();
     let mut last_at = Instant::now();
     let json = args.run.json_output();
     let mut state = crate::state::StateFile::new();
     let report = forwarder
-        .run(&stop, interval, |c| {
+        .run(stop, interval, |c| {
             state.write(c);
             live.tick(c);
             note_link_changes(c, &last);
@@ -788,101 +848,89 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             last_at = Instant::now();
         })
         .context("forwarding")?;
-    let captured = capture
-        .map(crate::fwd_capture::FwdCapture::finish)
-        .transpose()?;
-    if let (Some(c), Some(path)) = (captured, &args.capture) {
-        note!(
-            "xskit fwd: {} packets captured to {}, {} skipped by the --capture-rate cap, {} lost \
-             (the perf buffer was full)",
-            thousands(c.captured),
-            path.display(),
-            thousands(c.skipped),
-            thousands(c.lost)
-        );
+    Ok(report)
+}
+
+/// The summary at the end, as text.
+fn print_report(report: &Report) {
+    out!(
+        "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {} + held by the kernel {}{}",
+        report.duration_s,
+        report.frames.total,
+        report.frames.pool,
+        report.frames.fill,
+        report.frames.rx,
+        report.frames.tx,
+        report.frames.kernel_held,
+        if report.frames.unaccounted == 0 {
+            String::new()
+        } else {
+            format!(" ({} unaccounted)", report.frames.unaccounted)
+        }
+    );
+    for p in &report.counters.ports {
+        print_port(p);
     }
-    if json {
-        crate::opts::print_json(
-            "fwd",
-            &FwdJson {
-                interfaces: &args.interfaces,
-                modes,
-                promiscuous,
-                warnings: &warnings,
-                report: &report,
-                capture: captured,
-            },
-        )?;
-    } else {
+    let c = &report.counters;
+    for r in c.rules.iter().chain(std::iter::once(&c.unclassifiable)) {
         out!(
-            "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {} + held by the kernel {}{}",
-            report.duration_s,
-            report.frames.total,
-            report.frames.pool,
-            report.frames.fill,
-            report.frames.rx,
-            report.frames.tx,
-            report.frames.kernel_held,
-            if report.frames.unaccounted == 0 {
-                String::new()
-            } else {
-                format!(" ({} unaccounted)", report.frames.unaccounted)
-            }
+            "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}  over rate {}",
+            r.name,
+            r.action,
+            thousands(r.packets),
+            thousands(r.bytes),
+            thousands(r.in_kernel),
+            thousands(r.over_rate)
         );
-        for p in &report.counters.ports {
-            out!(
-                "  {:<12} rx {}  tx {}  xdp-fwd {}  xdp-drop {}  xdp-pass {}  to-kernel {}  from-kernel {}",
-                p.interface,
-                thousands(p.user.rx_packets),
-                thousands(p.user.tx_packets),
-                thousands(p.xdp_forwarded),
-                thousands(p.xdp_dropped),
-                thousands(p.xdp_passed),
-                thousands(p.user.to_kernel),
-                thousands(p.user.from_kernel)
-            );
-            out!(
-                "  {:<12} dropped: {}  checksums finished {}  super-packets segmented {} (into {})  copies {}",
-                "",
-                drops(p),
-                thousands(p.user.checksums_offloaded + p.user.checksums_completed),
-                thousands(p.user.segmented),
-                thousands(p.user.segments),
-                thousands(p.user.copies)
-            );
-            if let Some(b) = &p.bond {
-                for m in &b.members {
-                    out!("  {:<12} {}", "", member_line(m, None, 1.0));
-                    if let Some(l) = &m.lacp {
-                        out!("  {:<12}   {}", "", lacp_line(l));
-                    }
-                }
-                if let Some(line) = bond_line(b) {
-                    out!("  {:<12} {line}", "");
-                }
-            }
-        }
-        let c = &report.counters;
-        for r in c.rules.iter().chain(std::iter::once(&c.unclassifiable)) {
-            out!(
-                "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}  over rate {}",
-                r.name,
-                r.action,
-                thousands(r.packets),
-                thousands(r.bytes),
-                thousands(r.in_kernel),
-                thousands(r.over_rate)
-            );
-        }
     }
-    if !json && answered_any(&report.counters) {
+    if answered_any(c) {
         out!(
             "  answered ARP {}  echo {}  refused {}",
-            thousands(report.counters.arp_replies),
-            thousands(report.counters.echo_replies),
-            thousands(report.counters.respond_refused)
+            thousands(c.arp_replies),
+            thousands(c.echo_replies),
+            thousands(c.respond_refused)
         );
     }
+}
+
+/// One interface's lines of the summary, and its bond's members'.
+fn print_port(p: &PortCount) {
+    out!(
+        "  {:<12} rx {}  tx {}  xdp-fwd {}  xdp-drop {}  xdp-pass {}  to-kernel {}  from-kernel {}",
+        p.interface,
+        thousands(p.user.rx_packets),
+        thousands(p.user.tx_packets),
+        thousands(p.xdp_forwarded),
+        thousands(p.xdp_dropped),
+        thousands(p.xdp_passed),
+        thousands(p.user.to_kernel),
+        thousands(p.user.from_kernel)
+    );
+    out!(
+        "  {:<12} dropped: {}  checksums finished {}  super-packets segmented {} (into {})  copies {}",
+        "",
+        drops(p),
+        thousands(p.user.checksums_offloaded + p.user.checksums_completed),
+        thousands(p.user.segmented),
+        thousands(p.user.segments),
+        thousands(p.user.copies)
+    );
+    if let Some(b) = &p.bond {
+        for m in &b.members {
+            out!("  {:<12} {}", "", member_line(m, None, 1.0));
+            if let Some(l) = &m.lacp {
+                out!("  {:<12}   {}", "", lacp_line(l));
+            }
+        }
+        if let Some(line) = bond_line(b) {
+            out!("  {:<12} {line}", "");
+        }
+    }
+}
+
+/// The exit status, after saying on stderr what went wrong: 1 for a fault, or for frames
+/// unaccounted under --check.
+fn exit_status(args: &FwdArgs, report: &Report) -> i32 {
     for p in &report.counters.ports {
         if p.xdp_forward_undelivered > 0 {
             note!(
@@ -895,7 +943,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     }
     if let Some(fault) = &report.fault {
         note!("xskit fwd: stopped early: {fault}");
-        return Ok(1);
+        return 1;
     }
     if report.frames.unaccounted != 0 {
         note!(
@@ -903,8 +951,8 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             report.frames.unaccounted
         );
         if args.check {
-            return Ok(1);
+            return 1;
         }
     }
-    Ok(0)
+    0
 }

@@ -105,6 +105,71 @@ fn worker_snapshot(w: &WorkerCells, strict: bool) -> Result<WorkerSnapshot> {
     })
 }
 
+/// Each side's bond and its controller; ARP monitoring's targets are set in the members'
+/// filters first, since they count the targets' answers from the first probe on.
+fn bond_runtimes(
+    devices: &Devices,
+    filters: &[XdpFilter],
+    respond: Option<std::net::Ipv4Addr>,
+) -> Result<Vec<Option<(BondConfig, BondRuntime)>>> {
+    for (bond, range) in devices.bonds.iter().zip(&devices.sides) {
+        if let Some(arp) = bond.as_ref().and_then(|b| b.arp.as_ref()) {
+            for filter in &filters[range.clone()] {
+                filter.set_arp_targets(&arp.targets)?;
+            }
+        }
+    }
+    devices
+        .bonds
+        .iter()
+        .zip(&devices.sides)
+        .map(|(bond, range)| {
+            bond.as_ref()
+                .map(|b| {
+                    let members = &devices.ifaces[range.clone()];
+                    Ok((b.clone(), BondRuntime::new(b, members, respond)?))
+                })
+                .transpose()
+        })
+        .collect()
+}
+
+/// Where a bond publishes its members' counters.
+type BondStatsCell = Arc<Mutex<xskit_bond::BondStats>>;
+
+/// Queue `q`'s sockets, one per interface, gathered into sides: a plain interface's port, or
+/// a bond port of its members' (with where it publishes its counters).
+fn queue_sides(
+    q: u32,
+    devices: &Devices,
+    filters: &[XdpFilter],
+    bonds: &[Option<(BondConfig, BondRuntime)>],
+    umem: &Umem,
+    socket_config: &SocketConfig,
+) -> Result<(Vec<Side>, Vec<Option<BondStatsCell>>)> {
+    let mut ports = Vec::with_capacity(devices.sides.len());
+    let mut bond_stats = Vec::with_capacity(devices.sides.len());
+    for (range, bond) in devices.sides.iter().zip(bonds) {
+        let members = filters[range.clone()]
+            .iter()
+            .map(|f| XskPort::open(umem, Arc::clone(f.program()), q, socket_config))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        match bond {
+            Some((config, runtime)) => {
+                let (port, stats) = Side::bond(members, config, runtime)?;
+                ports.push(port);
+                bond_stats.push(Some(stats));
+            }
+            // A side that is no bond has exactly one interface.
+            None => {
+                ports.extend(members.into_iter().map(Side::One));
+                bond_stats.push(None);
+            }
+        }
+    }
+    Ok((ports, bond_stats))
+}
+
 /// How often a running forwarder checks that its interfaces and programs are still there.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -434,6 +499,15 @@ struct Devices {
 }
 
 impl Devices {
+    /// Every interface promiscuous while the returned guards live.
+    fn hold_promiscuous(&self) -> Result<Vec<xskit::Promiscuous>> {
+        Ok(self
+            .ifaces
+            .iter()
+            .map(Interface::promiscuous)
+            .collect::<std::result::Result<Vec<_>, _>>()?)
+    }
+
     /// Looks the interfaces up (the queues to serve are decided once the programs are
     /// attached: [`Devices::serve_queues`]).
     fn open(config: &ForwardConfig) -> Result<Self> {
@@ -773,11 +847,7 @@ impl Forwarder {
         let mut warnings = Vec::new();
         let mut devices = Devices::open(&config)?;
         let promiscuous = if config.promiscuous {
-            devices
-                .ifaces
-                .iter()
-                .map(Interface::promiscuous)
-                .collect::<Result<Vec<_>, _>>()?
+            devices.hold_promiscuous()?
         } else {
             Vec::new()
         };
@@ -816,55 +886,10 @@ impl Forwarder {
         plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
         let mut workers = Vec::with_capacity(queues as usize);
         let mut cells = Vec::with_capacity(queues as usize);
-        // ARP monitoring counts its targets' answers in the members' filters: set them up
-        // before the first probes leave.
-        for (bond, range) in devices.bonds.iter().zip(&devices.sides) {
-            if let Some(arp) = bond.as_ref().and_then(|b| b.arp.as_ref()) {
-                for filter in &filters[range.clone()] {
-                    filter.set_arp_targets(&arp.targets)?;
-                }
-            }
-        }
-        let bonds = devices
-            .bonds
-            .iter()
-            .zip(&devices.sides)
-            .map(|(bond, range)| {
-                bond.as_ref()
-                    .map(|b| {
-                        let members = &devices.ifaces[range.clone()];
-                        let runtime = BondRuntime::new(b, members, config.respond)?;
-                        Ok((b.clone(), runtime))
-                    })
-                    .transpose()
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let bonds = bond_runtimes(&devices, &filters, config.respond)?;
         for q in 0..queues {
-            let mut ports = Vec::with_capacity(devices.sides.len());
-            let mut bond_stats = Vec::with_capacity(devices.sides.len());
-            for (range, bond) in devices.sides.iter().zip(&bonds) {
-                let mut members = Vec::with_capacity(range.len());
-                for filter in &filters[range.clone()] {
-                    members.push(XskPort::open(
-                        &umem,
-                        Arc::clone(filter.program()),
-                        q,
-                        &socket_config,
-                    )?);
-                }
-                match bond {
-                    Some((config, runtime)) => {
-                        let (port, stats) = Side::bond(members, config, runtime)?;
-                        ports.push(port);
-                        bond_stats.push(Some(stats));
-                    }
-                    // A side that is no bond has exactly one interface.
-                    None => {
-                        ports.extend(members.into_iter().map(Side::One));
-                        bond_stats.push(None);
-                    }
-                }
-            }
+            let (mut ports, bond_stats) =
+                queue_sides(q, &devices, &filters, &bonds, &umem, &socket_config)?;
             let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
             let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
             let (mut worker, mut cell) = plan.worker(q as usize, q, &umem, ports, pool)?;
@@ -1225,8 +1250,7 @@ impl Forwarder {
         );
         let workers = std::mem::take(&mut self.workers);
         let count = workers.len();
-        let mut tick_error = None;
-        let mut lost = None;
+        let mut watched = (None, None);
         let ends: Vec<std::thread::Result<Result<WorkerEnd>>> = std::thread::scope(|s| {
             let handles: Vec<_> = workers
                 .into_iter()
@@ -1235,90 +1259,28 @@ impl Forwarder {
                     s.spawn(move || w.run(worker_stop, drain, failed))
                 })
                 .collect();
-            let mut next_tick = start + interval;
-            let mut next_watch = start + WATCH_EVERY;
-            while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
-                // A bond's carrier changes are acted on as the kernel announces them: the
-                // wait is on their netlink socket, not a sleep.
-                if let Err(e) = self.watch_bonds(Duration::from_millis(10)) {
-                    tick_error = Some(e);
-                    break;
-                }
-                let now = Instant::now();
-                if now >= next_watch {
-                    // A device deleted or moved, or our program detached from outside: the
-                    // workers may see nothing wrong (an idle socket), so look.
-                    lost = self.lost();
-                    if lost.is_some() {
-                        break;
-                    }
-                    self.watch_links();
-                    next_watch = now + WATCH_EVERY;
-                }
-                if now >= next_tick {
-                    match self.counters() {
-                        Ok(c) => on_tick(&c),
-                        Err(e) => {
-                            tick_error = Some(e);
-                            break;
-                        }
-                    }
-                    next_tick += interval;
-                }
-            }
+            watched = self.supervise(stop, &failed, start, interval, &mut on_tick);
             worker_stop.store(true, Ordering::Relaxed);
-            // No more redirects: what arrives from now on goes to the kernel stack, so the
-            // rings settle and the workers can account for every frame.
-            for filter in &self.filters {
-                for q in 0..self.queues {
-                    let _ = filter.program().unregister(q);
-                }
-            }
+            self.stop_redirecting();
             std::thread::sleep(Duration::from_millis(5));
             drain.store(true, Ordering::Relaxed);
             handles.into_iter().map(|h| h.join()).collect()
         });
+        let (tick_error, mut lost) = watched;
         // A worker's error after a device vanished says less than what vanished.
         if lost.is_none() && failed.load(Ordering::Relaxed) {
             lost = self.lost();
         }
         let seconds = start.elapsed().as_secs_f64();
-        let mut frames = FrameReport {
-            total: self.total as u64,
-            ..FrameReport::default()
-        };
-        let mut first_error = tick_error;
-        let mut worker_error = None;
-        let mut ledger_disagrees = 0i64;
+        let mut worker_ends = Vec::with_capacity(ends.len());
         for end in ends {
-            match end {
-                Ok(Ok(end)) => {
-                    if let Some(e) = end.error {
-                        worker_error.get_or_insert(e);
-                    }
-                    let in_rings = end.rings.fill + end.rings.rx + end.rings.tx;
-                    frames.fill += end.rings.fill as u64;
-                    frames.rx += end.rings.rx as u64;
-                    frames.tx += end.rings.tx as u64;
-                    match end.ledger_in_kernel.checked_sub(in_rings) {
-                        Some(held) => frames.kernel_held += held as u64,
-                        None => ledger_disagrees += (in_rings - end.ledger_in_kernel) as i64,
-                    }
-                }
-                Ok(Err(e)) => {
-                    first_error.get_or_insert(e);
-                }
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+            worker_ends.push(end.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
         }
-        if let Some(e) = first_error {
+        if let Some(e) = tick_error {
             return Err(e);
         }
         // Every worker's pool has given its cache back by now.
-        frames.pool = self.shared.len() as u64;
-        frames.unaccounted = frames.total as i64
-            - (frames.pool + frames.fill + frames.rx + frames.tx + frames.kernel_held) as i64
-            + ledger_disagrees;
+        let (frames, worker_error) = account_frames(self.total, self.shared.len(), worker_ends)?;
         // The counters of a vanished device can no longer be read: report what can be.
         let counters = match self.counters() {
             Ok(c) => c,
@@ -1334,5 +1296,135 @@ impl Forwarder {
             frames,
             fault,
         })
+    }
+
+    /// The supervisor's loop while the workers run: bonds' link changes as the kernel
+    /// announces them, a look for vanished devices and detached programs and at the links
+    /// every WATCH_EVERY, the counters every `interval`; until `stop`, a worker's failure, or
+    /// an error. Returns the error and what vanished.
+    fn supervise(
+        &mut self,
+        stop: &AtomicBool,
+        failed: &AtomicBool,
+        start: Instant,
+        interval: Duration,
+        on_tick: &mut impl FnMut(&Counters),
+    ) -> (Option<Error>, Option<String>) {
+        let mut next_tick = start + interval;
+        let mut next_watch = start + WATCH_EVERY;
+        while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
+            // The wait is on the bonds' netlink socket, not a sleep.
+            if let Err(e) = self.watch_bonds(Duration::from_millis(10)) {
+                return (Some(e), None);
+            }
+            let now = Instant::now();
+            if now >= next_watch {
+                // A device deleted or moved, or our program detached from outside: the
+                // workers may see nothing wrong (an idle socket), so look.
+                if let Some(lost) = self.lost() {
+                    return (None, Some(lost));
+                }
+                self.watch_links();
+                next_watch = now + WATCH_EVERY;
+            }
+            if now >= next_tick {
+                match self.counters() {
+                    Ok(c) => on_tick(&c),
+                    Err(e) => return (Some(e), None),
+                }
+                next_tick += interval;
+            }
+        }
+        (None, None)
+    }
+
+    /// No more redirects: what arrives from now on goes to the kernel stack, so the rings
+    /// settle and the workers can account for every frame.
+    fn stop_redirecting(&self) {
+        for filter in &self.filters {
+            for q in 0..self.queues {
+                let _ = filter.program().unregister(q);
+            }
+        }
+    }
+}
+
+/// Where the UMEM's `total` frames are once the workers have ended (`pool` of them back in
+/// the shared pool), and the first error a worker stopped on; the first error a worker
+/// returned instead of its frames is the result.
+fn account_frames(
+    total: usize,
+    pool: usize,
+    ends: Vec<Result<WorkerEnd>>,
+) -> Result<(FrameReport, Option<Error>)> {
+    let mut frames = FrameReport {
+        total: total as u64,
+        pool: pool as u64,
+        ..FrameReport::default()
+    };
+    let mut worker_error = None;
+    let mut ledger_disagrees = 0i64;
+    for end in ends {
+        let end = end?;
+        if let Some(e) = end.error {
+            worker_error.get_or_insert(e);
+        }
+        let in_rings = end.rings.fill + end.rings.rx + end.rings.tx;
+        frames.fill += end.rings.fill as u64;
+        frames.rx += end.rings.rx as u64;
+        frames.tx += end.rings.tx as u64;
+        match end.ledger_in_kernel.checked_sub(in_rings) {
+            Some(held) => frames.kernel_held += held as u64,
+            None => ledger_disagrees += (in_rings - end.ledger_in_kernel) as i64,
+        }
+    }
+    frames.unaccounted = frames.total as i64
+        - (frames.pool + frames.fill + frames.rx + frames.tx + frames.kernel_held) as i64
+        + ledger_disagrees;
+    Ok((frames, worker_error))
+}
+
+#[cfg(test)]
+mod tests {
+    use xskit_pipeline::RingOccupancy;
+
+    use super::*;
+
+    fn end(fill: usize, rx: usize, tx: usize, ledger: usize) -> Result<WorkerEnd> {
+        Ok(WorkerEnd {
+            ledger_in_kernel: ledger,
+            rings: RingOccupancy { fill, rx, tx },
+            error: None,
+        })
+    }
+
+    #[test]
+    fn every_frame_is_found_in_the_pool_the_rings_or_the_kernel() {
+        let (frames, error) =
+            account_frames(100, 60, vec![end(20, 5, 5, 35), end(4, 0, 1, 5)]).unwrap();
+        assert_eq!(
+            (frames.fill, frames.rx, frames.tx, frames.kernel_held),
+            (24, 5, 6, 5)
+        );
+        assert_eq!(frames.unaccounted, 0);
+        assert!(error.is_none());
+    }
+
+    #[test]
+    fn a_missing_frame_and_a_ledger_short_of_the_rings_are_both_unaccounted() {
+        let (frames, _) =
+            account_frames(100, 59, vec![end(20, 5, 5, 35), end(4, 0, 1, 5)]).unwrap();
+        assert_eq!(frames.unaccounted, 1);
+        let (frames, _) = account_frames(10, 0, vec![end(6, 2, 2, 8)]).unwrap();
+        assert_eq!((frames.kernel_held, frames.unaccounted), (0, 2));
+    }
+
+    #[test]
+    fn a_workers_error_is_kept_and_a_failed_worker_fails_the_account() {
+        let mut stopped = end(0, 0, 0, 0).unwrap();
+        stopped.error = Some(Error::FramesTaken);
+        let (_, error) = account_frames(0, 0, vec![Ok(stopped)]).unwrap();
+        assert!(matches!(error, Some(Error::FramesTaken)));
+        assert!(account_frames(0, 0, vec![Err(Error::FramesTaken)]).is_err());
     }
 }
