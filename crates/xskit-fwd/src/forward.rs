@@ -20,7 +20,7 @@ use crate::chains;
 use crate::counter::PortCells;
 pub use crate::counter::UserPortCounts;
 use crate::error::{Error, Result};
-use crate::filter::{TxSpread, XdpFilter};
+use crate::filter::XdpFilter;
 use crate::report::{FilterSnapshot, WorkerSnapshot};
 use crate::rules::{RateLimiter, RuleSet, Verdict};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
@@ -932,63 +932,30 @@ impl Forwarder {
         Ok(forwarder)
     }
 
-    /// Tells every filter whether its interface is an inactive member (active-backup: all it
-    /// receives is dropped in XDP, as Linux's bond drops it), and, forwarding in XDP, where
-    /// forwarded packets go: the other side's usable members, spread as that side's bond
-    /// spreads them. Called at set-up and after every member change.
+    /// Tells every filter its settings for the bonds' current states.
     fn program_filters(&self) -> Result<()> {
-        for (side, range) in self.sides.iter().enumerate() {
-            for (m, filter) in self.filters[range.clone()].iter().enumerate() {
-                let (inactive, lacp) = match &self.bonds[side] {
-                    Some((c, rt)) => match c.mode {
-                        xskit_bond::BondMode::ActiveBackup => (rt.active() != Some(m), false),
-                        // 802.3ad collects only on the members that distribute.
-                        xskit_bond::BondMode::Lacp { .. } => (!rt.up()[m], true),
-                        _ => (false, false),
-                    },
-                    None => (false, false),
-                };
-                filter.set_lacp(lacp)?;
-                filter.set_inactive(inactive)?;
-            }
-            if self.xdp_forward && self.sides.len() == 2 {
-                let (usable, spread) = self.tx_plan(side);
-                for filter in &self.filters[self.sides[1 - side].clone()] {
-                    filter.set_forward_out(&usable, spread)?;
-                }
-            }
-        }
-        Ok(())
+        crate::filter_plan::program(&self.filters, &self.side_states(), self.xdp_forward)
     }
 
-    /// Side `side` as a target of forwarding in XDP: its usable members' ifindexes, in slot
-    /// order, and how its bond spreads packets over them.
-    fn tx_plan(&self, side: usize) -> (Vec<u32>, TxSpread) {
-        let range = self.sides[side].clone();
-        let ifindex = |i: usize| self.filters[i].program().interface().index();
-        let Some((config, runtime)) = &self.bonds[side] else {
-            return (vec![ifindex(range.start)], TxSpread::One { slot: 0 });
-        };
-        let usable: Vec<usize> = (0..range.len()).filter(|&m| runtime.up()[m]).collect();
-        let spread = match config.mode {
-            xskit_bond::BondMode::BalanceXor { policy } | xskit_bond::BondMode::Lacp { policy } => {
-                TxSpread::Xor(policy)
-            }
-            xskit_bond::BondMode::BalanceRr { packets_per_slave } => {
-                TxSpread::Rr { packets_per_slave }
-            }
-            // active-backup (broadcast is refused with forwarding in XDP).
-            _ => TxSpread::One {
-                slot: runtime
-                    .active()
-                    .and_then(|a| usable.iter().position(|&u| u == a))
-                    .unwrap_or(0),
-            },
-        };
-        (
-            usable.iter().map(|&m| ifindex(range.start + m)).collect(),
-            spread,
-        )
+    /// The sides as the filters' settings depend on them.
+    fn side_states(&self) -> Vec<crate::filter_plan::SideState> {
+        self.sides
+            .iter()
+            .zip(&self.bonds)
+            .map(|(range, bond)| crate::filter_plan::SideState {
+                ifindexes: self.filters[range.clone()]
+                    .iter()
+                    .map(|f| f.program().interface().index())
+                    .collect(),
+                bond: bond
+                    .as_ref()
+                    .map(|(config, runtime)| crate::filter_plan::BondState {
+                        mode: config.mode,
+                        up: runtime.up().to_vec(),
+                        active: runtime.active(),
+                    }),
+            })
+            .collect()
     }
 
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder

@@ -32,6 +32,7 @@ mod config_check;
 mod counter;
 mod error;
 pub mod filter;
+mod filter_plan;
 mod forward;
 mod plan;
 pub mod reasons;
