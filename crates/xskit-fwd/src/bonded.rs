@@ -22,6 +22,7 @@ use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
 use xskit_wire::lacp::{state, PortInfo};
 
+use crate::bond_decisions::BondDecisions;
 use crate::error::{Error, Result};
 
 /// A bond of interfaces, used as one side of the forwarder under its own name.
@@ -445,15 +446,8 @@ pub(crate) struct BondRuntime {
     monitor: LinkMonitor,
     arp: Option<ArpRuntime>,
     lacp: Option<LacpControl>,
-    /// Carrier per member, from the link monitor.
-    carrier: Vec<bool>,
-    /// Up per member: carrier, and the ARP targets answering when they are monitored.
-    up: Vec<bool>,
-    active: Option<usize>,
-    primary: Option<usize>,
-    reselect: PrimaryReselect,
-    /// Each member's link speed, for `primary_reselect better`.
-    speeds: Vec<LinkSpeed>,
+    /// Who is up and active, decided from what the monitors report.
+    decisions: BondDecisions,
     members: Vec<Interface>,
     /// Gratuitous ARPs after a failover: the address and how many.
     announce: Option<(std::net::Ipv4Addr, u32)>,
@@ -462,8 +456,6 @@ pub(crate) struct BondRuntime {
     follow_active: bool,
     /// Gratuitous ARPs that could not be sent (a member gone).
     pub(crate) announce_errors: u64,
-    pub(crate) failovers: u64,
-    pub(crate) link_changes: u64,
     /// When the last change was published.
     pub(crate) last_change: Option<Instant>,
 }
@@ -517,18 +509,21 @@ impl BondRuntime {
             }
             _ => None,
         };
-        let mut runtime = BondRuntime {
+        let decisions = BondDecisions::new(
+            carrier,
+            speeds,
+            primary,
+            config.primary_reselect,
+            arp.is_some(),
+            lacp.as_ref().map(|l| l.distributing().to_vec()),
+        );
+        let runtime = BondRuntime {
             name: config.name.clone(),
             control: Arc::new(BondControl::new(members.len())),
-            up: carrier.clone(),
-            carrier,
+            decisions,
             monitor,
             arp,
             lacp,
-            active: None,
-            primary,
-            reselect: config.primary_reselect,
-            speeds,
             members: members.to_vec(),
             announce: respond
                 .filter(|_| config.mode == BondMode::ActiveBackup && config.num_grat_arp > 0)
@@ -537,66 +532,34 @@ impl BondRuntime {
             follow_active: config.mode == BondMode::ActiveBackup
                 && config.fail_over_mac == FailOverMac::Active,
             announce_errors: 0,
-            failovers: 0,
-            link_changes: 0,
             last_change: None,
         };
-        runtime.apply_distributing();
-        runtime.choose_active();
-        runtime.failovers = 0;
-        runtime
-            .control
-            .publish(&runtime.up, runtime.active.or(Some(0)));
+        runtime.control.publish(
+            runtime.decisions.up(),
+            runtime.decisions.active().or(Some(0)),
+        );
         Ok(runtime)
     }
 
-    /// As Linux's bond: the primary when `primary_reselect` lets it take over, else the
-    /// active member while it stays up, else the first member that is up. A failover is
-    /// announced (gratuitous ARPs from the new active member) when there is an address.
-    fn choose_active(&mut self) {
-        let before = self.active;
-        self.active = xskit_bond::choose_active(
-            &self.up,
-            self.active,
-            self.primary,
-            self.reselect,
-            &self.speeds,
-        );
-        if self.active != before {
-            self.failovers += 1;
-            if let (Some(a), Some((ip, count)), Some(_)) = (self.active, self.announce, before) {
-                let mac = self.bond_mac();
-                let sent = xskit_bond::announce(&self.members[a], mac, ip.octets(), count as usize);
-                if sent.is_err() {
-                    self.announce_errors += 1;
-                }
+    /// Decides again after `changes` member changes, tells the workers, and announces a
+    /// failover (gratuitous ARPs from the new active member) when there is an address.
+    fn publish(&mut self, changes: usize) {
+        if let Some(arp) = &self.arp {
+            self.decisions.set_arp_up(arp.monitor.up());
+        }
+        if let Some(lacp) = &self.lacp {
+            self.decisions.set_distributing(lacp.distributing());
+        }
+        if let (Some(to), Some((ip, count))) = (self.decisions.settle(changes), self.announce) {
+            let mac = self.bond_mac();
+            let sent = xskit_bond::announce(&self.members[to], mac, ip.octets(), count as usize);
+            if sent.is_err() {
+                self.announce_errors += 1;
             }
         }
-    }
-
-    /// Up per member: its carrier, its ARP targets answering (when monitored), and LACP
-    /// letting it distribute (802.3ad).
-    fn apply_distributing(&mut self) {
-        let arp_up = self.arp.as_ref().map(|a| a.monitor.up());
-        let distributing = self.lacp.as_ref().map(LacpControl::distributing);
-        for (m, up) in self.up.iter_mut().enumerate() {
-            *up =
-                self.carrier[m] && arp_up.is_none_or(|a| a[m]) && distributing.is_none_or(|d| d[m]);
-        }
-    }
-
-    /// Recomputes who is up after `changes` changes, and tells the workers.
-    fn publish(&mut self, changes: usize) {
-        self.apply_distributing();
-        self.link_changes += changes as u64;
-        self.choose_active();
-        tracing::info!(
-            bond = %self.name,
-            up = ?self.up,
-            active = ?self.active,
-            "bond members changed"
-        );
-        self.control.publish(&self.up, self.active);
+        let (up, active) = (self.decisions.up(), self.decisions.active());
+        tracing::info!(bond = %self.name, ?up, ?active, "bond members changed");
+        self.control.publish(up, active);
         self.last_change = Some(Instant::now());
     }
 
@@ -608,13 +571,15 @@ impl BondRuntime {
         }
         for c in &changes {
             tracing::debug!(bond = %self.name, member = c.member, up = c.up, "carrier");
-            self.carrier[c.member] = c.up;
-            if c.up {
-                // A link that comes back may have come back at another speed.
-                self.speeds[c.member] = self.members[c.member].link_speed().ok().flatten();
-            }
+            // A link that comes back may have come back at another speed.
+            let speed = if c.up {
+                self.members[c.member].link_speed().ok().flatten()
+            } else {
+                None
+            };
+            self.decisions.set_carrier(c.member, c.up, speed);
             if let Some(lacp) = self.lacp.as_mut() {
-                lacp.set_link(c.member, c.up, self.speeds[c.member]);
+                lacp.set_link(c.member, c.up, self.decisions.speed(c.member));
             }
         }
         self.publish(changes.len());
@@ -710,20 +675,30 @@ impl BondRuntime {
     }
 
     pub(crate) fn up(&self) -> &[bool] {
-        &self.up
+        self.decisions.up()
+    }
+
+    /// Times the active member changed.
+    pub(crate) fn failovers(&self) -> u64 {
+        self.decisions.failovers
+    }
+
+    /// Member changes (carrier or ARP) since the start.
+    pub(crate) fn link_changes(&self) -> u64 {
+        self.decisions.link_changes
     }
 
     /// The bond's MAC address: its first member's, or under `fail_over_mac active` the
     /// active member's.
     pub(crate) fn bond_mac(&self) -> [u8; 6] {
-        match self.active.filter(|_| self.follow_active) {
+        match self.decisions.active().filter(|_| self.follow_active) {
             Some(a) => self.member_macs[a],
             None => self.member_macs[0],
         }
     }
 
     pub(crate) fn carrier(&self) -> &[bool] {
-        &self.carrier
+        self.decisions.carrier()
     }
 
     /// Each member's ARP state (all up without ARP monitoring).
@@ -732,6 +707,6 @@ impl BondRuntime {
     }
 
     pub(crate) fn active(&self) -> Option<usize> {
-        self.active
+        self.decisions.active()
     }
 }

@@ -1043,8 +1043,12 @@ impl Forwarder {
             mode: config.mode.name(),
             xmit_hash_policy: policy,
             active: active.map(|a| config.members[a].clone()),
-            failovers: if active_backup { runtime.failovers } else { 0 },
-            link_changes: runtime.link_changes,
+            failovers: if active_backup {
+                runtime.failovers()
+            } else {
+                0
+            },
+            link_changes: runtime.link_changes(),
             aggregator,
             lacp_send_errors,
             members: config

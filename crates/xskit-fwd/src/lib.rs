@@ -26,6 +26,7 @@
 #![deny(unsafe_code)]
 
 pub mod abi;
+mod bond_decisions;
 mod bonded;
 mod chains;
 mod config_check;
