@@ -170,9 +170,6 @@ fn queue_sides(
     Ok((ports, bond_stats))
 }
 
-/// How often a running forwarder checks that its interfaces and programs are still there.
-const WATCH_EVERY: Duration = Duration::from_millis(100);
-
 /// How the forwarder finishes checksums a sender left partial.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ChecksumMode {
@@ -1221,7 +1218,7 @@ impl Forwarder {
         );
         let workers = std::mem::take(&mut self.workers);
         let count = workers.len();
-        let mut watched = (None, None);
+        let mut watched = crate::supervise::Ended::default();
         let ends: Vec<std::thread::Result<Result<WorkerEnd>>> = std::thread::scope(|s| {
             let handles: Vec<_> = workers
                 .into_iter()
@@ -1230,14 +1227,21 @@ impl Forwarder {
                     s.spawn(move || w.run(worker_stop, drain, failed))
                 })
                 .collect();
-            watched = self.supervise(stop, &failed, start, interval, &mut on_tick);
+            watched = crate::supervise::supervise(
+                &mut self,
+                &crate::worker::MonotonicClock,
+                stop,
+                &failed,
+                interval,
+                &mut on_tick,
+            );
             worker_stop.store(true, Ordering::Relaxed);
             self.stop_redirecting();
             std::thread::sleep(Duration::from_millis(5));
             drain.store(true, Ordering::Relaxed);
             handles.into_iter().map(|h| h.join()).collect()
         });
-        let (tick_error, mut lost) = watched;
+        let (tick_error, mut lost) = (watched.error, watched.lost);
         // A worker's error after a device vanished says less than what vanished.
         if lost.is_none() && failed.load(Ordering::Relaxed) {
             lost = self.lost();
@@ -1269,46 +1273,6 @@ impl Forwarder {
         })
     }
 
-    /// The supervisor's loop while the workers run: bonds' link changes as the kernel
-    /// announces them, a look for vanished devices and detached programs and at the links
-    /// every WATCH_EVERY, the counters every `interval`; until `stop`, a worker's failure, or
-    /// an error. Returns the error and what vanished.
-    fn supervise(
-        &mut self,
-        stop: &AtomicBool,
-        failed: &AtomicBool,
-        start: Instant,
-        interval: Duration,
-        on_tick: &mut impl FnMut(&Counters),
-    ) -> (Option<Error>, Option<String>) {
-        let mut next_tick = start + interval;
-        let mut next_watch = start + WATCH_EVERY;
-        while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
-            // The wait is on the bonds' netlink socket, not a sleep.
-            if let Err(e) = self.watch_bonds(Duration::from_millis(10)) {
-                return (Some(e), None);
-            }
-            let now = Instant::now();
-            if now >= next_watch {
-                // A device deleted or moved, or our program detached from outside: the
-                // workers may see nothing wrong (an idle socket), so look.
-                if let Some(lost) = self.lost() {
-                    return (None, Some(lost));
-                }
-                self.watch_links();
-                next_watch = now + WATCH_EVERY;
-            }
-            if now >= next_tick {
-                match self.counters() {
-                    Ok(c) => on_tick(&c),
-                    Err(e) => return (Some(e), None),
-                }
-                next_tick += interval;
-            }
-        }
-        (None, None)
-    }
-
     /// No more redirects: what arrives from now on goes to the kernel stack, so the rings
     /// settle and the workers can account for every frame.
     fn stop_redirecting(&self) {
@@ -1317,6 +1281,22 @@ impl Forwarder {
                 let _ = filter.program().unregister(q);
             }
         }
+    }
+}
+
+/// The supervisor's view of the forwarder: its inherent methods, over the kernel.
+impl crate::supervise::Supervised for Forwarder {
+    fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
+        Forwarder::watch_bonds(self, timeout)
+    }
+    fn lost(&self) -> Option<String> {
+        Forwarder::lost(self)
+    }
+    fn watch_links(&mut self) {
+        Forwarder::watch_links(self);
+    }
+    fn counters(&self) -> Result<Counters> {
+        Forwarder::counters(self)
     }
 }
 

@@ -40,6 +40,7 @@ pub mod reasons;
 mod report;
 pub mod rules;
 mod stages;
+mod supervise;
 #[allow(unsafe_code)]
 mod sys;
 mod worker;
