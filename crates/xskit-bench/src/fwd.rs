@@ -24,6 +24,12 @@ struct FwdRunner {
 }
 
 impl FwdRunner {
+    /// `xskit fwd` between m's two interfaces in `mode`, its summary in JSON.
+    fn fwd_args(&self, mode: &str) -> Vec<String> {
+        let (m_a, m_c) = (&self.chain.m_a.ifname, &self.chain.m_c.ifname);
+        strings(&["fwd", "-i", m_a, "-i", m_c, "-m", mode, "--json"])
+    }
+
     fn ip_m(&self, args: &[&str]) -> Result<()> {
         let out = self.chain.m_a.ns.command("ip").args(args).output()?;
         if !out.status.success() {
@@ -51,16 +57,7 @@ impl FwdRunner {
             self.ip_m(&["link", "set", "xsk-br0", "up"])?;
             None
         } else {
-            let mut args: Vec<String> = strings(&[
-                "fwd",
-                "-i",
-                &m_a.ifname,
-                "-i",
-                &m_c.ifname,
-                "-m",
-                mode,
-                "--json",
-            ]);
+            let mut args = self.fwd_args(mode);
             if xdp {
                 args.push("--xdp-forward".into());
             }
@@ -173,7 +170,7 @@ impl FwdRunner {
     /// bare native XDP_DROP program on m's interface, the ceiling; then `xskit fwd` in DRV
     /// mode with a kernel rule dropping port 9, the probes forwarded to c and checked there.
     fn ddos(&self) -> Result<Ddos> {
-        let (m_a, m_c, c) = (&self.chain.m_a, &self.chain.m_c, &self.chain.c);
+        let (m_a, c) = (&self.chain.m_a, &self.chain.c);
         set_gro(m_a, false)?;
         set_gro(c, false)?;
         let legit_expected = (20_000.0 * self.secs) as u64;
@@ -208,20 +205,11 @@ impl FwdRunner {
             &self.exe,
             m_a,
             BENCH_CPU,
-            &strings(&[
-                "fwd",
-                "-i",
-                &m_a.ifname,
-                "-i",
-                &m_c.ifname,
-                "-m",
-                "drv",
-                "--json",
-                "--rules",
-            ])
-            .into_iter()
-            .chain([rules.display().to_string()])
-            .collect::<Vec<_>>(),
+            &[
+                self.fwd_args("drv"),
+                vec!["--rules".into(), rules.display().to_string()],
+            ]
+            .concat(),
         );
         let _ = std::fs::remove_file(&rules);
         let fwd = fwd?;

@@ -94,23 +94,7 @@ mod tests {
     use super::*;
 
     fn reasons(xdp_forward: bool) -> Reasons {
-        let mut rules = RuleSet::from_toml(
-            r#"
-default = "forward"
-[[rule]]
-name = "no-dns"
-action = "drop"
-protocol = "udp"
-dst_port = 53
-[[rule]]
-name = "from-a"
-action = "pass"
-src = "198.51.100.1/32"
-"#,
-        )
-        .unwrap();
-        rules.set_forward_in_kernel(xdp_forward);
-        Reasons::new(&rules)
+        Reasons::new(&crate::tests::dns_and_source_rules(xdp_forward))
     }
 
     const DROP: Option<u32> = Some(XdpAction::Drop as u32);

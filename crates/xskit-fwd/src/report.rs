@@ -220,24 +220,7 @@ mod tests {
 
     /// A kernel drop rule on UDP 53, a user-space rule on a source, the default forward.
     fn rules(xdp_forward: bool) -> RuleSet {
-        let mut rules = RuleSet::from_toml(
-            r#"
-default = "forward"
-unclassifiable = "drop"
-[[rule]]
-name = "no-dns"
-action = "drop"
-protocol = "udp"
-dst_port = 53
-[[rule]]
-name = "from-a"
-action = "pass"
-src = "198.51.100.1/32"
-"#,
-        )
-        .unwrap();
-        rules.set_forward_in_kernel(xdp_forward);
-        rules
+        crate::tests::dns_and_source_rules(xdp_forward)
     }
 
     fn blank(rules: &RuleSet, ports: usize) -> Counters {

@@ -24,6 +24,29 @@ const B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 const PORT_MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]];
 const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
 
+/// A kernel drop rule on UDP 53, a user-space pass rule on a source address, the default
+/// forward and unclassifiable packets dropped; forwarding in XDP as `xdp_forward` says.
+pub(crate) fn dns_and_source_rules(xdp_forward: bool) -> RuleSet {
+    let mut rules = RuleSet::from_toml(
+        r#"
+default = "forward"
+unclassifiable = "drop"
+[[rule]]
+name = "no-dns"
+action = "drop"
+protocol = "udp"
+dst_port = 53
+[[rule]]
+name = "from-a"
+action = "pass"
+src = "198.51.100.1/32"
+"#,
+    )
+    .unwrap();
+    rules.set_forward_in_kernel(xdp_forward);
+    rules
+}
+
 /// Time that moves only when a test says so; it counts how often it is read.
 struct VirtualClock {
     now_ns: Cell<u64>,

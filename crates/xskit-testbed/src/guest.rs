@@ -116,7 +116,7 @@ impl Default for GuestConfig {
     }
 }
 
-setters!(GuestConfig {
+xskit_os::config_setters!(GuestConfig {
     /// Sets the number of NICs.
     nics: u32,
     /// Sets the queue pairs per NIC.

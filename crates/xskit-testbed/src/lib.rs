@@ -81,23 +81,7 @@ impl Default for TestbedConfig {
     }
 }
 
-/// Chainable setters for a `#[non_exhaustive]` config's fields.
-macro_rules! setters {
-    ($ty:ident { $($(#[$doc:meta])* $field:ident: $t:ty),* $(,)? }) => {
-        impl $ty {
-            $(
-                $(#[$doc])*
-                #[must_use]
-                pub fn $field(mut self, $field: $t) -> Self {
-                    self.$field = $field;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters!(TestbedConfig {
+xskit_os::config_setters!(TestbedConfig {
     /// Sets the queues of each veth end.
     queues: u32,
     /// Sets the link's MTU (`None`: 1500).
