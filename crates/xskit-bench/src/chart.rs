@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::table::{Cell, Table};
 
+/// Where the bars start, their longest and their height, in pixels.
+const LEFT: f64 = 260.0;
+const WIDTH: f64 = 420.0;
+const BAR: f64 = 22.0;
+
 /// The name of the generator's cells.
 pub const GENERATOR: &str = "generator (live frames)";
 
@@ -121,12 +126,93 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// One cell's bar at height `y`: its label, the median, the spread of its runs, the value.
+fn draw_bar(s: &mut String, c: &Cell, y: f64, max: f64, bound: &[String]) {
+    let (left, width, bar) = (LEFT, WIDTH, BAR);
+    let top = |c: &Cell| c.mpps.iter().copied().fold(0.0f64, f64::max);
+    let w = c.median() / max * width;
+    let label = format!("{} {} {} B", c.bench, c.mode, c.size);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+        left - 8.0,
+        y + bar * 0.7,
+        escape(&label)
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{bar}" fill="{}"/>"#,
+        colour(&c.mode)
+    );
+    let low = c.mpps.iter().copied().fold(f64::INFINITY, f64::min);
+    if c.mpps.len() > 1 && low.is_finite() {
+        let (x0, x1, mid) = (
+            left + low / max * width,
+            left + top(c) / max * width,
+            y + bar / 2.0,
+        );
+        let _ = writeln!(
+            s,
+            r##"<path d="M{x0:.1} {mid} H{x1:.1} M{x0:.1} {:.1} V{:.1} M{x1:.1} {:.1} V{:.1}" stroke="#222" stroke-width="1.5"/>"##,
+            mid - 5.0,
+            mid + 5.0,
+            mid - 5.0,
+            mid + 5.0
+        );
+    }
+    let marker = if bound
+        .iter()
+        .any(|b| b.starts_with(&format!("{} {}:", c.bench, c.mode)))
+    {
+        " (took all it was offered: see the note)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{}">{:.3}{marker}</text>"#,
+        left + top(c).max(c.median()) / max * width + 6.0,
+        y + bar * 0.7,
+        c.median()
+    );
+}
+
+/// Where, when and how the table was measured: the caption's first two lines.
+fn machine_caption(m: &Machine) -> Vec<String> {
+    vec![
+        format!(
+            "{} · {} · {} CPU(s) {} · {}",
+            if m.date.is_empty() {
+                "date unknown"
+            } else {
+                &m.date
+            },
+            if m.kernel.is_empty() {
+                "kernel unknown"
+            } else {
+                &m.kernel
+            },
+            m.cpus,
+            m.cpu,
+            "veth testbed, generator and benchmark pinned to different CPUs"
+        ),
+        format!(
+            "measured by: {}",
+            if m.invocation.is_empty() {
+                "?"
+            } else {
+                &m.invocation
+            }
+        ),
+    ]
+}
+
 /// A horizontal bar per cell: the median, a line from the slowest run to the fastest.
 pub fn svg(table: &Table) -> String {
     let rows = &table.cells;
     let top = |c: &Cell| c.mpps.iter().copied().fold(0.0f64, f64::max);
     let max = rows.iter().map(top).fold(0.0f64, f64::max).max(1e-9);
-    let (left, width, bar, gap) = (260.0, 420.0, 22.0, 8.0);
+    let (left, width, bar, gap) = (LEFT, WIDTH, BAR, 8.0);
     let bound = generator_bound(table);
     let rows_end = 60.0 + rows.len() as f64 * (bar + gap);
     let caption_lines = 2 + bound
@@ -159,79 +245,9 @@ pub fn svg(table: &Table) -> String {
     }
     for (i, c) in rows.iter().enumerate() {
         let y = 56.0 + i as f64 * (bar + gap);
-        let w = c.median() / max * width;
-        let label = format!("{} {} {} B", c.bench, c.mode, c.size);
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            left - 8.0,
-            y + bar * 0.7,
-            escape(&label)
-        );
-        let _ = writeln!(
-            s,
-            r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{bar}" fill="{}"/>"#,
-            colour(&c.mode)
-        );
-        let low = c.mpps.iter().copied().fold(f64::INFINITY, f64::min);
-        if c.mpps.len() > 1 && low.is_finite() {
-            let (x0, x1, mid) = (
-                left + low / max * width,
-                left + top(c) / max * width,
-                y + bar / 2.0,
-            );
-            let _ = writeln!(
-                s,
-                r##"<path d="M{x0:.1} {mid} H{x1:.1} M{x0:.1} {:.1} V{:.1} M{x1:.1} {:.1} V{:.1}" stroke="#222" stroke-width="1.5"/>"##,
-                mid - 5.0,
-                mid + 5.0,
-                mid - 5.0,
-                mid + 5.0
-            );
-        }
-        let marker = if bound
-            .iter()
-            .any(|b| b.starts_with(&format!("{} {}:", c.bench, c.mode)))
-        {
-            " (took all it was offered: see the note)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{}">{:.3}{marker}</text>"#,
-            left + top(c).max(c.median()) / max * width + 6.0,
-            y + bar * 0.7,
-            c.median()
-        );
+        draw_bar(&mut s, c, y, max, &bound);
     }
-    let m = &table.machine;
-    let mut caption = vec![
-        format!(
-            "{} · {} · {} CPU(s) {} · {}",
-            if m.date.is_empty() {
-                "date unknown"
-            } else {
-                &m.date
-            },
-            if m.kernel.is_empty() {
-                "kernel unknown"
-            } else {
-                &m.kernel
-            },
-            m.cpus,
-            m.cpu,
-            "veth testbed, generator and benchmark pinned to different CPUs"
-        ),
-        format!(
-            "measured by: {}",
-            if m.invocation.is_empty() {
-                "?"
-            } else {
-                &m.invocation
-            }
-        ),
-    ];
+    let mut caption = machine_caption(&table.machine);
     for note in &bound {
         caption.extend(wrap(&format!("note: {note}"), 120));
     }

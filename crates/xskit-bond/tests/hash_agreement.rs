@@ -2,6 +2,9 @@
 //! (`xskit_wire::bond_hash`) agree on every policy for random and edge-case frames. The Rust
 //! one is held to the kernel's bond in the guest testbed (crates/xskit-cli/tests/guest.rs).
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 use std::cell::RefCell;
 
 use proptest::prelude::*;

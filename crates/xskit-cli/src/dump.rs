@@ -161,6 +161,35 @@ fn summary(data: &[u8], len: u32) -> String {
     format!("{vlan}{rest}, frame length {len}")
 }
 
+/// The filter in tcpdump's language, compiled by libpcap (None: every packet).
+fn compile_filter(words: &[String]) -> Result<Option<pcap::BpfProgram>> {
+    if words.is_empty() {
+        return Ok(None);
+    }
+    let expr = words.join(" ");
+    let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET)
+        .context("preparing libpcap to compile the filter")?;
+    let program = dead
+        .compile(&expr, true)
+        .map_err(|e| anyhow::anyhow!("the filter {expr:?} is not tcpdump's language: {e}"))?;
+    Ok(Some(program))
+}
+
+/// What the run ended with, for the summary.
+fn print_summary(args: &DumpArgs, report: &DumpReport) -> Result<()> {
+    if args.json {
+        crate::opts::print_json("dump", report)?;
+    } else {
+        note!(
+            "{} packets captured, {} filtered out, {} lost (the perf buffer was full)",
+            thousands(report.captured),
+            thousands(report.filtered_out),
+            thousands(report.lost)
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
     let duration = match args.duration {
         Some(d) if !(d > 0.0 && d < 1e6) => {
@@ -168,17 +197,7 @@ pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
         }
         d => d.map(Duration::from_secs_f64),
     };
-    let filter =
-        if args.filter.is_empty() {
-            None
-        } else {
-            let expr = args.filter.join(" ");
-            let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET)
-                .context("preparing libpcap to compile the filter")?;
-            Some(dead.compile(&expr, true).map_err(|e| {
-                anyhow::anyhow!("the filter {expr:?} is not tcpdump's language: {e}")
-            })?)
-        };
+    let filter = compile_filter(&args.filter)?;
     let iface = Interface::by_name(&args.interface)?;
     let config = CaptureConfig::default()
         .snaplen(args.snaplen)
@@ -239,16 +258,7 @@ pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
         lost: capture.lost(),
     };
     drop(capture);
-    if args.json {
-        crate::opts::print_json("dump", &report)?;
-    } else {
-        note!(
-            "{} packets captured, {} filtered out, {} lost (the perf buffer was full)",
-            thousands(captured),
-            thousands(filtered_out),
-            thousands(report.lost)
-        );
-    }
+    print_summary(args, &report)?;
     Ok(0)
 }
 

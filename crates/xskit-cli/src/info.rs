@@ -67,6 +67,20 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
     let link = iface
         .link_info()
         .with_context(|| format!("reading link attributes of {}", args.interface))?;
+    print_device(args, &iface, &link)?;
+    print_bonding(&link)?;
+    for fwd in &running {
+        for bond in &fwd.bonds {
+            if bond.members.iter().any(|m| m.interface == link.name) {
+                print_xskit_bond(fwd.pid, bond, "  ");
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// The device's queues, MTU, XDP and AF_XDP features and attached program.
+fn print_device(args: &InfoArgs, iface: &Interface, link: &xskit::netlink::LinkInfo) -> Result<()> {
     let features = iface
         .features()
         .with_context(|| format!("reading XDP features of {}", args.interface))?;
@@ -105,6 +119,11 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
     if let Some(kind) = &link.kind {
         out!("  kind              {kind}");
     }
+    Ok(())
+}
+
+/// A kernel bond's mode, members and active member; a member's master.
+fn print_bonding(link: &xskit::netlink::LinkInfo) -> Result<()> {
     let all = if link.bond.is_some() || link.master.is_some() {
         xskit::netlink::links().with_context(|| "listing the links")?
     } else {
@@ -148,12 +167,5 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
     if let Some(master) = link.master {
         out!("  master            {}", name_of(master));
     }
-    for fwd in &running {
-        for bond in &fwd.bonds {
-            if bond.members.iter().any(|m| m.interface == link.name) {
-                print_xskit_bond(fwd.pid, bond, "  ");
-            }
-        }
-    }
-    Ok(0)
+    Ok(())
 }

@@ -153,11 +153,9 @@ fn fill(buf: &mut [u8], seq: u64) {
     buf.fill(seq as u8);
 }
 
-fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
-    let stop = stop_flag()?;
-    let duration = Duration::from_secs_f64(args.duration);
-    let zerocopy = args.zerocopy == OnOff::On;
-    let (tcp, udp) = match args.proto {
+/// A connected socket to `target` (TCP or UDP, as asked).
+fn connect(args: &ZcArgs, target: SocketAddr) -> Result<(Option<TcpStream>, Option<UdpSocket>)> {
+    Ok(match args.proto {
         Proto::Tcp => (
             Some(TcpStream::connect(target).with_context(|| format!("connecting to {target}"))?),
             None,
@@ -173,67 +171,90 @@ fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
                 .with_context(|| format!("connecting to {target}"))?;
             (None, Some(s))
         }
+    })
+}
+
+/// io_uring SEND_ZC until `over`: 16 registered buffers, each refilled when it comes back.
+fn send_uring(
+    args: &ZcArgs,
+    fd: std::os::fd::OwnedFd,
+    over: impl Fn() -> bool,
+) -> Result<ZeroCopyStats> {
+    let mut sender = UringZeroCopySender::new(fd, 16, args.size)?;
+    let mut seq = 0u64;
+    while !over() {
+        match sender.take_slot() {
+            Some(idx) => {
+                fill(&mut sender.slot_mut(idx)[..args.size], seq);
+                sender.send(idx, args.size)?;
+                seq += 1;
+            }
+            None => {
+                sender.wait()?;
+            }
+        }
+    }
+    sender.flush(Duration::from_secs(10))?;
+    Ok(sender.stats().clone())
+}
+
+/// send(2) with MSG_ZEROCOPY (or copying) until `over`: 16 buffers, each reused when its
+/// completion comes back; with --cork, every four sends corked into one.
+fn send_msg(
+    args: &ZcArgs,
+    fd: std::os::fd::OwnedFd,
+    zerocopy: bool,
+    over: impl Fn() -> bool,
+) -> Result<ZeroCopyStats> {
+    let config = ZeroCopyConfig::default()
+        .zerocopy(zerocopy)
+        .threshold(if zerocopy { 0 } else { usize::MAX });
+    let mut sender = ZeroCopySender::new(fd, config)?;
+    let mut free: Vec<Vec<u8>> = (0..16).map(|_| vec![0u8; args.size]).collect();
+    let mut seq = 0u64;
+    while !over() {
+        let Some(mut buf) = free.pop() else {
+            sender.reap(&mut free)?;
+            if free.is_empty() {
+                std::thread::yield_now();
+            }
+            continue;
+        };
+        fill(&mut buf, seq);
+        let corked = args.cork && seq.is_multiple_of(4);
+        if corked {
+            sender.set_cork(true)?;
+        }
+        sender.send(buf)?;
+        if args.cork && seq % 4 == 3 {
+            sender.set_cork(false)?;
+        }
+        seq += 1;
+    }
+    if args.cork {
+        sender.set_cork(false)?;
+    }
+    sender.flush(Duration::from_secs(10), &mut free)?;
+    Ok(sender.stats().clone())
+}
+
+fn send(args: &ZcArgs, target: SocketAddr) -> Result<ZcReport> {
+    let stop = stop_flag()?;
+    let duration = Duration::from_secs_f64(args.duration);
+    let zerocopy = args.zerocopy == OnOff::On;
+    let (tcp, udp) = connect(args, target)?;
+    let fd: std::os::fd::OwnedFd = match (&tcp, &udp) {
+        (Some(t), _) => t.try_clone()?.into(),
+        (_, Some(u)) => u.try_clone()?.into(),
+        _ => unreachable!("one socket is open"),
     };
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
-    let stats: ZeroCopyStats = if args.uring && zerocopy {
-        let fd: std::os::fd::OwnedFd = match (&tcp, &udp) {
-            (Some(t), _) => t.try_clone()?.into(),
-            (_, Some(u)) => u.try_clone()?.into(),
-            _ => unreachable!("one socket is open"),
-        };
-        let mut sender = UringZeroCopySender::new(fd, 16, args.size)?;
-        let mut seq = 0u64;
-        while start.elapsed() < duration && !stopped(&stop) {
-            match sender.take_slot() {
-                Some(idx) => {
-                    fill(&mut sender.slot_mut(idx)[..args.size], seq);
-                    sender.send(idx, args.size)?;
-                    seq += 1;
-                }
-                None => {
-                    sender.wait()?;
-                }
-            }
-        }
-        sender.flush(Duration::from_secs(10))?;
-        sender.stats().clone()
+    let over = || start.elapsed() >= duration || stopped(&stop);
+    let stats = if args.uring && zerocopy {
+        send_uring(args, fd, over)?
     } else {
-        let fd: std::os::fd::OwnedFd = match (&tcp, &udp) {
-            (Some(t), _) => t.try_clone()?.into(),
-            (_, Some(u)) => u.try_clone()?.into(),
-            _ => unreachable!("one socket is open"),
-        };
-        let config = ZeroCopyConfig::default()
-            .zerocopy(zerocopy)
-            .threshold(if zerocopy { 0 } else { usize::MAX });
-        let mut sender = ZeroCopySender::new(fd, config)?;
-        let mut free: Vec<Vec<u8>> = (0..16).map(|_| vec![0u8; args.size]).collect();
-        let mut seq = 0u64;
-        while start.elapsed() < duration && !stopped(&stop) {
-            let Some(mut buf) = free.pop() else {
-                sender.reap(&mut free)?;
-                if free.is_empty() {
-                    std::thread::yield_now();
-                }
-                continue;
-            };
-            fill(&mut buf, seq);
-            let corked = args.cork && seq.is_multiple_of(4);
-            if corked {
-                sender.set_cork(true)?;
-            }
-            sender.send(buf)?;
-            if args.cork && seq % 4 == 3 {
-                sender.set_cork(false)?;
-            }
-            seq += 1;
-        }
-        if args.cork {
-            sender.set_cork(false)?;
-        }
-        sender.flush(Duration::from_secs(10), &mut free)?;
-        sender.stats().clone()
+        send_msg(args, fd, zerocopy, over)?
     };
     let secs = start.elapsed().as_secs_f64();
     let cpu = (process_cpu_ns() - cpu_start) as f64 / 1e9;
@@ -363,18 +384,27 @@ fn sender_run(
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// A row of the table: path, write size, and (copy s/GB, zero-copy s/GB, COPIED reported),
+/// or None where the path cannot carry the size.
+type ZcRow = (&'static str, usize, Option<(f64, f64, bool)>);
+
+/// The table's sizes.
+const ZC_SIZES: [usize; 5] = [4096, 16384, 65536, 262144, 1 << 20];
+
 fn table(args: &ZcArgs) -> Result<i32> {
     if !xskit_testbed::have_privileges() {
         bail!("zcsend --table builds network namespaces: run it as root (e.g. with sudo)");
     }
     let secs = args.duration.clamp(0.2, 60.0);
-    let sizes = [4096usize, 16384, 65536, 262144, 1 << 20];
-    // (path, write size, (copy s/GB, zero-copy s/GB, COPIED reported) or None if impossible)
-    type Row = (&'static str, usize, Option<(f64, f64, bool)>);
-    let mut rows: Vec<Row> = Vec::new();
+    let mut rows = udp_forwarded_rows(secs)?;
+    rows.extend(tcp_local_rows(secs)?);
+    print_table(secs, rows);
+    Ok(0)
+}
 
-    // Path 1: UDP from a, routed by m, dropped by XDP on c: no local delivery, no copy. The
-    // links carry 64K datagrams whole: IP fragmentation would copy the pages (and say COPIED).
+/// UDP from a, routed by m, dropped by XDP on c: no local delivery, no copy. The links carry
+/// 64K datagrams whole: IP fragmentation would copy the pages (and say COPIED).
+fn udp_forwarded_rows(secs: f64) -> Result<Vec<ZcRow>> {
     let chain = Chain::with_mtu(Some(65535)).context("building the a - m - c testbed")?;
     let ping = chain
         .a
@@ -392,7 +422,8 @@ fn table(args: &ZcArgs) -> Result<i32> {
         .c
         .ns
         .run(|| XdpCounter::drop_all(&Interface::by_name(&c_if)?, Mode::Drv, true))??;
-    for size in sizes {
+    let mut rows = Vec::new();
+    for size in ZC_SIZES {
         if size > 65536 {
             rows.push(("udp, forwarded, XDP drop", size, None));
             continue;
@@ -410,12 +441,15 @@ fn table(args: &ZcArgs) -> Result<i32> {
             )),
         ));
     }
-    drop(chain);
+    Ok(rows)
+}
 
-    // Path 2: TCP into another namespace: local delivery, so the kernel copies and says so.
+/// TCP into another namespace: local delivery, so the kernel copies and says so.
+fn tcp_local_rows(secs: f64) -> Result<Vec<ZcRow>> {
     let bed = Testbed::new(&TestbedConfig::default())?;
     let exe = std::env::current_exe()?;
-    for size in sizes {
+    let mut rows = Vec::new();
+    for size in ZC_SIZES {
         let mut cells = [0.0f64; 2];
         let mut copied = false;
         for (i, zc) in [false, true].into_iter().enumerate() {
@@ -426,17 +460,8 @@ fn table(args: &ZcArgs) -> Result<i32> {
                 .arg("-c")
                 .arg("1")
                 .arg(&exe)
-                .args([
-                    "zcsend",
-                    "--role",
-                    "receiver",
-                    "--proto",
-                    "tcp",
-                    "--addr",
-                    &bed.b.ip.to_string(),
-                    "--port",
-                    "9000",
-                ])
+                .args(["zcsend", "--role", "receiver", "--proto", "tcp", "--addr"])
+                .args([&bed.b.ip.to_string(), "--port", "9000"])
                 .args(["-d", &(secs + 5.0).to_string(), "--json"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -460,6 +485,10 @@ fn table(args: &ZcArgs) -> Result<i32> {
             Some((cells[0], cells[1], copied)),
         ));
     }
+    Ok(rows)
+}
+
+fn print_table(secs: f64, rows: Vec<ZcRow>) {
     out!("sender process CPU (user+sys) per GB sent, {secs:.1} s per cell");
     out!(
         "{:<26} {:>8} {:>12} {:>12} {:>8}  {}",
@@ -485,5 +514,4 @@ fn table(args: &ZcArgs) -> Result<i32> {
             None => out!("{path:<26} {size_s:>8} {:>12} {:>12} {:>8}  a UDP datagram holds at most 65507 bytes", "-", "-", "-"),
         }
     }
-    Ok(0)
 }

@@ -1,5 +1,8 @@
 //! `xskit dump`: what an interface receives at its XDP hook, read back by Wireshark's tools.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,9 @@
 //! far host only through an xskit bond of two links into that bridge, forwarded to a plain
 //! link. Kernel TCP and ICMP cross it in every mode; active-backup fails over under load.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::*;

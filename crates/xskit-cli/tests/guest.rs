@@ -2,6 +2,9 @@
 //! what the host kernel lacks (bonding, virtio_net). Each boot takes seconds under TCG, so a
 //! test puts its steps into one script where it can.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};

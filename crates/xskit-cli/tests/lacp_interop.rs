@@ -3,6 +3,9 @@
 //! Each peer's own view of the aggregate (`show bonding lacp info`, /proc/net/bonding) is
 //! printed with the test's output.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use common::*;

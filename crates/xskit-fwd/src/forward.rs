@@ -746,6 +746,25 @@ impl WorkerPlan {
     }
 
     /// The pipeline: respond (when asked), then the rules.
+    /// Queue `q`'s worker over its `sides` (and where their bonds publish), its fill rings
+    /// stocked, with a pool of its own from `shared`.
+    fn primed_worker(
+        &self,
+        q: u32,
+        umem: &Umem,
+        sides: (Vec<Side>, Vec<Option<BondStatsCell>>),
+        shared: &SharedFrames,
+    ) -> Result<(Worker<Side>, WorkerCells)> {
+        let (mut ports, bond_stats) = sides;
+        let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
+        let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
+        let (mut worker, mut cell) = self.worker(q as usize, q, umem, ports, pool)?;
+        worker.prime()?;
+        cell.sockets = sockets;
+        cell.bonds = bond_stats;
+        Ok((worker, cell))
+    }
+
     fn pipeline(&self, rule_cells: &Arc<Vec<RuleCells>>) -> Result<Pipeline> {
         let n = self.port_macs.len();
         let mut pipeline = Pipeline::new(n);
@@ -881,18 +900,12 @@ impl Forwarder {
         plan.mtus = devices.mtus.clone();
         plan.csum_offload = csum_offload;
         plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
+        let bonds = bond_runtimes(&devices, &filters, config.respond)?;
         let mut workers = Vec::with_capacity(queues as usize);
         let mut cells = Vec::with_capacity(queues as usize);
-        let bonds = bond_runtimes(&devices, &filters, config.respond)?;
         for q in 0..queues {
-            let (mut ports, bond_stats) =
-                queue_sides(q, &devices, &filters, &bonds, &umem, &socket_config)?;
-            let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
-            let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
-            let (mut worker, mut cell) = plan.worker(q as usize, q, &umem, ports, pool)?;
-            worker.prime()?;
-            cell.sockets = sockets;
-            cell.bonds = bond_stats;
+            let sides = queue_sides(q, &devices, &filters, &bonds, &umem, &socket_config)?;
+            let (worker, cell) = plan.primed_worker(q, &umem, sides, &shared)?;
             workers.push(worker);
             cells.push(cell);
         }
@@ -921,12 +934,18 @@ impl Forwarder {
                 .collect(),
         };
         forwarder.program_filters()?;
-        for (side, bond) in forwarder.bonds.iter().enumerate() {
+        forwarder.publish_bond_macs();
+        Ok(forwarder)
+    }
+
+    /// A bond's MAC as its controller says (under fail_over_mac active it follows the active
+    /// member), where the respond stage reads it.
+    fn publish_bond_macs(&self) {
+        for (side, bond) in self.bonds.iter().enumerate() {
             if let Some((_, runtime)) = bond {
-                forwarder.port_macs.set(side, runtime.bond_mac());
+                self.port_macs.set(side, runtime.bond_mac());
             }
         }
-        Ok(forwarder)
     }
 
     /// Tells every filter its settings for the bonds' current states.
@@ -1191,12 +1210,7 @@ impl Forwarder {
         }
         if changed {
             self.program_filters()?;
-            // A bond's MAC follows its active member under fail_over_mac active.
-            for (side, bond) in self.bonds.iter().enumerate() {
-                if let Some((_, runtime)) = bond {
-                    self.port_macs.set(side, runtime.bond_mac());
-                }
-            }
+            self.publish_bond_macs();
         }
         Ok(())
     }

@@ -560,6 +560,117 @@ fn parse_ports(v: &toml::Value) -> Result<(u16, u16), String> {
     }
 }
 
+/// Rule `i` of a rules file, its errors pointing into `text`.
+fn parse_rule(
+    text: &str,
+    i: usize,
+    spanned: &toml::Spanned<RuleRepr>,
+) -> Result<RuleSpec, RulesError> {
+    let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
+    let r = spanned.get_ref();
+    let prefix = |p: &Option<toml::Spanned<String>>| {
+        p.as_ref()
+            .map(|s| Prefix::parse(s.get_ref()).map_err(|m| at(s.span(), m)))
+            .transpose()
+    };
+    let (src, dst) = (prefix(&r.src)?, prefix(&r.dst)?);
+    if let (Some(s), Some(d)) = (src, dst) {
+        if s.family() != d.family() {
+            return Err(at(
+                spanned.span(),
+                "src and dst are of different families: no packet can match".into(),
+            ));
+        }
+    }
+    let protocol = r
+        .protocol
+        .as_ref()
+        .map(|p| parse_protocol(p.get_ref()).map_err(|m| at(p.span(), m)))
+        .transpose()?;
+    let ports = |p: &Option<toml::Spanned<toml::Value>>| {
+        p.as_ref()
+            .map(|s| parse_ports(s.get_ref()).map_err(|m| at(s.span(), m)))
+            .transpose()
+    };
+    let (src_ports, dst_ports) = (ports(&r.src_port)?, ports(&r.dst_port)?);
+    if (src_ports.is_some() || dst_ports.is_some())
+        && !matches!(protocol, Some(ip_protocol::TCP | ip_protocol::UDP))
+    {
+        let span = r
+            .dst_port
+            .as_ref()
+            .or(r.src_port.as_ref())
+            .map(|s| s.span());
+        return Err(at(
+            span.unwrap_or(spanned.span()),
+            "ports need protocol = \"tcp\" or \"udp\" in the same rule".into(),
+        ));
+    }
+    let action = parse_verdict(r.action.get_ref(), true).map_err(|m| at(r.action.span(), m))?;
+    let rate = parse_rate(text, r, action)?;
+    Ok(RuleSpec {
+        name: r.name.clone().unwrap_or_else(|| format!("rule{}", i + 1)),
+        matcher: Match {
+            src,
+            dst,
+            protocol,
+            src_ports,
+            dst_ports,
+        },
+        action,
+        rate,
+    })
+}
+
+/// A rule's rate limit: a rate and a burst for `rate-limit` rules, nothing for the others.
+fn parse_rate(text: &str, r: &RuleRepr, action: Verdict) -> Result<Option<Rate>, RulesError> {
+    let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
+    Ok(match (&r.rate, action) {
+        (Some(rate), Verdict::RateLimit) => {
+            let (per_second, unit) = Rate::parse(rate.get_ref()).map_err(|m| at(rate.span(), m))?;
+            let burst = match &r.burst {
+                Some(b) => u64::try_from(*b.get_ref())
+                    .ok()
+                    .filter(|&b| b > 0)
+                    .ok_or_else(|| at(b.span(), "burst must be at least 1".into()))?,
+                // 50 ms worth, and at least one full-size frame: a user-space
+                // policer sees packets in bunches when its thread is scheduled
+                // out, and a shorter burst would police the scheduler.
+                None => match unit {
+                    RateUnit::Packets => (per_second / 20).max(1),
+                    RateUnit::Bits => (per_second / 160).max(1514),
+                },
+            };
+            Some(Rate {
+                per_second,
+                unit,
+                burst,
+            })
+        }
+        (None, Verdict::RateLimit) => {
+            return Err(at(
+                r.action.span(),
+                "a rate-limit rule needs rate = \"...\", such as \"10kpps\" or \"5Mbps\"".into(),
+            ))
+        }
+        (Some(rate), _) => {
+            return Err(at(
+                rate.span(),
+                "rate is only for action = \"rate-limit\"".into(),
+            ))
+        }
+        (None, _) => {
+            if let Some(b) = &r.burst {
+                return Err(at(
+                    b.span(),
+                    "burst is only for action = \"rate-limit\"".into(),
+                ));
+            }
+            None
+        }
+    })
+}
+
 impl RuleSet {
     /// Rules from a TOML text; errors give line and column.
     pub fn from_toml(text: &str) -> Result<Self, RulesError> {
@@ -578,107 +689,12 @@ impl RuleSet {
                 .map_err(|m| at(u.span(), m.replacen("default", "unclassifiable", 1)))?,
             None => Verdict::Drop,
         };
-        let mut rules = Vec::with_capacity(file.rule.len());
-        for (i, spanned) in file.rule.iter().enumerate() {
-            let r = spanned.get_ref();
-            let prefix = |p: &Option<toml::Spanned<String>>| {
-                p.as_ref()
-                    .map(|s| Prefix::parse(s.get_ref()).map_err(|m| at(s.span(), m)))
-                    .transpose()
-            };
-            let (src, dst) = (prefix(&r.src)?, prefix(&r.dst)?);
-            if let (Some(s), Some(d)) = (src, dst) {
-                if s.family() != d.family() {
-                    return Err(at(
-                        spanned.span(),
-                        "src and dst are of different families: no packet can match".into(),
-                    ));
-                }
-            }
-            let protocol = r
-                .protocol
-                .as_ref()
-                .map(|p| parse_protocol(p.get_ref()).map_err(|m| at(p.span(), m)))
-                .transpose()?;
-            let ports = |p: &Option<toml::Spanned<toml::Value>>| {
-                p.as_ref()
-                    .map(|s| parse_ports(s.get_ref()).map_err(|m| at(s.span(), m)))
-                    .transpose()
-            };
-            let (src_ports, dst_ports) = (ports(&r.src_port)?, ports(&r.dst_port)?);
-            if (src_ports.is_some() || dst_ports.is_some())
-                && !matches!(protocol, Some(ip_protocol::TCP | ip_protocol::UDP))
-            {
-                let span = r
-                    .dst_port
-                    .as_ref()
-                    .or(r.src_port.as_ref())
-                    .map(|s| s.span());
-                return Err(at(
-                    span.unwrap_or(spanned.span()),
-                    "ports need protocol = \"tcp\" or \"udp\" in the same rule".into(),
-                ));
-            }
-            let action =
-                parse_verdict(r.action.get_ref(), true).map_err(|m| at(r.action.span(), m))?;
-            let rate =
-                match (&r.rate, action) {
-                    (Some(rate), Verdict::RateLimit) => {
-                        let (per_second, unit) =
-                            Rate::parse(rate.get_ref()).map_err(|m| at(rate.span(), m))?;
-                        let burst = match &r.burst {
-                            Some(b) => u64::try_from(*b.get_ref())
-                                .ok()
-                                .filter(|&b| b > 0)
-                                .ok_or_else(|| at(b.span(), "burst must be at least 1".into()))?,
-                            // 50 ms worth, and at least one full-size frame: a user-space
-                            // policer sees packets in bunches when its thread is scheduled
-                            // out, and a shorter burst would police the scheduler.
-                            None => match unit {
-                                RateUnit::Packets => (per_second / 20).max(1),
-                                RateUnit::Bits => (per_second / 160).max(1514),
-                            },
-                        };
-                        Some(Rate {
-                            per_second,
-                            unit,
-                            burst,
-                        })
-                    }
-                    (None, Verdict::RateLimit) => return Err(at(
-                        r.action.span(),
-                        "a rate-limit rule needs rate = \"...\", such as \"10kpps\" or \"5Mbps\""
-                            .into(),
-                    )),
-                    (Some(rate), _) => {
-                        return Err(at(
-                            rate.span(),
-                            "rate is only for action = \"rate-limit\"".into(),
-                        ))
-                    }
-                    (None, _) => {
-                        if let Some(b) = &r.burst {
-                            return Err(at(
-                                b.span(),
-                                "burst is only for action = \"rate-limit\"".into(),
-                            ));
-                        }
-                        None
-                    }
-                };
-            rules.push(RuleSpec {
-                name: r.name.clone().unwrap_or_else(|| format!("rule{}", i + 1)),
-                matcher: Match {
-                    src,
-                    dst,
-                    protocol,
-                    src_ports,
-                    dst_ports,
-                },
-                action,
-                rate,
-            });
-        }
+        let rules = file
+            .rule
+            .iter()
+            .enumerate()
+            .map(|(i, spanned)| parse_rule(text, i, spanned))
+            .collect::<Result<Vec<_>, _>>()?;
         if rules.len() > crate::MAX_RULES {
             return Err(RulesError::at(
                 text,

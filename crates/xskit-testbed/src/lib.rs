@@ -216,6 +216,55 @@ fn veth(name: &str, ns: &str, mac: &[u8; 6], peer: &str, peer_ns: &str) -> io::R
     ])
 }
 
+/// A veth pair between `a` and `b`, with their names and MACs and `queues` queues each way.
+fn veth_with_queues(a: &Host, b: &Host, queues: u32) -> io::Result<Output> {
+    let q = queues.to_string();
+    let (mac_a, mac_b) = (mac_string(&a.mac), mac_string(&b.mac));
+    ip(&[
+        "link",
+        "add",
+        &a.ifname,
+        "netns",
+        &a.ns.name,
+        "address",
+        &mac_a,
+        "numrxqueues",
+        &q,
+        "numtxqueues",
+        &q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &b.ifname,
+        "netns",
+        &b.ns.name,
+        "address",
+        &mac_b,
+        "numrxqueues",
+        &q,
+        "numtxqueues",
+        &q,
+    ])
+}
+
+/// The host's MTU (if set), its IPv4 address (if it has one: a bridge port has none), and
+/// its interface and loopback up.
+fn address_host(host: &Host, mtu: Option<u32>) -> io::Result<()> {
+    let ns = host.ns.name.as_str();
+    if let Some(mtu) = mtu {
+        let mtu = mtu.to_string();
+        ip(&["-n", ns, "link", "set", &host.ifname, "mtu", &mtu])?;
+    }
+    if !host.ip.is_unspecified() {
+        let addr = format!("{}/24", host.ip);
+        ip(&["-n", ns, "addr", "add", &addr, "dev", &host.ifname])?;
+    }
+    ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    ip(&["-n", ns, "link", "set", &host.ifname, "up"])?;
+    Ok(())
+}
+
 fn delete_ns(name: &str) {
     // Deleting the namespace destroys the veth end inside it, and with it the pair.
     let _ = Command::new("ip")
@@ -354,59 +403,9 @@ impl Testbed {
             ip6: None,
             mac: [0x02, 0x58, 0x53, 0x4b, 0x00, 0x0b],
         };
-        let q = config.queues.to_string();
-        let mac_a = mac_string(&a.mac);
-        let mac_b = mac_string(&b.mac);
-        ip(&[
-            "link",
-            "add",
-            &a.ifname,
-            "netns",
-            &a.ns.name,
-            "address",
-            &mac_a,
-            "numrxqueues",
-            &q,
-            "numtxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &b.ifname,
-            "netns",
-            &b.ns.name,
-            "address",
-            &mac_b,
-            "numrxqueues",
-            &q,
-            "numtxqueues",
-            &q,
-        ])?;
+        veth_with_queues(&a, &b, config.queues)?;
         for host in [&a, &b] {
-            let ns = host.ns.name.as_str();
-            if let Some(mtu) = config.mtu {
-                ip(&[
-                    "-n",
-                    ns,
-                    "link",
-                    "set",
-                    &host.ifname,
-                    "mtu",
-                    &mtu.to_string(),
-                ])?;
-            }
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{}/24", host.ip),
-                "dev",
-                &host.ifname,
-            ])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", ns, "link", "set", &host.ifname, "up"])?;
+            address_host(host, config.mtu)?;
         }
         std::mem::take(&mut guard.0);
         Ok(Testbed { a, b })
@@ -543,80 +542,17 @@ impl Chain {
                 host(&ns_c, "xsk-c", Ipv4Addr::new(203, 0, 113, 2), 4),
             )
         };
-        let q = queues.to_string();
         for (x, y) in [(&a, &m_a), (&m_c, &c)] {
-            ip(&[
-                "link",
-                "add",
-                &x.ifname,
-                "netns",
-                &x.ns.name,
-                "address",
-                &mac_string(&x.mac),
-                "numrxqueues",
-                &q,
-                "numtxqueues",
-                &q,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &y.ifname,
-                "netns",
-                &y.ns.name,
-                "address",
-                &mac_string(&y.mac),
-                "numrxqueues",
-                &q,
-                "numtxqueues",
-                &q,
-            ])?;
+            veth_with_queues(x, y, queues)?;
         }
         for h in [&a, &m_a, &m_c, &c] {
-            if let Some(mtu) = mtu {
-                ip(&[
-                    "-n",
-                    &h.ns.name,
-                    "link",
-                    "set",
-                    &h.ifname,
-                    "mtu",
-                    &mtu.to_string(),
-                ])?;
-            }
-            if !h.ip.is_unspecified() {
-                ip(&[
-                    "-n",
-                    &h.ns.name,
-                    "addr",
-                    "add",
-                    &format!("{}/24", h.ip),
-                    "dev",
-                    &h.ifname,
-                ])?;
-            }
-            ip(&["-n", &h.ns.name, "link", "set", "lo", "up"])?;
-            ip(&["-n", &h.ns.name, "link", "set", &h.ifname, "up"])?;
+            address_host(h, mtu)?;
         }
         if !bridged {
-            ip(&[
-                "-n",
-                &a.ns.name,
-                "route",
-                "add",
-                "default",
-                "via",
-                &m_a.ip.to_string(),
-            ])?;
-            ip(&[
-                "-n",
-                &c.ns.name,
-                "route",
-                "add",
-                "default",
-                "via",
-                &m_c.ip.to_string(),
-            ])?;
+            for (host, router) in [(&a, &m_a), (&c, &m_c)] {
+                let via = router.ip.to_string();
+                ip(&["-n", &host.ns.name, "route", "add", "default", "via", &via])?;
+            }
             ns_m.run(|| std::fs::write("/proc/sys/net/ipv4/ip_forward", "1"))??;
         }
         std::mem::take(&mut guard.0);

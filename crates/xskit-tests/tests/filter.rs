@@ -1,6 +1,9 @@
 //! Stage 0 in the kernel: ordered rules drop, pass and redirect, count exactly, and change at
 //! run time without reattaching.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};

@@ -1,6 +1,9 @@
 //! Forwarding through real AF_XDP ports that share one UMEM: host a -> forwarder in m
 //! (xsk-ma -> xsk-mc) -> host c, with exact frame accounting in the forwarder.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

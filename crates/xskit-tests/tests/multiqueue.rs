@@ -1,5 +1,8 @@
 //! Multi-buffer packets and shared UMEM across queues.
 
+// A scenario reads top to bottom as the steps it takes, however many there are.
+#![allow(clippy::too_many_lines)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

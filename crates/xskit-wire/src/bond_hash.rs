@@ -166,6 +166,9 @@ const MAX_HEADER_BYTES: usize = 512;
 /// Linux's whole flow dissector (`__skb_flow_dissect`) with the bond's keys, for the encap
 /// policies: `None` where it fails (the bond then hashes layer2). One step per header, as
 /// `xskit_dissect_all` in `xskit_bond.h` takes them.
+// One pass over the headers, as the kernel's flow dissector makes it, run per packet by a
+// bond's transmit hash: kept whole so that it reads against `__skb_flow_dissect`.
+#[allow(clippy::too_many_lines)]
 fn dissect_all(frame: &[u8], ports: bool) -> Option<Flow> {
     let get = |at: usize, n: usize| {
         if at + n > MAX_HEADER_BYTES {

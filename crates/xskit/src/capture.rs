@@ -143,6 +143,66 @@ impl XdpAction {
     }
 }
 
+/// The capture's maps, the program of its own it attached (if any), and through what it
+/// captures.
+type Hook = (
+    PerfEventArray<MapData>,
+    Array<MapData, SwitchValue>,
+    PerCpuArray<MapData, RateValue>,
+    Option<XdpProgram>,
+    String,
+);
+
+/// The capture hook of the xskit program `attached` to `iface`, or (none attached) a capture
+/// program of its own.
+fn hook(iface: &Interface, config: &CaptureConfig, attached: Option<u32>) -> Result<Hook> {
+    let typed = |buffer: Map, switch: Map, rate: Map| -> Result<_> {
+        let buffer = PerfEventArray::try_from(buffer)
+            .map_err(|e| map_error("taking the capture buffer", e))?;
+        let switch: Array<MapData, SwitchValue> =
+            Array::try_from(switch).map_err(|e| map_error("taking the capture switch", e))?;
+        let rate: PerCpuArray<MapData, RateValue> = PerCpuArray::try_from(rate)
+            .map_err(|e| map_error("taking the capture's rate counters", e))?;
+        Ok((buffer, switch, rate))
+    };
+    Ok(match attached {
+        Some(id) => {
+            let name = aya::programs::loaded_programs()
+                .filter_map(|p| p.ok())
+                .find(|p| p.id() == id)
+                .and_then(|p| p.name_as_str().map(str::to_string))
+                .unwrap_or_else(|| "?".into());
+            let Some((buffer, switch, rate)) = hook_maps(id)? else {
+                return Err(Error::CaptureForeignProgram {
+                    iface: iface.name().to_string(),
+                    id,
+                    name,
+                });
+            };
+            let (buffer, switch, rate) = typed(
+                Map::PerfEventArray(buffer),
+                Map::Array(switch),
+                Map::PerCpuArray(rate),
+            )?;
+            let through = format!("the attached xskit program {name} (id {id})");
+            (buffer, switch, rate, None, through)
+        }
+        None => {
+            let program = XdpProgram::attach_object(
+                iface,
+                ProgramObject::new(DUMP_OBJ, "xskit_dump"),
+                config.mode,
+                false,
+            )?;
+            let buffer: PerfEventArray<MapData> = program.take_map(BUFFER_MAP)?;
+            let switch: Array<MapData, SwitchValue> = program.take_map(SWITCH_MAP)?;
+            let rate: PerCpuArray<MapData, RateValue> = program.take_map(RATE_MAP)?;
+            let through = format!("xskit's capture program ({})", program.mode());
+            (buffer, switch, rate, Some(program), through)
+        }
+    })
+}
+
 /// A running capture; the hook is switched off (or the program of its own detached) on drop.
 pub struct Capture {
     buffers: Vec<PerfEventArrayBuffer<MapData>>,
@@ -220,51 +280,7 @@ impl Capture {
             });
         }
         let attached = iface.link_info()?.xdp.any();
-        let typed = |buffer: Map, switch: Map, rate: Map| -> Result<_> {
-            let buffer = PerfEventArray::try_from(buffer)
-                .map_err(|e| map_error("taking the capture buffer", e))?;
-            let switch: Array<MapData, SwitchValue> =
-                Array::try_from(switch).map_err(|e| map_error("taking the capture switch", e))?;
-            let rate: PerCpuArray<MapData, RateValue> = PerCpuArray::try_from(rate)
-                .map_err(|e| map_error("taking the capture's rate counters", e))?;
-            Ok((buffer, switch, rate))
-        };
-        let (mut buffer, mut switch, rate, own, through) = match attached {
-            Some(id) => {
-                let name = aya::programs::loaded_programs()
-                    .filter_map(|p| p.ok())
-                    .find(|p| p.id() == id)
-                    .and_then(|p| p.name_as_str().map(str::to_string))
-                    .unwrap_or_else(|| "?".into());
-                let Some((buffer, switch, rate)) = hook_maps(id)? else {
-                    return Err(Error::CaptureForeignProgram {
-                        iface: iface.name().to_string(),
-                        id,
-                        name,
-                    });
-                };
-                let (buffer, switch, rate) = typed(
-                    Map::PerfEventArray(buffer),
-                    Map::Array(switch),
-                    Map::PerCpuArray(rate),
-                )?;
-                let through = format!("the attached xskit program {name} (id {id})");
-                (buffer, switch, rate, None, through)
-            }
-            None => {
-                let program = XdpProgram::attach_object(
-                    iface,
-                    ProgramObject::new(DUMP_OBJ, "xskit_dump"),
-                    config.mode,
-                    false,
-                )?;
-                let buffer: PerfEventArray<MapData> = program.take_map(BUFFER_MAP)?;
-                let switch: Array<MapData, SwitchValue> = program.take_map(SWITCH_MAP)?;
-                let rate: PerCpuArray<MapData, RateValue> = program.take_map(RATE_MAP)?;
-                let through = format!("xskit's capture program ({})", program.mode());
-                (buffer, switch, rate, Some(program), through)
-            }
-        };
+        let (mut buffer, mut switch, rate, own, through) = hook(iface, config, attached)?;
         let cpus = aya::util::online_cpus().map_err(|(what, e)| Error::Capture {
             reason: format!("reading {what}: {e}"),
         })?;

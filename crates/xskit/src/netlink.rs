@@ -28,7 +28,6 @@ const IFLA_STATS64: u16 = 23;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
 const IFLA_XDP: u16 = 43;
-const IFLA_XDP_ATTACHED: u16 = 2;
 const IFLA_XDP_PROG_ID: u16 = 4;
 const IFLA_XDP_DRV_PROG_ID: u16 = 5;
 const IFLA_XDP_SKB_PROG_ID: u16 = 6;
@@ -477,65 +476,13 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
     for (kind, payload) in attrs(data) {
         match kind {
             IFLA_ADDRESS => info.mac = payload.try_into().ok(),
-            IFLA_IFNAME => {
-                let name = payload.split(|&b| b == 0).next().unwrap_or(&[]);
-                info.name = String::from_utf8_lossy(name).into_owned();
-            }
+            IFLA_IFNAME => info.name = c_string(payload),
             IFLA_MTU => info.mtu = u32_of(payload).unwrap_or(0),
             IFLA_MASTER => info.master = u32_of(payload).filter(|&m| m != 0),
-            IFLA_LINKINFO => {
-                for (ikind, ipayload) in attrs(payload) {
-                    match ikind {
-                        IFLA_INFO_KIND => {
-                            let name = ipayload.split(|&b| b == 0).next().unwrap_or(&[]);
-                            info.kind = Some(String::from_utf8_lossy(name).into_owned());
-                        }
-                        IFLA_INFO_DATA if info.kind.as_deref() == Some("bond") => {
-                            let mut bond = KernelBond::default();
-                            for (bkind, bpayload) in attrs(ipayload) {
-                                match bkind {
-                                    IFLA_BOND_MODE => {
-                                        bond.mode = bpayload.first().copied().unwrap_or(0)
-                                    }
-                                    IFLA_BOND_XMIT_HASH_POLICY => {
-                                        bond.xmit_hash_policy =
-                                            bpayload.first().copied().unwrap_or(0)
-                                    }
-                                    IFLA_BOND_ACTIVE_SLAVE => {
-                                        bond.active_slave = u32_of(bpayload).filter(|&i| i != 0)
-                                    }
-                                    _ => {}
-                                }
-                            }
-                            info.bond = Some(bond);
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            IFLA_LINKINFO => parse_link_info(payload, &mut info),
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(payload).unwrap_or(0),
             IFLA_NUM_TX_QUEUES => info.tx_queues = u32_of(payload).unwrap_or(0),
-            IFLA_STATS64 => {
-                let v: Vec<u64> = payload
-                    .chunks_exact(8)
-                    .take(8)
-                    .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                    .collect();
-                if let [rx_packets, tx_packets, rx_bytes, tx_bytes, rx_errors, tx_errors, rx_dropped, tx_dropped] =
-                    v[..]
-                {
-                    info.stats = LinkStats {
-                        rx_packets,
-                        tx_packets,
-                        rx_bytes,
-                        tx_bytes,
-                        rx_errors,
-                        tx_errors,
-                        rx_dropped,
-                        tx_dropped,
-                    };
-                }
-            }
+            IFLA_STATS64 => info.stats = parse_stats64(payload).unwrap_or(info.stats),
             IFLA_XDP => {
                 for (xkind, xpayload) in attrs(payload) {
                     let value = u32_of(xpayload).unwrap_or(0);
@@ -543,7 +490,6 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
                         IFLA_XDP_PROG_ID => info.xdp.prog_id = value,
                         IFLA_XDP_DRV_PROG_ID => info.xdp.drv_prog_id = value,
                         IFLA_XDP_SKB_PROG_ID => info.xdp.skb_prog_id = value,
-                        IFLA_XDP_ATTACHED => {}
                         _ => {}
                     }
                 }
@@ -552,6 +498,62 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
         }
     }
     info
+}
+
+/// A NUL-terminated name.
+fn c_string(payload: &[u8]) -> String {
+    let name = payload.split(|&b| b == 0).next().unwrap_or(&[]);
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// IFLA_LINKINFO: the link's kind and, for a bond, its mode, hash policy and active member.
+fn parse_link_info(payload: &[u8], info: &mut LinkInfo) {
+    for (ikind, ipayload) in attrs(payload) {
+        match ikind {
+            IFLA_INFO_KIND => info.kind = Some(c_string(ipayload)),
+            IFLA_INFO_DATA if info.kind.as_deref() == Some("bond") => {
+                let mut bond = KernelBond::default();
+                for (bkind, bpayload) in attrs(ipayload) {
+                    match bkind {
+                        IFLA_BOND_MODE => bond.mode = bpayload.first().copied().unwrap_or(0),
+                        IFLA_BOND_XMIT_HASH_POLICY => {
+                            bond.xmit_hash_policy = bpayload.first().copied().unwrap_or(0)
+                        }
+                        IFLA_BOND_ACTIVE_SLAVE => {
+                            bond.active_slave = u32_of(bpayload).filter(|&i| i != 0)
+                        }
+                        _ => {}
+                    }
+                }
+                info.bond = Some(bond);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// IFLA_STATS64's first eight counters, if the attribute holds them.
+fn parse_stats64(payload: &[u8]) -> Option<LinkStats> {
+    let v: Vec<u64> = payload
+        .chunks_exact(8)
+        .take(8)
+        .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect();
+    let [rx_packets, tx_packets, rx_bytes, tx_bytes, rx_errors, tx_errors, rx_dropped, tx_dropped] =
+        v[..]
+    else {
+        return None;
+    };
+    Some(LinkStats {
+        rx_packets,
+        tx_packets,
+        rx_bytes,
+        tx_bytes,
+        rx_errors,
+        tx_errors,
+        rx_dropped,
+        tx_dropped,
+    })
 }
 
 fn genl_request(family: u16, cmd: u8, version: u8, flags: u16) -> Request {

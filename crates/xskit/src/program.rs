@@ -209,6 +209,38 @@ fn attach_object(
     program
         .load()
         .map_err(|e| program_error(prog_name, "verifying", e))?;
+    let (mode, fallback) =
+        attach_in_mode(iface, program, prog_name, mode, (link.mtu, multi_buffer))?;
+    // The link is ours, so the id the interface reports now is our program's.
+    let id = iface
+        .link_info()
+        .ok()
+        .and_then(|l| l.xdp.any())
+        .unwrap_or(0);
+    let (total, max_combined) = rx_queue_counts(iface);
+    let total = total.unwrap_or(1);
+    Ok(Attached {
+        ebpf,
+        mode,
+        fallback,
+        id,
+        rx_queues: RxQueues {
+            own: own.unwrap_or(total),
+            total,
+            max_combined,
+        },
+    })
+}
+
+/// Attaches `program` to `iface` in `mode` (auto: native, else SKB, saying why); the
+/// attached mode and the fallback's reason. `(mtu, multi_buffer)` explain a native refusal.
+fn attach_in_mode(
+    iface: &Interface,
+    program: &mut Xdp,
+    prog_name: &str,
+    mode: Mode,
+    (mtu, multi_buffer): (u32, bool),
+) -> Result<(AttachedMode, Option<String>)> {
     let attach = |program: &mut Xdp, m: XdpMode| program.attach_to_if_index(iface.index(), m);
     // Another program attached between the check above and our attach: the kernel refused
     // ours. Name the winner instead of trying another mode.
@@ -225,16 +257,14 @@ fn attach_object(
     let skb_refused =
         |e| taken().unwrap_or_else(|| program_error(prog_name, "attaching in SKB mode", e));
     // Zero-copy sockets need the program in the driver.
-    let (mode, fallback) = match mode {
+    Ok(match mode {
         Mode::Skb => {
             attach(program, XdpMode::Skb).map_err(skb_refused)?;
             (AttachedMode::Skb, None)
         }
         Mode::Drv | Mode::ZeroCopy => {
             attach(program, XdpMode::Driver).map_err(|e| {
-                taken().unwrap_or_else(|| {
-                    native_error(iface, link.mtu, multi_buffer, &error_chain(&e))
-                })
+                taken().unwrap_or_else(|| native_error(iface, mtu, multi_buffer, &error_chain(&e)))
             })?;
             (AttachedMode::Drv, None)
         }
@@ -253,25 +283,6 @@ fn attach_object(
                     )),
                 )
             }
-        },
-    };
-    // The link is ours, so the id the interface reports now is our program's.
-    let id = iface
-        .link_info()
-        .ok()
-        .and_then(|l| l.xdp.any())
-        .unwrap_or(0);
-    let (total, max_combined) = rx_queue_counts(iface);
-    let total = total.unwrap_or(1);
-    Ok(Attached {
-        ebpf,
-        mode,
-        fallback,
-        id,
-        rx_queues: RxQueues {
-            own: own.unwrap_or(total),
-            total,
-            max_combined,
         },
     })
 }

@@ -33,6 +33,46 @@ fn share(k: u64, n: u64, count: u64, rate: u64) -> Share {
     }
 }
 
+/// Each queue's count and kernel statistics, and the wakeups over all of them.
+fn queue_reports(
+    ports: &mut [Port],
+    queues: &[u32],
+    sent: &[u64],
+) -> Result<(Vec<QueueReport>, u64)> {
+    let mut per_queue = Vec::with_capacity(queues.len());
+    let mut wakeups = 0;
+    for ((port, &queue), &tx_packets) in ports.iter_mut().zip(queues).zip(sent) {
+        wakeups += port.socket().tx().map_or(0, |t| t.wakeups());
+        per_queue.push(QueueReport {
+            queue,
+            tx_packets,
+            statistics: stats_json(&port.statistics()?),
+        });
+    }
+    Ok((per_queue, wakeups))
+}
+
+/// The run's summary: JSON, or a line with each queue's count.
+fn print_summary(args: &GenArgs, report: &GenReport, queues: &[u32], sent: &[u64]) -> Result<()> {
+    if args.run.json_output() {
+        return crate::opts::print_json("gen", report);
+    }
+    out!(
+        "sent {} packets in {:.2} s on {} queues ({}): {} pps; device dropped {}",
+        thousands(sent.iter().sum::<u64>()),
+        report.duration_s,
+        queues.len(),
+        sent.iter()
+            .zip(queues)
+            .map(|(s, q)| format!("{q}: {}", thousands(*s)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        thousands(report.tx_pps as u64),
+        thousands(report.device_tx_dropped)
+    );
+    Ok(())
+}
+
 pub(super) fn run(
     args: &GenArgs,
     iface: &Interface,
@@ -100,16 +140,7 @@ pub(super) fn run(
     let elapsed = start.elapsed().as_secs_f64();
     let total: u64 = sent.iter().sum();
     let dropped = tx_dropped(iface)?.saturating_sub(dropped_before);
-    let mut per_queue = Vec::with_capacity(queues.len());
-    let mut wakeups = 0;
-    for ((port, &queue), &tx_packets) in ports.iter_mut().zip(queues).zip(&sent) {
-        wakeups += port.socket().tx().map_or(0, |t| t.wakeups());
-        per_queue.push(QueueReport {
-            queue,
-            tx_packets,
-            statistics: stats_json(&port.statistics()?),
-        });
-    }
+    let (per_queue, wakeups) = queue_reports(&mut ports, queues, &sent)?;
     let report = GenReport {
         interface: ifname,
         queue: queues[0],
@@ -119,22 +150,7 @@ pub(super) fn run(
         queues: per_queue,
         ..GenReport::measured(t, rate, total, elapsed, cpu_start)
     };
-    if args.run.json_output() {
-        crate::opts::print_json("gen", &report)?;
-    } else {
-        out!(
-            "sent {} packets in {:.2} s on {n} queues ({}): {} pps; device dropped {}",
-            thousands(total),
-            elapsed,
-            sent.iter()
-                .zip(queues)
-                .map(|(s, q)| format!("{q}: {}", thousands(*s)))
-                .collect::<Vec<_>>()
-                .join(", "),
-            thousands(report.tx_pps as u64),
-            thousands(dropped)
-        );
-    }
+    print_summary(args, &report, queues, &sent)?;
     if limit != u64::MAX && total < limit && !stopped(&stop) && duration.is_none() {
         bail!("only {total} of {limit} packets could be sent");
     }

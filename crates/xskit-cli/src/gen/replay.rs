@@ -87,7 +87,97 @@ struct ReplayReport {
     cpu_share: f64,
 }
 
-pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32> {
+/// When a replay's packets are due: at the capture's own offsets ("original"), at a rate,
+/// or as fast as they go ("topspeed").
+struct Pace {
+    timing: &'static str,
+    rate: u64,
+    start: Instant,
+}
+
+/// The capture's passes (`--loop`) until `over`: each packet queued, sent when due or when a
+/// batch is full. Returns the packets queued, their bytes and the passes made.
+fn replay_passes(
+    args: &GenArgs,
+    (port, pending): (&mut Port, &mut Vec<Frame>),
+    capture: &Capture,
+    pace: &Pace,
+    progress: &mut TxProgress,
+    over: impl Fn(u64) -> bool,
+) -> Result<(u64, u64, u64)> {
+    let (mut queued, mut bytes, mut loops) = (0u64, 0u64, 0u64);
+    'replay: while args.loops == 0 || loops < args.loops {
+        let pass = Instant::now();
+        for (offset, data) in &capture.packets {
+            if over(queued) {
+                break 'replay;
+            }
+            let due = match pace.timing {
+                "original" => Some(pass + *offset),
+                "rate" => {
+                    let after = Duration::from_secs_f64(queued as f64 / pace.rate as f64);
+                    Some(pace.start + after)
+                }
+                _ => None,
+            };
+            if let Some(due) = due.filter(|&d| d > Instant::now()) {
+                // What is queued goes out before the wait, so the timing holds per packet.
+                send_all(port, pending)?;
+                std::thread::sleep(due - Instant::now());
+            }
+            while !push_bytes(port, data, pending)? {
+                send_all(port, pending)?;
+                if over(queued) {
+                    break 'replay;
+                }
+            }
+            queued += 1;
+            bytes += data.len() as u64;
+            if pending.len() >= args.port.batch {
+                send_all(port, pending)?;
+            }
+            let sent = queued - count_packets(pending);
+            progress.update(sent, bytes, || port.statistics().ok());
+        }
+        loops += 1;
+    }
+    Ok((queued, bytes, loops))
+}
+
+/// Sends what is still queued, for up to 2 s in all, and waits for the kernel to finish;
+/// returns the packets that could not be sent.
+fn drain(port: &mut Port, pending: &mut Vec<Frame>) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !pending.is_empty() && Instant::now() < deadline {
+        send_all(port, pending)?;
+    }
+    let unsent = count_packets(pending);
+    port.recycle(pending);
+    port.finish_sending(deadline.saturating_duration_since(Instant::now()))?;
+    Ok(unsent)
+}
+
+fn print_report(args: &GenArgs, report: &ReplayReport, stats: &xskit::Statistics) -> Result<()> {
+    if args.run.json_output() {
+        return crate::opts::print_json("gen", report);
+    }
+    out!(
+        "replayed {} packets of {} ({} left out) in {:.2} s, {} loop(s): {} pps; device dropped {}; kernel {}",
+        thousands(report.tx_packets),
+        report.pcap,
+        report.skipped,
+        report.duration_s,
+        report.loops,
+        thousands(report.tx_pps as u64),
+        thousands(report.device_tx_dropped),
+        stats
+    );
+    Ok(())
+}
+
+/// Refuses what does not apply to a replay: the live engine and the options that build
+/// probes.
+fn check_replay_args(args: &GenArgs) -> Result<()> {
     if args.engine == Engine::Live {
         bail!("--pcap replays through an AF_XDP socket: drop --engine live");
     }
@@ -105,6 +195,11 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
              probes (-s, -6, --vlan, --flows, --src-mac, --dst-mac, --src-ip, --dst-ip)"
         );
     }
+    Ok(())
+}
+
+pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32> {
+    check_replay_args(args)?;
     let info = iface.link_info()?;
     // The MTU bounds the IP packet; the frame adds its Ethernet header and up to two tags.
     let capture = load(path, info.mtu as usize + 22)?;
@@ -131,55 +226,27 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
         path.display(),
         capture.packets.len()
     ));
-    let limit = args.count.unwrap_or(u64::MAX);
-    let batch = args.port.batch;
-    let mut pending: Vec<Frame> = Vec::with_capacity(batch * 4);
-    let (mut queued, mut bytes, mut loops) = (0u64, 0u64, 0u64);
+    let mut pending: Vec<Frame> = Vec::with_capacity(args.port.batch * 4);
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
+    let limit = args.count.unwrap_or(u64::MAX);
     let over = |queued: u64| {
         stopped(&stop) || queued >= limit || duration.is_some_and(|d| start.elapsed() >= d)
     };
-    'replay: while args.loops == 0 || loops < args.loops {
-        let pass = Instant::now();
-        for (offset, data) in &capture.packets {
-            if over(queued) {
-                break 'replay;
-            }
-            let due = match timing {
-                "original" => Some(pass + *offset),
-                "rate" => Some(start + Duration::from_secs_f64(queued as f64 / rate as f64)),
-                _ => None,
-            };
-            if let Some(due) = due.filter(|&d| d > Instant::now()) {
-                // What is queued goes out before the wait, so the timing holds per packet.
-                send_all(&mut port, &mut pending)?;
-                std::thread::sleep(due - Instant::now());
-            }
-            while !push_bytes(&mut port, data, &mut pending)? {
-                send_all(&mut port, &mut pending)?;
-                if over(queued) {
-                    break 'replay;
-                }
-            }
-            queued += 1;
-            bytes += data.len() as u64;
-            if pending.len() >= batch {
-                send_all(&mut port, &mut pending)?;
-            }
-            let sent = queued - count_packets(&pending);
-            progress.update(sent, bytes, || port.statistics().ok());
-        }
-        loops += 1;
-    }
-    // What is still queued is sent, then the kernel finishes.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !pending.is_empty() && Instant::now() < deadline {
-        send_all(&mut port, &mut pending)?;
-    }
-    let sent = queued - count_packets(&pending);
-    port.recycle(&mut pending);
-    port.finish_sending(deadline.saturating_duration_since(Instant::now()))?;
+    let pace = Pace {
+        timing,
+        rate,
+        start,
+    };
+    let (queued, bytes, loops) = replay_passes(
+        args,
+        (&mut port, &mut pending),
+        &capture,
+        &pace,
+        &mut progress,
+        over,
+    )?;
+    let sent = queued - drain(&mut port, &mut pending)?;
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let report = ReplayReport {
@@ -201,21 +268,7 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
         device_tx_dropped: tx_dropped(iface)?.saturating_sub(dropped_before),
         cpu_share: (process_cpu_ns() - cpu_start) as f64 / 1e9 / elapsed.max(1e-9),
     };
-    if args.run.json_output() {
-        crate::opts::print_json("gen", &report)?;
-    } else {
-        out!(
-            "replayed {} packets of {} ({} left out) in {:.2} s, {} loop(s): {} pps; device dropped {}; kernel {}",
-            thousands(sent),
-            report.pcap,
-            report.skipped,
-            elapsed,
-            loops,
-            thousands(report.tx_pps as u64),
-            thousands(report.device_tx_dropped),
-            stats
-        );
-    }
+    print_report(args, &report, &stats)?;
     Ok(if report.device_tx_dropped > 0 { 1 } else { 0 })
 }
 
