@@ -1,76 +1,27 @@
-//! The forwarder: configuration, set-up, workers' threads and the report.
+//! The forwarder: set-up, the workers' threads, the supervisor and the report.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
-use xskit::{AttachedMode, Interface, Mode, SocketConfig, SocketHandle, Umem, UmemConfig};
+use xskit::{AttachedMode, Interface, Mode, SocketConfig, Umem, UmemConfig};
 use xskit_os::sync::LockUnpoisoned;
-use xskit_pipeline::{
-    FramePool, Outputs, Pipeline, PoolStats, SharedFrames, XskPort, DEFAULT_VECTOR,
-};
+use xskit_pipeline::{PoolStats, SharedFrames, XskPort};
 
 use crate::abi::Slot;
-use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side, SidePort};
-use crate::chains;
+use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side};
+pub use crate::config::{ChecksumMode, ForwardConfig};
 use crate::counter::PortCells;
-pub use crate::counter::UserPortCounts;
+pub use crate::counts::*;
 use crate::error::{Error, Result};
 use crate::filter::XdpFilter;
 use crate::report::{FilterSnapshot, WorkerSnapshot};
-use crate::rules::{RateLimiter, RuleSet, Verdict};
-use crate::stages::{PortMacs, Respond, RuleCells, Rules};
-use crate::worker::{TapPath, Worker, WorkerEnd, HOST_EVERY};
+use crate::rules::{RuleSet, Verdict};
+use crate::stages::{PortMacs, RuleCells};
+use crate::worker::{TapPath, Worker, WorkerEnd};
+pub(crate) use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
 use xskit_os::tap::TapFd;
-
-/// How to forward: `ForwardConfig::new(interfaces)` and the setters for the rest.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ForwardConfig {
-    /// One or two interfaces. With two, what arrives on one leaves on the other.
-    pub interfaces: Vec<String>,
-    /// Where the XDP program runs: `Auto`, `Skb` or `Drv`. The sockets copy: one UMEM serves
-    /// both interfaces, so `ZeroCopy` is refused.
-    pub mode: Mode,
-    /// Queues to serve (a worker each); `None` serves every receive queue.
-    pub queues: Option<u32>,
-    /// The rules.
-    pub rules: RuleSet,
-    /// Send forwarded packets back out of the interface they came in on, MACs swapped (l2fwd).
-    pub reflect: bool,
-    /// Answer ARP and ICMP echo requests for this address.
-    pub respond: Option<Ipv4Addr>,
-    /// A TAP device for packets the rules pass to the kernel from user space, and for the
-    /// forwarding host's own traffic.
-    pub tap: Option<String>,
-    /// Let the XDP program forward what it can decide (XDP_REDIRECT between the two
-    /// interfaces), so only the rest reaches user space. Needs two interfaces and no
-    /// `reflect`, `respond` or `tap`, which need user space to see every packet.
-    pub xdp_forward: bool,
-    /// Check the frame accounting after every vector; stop with an error if it is off.
-    pub check: bool,
-    /// Packets per vector (1 to 256).
-    pub vector: usize,
-    /// UMEM frames; `None` sizes the UMEM for every ring of every socket.
-    pub frames: Option<u32>,
-    /// CPUs to pin workers to, in queue order (wrapping); empty leaves them unpinned.
-    pub cpus: Vec<usize>,
-    /// Socket ring sizes and options.
-    pub socket: SocketConfig,
-    /// How partial checksums (CHECKSUM_PARTIAL packets from the hosts' own sockets) are
-    /// finished before they leave.
-    pub checksum: ChecksumMode,
-    /// Bonds: an interface named as one of these is that bond of member interfaces.
-    pub bonds: Vec<BondConfig>,
-    /// Hold every interface (a bond's members) in promiscuous mode while forwarding (the
-    /// default): a bump in the wire receives unicast frames for the hosts behind it, which a
-    /// NIC's MAC filter drops before XDP sees them. Off leaves each NIC's filter as it is.
-    pub promiscuous: bool,
-}
 
 /// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
 /// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
@@ -135,7 +86,7 @@ fn bond_runtimes(
 }
 
 /// Where a bond publishes its members' counters.
-type BondStatsCell = Arc<Mutex<xskit_bond::BondStats>>;
+pub(crate) type BondStatsCell = Arc<Mutex<xskit_bond::BondStats>>;
 
 /// Queue `q`'s sockets, one per interface, gathered into sides: a plain interface's port, or
 /// a bond port of its members' (with where it publishes its counters).
@@ -168,266 +119,6 @@ fn queue_sides(
         }
     }
     Ok((ports, bond_stats))
-}
-
-/// How the forwarder finishes checksums a sender left partial.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ChecksumMode {
-    /// Ask the kernel through AF_XDP transmit metadata (the packet leaves CHECKSUM_PARTIAL, as
-    /// it left its sender); sum in user space where the kernel has no transmit metadata.
-    #[default]
-    Offload,
-    /// Sum every such packet in user space.
-    Software,
-}
-
-impl Default for ForwardConfig {
-    fn default() -> Self {
-        ForwardConfig {
-            interfaces: Vec::new(),
-            mode: Mode::Auto,
-            queues: None,
-            rules: RuleSet::with_default(Verdict::Forward),
-            reflect: false,
-            respond: None,
-            tap: None,
-            xdp_forward: false,
-            check: false,
-            vector: DEFAULT_VECTOR,
-            frames: None,
-            cpus: Vec::new(),
-            socket: SocketConfig::default(),
-            checksum: ChecksumMode::default(),
-            bonds: Vec::new(),
-            promiscuous: true,
-        }
-    }
-}
-
-xskit_os::config_setters!(ForwardConfig {
-    /// Sets the interfaces.
-    interfaces: Vec<String>,
-    /// Sets where the XDP program runs.
-    mode: Mode,
-    /// Sets the queues served (`None`: all).
-    queues: Option<u32>,
-    /// Sets the rules.
-    rules: RuleSet,
-    /// Turns reflecting on or off.
-    reflect: bool,
-    /// Sets the address to answer ARP and ICMP echo for.
-    respond: Option<Ipv4Addr>,
-    /// Sets the TAP device.
-    tap: Option<String>,
-    /// Turns forwarding in XDP on or off.
-    xdp_forward: bool,
-    /// Turns the frame accounting check on or off.
-    check: bool,
-    /// Sets the packets per vector.
-    vector: usize,
-    /// Sets the UMEM frames (`None`: sized for every ring).
-    frames: Option<u32>,
-    /// Sets the CPUs to pin workers to.
-    cpus: Vec<usize>,
-    /// Sets the socket ring sizes and options.
-    socket: SocketConfig,
-    /// Sets how partial checksums are finished.
-    checksum: ChecksumMode,
-    /// Sets the bonds.
-    bonds: Vec<BondConfig>,
-    /// Turns holding the interfaces promiscuous on or off.
-    promiscuous: bool,
-});
-
-impl ForwardConfig {
-    /// Forwards between `interfaces` (or reflects on one) with the defaults: every packet
-    /// forwarded, every queue served, mode `Auto`.
-    pub fn new<S: Into<String>>(interfaces: impl IntoIterator<Item = S>) -> Self {
-        ForwardConfig::default().interfaces(interfaces.into_iter().map(Into::into).collect())
-    }
-}
-
-/// One rule's counts (or the default's, last).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct RuleCount {
-    /// The rule's name ("default" for the default).
-    pub name: String,
-    /// forward, drop, pass or rate-limit.
-    pub action: &'static str,
-    /// Packets that matched.
-    pub packets: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Of those, packets decided by the XDP program without reaching user space.
-    pub in_kernel: u64,
-    /// Packets a rate limit dropped.
-    pub over_rate: u64,
-}
-
-/// One interface's counts.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PortCount {
-    /// The interface.
-    pub interface: String,
-    /// xdp-skb or xdp-drv.
-    pub mode: String,
-    /// What user space did with its packets: received, transmitted, to and from the
-    /// kernel, checksums, segments, copies, and its drops.
-    #[serde(flatten)]
-    pub user: UserPortCounts,
-    /// Packets the XDP program dropped by rule.
-    pub xdp_dropped: u64,
-    /// Packets the XDP program passed to the kernel stack by rule.
-    pub xdp_passed: u64,
-    /// XDP_REDIRECT verdicts out of the other interface by rule (`xdp_forward`): what the
-    /// program decided, not what left; see `xdp_forward_undelivered` on the other interface.
-    pub xdp_forwarded: u64,
-    /// Packets a `forward` verdict would have sent on in XDP that went to user space instead,
-    /// because their TCP or UDP checksum looked partial (finished there, then forwarded; also
-    /// counted in `rx_packets` and on their rule in user space).
-    pub xdp_partial_checksums: u64,
-    /// Packets this interface's device transmitted since the forwarder started (its own
-    /// counter: what the kernel confirms left).
-    pub device_tx_packets: u64,
-    /// Packets the other interface's program redirected here in XDP that this device did not
-    /// transmit: dropped by the kernel (on veth: the far end has neither GRO nor an XDP
-    /// program). Derived from the device's counter, so other traffic on it can hide some.
-    pub xdp_forward_undelivered: u64,
-    /// Packets arriving here that the XDP filter could not classify (also counted under
-    /// [`Counters::unclassifiable`] with what was done with them).
-    pub unclassifiable: u64,
-    /// Whether the link can carry packets (up, with carrier; a bond: any member): while it
-    /// cannot, what is sent to it waits in its tx rings, then is dropped as tx-ring-full.
-    pub link_up: bool,
-    /// Times the link went down or came back up while forwarding.
-    pub link_changes: u64,
-    /// The sockets' kernel counters, summed over queues (and a bond's members).
-    pub socket_rx_dropped: u64,
-    /// Packets the kernel dropped because an rx ring was full.
-    pub socket_rx_ring_full: u64,
-    /// Times a fill ring was empty when a packet arrived.
-    pub socket_fill_ring_empty: u64,
-    /// All six of the sockets' kernel counters (XDP_STATISTICS), summed over queues (and a
-    /// bond's members), under the names `gen`, `recv` and `bench` report them.
-    pub statistics: xskit::Statistics,
-    /// The bond's state and its members' counts, when this side is a bond.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bond: Option<BondCount>,
-}
-
-impl PortCount {
-    /// Every way a packet of this port was dropped or lost, by the names the CLI shows:
-    /// the sockets' kernel counters, user space's drops, the unclassifiable, and what the
-    /// other side forwarded here in XDP that did not leave.
-    pub fn drops(&self) -> Vec<(&'static str, u64)> {
-        let mut drops = vec![
-            ("socket-rx-dropped", self.socket_rx_dropped),
-            ("rx-ring-full", self.socket_rx_ring_full),
-            ("fill-ring-empty", self.socket_fill_ring_empty),
-        ];
-        drops.extend(self.user.drops());
-        drops.push(("unclassifiable", self.unclassifiable));
-        drops.push(("xdp-forwarded-not-sent", self.xdp_forward_undelivered));
-        drops
-    }
-}
-
-/// Counters at one moment.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Counters {
-    /// Per rule, in order, then the default.
-    pub rules: Vec<RuleCount>,
-    /// Packets that could not be classified (headers cut short or lying, too many VLAN tags
-    /// or IPv6 extension headers), which take the rules file's `unclassifiable` verdict.
-    pub unclassifiable: RuleCount,
-    /// Per interface.
-    pub ports: Vec<PortCount>,
-    /// ARP replies sent (`respond`).
-    pub arp_replies: u64,
-    /// ICMP echo replies sent (`respond`).
-    pub echo_replies: u64,
-    /// Requests for the `respond` address that Linux would discard (from a group MAC or a
-    /// broadcast, multicast or martian address), dropped.
-    pub respond_refused: u64,
-    /// The frame pools' counters, summed over workers.
-    pub pool: PoolStats,
-    /// Where the UMEM's frames were when the workers last published (each interval): a
-    /// moving picture, so its parts need not add up to the total; the report's
-    /// [`FrameReport`] is the exact one, taken at rest.
-    pub frames: LiveFrames,
-}
-
-/// Where the UMEM's frames are while the forwarder runs, for the live counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct LiveFrames {
-    /// Frames in the UMEM (the report's `total`).
-    pub umem: u64,
-    /// Free: in the shared pool and the workers' caches.
-    pub pool: u64,
-    /// In fill rings.
-    pub fill: u64,
-    /// In rx rings.
-    pub rx: u64,
-    /// In tx and completion rings.
-    pub tx: u64,
-    /// Taken from a fill ring and kept in the kernel's buffer pool.
-    pub kernel_held: u64,
-}
-
-/// Where every UMEM frame was when the forwarder stopped: total = pool + fill + rx + tx +
-/// kernel_held. The ring figures come from the rings' own indices; `kernel_held` is what the
-/// kernel took from a fill ring and keeps in its buffer pool (it does so when an rx ring is
-/// full), known from xskit's ledger of frames handed over and received back.
-/// `unaccounted` is what none of these explain: 0 unless a frame was lost or duplicated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct FrameReport {
-    /// Frames in the UMEM.
-    pub total: u64,
-    /// In the frame pool.
-    pub pool: u64,
-    /// In fill rings.
-    pub fill: u64,
-    /// In rx rings.
-    pub rx: u64,
-    /// In tx or completion rings.
-    pub tx: u64,
-    /// Taken from a fill ring and held by the kernel.
-    pub kernel_held: u64,
-    /// total − pool − fill − rx − tx − kernel_held, or a ledger that disagrees with the rings.
-    pub unaccounted: i64,
-}
-
-/// What a run did.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Report {
-    /// How long it ran, in seconds.
-    pub duration_s: f64,
-    /// Workers (queues) that ran.
-    pub workers: usize,
-    /// Whether the sockets ran in zero-copy (one UMEM, frames leaving as they arrived).
-    pub zero_copy: bool,
-    /// The counters at the end.
-    pub counters: Counters,
-    /// The frames at the end.
-    pub frames: FrameReport,
-    /// Why forwarding stopped before it was asked to (an interface deleted or moved to
-    /// another namespace, xskit's program detached from outside, a failed system call);
-    /// `None` after a normal stop. The counters and frames above are still complete.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fault: Option<String>,
-}
-
-/// What each worker publishes, kept here to read while it runs.
-pub(crate) struct WorkerCells {
-    pub(crate) ports: Arc<Vec<PortCells>>,
-    pub(crate) rules: Arc<Vec<RuleCells>>,
-    pub(crate) pool: Arc<Mutex<PoolStats>>,
-    /// Where the worker's frames were when it last published.
-    pub(crate) frames: Arc<Mutex<crate::worker::FramesSeen>>,
-    /// Every socket, a side's members in order, sides in order.
-    pub(crate) sockets: Vec<SocketHandle>,
-    /// Per side: where a bond publishes its members' counters.
-    pub(crate) bonds: Vec<Option<Arc<Mutex<xskit_bond::BondStats>>>>,
 }
 
 /// A forwarder, set up and ready to run.
@@ -471,14 +162,6 @@ impl std::fmt::Debug for Forwarder {
             .field("frames", &self.total)
             .finish()
     }
-}
-
-/// Counters of the respond stage, shared by every worker.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ReplyCounters {
-    pub(crate) arp: Arc<AtomicU64>,
-    pub(crate) echo: Arc<AtomicU64>,
-    pub(crate) refused: Arc<AtomicU64>,
 }
 
 /// The interfaces, as the kernel describes them: every side's, a bond's members in order.
@@ -651,20 +334,7 @@ fn install_rules(
 /// The UMEM for every ring of every socket (or `config.frames`), with transmit metadata room
 /// when checksums are offloaded.
 fn make_umem(config: &ForwardConfig, ports: u32, queues: u32, csum_offload: bool) -> Result<Umem> {
-    let frames = match config.frames {
-        Some(f) => f,
-        None => config
-            .socket
-            .fill_size
-            .checked_add(config.socket.tx_size)
-            .and_then(|per_port| per_port.checked_mul(queues * ports))
-            .ok_or(Error::TooManyFrames {
-                queues,
-                ports,
-                fill: config.socket.fill_size,
-                tx: config.socket.tx_size,
-            })?,
-    };
+    let frames = crate::plan::umem_frames(config, ports, queues)?;
     let tx_metadata_len = if csum_offload {
         xskit::TX_METADATA_LEN
     } else {
@@ -698,159 +368,6 @@ fn open_tap(name: &str) -> Result<Arc<TapPath>> {
         mac,
         learnt: Mutex::new(HashMap::new()),
     }))
-}
-
-/// What every worker of a forwarder shares: how to build its pipeline and what it does
-/// around it. Workers are built from it over any port type, so the same logic runs on
-/// AF_XDP sockets and on in-memory devices.
-pub(crate) struct WorkerPlan {
-    pub(crate) rules: Arc<RuleSet>,
-    pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
-    pub(crate) respond: Option<Ipv4Addr>,
-    pub(crate) reflect: bool,
-    /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
-    pub(crate) port_macs: Arc<PortMacs>,
-    pub(crate) mtus: Vec<usize>,
-    pub(crate) tap: Option<Arc<TapPath>>,
-    pub(crate) vector: usize,
-    pub(crate) check: bool,
-    pub(crate) csum_offload: bool,
-    pub(crate) cpus: Vec<usize>,
-    pub(crate) replies: ReplyCounters,
-}
-
-impl WorkerPlan {
-    pub(crate) fn new(config: &ForwardConfig, rules: RuleSet, macs: Vec<[u8; 6]>) -> Self {
-        let rules = Arc::new(rules);
-        let limiters = Arc::new(
-            rules
-                .rules()
-                .iter()
-                .map(|r| r.rate.map(|rate| rate.limiter()))
-                .collect(),
-        );
-        WorkerPlan {
-            rules,
-            limiters,
-            respond: config.respond,
-            reflect: config.reflect,
-            mtus: vec![1500; macs.len()],
-            port_macs: Arc::new(PortMacs::new(&macs)),
-            tap: None,
-            vector: config.vector,
-            check: config.check,
-            csum_offload: false,
-            cpus: config.cpus.clone(),
-            replies: ReplyCounters::default(),
-        }
-    }
-
-    /// The pipeline: respond (when asked), then the rules.
-    /// Queue `q`'s worker over its `sides` (and where their bonds publish), its fill rings
-    /// stocked, with a pool of its own from `shared`.
-    fn primed_worker(
-        &self,
-        q: u32,
-        umem: &Umem,
-        sides: (Vec<Side>, Vec<Option<BondStatsCell>>),
-        shared: &SharedFrames,
-    ) -> Result<(Worker<Side>, WorkerCells)> {
-        let (mut ports, bond_stats) = sides;
-        let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
-        let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
-        let (mut worker, mut cell) = self.worker(q as usize, q, umem, ports, pool)?;
-        worker.prime()?;
-        cell.sockets = sockets;
-        cell.bonds = bond_stats;
-        Ok((worker, cell))
-    }
-
-    fn pipeline(&self, rule_cells: &Arc<Vec<RuleCells>>) -> Result<Pipeline> {
-        let n = self.port_macs.len();
-        let mut pipeline = Pipeline::new(n);
-        pipeline.set_vector_size(self.vector)?;
-        if let Some(addr) = self.respond {
-            // The rules come right after this stage.
-            let rules_stage = pipeline.next_stage_id().next();
-            pipeline.add_stage(Box::new(Respond {
-                addr: addr.octets(),
-                macs: Arc::clone(&self.port_macs),
-                next: rules_stage,
-                arp_replies: Arc::clone(&self.replies.arp),
-                echo_replies: Arc::clone(&self.replies.echo),
-                refused: Arc::clone(&self.replies.refused),
-            }));
-        }
-        pipeline.add_stage(Box::new(Rules {
-            rules: Arc::clone(&self.rules),
-            limiters: Arc::clone(&self.limiters),
-            cells: Arc::clone(rule_cells),
-            local: vec![[0; 3]; self.rules.rules().len() + 2],
-            outs: if n == 2 { vec![1, 0] } else { vec![0] },
-            reflect: self.reflect,
-            local_mac: self.tap.as_ref().map(|t| t.mac),
-        }));
-        Ok(pipeline)
-    }
-
-    /// Worker `index` (queue `queue`) over `ports`, one per interface, drawing frames from
-    /// `pool` on `umem`; and the cells it publishes (without socket handles).
-    pub(crate) fn worker<P: SidePort>(
-        &self,
-        index: usize,
-        queue: u32,
-        umem: &Umem,
-        ports: Vec<P>,
-        pool: FramePool,
-    ) -> Result<(Worker<P>, WorkerCells)> {
-        let n = ports.len();
-        let port_cells: Arc<Vec<PortCells>> =
-            Arc::new((0..n).map(|_| PortCells::default()).collect());
-        let rule_cells: Arc<Vec<RuleCells>> = Arc::new(
-            (0..self.rules.rules().len() + 2)
-                .map(|_| RuleCells::default())
-                .collect(),
-        );
-        let pool_stats = Arc::new(Mutex::new(PoolStats::default()));
-        let frames_seen = Arc::new(Mutex::new(crate::worker::FramesSeen::default()));
-        let cells = WorkerCells {
-            ports: Arc::clone(&port_cells),
-            rules: Arc::clone(&rule_cells),
-            pool: Arc::clone(&pool_stats),
-            frames: Arc::clone(&frames_seen),
-            sockets: Vec::new(),
-            bonds: Vec::new(),
-        };
-        let worker = Worker {
-            index,
-            queue,
-            cpu: (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()]),
-            umem: umem.clone(),
-            ports,
-            pipeline: self.pipeline(&rule_cells)?,
-            pool,
-            vector: self.vector,
-            check: self.check,
-            tap: self.tap.clone(),
-            port_cells,
-            pool_stats,
-            frames_seen,
-            tap_frames: Vec::with_capacity(1),
-            csum_offload: self.csum_offload,
-            mtus: self.mtus.clone(),
-            chains: chains::Chains::new(n),
-            raw: Vec::with_capacity(xskit_pipeline::MAX_VECTOR),
-            txq: Vec::with_capacity(2 * xskit_pipeline::MAX_VECTOR),
-            gathered: Vec::new(),
-            segment: Vec::new(),
-            input: Vec::with_capacity(self.vector),
-            out: Outputs::new(n),
-            rounds: 0,
-            host_every: HOST_EVERY,
-            needs_clock: self.limiters.iter().any(Option::is_some),
-        };
-        Ok((worker, cells))
-    }
 }
 
 impl Forwarder {

@@ -29,8 +29,10 @@ pub mod abi;
 mod bond_decisions;
 mod bonded;
 mod chains;
+mod config;
 mod config_check;
 mod counter;
+mod counts;
 mod error;
 pub mod filter;
 mod filter_plan;
@@ -44,6 +46,7 @@ mod supervise;
 #[allow(unsafe_code)]
 mod sys;
 mod worker;
+mod worker_plan;
 
 pub use bonded::{BondConfig, BondCount, FailOverMac, LacpEnd, MemberCount, MemberLacp};
 pub use error::{Error, Result};

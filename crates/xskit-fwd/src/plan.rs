@@ -188,6 +188,23 @@ pub(crate) fn queues_to_serve(
     Ok(queues)
 }
 
+/// The UMEM's frames: as many as asked, or enough for every socket's fill and tx rings
+/// (`ports` sockets on each of `queues` queues).
+pub(crate) fn umem_frames(config: &crate::ForwardConfig, ports: u32, queues: u32) -> Result<u32> {
+    if let Some(frames) = config.frames {
+        return Ok(frames);
+    }
+    let (fill, tx) = (config.socket.fill_size, config.socket.tx_size);
+    fill.checked_add(tx)
+        .and_then(|per_port| per_port.checked_mul(queues.checked_mul(ports)?))
+        .ok_or(Error::TooManyFrames {
+            queues,
+            ports,
+            fill,
+            tx,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,6 +397,20 @@ mod tests {
         assert!(matches!(
             queues_to_serve(Some(0), &links, &mut Vec::new()),
             Err(Error::NoQueues)
+        ));
+    }
+    #[test]
+    fn the_umem_holds_every_sockets_rings_or_what_was_asked() {
+        let config = crate::ForwardConfig::new(["a", "b"])
+            .socket(xskit::SocketConfig::default().fill_size(4096).tx_size(2048));
+        assert_eq!(umem_frames(&config, 2, 3).unwrap(), 6 * 6144);
+        assert_eq!(
+            umem_frames(&config.clone().frames(Some(1000)), 2, 3).unwrap(),
+            1000
+        );
+        assert!(matches!(
+            umem_frames(&config, 65536, 65536),
+            Err(Error::TooManyFrames { .. })
         ));
     }
 }

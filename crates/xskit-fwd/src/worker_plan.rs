@@ -1,0 +1,193 @@
+//! What every worker of a forwarder shares and how one is built: its pipeline (respond,
+//! rules, the split), its ports, its pool and what it publishes. Workers are built from it
+//! over any port type, so the same logic runs on AF_XDP sockets and on in-memory devices.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use xskit::{SocketHandle, Umem};
+use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, SharedFrames};
+
+use crate::bonded::{Side, SidePort};
+use crate::chains;
+use crate::counter::PortCells;
+use crate::error::Result;
+use crate::forward::ForwardConfig;
+use crate::rules::{RateLimiter, RuleSet};
+use crate::stages::{PortMacs, Respond, RuleCells, Rules};
+use crate::worker::{TapPath, Worker, HOST_EVERY};
+
+/// Counters of the respond stage, shared by every worker.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReplyCounters {
+    pub(crate) arp: Arc<AtomicU64>,
+    pub(crate) echo: Arc<AtomicU64>,
+    pub(crate) refused: Arc<AtomicU64>,
+}
+
+/// What each worker publishes, kept here to read while it runs.
+pub(crate) struct WorkerCells {
+    pub(crate) ports: Arc<Vec<PortCells>>,
+    pub(crate) rules: Arc<Vec<RuleCells>>,
+    pub(crate) pool: Arc<Mutex<PoolStats>>,
+    /// Where the worker's frames were when it last published.
+    pub(crate) frames: Arc<Mutex<crate::worker::FramesSeen>>,
+    /// Every socket, a side's members in order, sides in order.
+    pub(crate) sockets: Vec<SocketHandle>,
+    /// Per side: where a bond publishes its members' counters.
+    pub(crate) bonds: Vec<Option<Arc<Mutex<xskit_bond::BondStats>>>>,
+}
+
+/// What every worker of a forwarder shares: how to build its pipeline and what it does
+/// around it. Workers are built from it over any port type, so the same logic runs on
+/// AF_XDP sockets and on in-memory devices.
+pub(crate) struct WorkerPlan {
+    pub(crate) rules: Arc<RuleSet>,
+    pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
+    pub(crate) respond: Option<Ipv4Addr>,
+    pub(crate) reflect: bool,
+    /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
+    pub(crate) port_macs: Arc<PortMacs>,
+    pub(crate) mtus: Vec<usize>,
+    pub(crate) tap: Option<Arc<TapPath>>,
+    pub(crate) vector: usize,
+    pub(crate) check: bool,
+    pub(crate) csum_offload: bool,
+    pub(crate) cpus: Vec<usize>,
+    pub(crate) replies: ReplyCounters,
+}
+
+impl WorkerPlan {
+    pub(crate) fn new(config: &ForwardConfig, rules: RuleSet, macs: Vec<[u8; 6]>) -> Self {
+        let rules = Arc::new(rules);
+        let limiters = Arc::new(
+            rules
+                .rules()
+                .iter()
+                .map(|r| r.rate.map(|rate| rate.limiter()))
+                .collect(),
+        );
+        WorkerPlan {
+            rules,
+            limiters,
+            respond: config.respond,
+            reflect: config.reflect,
+            mtus: vec![1500; macs.len()],
+            port_macs: Arc::new(PortMacs::new(&macs)),
+            tap: None,
+            vector: config.vector,
+            check: config.check,
+            csum_offload: false,
+            cpus: config.cpus.clone(),
+            replies: ReplyCounters::default(),
+        }
+    }
+
+    /// The pipeline: respond (when asked), then the rules.
+    /// Queue `q`'s worker over its `sides` (and where their bonds publish), its fill rings
+    /// stocked, with a pool of its own from `shared`.
+    pub(crate) fn primed_worker(
+        &self,
+        q: u32,
+        umem: &Umem,
+        sides: (Vec<Side>, Vec<Option<crate::forward::BondStatsCell>>),
+        shared: &SharedFrames,
+    ) -> Result<(Worker<Side>, WorkerCells)> {
+        let (mut ports, bond_stats) = sides;
+        let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
+        let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
+        let (mut worker, mut cell) = self.worker(q as usize, q, umem, ports, pool)?;
+        worker.prime()?;
+        cell.sockets = sockets;
+        cell.bonds = bond_stats;
+        Ok((worker, cell))
+    }
+
+    pub(crate) fn pipeline(&self, rule_cells: &Arc<Vec<RuleCells>>) -> Result<Pipeline> {
+        let n = self.port_macs.len();
+        let mut pipeline = Pipeline::new(n);
+        pipeline.set_vector_size(self.vector)?;
+        if let Some(addr) = self.respond {
+            // The rules come right after this stage.
+            let rules_stage = pipeline.next_stage_id().next();
+            pipeline.add_stage(Box::new(Respond {
+                addr: addr.octets(),
+                macs: Arc::clone(&self.port_macs),
+                next: rules_stage,
+                arp_replies: Arc::clone(&self.replies.arp),
+                echo_replies: Arc::clone(&self.replies.echo),
+                refused: Arc::clone(&self.replies.refused),
+            }));
+        }
+        pipeline.add_stage(Box::new(Rules {
+            rules: Arc::clone(&self.rules),
+            limiters: Arc::clone(&self.limiters),
+            cells: Arc::clone(rule_cells),
+            local: vec![[0; 3]; self.rules.rules().len() + 2],
+            outs: if n == 2 { vec![1, 0] } else { vec![0] },
+            reflect: self.reflect,
+            local_mac: self.tap.as_ref().map(|t| t.mac),
+        }));
+        Ok(pipeline)
+    }
+
+    /// Worker `index` (queue `queue`) over `ports`, one per interface, drawing frames from
+    /// `pool` on `umem`; and the cells it publishes (without socket handles).
+    pub(crate) fn worker<P: SidePort>(
+        &self,
+        index: usize,
+        queue: u32,
+        umem: &Umem,
+        ports: Vec<P>,
+        pool: FramePool,
+    ) -> Result<(Worker<P>, WorkerCells)> {
+        let n = ports.len();
+        let port_cells: Arc<Vec<PortCells>> =
+            Arc::new((0..n).map(|_| PortCells::default()).collect());
+        let rule_cells: Arc<Vec<RuleCells>> = Arc::new(
+            (0..self.rules.rules().len() + 2)
+                .map(|_| RuleCells::default())
+                .collect(),
+        );
+        let pool_stats = Arc::new(Mutex::new(PoolStats::default()));
+        let frames_seen = Arc::new(Mutex::new(crate::worker::FramesSeen::default()));
+        let cells = WorkerCells {
+            ports: Arc::clone(&port_cells),
+            rules: Arc::clone(&rule_cells),
+            pool: Arc::clone(&pool_stats),
+            frames: Arc::clone(&frames_seen),
+            sockets: Vec::new(),
+            bonds: Vec::new(),
+        };
+        let worker = Worker {
+            index,
+            queue,
+            cpu: (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()]),
+            umem: umem.clone(),
+            ports,
+            pipeline: self.pipeline(&rule_cells)?,
+            pool,
+            vector: self.vector,
+            check: self.check,
+            tap: self.tap.clone(),
+            port_cells,
+            pool_stats,
+            frames_seen,
+            tap_frames: Vec::with_capacity(1),
+            csum_offload: self.csum_offload,
+            mtus: self.mtus.clone(),
+            chains: chains::Chains::new(n),
+            raw: Vec::with_capacity(xskit_pipeline::MAX_VECTOR),
+            txq: Vec::with_capacity(2 * xskit_pipeline::MAX_VECTOR),
+            gathered: Vec::new(),
+            segment: Vec::new(),
+            input: Vec::with_capacity(self.vector),
+            out: Outputs::new(n),
+            rounds: 0,
+            host_every: HOST_EVERY,
+            needs_clock: self.limiters.iter().any(Option::is_some),
+        };
+        Ok((worker, cells))
+    }
+}
