@@ -23,10 +23,6 @@ use crate::worker::{TapPath, Worker, WorkerEnd};
 pub(crate) use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
 use xskit_os::tap::TapFd;
 
-/// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
-/// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
-const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
-
 /// A kernel counter read; without `strict` a failed read counts nothing (a device that
 /// vanished while the forwarder stops).
 fn lenient<T: Default, E: Into<Error>>(strict: bool, r: std::result::Result<T, E>) -> Result<T> {
@@ -191,19 +187,7 @@ impl Devices {
     /// Looks the interfaces up (the queues to serve are decided once the programs are
     /// attached: [`Devices::serve_queues`]).
     fn open(config: &ForwardConfig) -> Result<Self> {
-        let mut names = Vec::new();
-        let mut sides = Vec::new();
-        let mut bonds = Vec::new();
-        for side in &config.interfaces {
-            let bond = config.bonds.iter().find(|b| &b.name == side);
-            let start = names.len();
-            match bond {
-                Some(b) => names.extend(b.members.iter().cloned()),
-                None => names.push(side.clone()),
-            }
-            sides.push(start..names.len());
-            bonds.push(bond.cloned());
-        }
+        let (names, sides, bonds) = crate::plan::sides(config);
         let ifaces = names
             .iter()
             .map(|name| Interface::by_name(name))
@@ -220,20 +204,8 @@ impl Devices {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        for (range, bond) in sides.iter().zip(&bonds) {
-            let (Some(bond), first) = (bond, &infos[range.start]) else {
-                continue;
-            };
-            if let Some(other) = infos[range.clone()].iter().find(|i| i.mtu != first.mtu) {
-                return Err(Error::MemberMtu {
-                    bond: bond.name.clone(),
-                    first: first.name.clone(),
-                    first_mtu: first.mtu,
-                    member: other.name.clone(),
-                    mtu: other.mtu,
-                });
-            }
-        }
+        let mtus: Vec<(String, u32)> = infos.iter().map(|i| (i.name.clone(), i.mtu)).collect();
+        crate::plan::check_member_mtus(&sides, &bonds, &mtus)?;
         Ok(Devices {
             macs: sides.iter().map(|r| macs[r.start]).collect(),
             mtus: sides.iter().map(|r| infos[r.start].mtu as usize).collect(),
@@ -283,8 +255,7 @@ fn attach_filters(devices: &Devices, mode: Mode) -> Result<(Vec<XdpFilter>, bool
         }
         Ok(attached.into_iter().flatten().collect())
     };
-    let jumbo = devices.mtus.iter().any(|&m| m + 18 > SINGLE_BUFFER_MAX);
-    let multi_buffer = jumbo || mode == Mode::Skb;
+    let multi_buffer = crate::plan::multi_buffer(&devices.mtus, mode);
     let attached = attach_all(multi_buffer)?;
     if !multi_buffer
         && attached

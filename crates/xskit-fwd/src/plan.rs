@@ -188,6 +188,62 @@ pub(crate) fn queues_to_serve(
     Ok(queues)
 }
 
+/// The largest frame a single-buffer packet can be: a page less the XDP headroom and the
+/// kernel's skb_shared_info (what veth and page-based drivers allow a single-buffer program).
+const SINGLE_BUFFER_MAX: usize = 4096 - 256 - 320;
+
+/// Which interfaces make up each side, in order: a bond's members, or the side itself;
+/// the interfaces' names, each side's range of them, and its bond.
+pub(crate) fn sides(
+    config: &crate::ForwardConfig,
+) -> (
+    Vec<String>,
+    Vec<std::ops::Range<usize>>,
+    Vec<Option<crate::BondConfig>>,
+) {
+    let (mut names, mut sides, mut bonds) = (Vec::new(), Vec::new(), Vec::new());
+    for side in &config.interfaces {
+        let bond = config.bonds.iter().find(|b| &b.name == side);
+        let start = names.len();
+        match bond {
+            Some(b) => names.extend(b.members.iter().cloned()),
+            None => names.push(side.clone()),
+        }
+        sides.push(start..names.len());
+        bonds.push(bond.cloned());
+    }
+    (names, sides, bonds)
+}
+
+/// A bond's members must share an MTU: `links` are the interfaces' (name, MTU) in order.
+pub(crate) fn check_member_mtus(
+    sides: &[std::ops::Range<usize>],
+    bonds: &[Option<crate::BondConfig>],
+    links: &[(String, u32)],
+) -> Result<()> {
+    for (range, bond) in sides.iter().zip(bonds) {
+        let (Some(bond), first) = (bond, &links[range.start]) else {
+            continue;
+        };
+        if let Some(other) = links[range.clone()].iter().find(|l| l.1 != first.1) {
+            return Err(Error::MemberMtu {
+                bond: bond.name.clone(),
+                first: first.0.clone(),
+                first_mtu: first.1,
+                member: other.0.clone(),
+                mtu: other.1,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether the sockets must take packets larger than a frame: links with an MTU above what
+/// one frame holds, and SKB mode, where the senders' GSO/GRO super-packets arrive whole.
+pub(crate) fn multi_buffer(mtus: &[usize], mode: Mode) -> bool {
+    mtus.iter().any(|&m| m + 18 > SINGLE_BUFFER_MAX) || mode == Mode::Skb
+}
+
 /// The UMEM's frames: as many as asked, or enough for every socket's fill and tx rings
 /// (`ports` sockets on each of `queues` queues).
 pub(crate) fn umem_frames(config: &crate::ForwardConfig, ports: u32, queues: u32) -> Result<u32> {
@@ -412,5 +468,42 @@ mod tests {
             umem_frames(&config, 65536, 65536),
             Err(Error::TooManyFrames { .. })
         ));
+    }
+    #[test]
+    fn a_bonds_members_make_up_its_side_in_order() {
+        let bond =
+            crate::BondConfig::new("bond0", ["m0", "m1"], xskit_bond::BondMode::ActiveBackup);
+        let config = crate::ForwardConfig::new(["c0", "bond0"]).bonds(vec![bond]);
+        let (names, sides, bonds) = sides(&config);
+        assert_eq!(names, ["c0", "m0", "m1"]);
+        assert_eq!(sides, [0..1, 1..3]);
+        assert!(bonds[0].is_none() && bonds[1].is_some());
+        let links: Vec<(String, u32)> = vec![
+            ("c0".into(), 9000),
+            ("m0".into(), 1500),
+            ("m1".into(), 1500),
+        ];
+        assert!(
+            check_member_mtus(&sides, &bonds, &links).is_ok(),
+            "a plain side may differ"
+        );
+        let links: Vec<(String, u32)> = vec![
+            ("c0".into(), 1500),
+            ("m0".into(), 1500),
+            ("m1".into(), 9000),
+        ];
+        assert!(matches!(
+            check_member_mtus(&sides, &bonds, &links),
+            Err(Error::MemberMtu { mtu: 9000, .. })
+        ));
+    }
+
+    #[test]
+    fn multi_buffer_for_jumbo_links_and_skb_mode() {
+        assert!(!multi_buffer(&[1500, 1500], Mode::Drv));
+        assert!(multi_buffer(&[1500, 9000], Mode::Drv));
+        assert!(multi_buffer(&[1500], Mode::Skb));
+        assert!(!multi_buffer(&[SINGLE_BUFFER_MAX - 18], Mode::Auto));
+        assert!(multi_buffer(&[SINGLE_BUFFER_MAX - 17], Mode::Auto));
     }
 }
