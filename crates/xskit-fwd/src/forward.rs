@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xskit::{AttachedMode, Interface, Mode, SocketConfig, Umem, UmemConfig};
+use xskit::{Interface, Mode, SocketConfig, Umem, UmemConfig};
 use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{PoolStats, SharedFrames, XskPort};
 
@@ -17,7 +17,7 @@ pub use crate::counts::*;
 use crate::error::{Error, Result};
 use crate::filter::XdpFilter;
 use crate::report::{FilterSnapshot, WorkerSnapshot};
-use crate::rules::{RuleSet, Verdict};
+use crate::rules::RuleSet;
 use crate::stages::{PortMacs, RuleCells};
 use crate::worker::{TapPath, Worker, WorkerEnd};
 pub(crate) use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
@@ -168,10 +168,6 @@ struct Devices {
     sides: Vec<std::ops::Range<usize>>,
     /// Each side's bond, if it is one.
     bonds: Vec<Option<BondConfig>>,
-    /// Per side (a bond has its first member's MAC address, as Linux's does).
-    macs: Vec<[u8; 6]>,
-    mtus: Vec<usize>,
-    queues: u32,
 }
 
 impl Devices {
@@ -183,129 +179,10 @@ impl Devices {
             .map(Interface::promiscuous)
             .collect::<std::result::Result<Vec<_>, _>>()?)
     }
-
-    /// Looks the interfaces up (the queues to serve are decided once the programs are
-    /// attached: [`Devices::serve_queues`]).
-    fn open(config: &ForwardConfig) -> Result<Self> {
-        let (names, sides, bonds) = crate::plan::sides(config);
-        let ifaces = names
-            .iter()
-            .map(|name| Interface::by_name(name))
-            .collect::<Result<Vec<_>, _>>()?;
-        let infos = ifaces
-            .iter()
-            .map(Interface::link_info)
-            .collect::<Result<Vec<_>, _>>()?;
-        let macs = infos
-            .iter()
-            .map(|i| {
-                i.mac.ok_or_else(|| Error::NotEthernet {
-                    iface: i.name.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mtus: Vec<(String, u32)> = infos.iter().map(|i| (i.name.clone(), i.mtu)).collect();
-        crate::plan::check_member_mtus(&sides, &bonds, &mtus)?;
-        Ok(Devices {
-            macs: sides.iter().map(|r| macs[r.start]).collect(),
-            mtus: sides.iter().map(|r| infos[r.start].mtu as usize).collect(),
-            ifaces,
-            infos,
-            sides,
-            bonds,
-            queues: 0,
-        })
-    }
 }
 
-/// Pass verdicts that user space decides reach the host only through a TAP device.
-fn warn_about_user_pass(rules: &RuleSet, tap: bool, warnings: &mut Vec<String>) {
-    let user_pass = rules
-        .rules()
-        .iter()
-        .enumerate()
-        .any(|(i, r)| r.verdict() == Verdict::Pass && !rules.decided_in_kernel(i))
-        || (rules.default_verdict() == Verdict::Pass
-            && rules.rules().iter().any(|r| !r.matcher.kernel_exact()));
-    if user_pass && !tap {
-        warnings.push(
-            "some packets are passed to the kernel from user space (a pass rule on a source \
-             address or port); without a TAP device they are dropped and counted: add a TAP \
-             device"
-                .into(),
-        );
-    }
-}
-
-/// Attaches the filter to every interface, in ifindex order whatever order they were given
-/// in: two forwarders started at once on the same interfaces then contend for the same first
-/// one, and exactly one of them gets both (the kernel refuses a second XDP link). Packets
-/// larger than a frame need multi-buffer sockets and the xdp.frags program: links with an MTU
-/// above what one frame holds, and SKB mode, where the senders' GSO/GRO super-packets arrive
-/// whole. In native mode on a small MTU a single-buffer program keeps them away (veth then
-/// segments at the sender). Returns the filters and whether they are multi-buffer.
-fn attach_filters(devices: &Devices, mode: Mode) -> Result<(Vec<XdpFilter>, bool)> {
-    let n = devices.ifaces.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| devices.ifaces[i].index());
-    let attach_all = |multi_buffer: bool| -> Result<Vec<XdpFilter>> {
-        let mut attached: Vec<Option<XdpFilter>> = (0..n).map(|_| None).collect();
-        for &i in &order {
-            attached[i] = Some(XdpFilter::attach(&devices.ifaces[i], mode, multi_buffer)?);
-        }
-        Ok(attached.into_iter().flatten().collect())
-    };
-    let multi_buffer = crate::plan::multi_buffer(&devices.mtus, mode);
-    let attached = attach_all(multi_buffer)?;
-    if !multi_buffer
-        && attached
-            .iter()
-            .any(|f| f.program().mode() == AttachedMode::Skb)
-    {
-        drop(attached);
-        return Ok((attach_all(true)?, true));
-    }
-    Ok((attached, multi_buffer))
-}
-
-/// What each attached filter's link offers the sockets.
-fn link_offers(filters: &[XdpFilter]) -> Vec<crate::plan::LinkOffer> {
-    filters
-        .iter()
-        .map(|f| {
-            let p = f.program();
-            crate::plan::LinkOffer {
-                name: p.interface().name().to_string(),
-                attached: p.mode(),
-                features: p.interface().features().ok(),
-                rx_queues: p.rx_queues(),
-            }
-        })
-        .collect()
-}
-
-/// Installs the kernel's share of the rules in every filter.
-fn install_rules(
-    filters: &[XdpFilter],
-    devices: &Devices,
-    rules: &RuleSet,
-    warnings: &mut Vec<String>,
-) -> Result<()> {
-    let (kernel_rules, kernel_default) = rules.kernel_rules()?;
-    for (p, filter) in filters.iter().enumerate() {
-        filter.set_rules(&kernel_rules, kernel_default)?;
-        filter.set_unclassifiable(rules.kernel_unclassifiable())?;
-        if let Some(why) = filter.program().fallback_reason() {
-            warnings.push(format!("{}: {why}", devices.ifaces[p].name()));
-        }
-    }
-    Ok(())
-}
-
-/// The UMEM for every ring of every socket (or `config.frames`), with transmit metadata room
-/// when checksums are offloaded.
-fn make_umem(config: &ForwardConfig, ports: u32, queues: u32, csum_offload: bool) -> Result<Umem> {
-    let frames = crate::plan::umem_frames(config, ports, queues)?;
+/// The UMEM of `frames` frames, with transmit metadata room when checksums are offloaded.
+fn make_umem(frames: u32, csum_offload: bool) -> Result<Umem> {
     let tx_metadata_len = if csum_offload {
         xskit::TX_METADATA_LEN
     } else {
@@ -346,46 +223,36 @@ impl Forwarder {
     /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
     /// detaches everything.
     pub fn new(config: ForwardConfig) -> Result<Self> {
-        let mut rules =
-            crate::config_check::check_config(&config, &crate::config_check::CpuFacts::here()?)?;
-        let mut warnings = Vec::new();
-        let mut devices = Devices::open(&config)?;
+        let mut kernel = crate::kernel::RealKernel::default();
+        let cpus = crate::config_check::CpuFacts::here()?;
+        let tx_metadata = xskit::kernel_supports_tx_metadata();
+        let setup = crate::kernel::set_up(&mut kernel, &config, &cpus, tx_metadata)?;
+        let devices = Devices {
+            ifaces: kernel.ifaces,
+            infos: kernel.infos,
+            sides: setup.sides,
+            bonds: setup.bonds,
+        };
         let promiscuous = if config.promiscuous {
             devices.hold_promiscuous()?
         } else {
             Vec::new()
         };
-        warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
-        let (filters, multi_buffer) = attach_filters(&devices, config.mode)?;
-        let offers = link_offers(&filters);
-        devices.queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
-        let ask = crate::plan::SocketAsk {
-            mode: config.mode,
-            multi_buffer,
-            checksum: config.checksum,
-            kernel_tx_metadata: config.checksum == ChecksumMode::Offload
-                && xskit::kernel_supports_tx_metadata(),
-            xdp_forward: config.xdp_forward,
-        };
-        let socket_plan = crate::plan::socket_plan(&ask, &offers)?;
-        warnings.extend(socket_plan.notes.iter().cloned());
-        rules.set_forward_in_kernel(socket_plan.xdp_forward);
-        install_rules(&filters, &devices, &rules, &mut warnings)?;
+        let (filters, socket_plan, queues) = (setup.filters, setup.sockets, setup.queues);
+        let warnings = setup.warnings;
         let csum_offload = socket_plan.csum_offload;
         let mut socket_config = config.socket;
-        socket_config.multi_buffer = multi_buffer;
+        socket_config.multi_buffer = setup.multi_buffer;
         socket_config.mode = if socket_plan.zero_copy {
             Mode::ZeroCopy
         } else {
             Mode::Drv
         };
-        let sockets_per_queue = devices.ifaces.len() as u32;
-        let queues = devices.queues;
-        let umem = make_umem(&config, sockets_per_queue, queues, csum_offload)?;
+        let umem = make_umem(setup.umem_frames, csum_offload)?;
         let total = umem.config().frame_count as usize;
         let shared = SharedFrames::new(umem.take_frames().ok_or_else(|| Error::FramesTaken)?);
-        let mut plan = WorkerPlan::new(&config, rules, devices.macs.clone());
-        plan.mtus = devices.mtus.clone();
+        let mut plan = WorkerPlan::new(&config, setup.rules, setup.macs);
+        plan.mtus = setup.mtus;
         plan.csum_offload = csum_offload;
         plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
         let bonds = bond_runtimes(&devices, &filters, config.respond)?;

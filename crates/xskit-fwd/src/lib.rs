@@ -37,6 +37,7 @@ mod error;
 pub mod filter;
 mod filter_plan;
 mod forward;
+mod kernel;
 mod plan;
 pub mod reasons;
 mod report;

@@ -18,6 +18,8 @@ pub(crate) struct LinkOffer {
     pub(crate) features: Option<DeviceFeatures>,
     /// Its receive queues before and since the program was attached.
     pub(crate) rx_queues: RxQueues,
+    /// Why its program runs in another mode than asked (auto's fallback to SKB).
+    pub(crate) fallback: Option<String>,
 }
 
 /// What the configuration asks of the sockets.
@@ -293,6 +295,7 @@ mod tests {
                 total: 2,
                 max_combined: Some(2),
             },
+            fallback: None,
         }
     }
 

@@ -1,0 +1,482 @@
+//! The forwarder's set-up over a narrow seam: what it asks of the kernel (the interfaces'
+//! facts, filters attached, the kernel's share of the rules installed) is the [`Kernel`]
+//! trait, and every decision between those calls (the refusals, the sides, multi-buffer,
+//! the queues, zero-copy, the kernel/user rule split, the UMEM's size, the warnings) is
+//! [`set_up`], which the tests run on a fake kernel that records what it was asked.
+
+use std::ops::Range;
+
+use xskit::{AttachedMode, Interface, Mode};
+
+use crate::bonded::BondConfig;
+use crate::config::{ChecksumMode, ForwardConfig};
+use crate::config_check::CpuFacts;
+use crate::error::{Error, Result};
+use crate::filter::{Action, KernelRule, XdpFilter};
+use crate::filter_plan::FilterControl;
+use crate::plan::{LinkOffer, SocketAsk, SocketPlan};
+use crate::rules::{RuleSet, Verdict};
+
+/// What set-up needs to know of one interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LinkFacts {
+    pub(crate) name: String,
+    pub(crate) mtu: u32,
+    /// None: not an Ethernet device.
+    pub(crate) mac: Option<[u8; 6]>,
+}
+
+/// The kernel's share of the rules, as every filter gets it.
+#[derive(Clone, Debug)]
+pub(crate) struct KernelRules {
+    pub(crate) rules: Vec<KernelRule>,
+    pub(crate) default: Action,
+    pub(crate) unclassifiable: Action,
+}
+
+/// What set-up asks of the kernel.
+pub(crate) trait Kernel {
+    /// A filter attached to one interface.
+    type Filter: FilterControl;
+    /// The facts of the interfaces `names`, in order.
+    fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>>;
+    /// A filter on every interface (looked up by [`Kernel::links`]), in the same order.
+    fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<Self::Filter>>;
+    /// What each filter's link offers the sockets.
+    fn offers(&self, filters: &[Self::Filter]) -> Vec<LinkOffer>;
+    /// Installs the kernel's share of the rules in `filter`.
+    fn install(&self, filter: &Self::Filter, rules: &KernelRules) -> Result<()>;
+}
+
+/// Everything set-up decided, and the filters it attached.
+pub(crate) struct SetUp<F> {
+    pub(crate) rules: RuleSet,
+    pub(crate) filters: Vec<F>,
+    /// Which filters (and sockets) belong to each side, and each side's bond.
+    pub(crate) sides: Vec<Range<usize>>,
+    pub(crate) bonds: Vec<Option<BondConfig>>,
+    /// Per side: its MAC address (a bond's first member's) and MTU.
+    pub(crate) macs: Vec<[u8; 6]>,
+    pub(crate) mtus: Vec<usize>,
+    pub(crate) multi_buffer: bool,
+    pub(crate) queues: u32,
+    pub(crate) sockets: SocketPlan,
+    pub(crate) umem_frames: u32,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// The set-up's decisions, with the kernel asked what each one needs.
+pub(crate) fn set_up<K: Kernel>(
+    kernel: &mut K,
+    config: &ForwardConfig,
+    cpus: &CpuFacts,
+    kernel_tx_metadata: bool,
+) -> Result<SetUp<K::Filter>> {
+    let mut rules = crate::config_check::check_config(config, cpus)?;
+    let mut warnings = Vec::new();
+    let (names, sides, bonds) = crate::plan::sides(config);
+    let links = kernel.links(&names)?;
+    let named: Vec<(String, u32)> = links.iter().map(|l| (l.name.clone(), l.mtu)).collect();
+    crate::plan::check_member_mtus(&sides, &bonds, &named)?;
+    let macs = sides
+        .iter()
+        .map(|r| {
+            let first = &links[r.start];
+            first.mac.ok_or_else(|| Error::NotEthernet {
+                iface: first.name.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
+    warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
+    let (filters, multi_buffer) = attach(kernel, config.mode, &mtus)?;
+    let offers = kernel.offers(&filters);
+    let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
+    let ask = SocketAsk {
+        mode: config.mode,
+        multi_buffer,
+        checksum: config.checksum,
+        kernel_tx_metadata: config.checksum == ChecksumMode::Offload && kernel_tx_metadata,
+        xdp_forward: config.xdp_forward,
+    };
+    let sockets = crate::plan::socket_plan(&ask, &offers)?;
+    warnings.extend(sockets.notes.iter().cloned());
+    rules.set_forward_in_kernel(sockets.xdp_forward);
+    let (kernel_rules, default) = rules.kernel_rules()?;
+    let share = KernelRules {
+        rules: kernel_rules,
+        default,
+        unclassifiable: rules.kernel_unclassifiable(),
+    };
+    for (filter, offer) in filters.iter().zip(&offers) {
+        kernel.install(filter, &share)?;
+        if let Some(why) = &offer.fallback {
+            warnings.push(format!("{}: {why}", offer.name));
+        }
+    }
+    let umem_frames = crate::plan::umem_frames(config, names.len() as u32, queues)?;
+    Ok(SetUp {
+        rules,
+        filters,
+        sides,
+        bonds,
+        macs,
+        mtus,
+        multi_buffer,
+        queues,
+        sockets,
+        umem_frames,
+        warnings,
+    })
+}
+
+/// Attaches the filters. Packets larger than a frame need multi-buffer sockets and the
+/// xdp.frags program ([`crate::plan::multi_buffer`]); in native mode on a small MTU a
+/// single-buffer program keeps them away (veth then segments at the sender), but where auto
+/// fell back to SKB mode, super-packets arrive whole: attach again, multi-buffer.
+fn attach<K: Kernel>(kernel: &mut K, mode: Mode, mtus: &[usize]) -> Result<(Vec<K::Filter>, bool)> {
+    let multi_buffer = crate::plan::multi_buffer(mtus, mode);
+    let attached = kernel.attach(mode, multi_buffer)?;
+    let skb = kernel
+        .offers(&attached)
+        .iter()
+        .any(|o| o.attached == AttachedMode::Skb);
+    if !multi_buffer && skb {
+        drop(attached);
+        return Ok((kernel.attach(mode, true)?, true));
+    }
+    Ok((attached, multi_buffer))
+}
+
+/// Pass verdicts that user space decides reach the host only through a TAP device.
+fn warn_about_user_pass(rules: &RuleSet, tap: bool, warnings: &mut Vec<String>) {
+    let user_pass = rules
+        .rules()
+        .iter()
+        .enumerate()
+        .any(|(i, r)| r.verdict() == Verdict::Pass && !rules.decided_in_kernel(i))
+        || (rules.default_verdict() == Verdict::Pass
+            && rules.rules().iter().any(|r| !r.matcher.kernel_exact()));
+    if user_pass && !tap {
+        warnings.push(
+            "some packets are passed to the kernel from user space (a pass rule on a source \
+             address or port); without a TAP device they are dropped and counted: add a TAP \
+             device"
+                .into(),
+        );
+    }
+}
+
+/// The kernel itself: interfaces looked up by name, the forwarder's XDP filter on each.
+#[derive(Default)]
+pub(crate) struct RealKernel {
+    pub(crate) ifaces: Vec<Interface>,
+    pub(crate) infos: Vec<xskit::netlink::LinkInfo>,
+}
+
+impl Kernel for RealKernel {
+    type Filter = XdpFilter;
+
+    fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>> {
+        self.ifaces = names
+            .iter()
+            .map(|name| Interface::by_name(name))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.infos = self
+            .ifaces
+            .iter()
+            .map(Interface::link_info)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(self
+            .infos
+            .iter()
+            .map(|i| LinkFacts {
+                name: i.name.clone(),
+                mtu: i.mtu,
+                mac: i.mac,
+            })
+            .collect())
+    }
+
+    /// In ifindex order whatever order they were given in: two forwarders started at once on
+    /// the same interfaces then contend for the same first one, and exactly one of them gets
+    /// both (the kernel refuses a second XDP link).
+    fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<XdpFilter>> {
+        let n = self.ifaces.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| self.ifaces[i].index());
+        let mut attached: Vec<Option<XdpFilter>> = (0..n).map(|_| None).collect();
+        for &i in &order {
+            attached[i] = Some(XdpFilter::attach(&self.ifaces[i], mode, multi_buffer)?);
+        }
+        Ok(attached.into_iter().flatten().collect())
+    }
+
+    fn offers(&self, filters: &[XdpFilter]) -> Vec<LinkOffer> {
+        filters
+            .iter()
+            .map(|f| {
+                let p = f.program();
+                LinkOffer {
+                    name: p.interface().name().to_string(),
+                    attached: p.mode(),
+                    features: p.interface().features().ok(),
+                    rx_queues: p.rx_queues(),
+                    fallback: p.fallback_reason().map(str::to_string),
+                }
+            })
+            .collect()
+    }
+
+    fn install(&self, filter: &XdpFilter, rules: &KernelRules) -> Result<()> {
+        filter.set_rules(&rules.rules, rules.default)?;
+        filter.set_unclassifiable(rules.unclassifiable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use xskit::netlink::{xdp_act, DeviceFeatures};
+    use xskit::RxQueues;
+
+    use super::*;
+    use crate::filter_plan::FilterSettings;
+
+    /// A filter that records what it was told.
+    struct Recorded {
+        index: usize,
+        calls: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl FilterControl for Recorded {
+        fn apply(&self, _settings: &FilterSettings) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A kernel of interfaces given by the test: their facts, the mode auto lands in, their
+    /// features; it records every call.
+    struct Fake {
+        links: Vec<LinkFacts>,
+        auto_lands_in: AttachedMode,
+        features: DeviceFeatures,
+        calls: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl Fake {
+        fn new(names: &[(&str, u32)]) -> Fake {
+            Fake {
+                links: names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, mtu))| LinkFacts {
+                        name: name.to_string(),
+                        mtu: *mtu,
+                        mac: Some([2, 0, 0, 0, 0, i as u8]),
+                    })
+                    .collect(),
+                auto_lands_in: AttachedMode::Drv,
+                features: DeviceFeatures {
+                    xdp_features: xdp_act::BASIC | xdp_act::REDIRECT,
+                    ..DeviceFeatures::default()
+                },
+                calls: Rc::default(),
+            }
+        }
+
+        fn calls(&self) -> Vec<String> {
+            self.calls.borrow().clone()
+        }
+    }
+
+    impl Kernel for Fake {
+        type Filter = Recorded;
+
+        fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>> {
+            self.calls
+                .borrow_mut()
+                .push(format!("links {}", names.join(",")));
+            names
+                .iter()
+                .map(|n| {
+                    self.links
+                        .iter()
+                        .find(|l| &l.name == n)
+                        .cloned()
+                        .ok_or_else(|| xskit::Error::NoSuchInterface { name: n.clone() }.into())
+                })
+                .collect()
+        }
+
+        fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<Recorded>> {
+            self.calls
+                .borrow_mut()
+                .push(format!("attach {mode:?} multi-buffer {multi_buffer}"));
+            let n = self
+                .calls
+                .borrow()
+                .iter()
+                .filter(|c| c.starts_with("links"))
+                .count();
+            assert_eq!(n, 1, "links are looked up once, before attaching");
+            Ok((0..self.links.len())
+                .map(|index| Recorded {
+                    index,
+                    calls: Rc::clone(&self.calls),
+                })
+                .collect())
+        }
+
+        fn offers(&self, filters: &[Recorded]) -> Vec<LinkOffer> {
+            let multi = self
+                .calls
+                .borrow()
+                .last()
+                .is_some_and(|c| c.ends_with("true"));
+            filters
+                .iter()
+                .map(|f| LinkOffer {
+                    name: self.links[f.index].name.clone(),
+                    attached: if multi {
+                        AttachedMode::Skb
+                    } else {
+                        self.auto_lands_in
+                    },
+                    features: Some(self.features),
+                    rx_queues: RxQueues {
+                        own: 1,
+                        total: 1,
+                        max_combined: Some(1),
+                    },
+                    fallback: (self.auto_lands_in == AttachedMode::Skb)
+                        .then(|| "native XDP refused".to_string()),
+                })
+                .collect()
+        }
+
+        fn install(&self, filter: &Recorded, rules: &KernelRules) -> Result<()> {
+            filter.calls.borrow_mut().push(format!(
+                "install {} rules in {}, default {:?}",
+                rules.rules.len(),
+                self.links[filter.index].name,
+                rules.default
+            ));
+            Ok(())
+        }
+    }
+
+    fn cpus() -> CpuFacts {
+        CpuFacts {
+            online: 2,
+            allowed: vec![0, 1],
+        }
+    }
+
+    #[test]
+    fn a_plain_pair_is_attached_once_and_given_the_kernels_rules() {
+        let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        let rules =
+            RuleSet::from_toml("[[rule]]\nprotocol = \"udp\"\ndst_port = 53\naction = \"drop\"\n")
+                .unwrap();
+        let config = ForwardConfig::new(["a0", "b0"]).rules(rules);
+        let setup = set_up(&mut kernel, &config, &cpus(), true).unwrap();
+        assert_eq!(
+            kernel.calls(),
+            [
+                "links a0,b0",
+                "attach Auto multi-buffer false",
+                "install 1 rules in a0, default Redirect",
+                "install 1 rules in b0, default Redirect"
+            ]
+        );
+        assert_eq!((setup.queues, setup.multi_buffer), (1, false));
+        assert_eq!(setup.macs, [[2, 0, 0, 0, 0, 0], [2, 0, 0, 0, 0, 1]]);
+        assert!(!setup.sockets.zero_copy);
+        let (fill, tx) = (config.socket.fill_size, config.socket.tx_size);
+        assert_eq!(
+            setup.umem_frames,
+            2 * (fill + tx),
+            "two sockets' fill and tx rings"
+        );
+    }
+
+    #[test]
+    fn auto_falling_back_to_skb_attaches_again_multi_buffer_and_says_why() {
+        let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        kernel.auto_lands_in = AttachedMode::Skb;
+        let setup = set_up(
+            &mut kernel,
+            &ForwardConfig::new(["a0", "b0"]),
+            &cpus(),
+            true,
+        )
+        .unwrap();
+        let calls = kernel.calls();
+        assert_eq!(
+            calls[1..3],
+            [
+                "attach Auto multi-buffer false",
+                "attach Auto multi-buffer true"
+            ]
+        );
+        assert!(setup.multi_buffer);
+        assert!(
+            setup.warnings.iter().any(|w| w == "a0: native XDP refused"),
+            "{:?}",
+            setup.warnings
+        );
+    }
+
+    #[test]
+    fn refusals_come_before_the_kernel_is_touched_where_they_can() {
+        let mut kernel = Fake::new(&[("a0", 1500)]);
+        let nowhere = set_up(&mut kernel, &ForwardConfig::new(["a0"]), &cpus(), true);
+        assert!(matches!(nowhere, Err(Error::NowhereToForward { .. })));
+        assert!(kernel.calls().is_empty());
+        let bond = BondConfig::new("bond0", ["m0", "m1"], xskit_bond::BondMode::ActiveBackup);
+        let config = ForwardConfig::new(["bond0", "c0"]).bonds(vec![bond]);
+        let mut kernel = Fake::new(&[("m0", 1500), ("m1", 9000), ("c0", 1500)]);
+        let mtus = set_up(&mut kernel, &config, &cpus(), true);
+        assert!(matches!(mtus, Err(Error::MemberMtu { .. })));
+        assert_eq!(
+            kernel.calls(),
+            ["links m0,m1,c0"],
+            "refused before attaching"
+        );
+    }
+
+    #[test]
+    fn zero_copy_on_links_without_it_is_refused_before_any_rule_is_installed() {
+        let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        let config = ForwardConfig::new(["a0", "b0"]).mode(Mode::ZeroCopy);
+        let refused = set_up(&mut kernel, &config, &cpus(), true);
+        assert!(refused.is_err());
+        assert!(!kernel.calls().iter().any(|c| c.starts_with("install")));
+        // Where every link offers it, auto chooses it and forwarding in XDP gives way.
+        let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        kernel.features.xdp_features |= xdp_act::XSK_ZEROCOPY;
+        kernel.features.zc_max_segs = 1;
+        let config = ForwardConfig::new(["a0", "b0"]).xdp_forward(true);
+        let setup = set_up(&mut kernel, &config, &cpus(), true).unwrap();
+        assert!(setup.sockets.zero_copy && !setup.sockets.xdp_forward);
+        assert!(!setup.rules.forward_in_kernel());
+    }
+
+    #[test]
+    fn an_interface_that_is_not_there_is_named() {
+        let mut kernel = Fake::new(&[("a0", 1500)]);
+        let missing = set_up(
+            &mut kernel,
+            &ForwardConfig::new(["a0", "b9"]),
+            &cpus(),
+            true,
+        );
+        let Err(e) = missing else {
+            panic!("b9 is not there");
+        };
+        assert!(e.to_string().contains("b9"), "{e}");
+    }
+}
