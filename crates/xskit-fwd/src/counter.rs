@@ -1,7 +1,8 @@
 //! Counters the workers publish: each cell has one writer, its worker, and any number of
-//! readers (the forwarder's reports). A port's user-space counters are defined once, below:
-//! the cells the worker bumps, the counts the report sums and serializes (their JSON names,
-//! and through them the metrics' names), and which of them are drops and under what name.
+//! readers (the forwarder's reports). A port's and a rule's user-space counters are defined
+//! once, below: the cells the worker bumps, the counts the report sums and serializes (their
+//! JSON names, and through them the metrics' names), and which of them are drops and under
+//! what name.
 
 use std::ops::AddAssign;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,46 +19,57 @@ pub(crate) fn bump(cell: &AtomicU64, n: u64) {
     );
 }
 
-/// One line per counter: its doc, its name, and for a drop, the name the drop list shows.
-macro_rules! port_counters {
-    ($($(#[doc = $doc:literal])* $name:ident $(drop $label:literal)?;)*) => {
-        /// Per-port counters of one worker, written by that worker only ([`bump`]).
+/// A counter set in one place: the cells the workers bump (`$cells`), the counts summed
+/// for the report (`$counts`, serialized under the same names), and which are drops, under
+/// the name a drop list shows. One line per counter: its doc, its name, `drop "label"`.
+macro_rules! counters {
+    (
+        $(#[doc = $cells_doc:literal])* cells $cells:ident;
+        $(#[doc = $counts_doc:literal])* counts $vis:vis $counts:ident;
+        $($(#[doc = $doc:literal])* $name:ident $(drop $label:literal)?;)*
+    ) => {
+        $(#[doc = $cells_doc])*
         #[derive(Debug, Default)]
-        pub(crate) struct PortCells {
+        pub(crate) struct $cells {
             $(pub(crate) $name: AtomicU64,)*
         }
 
-        /// A port's counts in user space, summed over the workers.
+        $(#[doc = $counts_doc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-        pub struct UserPortCounts {
-            $($(#[doc = $doc])* pub $name: u64,)*
+        $vis struct $counts {
+            $($(#[doc = $doc])* $vis $name: u64,)*
         }
 
-        impl PortCells {
+        impl $cells {
             /// What the cells hold now.
-            pub(crate) fn load(&self) -> UserPortCounts {
-                UserPortCounts {
+            pub(crate) fn load(&self) -> $counts {
+                $counts {
                     $($name: self.$name.load(Ordering::Relaxed),)*
                 }
             }
         }
 
-        impl AddAssign for UserPortCounts {
-            fn add_assign(&mut self, other: UserPortCounts) {
+        impl AddAssign for $counts {
+            fn add_assign(&mut self, other: $counts) {
                 $(self.$name += other.$name;)*
             }
         }
 
-        impl UserPortCounts {
+        impl $counts {
             /// The counters that count drops, each with the name a drop list shows.
-            pub fn drops(&self) -> Vec<(&'static str, u64)> {
+            #[allow(dead_code)]
+            $vis fn drops(&self) -> Vec<(&'static str, u64)> {
                 vec![$($(($label, self.$name),)?)*]
             }
         }
     };
 }
 
-port_counters! {
+counters! {
+    /// Per-port counters of one worker, written by that worker only ([`bump`]).
+    cells PortCells;
+    /// A port's counts in user space, summed over the workers.
+    counts pub UserPortCounts;
     /// Packets that reached user space.
     rx_packets;
     /// Their bytes.
@@ -92,6 +104,20 @@ port_counters! {
     /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding
     /// only moves descriptors. (A capture's copies are the kernel's, counted by the capture.)
     copies;
+}
+
+counters! {
+    /// Counters a rule (or the default, or the unclassifiable) keeps in user space; each set
+    /// is written by one worker's pipeline only ([`bump`]), and read by the forwarder.
+    cells RuleCells;
+    /// A rule's counts in user space, summed over the workers (the report adds the kernel's).
+    counts pub(crate) UserRuleCounts;
+    /// Packets that matched in user space.
+    packets;
+    /// Their bytes.
+    bytes;
+    /// Packets a rate limit dropped.
+    over_rate drop "over-rate";
 }
 
 #[cfg(test)]

@@ -11,19 +11,11 @@ use xskit_bond::BondStats;
 use xskit_pipeline::PoolStats;
 
 use crate::abi::Slot;
-use crate::counter::UserPortCounts;
+use crate::counter::{UserPortCounts, UserRuleCounts as RuleTally};
 use crate::filter::RuleCounter;
 use crate::forward::{Counters, PortCount, RuleCount};
 use crate::rules::{RuleSet, Verdict};
 use crate::worker::FramesSeen;
-
-/// One rule's user-space counts in one worker.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RuleTally {
-    pub(crate) packets: u64,
-    pub(crate) bytes: u64,
-    pub(crate) over_rate: u64,
-}
 
 /// What one worker had published.
 #[derive(Clone, Debug, Default)]

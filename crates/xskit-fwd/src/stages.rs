@@ -6,31 +6,10 @@ use std::sync::Arc;
 use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 
 use crate::counter::bump;
+pub(crate) use crate::counter::RuleCells;
 use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
 use xskit::{Frame, Umem};
 use xskit_pipeline::{Next, Stage, StageContext, StageId};
-
-/// Counters a rule (or the default) keeps in user space; each set is written by one worker's
-/// pipeline only ([`bump`]), and read by the forwarder.
-#[derive(Debug, Default)]
-pub(crate) struct RuleCells {
-    pub(crate) packets: AtomicU64,
-    pub(crate) bytes: AtomicU64,
-    /// Packets a rate limit dropped.
-    pub(crate) over_rate: AtomicU64,
-}
-
-impl RuleCells {
-    /// What the cells hold now.
-    pub(crate) fn load(&self) -> crate::report::RuleTally {
-        let load = |c: &AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        crate::report::RuleTally {
-            packets: load(&self.packets),
-            bytes: load(&self.bytes),
-            over_rate: load(&self.over_rate),
-        }
-    }
-}
 
 /// Each port's MAC address, which a bond's failover may change while workers run
 /// (`fail_over_mac active`).
