@@ -667,9 +667,22 @@ run_fwd xor {bond} --bond-mode balance-xor --xmit-hash layer3+4
     let ping = text(&ping.join().unwrap());
     running.signal("stop-ab").unwrap();
     wait_for(&running, "FWD xor");
-    let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
+    let (a, c) = (wire.a.clone(), wire.c.clone());
+    let crossed = std::panic::catch_unwind(move || kernel_traffic_crosses(&a, &c, 2));
     running.signal("stop-xor").unwrap();
     let run = running.wait().unwrap();
+    let traffic = crossed.unwrap_or_else(|e| {
+        // What the forwarder saw tells a broken path from a slow one.
+        let share = wire.guest.share();
+        panic!(
+            "{}\nxor's report: {}\nxor's stderr: {}\nthe guest: {}",
+            e.downcast_ref::<String>()
+                .map_or("kernel traffic failed", |s| s.as_str()),
+            shared_text(&share, "xor.json"),
+            shared_text(&share, "xor.err"),
+            run.output
+        )
+    });
     assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
     let received: u32 = ping
         .split(" received")
