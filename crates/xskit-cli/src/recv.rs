@@ -188,9 +188,12 @@ impl Receiver {
             return Ok(());
         }
         let stamp = monotonic_ns();
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        // The wall clock only where a capture records it.
+        let wall = self.capture.as_ref().map_or(Duration::ZERO, |_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+        });
         let mut chains = xskit::packets(&self.frames);
         for chain in chains.by_ref() {
             let data = match chain {

@@ -89,8 +89,7 @@ pub(crate) fn set_up<K: Kernel>(
         .collect::<Result<Vec<_>>>()?;
     let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
     warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
-    let (filters, multi_buffer) = attach(kernel, config.mode, &mtus)?;
-    let offers = kernel.offers(&filters);
+    let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus)?;
     let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
     let ask = SocketAsk {
         mode: config.mode,
@@ -134,18 +133,22 @@ pub(crate) fn set_up<K: Kernel>(
 /// xdp.frags program ([`crate::plan::multi_buffer`]); in native mode on a small MTU a
 /// single-buffer program keeps them away (veth then segments at the sender), but where auto
 /// fell back to SKB mode, super-packets arrive whole: attach again, multi-buffer.
-fn attach<K: Kernel>(kernel: &mut K, mode: Mode, mtus: &[usize]) -> Result<(Vec<K::Filter>, bool)> {
+/// Returns the filters, whether they are multi-buffer, and what their links offer.
+fn attach<K: Kernel>(
+    kernel: &mut K,
+    mode: Mode,
+    mtus: &[usize],
+) -> Result<(Vec<K::Filter>, bool, Vec<LinkOffer>)> {
     let multi_buffer = crate::plan::multi_buffer(mtus, mode);
     let attached = kernel.attach(mode, multi_buffer)?;
-    let skb = kernel
-        .offers(&attached)
-        .iter()
-        .any(|o| o.attached == AttachedMode::Skb);
-    if !multi_buffer && skb {
+    let offers = kernel.offers(&attached);
+    if !multi_buffer && offers.iter().any(|o| o.attached == AttachedMode::Skb) {
         drop(attached);
-        return Ok((kernel.attach(mode, true)?, true));
+        let again = kernel.attach(mode, true)?;
+        let offers = kernel.offers(&again);
+        return Ok((again, true, offers));
     }
-    Ok((attached, multi_buffer))
+    Ok((attached, multi_buffer, offers))
 }
 
 /// Pass verdicts that user space decides reach the host only through a TAP device.
