@@ -41,7 +41,7 @@ mod xdp;
 
 pub use announce::{announce, announce_v6, gratuitous_arp, unsolicited_na, UNSOLICITED_NA_LEN};
 pub use arp_monitor::{arp_probe, ArpConfig, ArpMonitor, ArpProber, MAX_ARP_TARGETS};
-pub use monitor::{LinkMonitor, MemberChange};
+pub use monitor::{LinkDelays, LinkMonitor, MemberChange};
 pub use select::{choose_active, LinkSpeed, PrimaryReselect};
 pub use xdp::{XdpBond, XdpBondMode, MAX_MEMBERS};
 

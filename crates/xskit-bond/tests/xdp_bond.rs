@@ -503,7 +503,7 @@ fn lacpdus_pass_the_bond_program_to_the_lacp_control_path() {
     if !xskit_testbed::privileged_or_skip() {
         return;
     }
-    use xskit_bond::lacp::{LacpConfig, LacpControl};
+    use xskit_bond::lacp::{LacpConfig, LacpControl, SlowSockets};
     use xskit_wire::lacp::{Lacpdu, PortInfo, DESTINATION, ETHERTYPE};
     let chain = Chain::new().unwrap();
     let bond = reflector(
@@ -512,17 +512,14 @@ fn lacpdus_pass_the_bond_program_to_the_lacp_control_path() {
         Mode::Drv,
     );
     let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
-    let mut control = chain
+    let mut sockets = chain
         .m_a
         .ns
-        .run(move || {
-            let mut control =
-                LacpControl::open(LacpConfig::default(), [2, 0, 0, 0, 0, 9], &links(&names))
-                    .unwrap();
-            control.set_link(0, true, Some((10_000, true)));
-            control
-        })
+        .run(move || SlowSockets::open(&links(&names)).unwrap())
         .unwrap();
+    let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
+    let mut control = LacpControl::new(LacpConfig::default(), [2, 0, 0, 0, 0, 9], &macs).unwrap();
+    control.set_link(0, true, Some((10_000, true)), 0);
     let mut frame = vec![0u8; 14 + 110];
     frame[..6].copy_from_slice(&DESTINATION);
     frame[6..12].copy_from_slice(&chain.a.mac);
@@ -545,7 +542,7 @@ fn lacpdus_pass_the_bond_program_to_the_lacp_control_path() {
         })
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    control.poll();
+    control.poll(&mut sockets, 200);
     let port = &control.lacp().ports()[0];
     assert_eq!(port.counters.pdus_in, 3);
     assert_eq!(port.partner.system, [2, 0, 0, 0, 0, 7]);

@@ -1,7 +1,7 @@
 //! A bond controller's decisions as plain logic: which members are up (carrier, ARP targets
 //! answering where monitored, LACP distributing under 802.3ad) and which is active, from the
 //! events its I/O reports. No sockets and no clock: the controller
-//! ([`crate::bonded::BondRuntime`]) feeds it, publishes what it decides, and announces a
+//! ([`crate::bond_runtime::BondRuntime`]) feeds it, publishes what it decides, and announces a
 //! failover; the tests feed it directly.
 
 use xskit_bond::{LinkSpeed, PrimaryReselect};

@@ -9,20 +9,16 @@
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
-use xskit::{Frame, Interface, Umem};
-use xskit_bond::lacp::{LacpConfig, LacpControl};
-use xskit_bond::{
-    ArpConfig, ArpMonitor, ArpProber, BondMode, BondPort, BondStats, LinkMonitor, LinkSpeed,
-    PrimaryReselect,
-};
+use xskit::{Frame, Umem};
+use xskit_bond::lacp::LacpConfig;
+use xskit_bond::{ArpConfig, BondMode, BondPort, BondStats, PrimaryReselect};
 use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{FramePool, PipelinePort, RingOccupancy, XskPort};
 use xskit_wire::lacp::{state, PortInfo};
 
-use crate::bond_decisions::BondDecisions;
 use crate::error::{Error, Result};
 
 /// A bond of interfaces, used as one side of the forwarder under its own name.
@@ -161,7 +157,7 @@ pub struct LacpEnd {
 }
 
 impl LacpEnd {
-    fn of(info: &PortInfo) -> Self {
+    pub(crate) fn of(info: &PortInfo) -> Self {
         const NAMES: [(u8, &str); 8] = [
             (state::ACTIVITY, "activity"),
             (state::TIMEOUT, "short_timeout"),
@@ -239,6 +235,8 @@ pub struct BondCount {
     pub aggregator: Option<usize>,
     /// 802.3ad: LACP frames that could not be sent.
     pub lacp_send_errors: u64,
+    /// Failovers whose gratuitous ARPs could not be sent (the new active member gone).
+    pub announce_errors: u64,
     /// Packets dropped because no member was up.
     pub tx_no_member: u64,
     /// Broadcast copies not made for want of free frames.
@@ -255,16 +253,21 @@ pub(crate) struct BondControl {
 }
 
 impl BondControl {
-    fn new(members: usize) -> Self {
+    pub(crate) fn new(members: usize) -> Self {
         BondControl {
             generation: AtomicU64::new(0),
             state: Mutex::new((vec![true; members], Some(0))),
         }
     }
 
-    fn publish(&self, up: &[bool], active: Option<usize>) {
+    pub(crate) fn publish(&self, up: &[bool], active: Option<usize>) {
         *self.state.lock_unpoisoned() = (up.to_vec(), active);
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Who is up and who is active, as last published.
+    pub(crate) fn state(&self) -> (Vec<bool>, Option<usize>) {
+        self.state.lock_unpoisoned().clone()
     }
 }
 
@@ -285,18 +288,18 @@ pub(crate) enum Side {
 }
 
 impl Side {
-    /// A bond over `members`' sockets (one per member, in member order), following
-    /// `runtime`'s member changes; and where its counters are published.
+    /// A bond over `members`' sockets (one per member, in member order), following the
+    /// member changes `control` publishes; and where its counters are published.
     pub(crate) fn bond(
         members: Vec<XskPort>,
         config: &BondConfig,
-        runtime: &BondRuntime,
+        control: &Arc<BondControl>,
     ) -> Result<(Self, Arc<Mutex<BondStats>>)> {
         let port = BondPort::new(members, config.mode).map_err(Error::Bond)?;
         let stats = Arc::new(Mutex::new(BondStats::default()));
         let mut bonded = BondedPort {
             port,
-            control: Arc::clone(&runtime.control),
+            control: Arc::clone(control),
             seen: u64::MAX,
             stats: Arc::clone(&stats),
         };
@@ -328,7 +331,7 @@ impl BondedPort {
             return;
         }
         self.seen = generation;
-        let (up, active) = self.control.state.lock_unpoisoned().clone();
+        let (up, active) = self.control.state();
         for (i, &u) in up.iter().enumerate() {
             // Indices come from the bond's own member list: they exist.
             let _ = self.port.set_up(i, u);
@@ -424,289 +427,5 @@ impl PipelinePort for Side {
             Side::One(p) => p.readiness(fds),
             Side::Bond(b) => b.port.readiness(fds),
         }
-    }
-}
-
-/// ARP monitoring's running part: the decisions, the probes, and when the next check is.
-#[derive(Debug)]
-struct ArpRuntime {
-    monitor: ArpMonitor,
-    prober: ArpProber,
-    interval: Duration,
-    next_check: Instant,
-}
-
-/// A bond's controller: watches its members' links (and their ARP targets) and publishes
-/// who is up and active.
-#[derive(Debug)]
-pub(crate) struct BondRuntime {
-    /// The bond's name, for diagnostics.
-    name: String,
-    pub(crate) control: Arc<BondControl>,
-    monitor: LinkMonitor,
-    arp: Option<ArpRuntime>,
-    lacp: Option<LacpControl>,
-    /// Who is up and active, decided from what the monitors report.
-    decisions: BondDecisions,
-    members: Vec<Interface>,
-    /// Gratuitous ARPs after a failover: the address and how many.
-    announce: Option<(std::net::Ipv4Addr, u32)>,
-    /// The members' MAC addresses, and whether the bond's follows the active member's.
-    member_macs: Vec<[u8; 6]>,
-    follow_active: bool,
-    /// Gratuitous ARPs that could not be sent (a member gone).
-    pub(crate) announce_errors: u64,
-    /// When the last change was published.
-    pub(crate) last_change: Option<Instant>,
-}
-
-impl BondRuntime {
-    /// Starts watching `members` of `config` (already checked: they exist, the primary is
-    /// one of them); with ARP monitoring, sends the first probes. With `respond` (the
-    /// forwarder's own address) and `mac` (the bond's), an active-backup failover announces
-    /// the address from the new active member.
-    pub(crate) fn new(
-        config: &BondConfig,
-        members: &[Interface],
-        respond: Option<std::net::Ipv4Addr>,
-    ) -> Result<Self> {
-        let monitor =
-            LinkMonitor::new(members, config.updelay, config.downdelay).map_err(Error::Bond)?;
-        let primary = config
-            .primary
-            .as_ref()
-            .and_then(|p| config.members.iter().position(|m| m == p));
-        let arp = match &config.arp {
-            Some(arp) => {
-                let prober = ArpProber::open(members, &arp.targets).map_err(Error::Bond)?;
-                prober.send();
-                Some(ArpRuntime {
-                    monitor: ArpMonitor::new(members.len(), arp.missed_max),
-                    prober,
-                    interval: arp.interval,
-                    next_check: Instant::now() + arp.interval,
-                })
-            }
-            None => None,
-        };
-        let carrier = monitor.up().to_vec();
-        let speeds: Vec<LinkSpeed> = members
-            .iter()
-            .map(|m| m.link_speed().ok().flatten())
-            .collect();
-        let member_macs = members
-            .iter()
-            .map(|m| m.link_info().map(|l| l.mac.unwrap_or([0; 6])))
-            .collect::<xskit::Result<Vec<_>>>()?;
-        let lacp = match config.mode {
-            BondMode::Lacp { .. } => {
-                let mut control =
-                    LacpControl::open(config.lacp, member_macs[0], members).map_err(Error::Bond)?;
-                for (m, &up) in carrier.iter().enumerate() {
-                    control.set_link(m, up, speeds[m]);
-                }
-                Some(control)
-            }
-            _ => None,
-        };
-        let decisions = BondDecisions::new(
-            carrier,
-            speeds,
-            primary,
-            config.primary_reselect,
-            arp.is_some(),
-            lacp.as_ref().map(|l| l.distributing().to_vec()),
-        );
-        let runtime = BondRuntime {
-            name: config.name.clone(),
-            control: Arc::new(BondControl::new(members.len())),
-            decisions,
-            monitor,
-            arp,
-            lacp,
-            members: members.to_vec(),
-            announce: respond
-                .filter(|_| config.mode == BondMode::ActiveBackup && config.num_grat_arp > 0)
-                .map(|ip| (ip, config.num_grat_arp)),
-            member_macs,
-            follow_active: config.mode == BondMode::ActiveBackup
-                && config.fail_over_mac == FailOverMac::Active,
-            announce_errors: 0,
-            last_change: None,
-        };
-        runtime.control.publish(
-            runtime.decisions.up(),
-            runtime.decisions.active().or(Some(0)),
-        );
-        Ok(runtime)
-    }
-
-    /// Decides again after `changes` member changes, tells the workers, and announces a
-    /// failover (gratuitous ARPs from the new active member) when there is an address.
-    fn publish(&mut self, changes: usize) {
-        if let Some(arp) = &self.arp {
-            self.decisions.set_arp_up(arp.monitor.up());
-        }
-        if let Some(lacp) = &self.lacp {
-            self.decisions.set_distributing(lacp.distributing());
-        }
-        if let (Some(to), Some((ip, count))) = (self.decisions.settle(changes), self.announce) {
-            let mac = self.bond_mac();
-            let sent = xskit_bond::announce(&self.members[to], mac, ip.octets(), count as usize);
-            if sent.is_err() {
-                self.announce_errors += 1;
-            }
-        }
-        let (up, active) = (self.decisions.up(), self.decisions.active());
-        tracing::info!(bond = %self.name, ?up, ?active, "bond members changed");
-        self.control.publish(up, active);
-        self.last_change = Some(Instant::now());
-    }
-
-    /// Waits up to `timeout` for link changes and publishes them; true if any came.
-    pub(crate) fn poll(&mut self, timeout: Duration) -> Result<bool> {
-        let changes = self.monitor.poll(Some(timeout)).map_err(Error::Bond)?;
-        if changes.is_empty() {
-            return Ok(false);
-        }
-        for c in &changes {
-            tracing::debug!(bond = %self.name, member = c.member, up = c.up, "carrier");
-            // A link that comes back may have come back at another speed.
-            let speed = if c.up {
-                self.members[c.member].link_speed().ok().flatten()
-            } else {
-                None
-            };
-            self.decisions.set_carrier(c.member, c.up, speed);
-            if let Some(lacp) = self.lacp.as_mut() {
-                lacp.set_link(c.member, c.up, self.decisions.speed(c.member));
-            }
-        }
-        self.publish(changes.len());
-        Ok(true)
-    }
-
-    /// 802.3ad: takes the LACP frames that arrived, runs the machines and sends what they
-    /// say; publishes a change of the members that distribute (true if there was one).
-    pub(crate) fn lacp_poll(&mut self) -> bool {
-        let Some(lacp) = self.lacp.as_mut() else {
-            return false;
-        };
-        let states = |l: &LacpControl| -> Vec<_> {
-            l.lacp()
-                .ports()
-                .iter()
-                .map(|p| (p.rx, p.mux, p.selected))
-                .collect()
-        };
-        let before = tracing::enabled!(tracing::Level::DEBUG).then(|| states(lacp));
-        let changed = lacp.poll();
-        if let Some(before) = before {
-            for (m, (was, now)) in before.iter().zip(states(lacp)).enumerate() {
-                if *was != now {
-                    tracing::debug!(
-                        bond = %self.name,
-                        member = m,
-                        rx = now.0.name(),
-                        mux = now.1.name(),
-                        selected = now.2.name(),
-                        "lacp"
-                    );
-                }
-            }
-        }
-        if !changed {
-            return false;
-        }
-        self.publish(0);
-        true
-    }
-
-    /// 802.3ad: member `m`'s LACP state, and the active aggregator.
-    pub(crate) fn lacp_state(&self, m: usize) -> Option<MemberLacp> {
-        let lacp = self.lacp.as_ref()?.lacp();
-        let p = lacp.port(m)?;
-        Some(MemberLacp {
-            actor: LacpEnd::of(&p.actor),
-            partner: LacpEnd::of(&p.partner),
-            rx_state: p.rx.name(),
-            mux_state: p.mux.name(),
-            selected: p.selected.name(),
-            aggregator: p.aggregator,
-            pdus_in: p.counters.pdus_in,
-            pdus_out: p.counters.pdus_out,
-            bad_pdus: p.counters.bad_pdus,
-            markers: p.counters.markers_in,
-            slow_frames: 0,
-            state_changes: p.counters.state_changes,
-        })
-    }
-
-    /// 802.3ad: the active aggregator and the frames that could not be sent.
-    pub(crate) fn lacp_bond(&self) -> Option<(Option<usize>, u64)> {
-        let lacp = self.lacp.as_ref()?;
-        Some((lacp.lacp().active_aggregator(), lacp.send_errors))
-    }
-
-    /// Whether an ARP check is due.
-    pub(crate) fn arp_due(&self, now: Instant) -> bool {
-        self.arp.as_ref().is_some_and(|a| now >= a.next_check)
-    }
-
-    /// An ARP check: `alive[m]` is member m's count of ARP packets from a target so far.
-    /// Publishes what changed (true if anything did) and sends the next probes.
-    pub(crate) fn arp_check(&mut self, alive: &[u64]) -> bool {
-        let Some(arp) = self.arp.as_mut() else {
-            return false;
-        };
-        let changed = arp.monitor.check(alive);
-        arp.prober.send();
-        arp.next_check += arp.interval;
-        let now = Instant::now();
-        if arp.next_check < now {
-            // A check ran late (a busy machine): start counting from now.
-            arp.next_check = now + arp.interval;
-        }
-        if changed.is_empty() {
-            return false;
-        }
-        self.publish(changed.len());
-        true
-    }
-
-    pub(crate) fn up(&self) -> &[bool] {
-        self.decisions.up()
-    }
-
-    /// Times the active member changed.
-    pub(crate) fn failovers(&self) -> u64 {
-        self.decisions.failovers
-    }
-
-    /// Member changes (carrier or ARP) since the start.
-    pub(crate) fn link_changes(&self) -> u64 {
-        self.decisions.link_changes
-    }
-
-    /// The bond's MAC address: its first member's, or under `fail_over_mac active` the
-    /// active member's.
-    pub(crate) fn bond_mac(&self) -> [u8; 6] {
-        match self.decisions.active().filter(|_| self.follow_active) {
-            Some(a) => self.member_macs[a],
-            None => self.member_macs[0],
-        }
-    }
-
-    pub(crate) fn carrier(&self) -> &[bool] {
-        self.decisions.carrier()
-    }
-
-    /// Each member's ARP state (all up without ARP monitoring).
-    pub(crate) fn arp_up(&self, member: usize) -> bool {
-        self.arp.as_ref().is_none_or(|a| a.monitor.up()[member])
-    }
-
-    pub(crate) fn active(&self) -> Option<usize> {
-        self.decisions.active()
     }
 }

@@ -10,7 +10,8 @@ use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{PoolStats, SharedFrames, XskPort};
 
 use crate::abi::Slot;
-use crate::bonded::{BondConfig, BondCount, BondRuntime, MemberCount, Side};
+use crate::bond_runtime::{BondRuntime, RealBondIo};
+use crate::bonded::{BondConfig, BondCount, Side};
 pub use crate::config::{ChecksumMode, ForwardConfig};
 use crate::counter::PortCells;
 pub use crate::counts::*;
@@ -74,7 +75,8 @@ fn bond_runtimes(
             bond.as_ref()
                 .map(|b| {
                     let members = &devices.ifaces[range.clone()];
-                    Ok((b.clone(), BondRuntime::new(b, members, respond)?))
+                    let io = RealBondIo::open(b, members)?;
+                    Ok((b.clone(), BondRuntime::new(b, io, respond)?))
                 })
                 .transpose()
         })
@@ -103,7 +105,7 @@ fn queue_sides(
             .collect::<std::result::Result<Vec<_>, _>>()?;
         match bond {
             Some((config, runtime)) => {
-                let (port, stats) = Side::bond(members, config, runtime)?;
+                let (port, stats) = Side::bond(members, config, &runtime.control)?;
                 ports.push(port);
                 bond_stats.push(Some(stats));
             }
@@ -401,43 +403,7 @@ impl Forwarder {
     /// A bond side's state, with its members' counters still zero.
     fn bond_count(&self, side: usize) -> Option<BondCount> {
         let (config, runtime) = self.bonds[side].as_ref()?;
-        let policy = match config.mode {
-            xskit_bond::BondMode::BalanceXor { policy } | xskit_bond::BondMode::Lacp { policy } => {
-                Some(policy.name())
-            }
-            _ => None,
-        };
-        let (aggregator, lacp_send_errors) = runtime.lacp_bond().unwrap_or_default();
-        let active_backup = config.mode == xskit_bond::BondMode::ActiveBackup;
-        let active = runtime.active().filter(|_| active_backup);
-        Some(BondCount {
-            mode: config.mode.name(),
-            xmit_hash_policy: policy,
-            active: active.map(|a| config.members[a].clone()),
-            failovers: if active_backup {
-                runtime.failovers()
-            } else {
-                0
-            },
-            link_changes: runtime.link_changes(),
-            aggregator,
-            lacp_send_errors,
-            members: config
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, name)| MemberCount {
-                    interface: name.clone(),
-                    up: runtime.up()[i],
-                    active: active == Some(i),
-                    carrier: runtime.carrier()[i],
-                    arp_up: runtime.arp_up(i),
-                    lacp: runtime.lacp_state(i),
-                    ..MemberCount::default()
-                })
-                .collect(),
-            ..BondCount::default()
-        })
+        Some(runtime.count(config))
     }
 
     /// The counters now (the kernel's rule counters and socket statistics are read by system
@@ -552,7 +518,7 @@ impl Forwarder {
             changed |= runtime.poll(wait)?;
             changed |= runtime.lacp_poll();
             wait = Duration::ZERO;
-            if runtime.arp_due(Instant::now()) {
+            if runtime.arp_due() {
                 let alive = self.filters[self.sides[side].clone()]
                     .iter()
                     .map(|f| f.arp_alive_counter().map(|c| c.packets))

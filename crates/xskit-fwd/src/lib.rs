@@ -27,6 +27,7 @@
 
 pub mod abi;
 mod bond_decisions;
+mod bond_runtime;
 mod bonded;
 mod chains;
 mod config;

@@ -1,9 +1,8 @@
-//! [`Lacp`] on real members: driven by the monotonic clock, its frames in and out through an
-//! AF_PACKET socket per member bound to the slow protocols' EtherType. The frames reach
-//! those sockets because xskit's XDP programs pass them to the kernel (the packet workers
-//! never see them), and leave through the member's own device.
-
-use std::time::Instant;
+//! [`Lacp`] on real members: its frames in and out through [`SlowFrames`], on the caller's
+//! clock. [`SlowSockets`] are the real frames: an AF_PACKET socket per member bound to the
+//! slow protocols' EtherType. The frames reach those sockets because xskit's XDP programs
+//! pass them to the kernel (the packet workers never see them), and leave through the
+//! member's own device.
 
 use xskit::Interface;
 use xskit_os::packet::PacketProtocolSocket;
@@ -12,67 +11,83 @@ use xskit_wire::lacp as wire;
 use super::{Lacp, LacpConfig, Received};
 use crate::{LinkSpeed, Result};
 
-/// A bond's LACP at work on its members.
+/// Where a bond's slow-protocol frames come from and go to, per member.
+pub trait SlowFrames {
+    /// The next frame that arrived on `member` into `buf`, its length; `None` when there
+    /// is none (or the member cannot be read: the link monitor reports the member itself).
+    fn recv(&mut self, member: usize, buf: &mut [u8]) -> Option<usize>;
+    /// Sends `frame` from `member`; false if it could not be sent.
+    fn send(&mut self, member: usize, frame: &[u8]) -> bool;
+}
+
+/// A slow protocols socket on each member.
+#[derive(Debug)]
+pub struct SlowSockets(Vec<PacketProtocolSocket>);
+
+impl SlowSockets {
+    /// Opens a socket on each of `members` (in the calling thread's namespace).
+    pub fn open(members: &[Interface]) -> Result<Self> {
+        let sockets = members
+            .iter()
+            .map(|m| PacketProtocolSocket::open(m.index(), wire::ETHERTYPE))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SlowSockets(sockets))
+    }
+}
+
+impl SlowFrames for SlowSockets {
+    fn recv(&mut self, member: usize, buf: &mut [u8]) -> Option<usize> {
+        self.0[member].recv(buf).ok().flatten()
+    }
+
+    fn send(&mut self, member: usize, frame: &[u8]) -> bool {
+        self.0[member].send(frame).is_ok()
+    }
+}
+
+/// A bond's LACP at work: the machines, the members that distribute, and the frames that
+/// could not be sent.
 #[derive(Debug)]
 pub struct LacpControl {
     lacp: Lacp,
-    sockets: Vec<PacketProtocolSocket>,
-    start: Instant,
     distributing: Vec<bool>,
     /// Frames that could not be sent (a member down or gone).
     pub send_errors: u64,
 }
 
 impl LacpControl {
-    /// Opens a slow protocols socket on each of `members` (in the calling thread's
-    /// namespace); the system is `system` (the bond's MAC address). Links start down: tell
-    /// it each member's with [`LacpControl::set_link`].
-    pub fn open(config: LacpConfig, system: [u8; 6], members: &[Interface]) -> Result<Self> {
+    /// LACP for members with MAC addresses `macs`; the system is `system` (the bond's MAC
+    /// address). Links start down: tell it each member's with [`LacpControl::set_link`].
+    pub fn new(config: LacpConfig, system: [u8; 6], macs: &[[u8; 6]]) -> Result<Self> {
         config.validate()?;
-        let macs = members
-            .iter()
-            .map(|m| Ok(m.link_info()?.mac.unwrap_or([0; 6])))
-            .collect::<Result<Vec<_>>>()?;
-        let sockets = members
-            .iter()
-            .map(|m| PacketProtocolSocket::open(m.index(), wire::ETHERTYPE))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(LacpControl {
-            lacp: Lacp::new(config, system, &macs),
-            sockets,
-            start: Instant::now(),
-            distributing: vec![false; members.len()],
+            lacp: Lacp::new(config, system, macs),
+            distributing: vec![false; macs.len()],
             send_errors: 0,
         })
     }
 
-    fn now(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
+    /// Member `member`'s carrier went up (at `speed`) or down, at `now_ms`.
+    pub fn set_link(&mut self, member: usize, up: bool, speed: LinkSpeed, now_ms: u64) {
+        self.lacp.set_link(member, up, speed, now_ms);
     }
 
-    /// Member `member`'s carrier went up (at `speed`) or down.
-    pub fn set_link(&mut self, member: usize, up: bool, speed: LinkSpeed) {
-        let now = self.now();
-        self.lacp.set_link(member, up, speed, now);
-    }
-
-    /// Takes what arrived, runs the machines to now and sends what they say; true when the
-    /// members that distribute changed ([`LacpControl::distributing`]).
-    pub fn poll(&mut self) -> bool {
+    /// Takes what arrived, runs the machines to `now_ms` and sends what they say; true when
+    /// the members that distribute changed ([`LacpControl::distributing`]).
+    pub fn poll(&mut self, frames: &mut impl SlowFrames, now_ms: u64) -> bool {
         let mut buf = [0u8; 256];
-        let now = self.now();
-        for member in 0..self.sockets.len() {
-            // A socket error (the member going away) ends this member's reading; the link
-            // monitor reports the member itself.
-            while let Ok(Some(len)) = self.sockets[member].recv(&mut buf) {
-                if let Received::MarkerResponse(frame) = self.lacp.receive(member, &buf[..len], now)
+        for member in 0..self.distributing.len() {
+            while let Some(len) = frames.recv(member, &mut buf) {
+                let len = len.min(buf.len());
+                if let Received::MarkerResponse(frame) =
+                    self.lacp.receive(member, &buf[..len], now_ms)
                 {
-                    self.send(member, &frame);
+                    self.send_errors += u64::from(!frames.send(member, &frame));
                 }
             }
         }
-        for (member, frame) in self.lacp.step(now) {
-            self.send(member, &frame);
+        for (member, frame) in self.lacp.step(now_ms) {
+            self.send_errors += u64::from(!frames.send(member, &frame));
         }
         let distributing = self.lacp.distributing();
         if distributing == self.distributing {
@@ -80,12 +95,6 @@ impl LacpControl {
         }
         self.distributing = distributing;
         true
-    }
-
-    fn send(&mut self, member: usize, frame: &[u8]) {
-        if self.sockets[member].send(frame).is_err() {
-            self.send_errors += 1;
-        }
     }
 
     /// Per member, whether it carries traffic.

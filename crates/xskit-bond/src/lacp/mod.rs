@@ -12,7 +12,7 @@
 mod control;
 mod port;
 
-pub use control::LacpControl;
+pub use control::{LacpControl, SlowFrames, SlowSockets};
 
 pub use port::{
     MuxState, Port, PortCounters, RxState, Selected, AGGREGATE_WAIT_MS, FAST_PERIOD_MS,
