@@ -271,9 +271,43 @@ impl BondControl {
     }
 }
 
+/// Where a bond publishes its members' counters.
+pub(crate) type BondStatsCell = Arc<Mutex<BondStats>>;
+
+/// A queue's sides, and where each bond among them publishes its counters.
+pub(crate) type QueueSides<P> = (Vec<Side<P>>, Vec<Option<BondStatsCell>>);
+
+/// A queue's ports, one per interface (`open` takes the interface's index), gathered into
+/// `sides`: a plain interface's port alone, a bond's members' ports (in member order) into
+/// one bond port that follows its `bonds` entry's published changes.
+pub(crate) fn gather_sides<P: PipelinePort>(
+    sides: &[std::ops::Range<usize>],
+    bonds: &[Option<(&BondConfig, &Arc<BondControl>)>],
+    mut open: impl FnMut(usize) -> Result<P>,
+) -> Result<QueueSides<P>> {
+    let mut ports = Vec::with_capacity(sides.len());
+    let mut bond_stats = Vec::with_capacity(sides.len());
+    for (range, bond) in sides.iter().zip(bonds) {
+        let members = range.clone().map(&mut open).collect::<Result<Vec<_>>>()?;
+        match bond {
+            Some((config, control)) => {
+                let (port, stats) = Side::bond(members, config, control)?;
+                ports.push(port);
+                bond_stats.push(Some(stats));
+            }
+            // A side that is no bond has exactly one interface.
+            None => {
+                ports.extend(members.into_iter().map(Side::One));
+                bond_stats.push(None);
+            }
+        }
+    }
+    Ok((ports, bond_stats))
+}
+
 /// A worker's bond: the port, where its changes come from, and where its counters go.
-pub(crate) struct BondedPort {
-    port: BondPort<XskPort>,
+pub(crate) struct BondedPort<P: PipelinePort = XskPort> {
+    port: BondPort<P>,
     control: Arc<BondControl>,
     seen: u64,
     stats: Arc<Mutex<BondStats>>,
@@ -282,16 +316,16 @@ pub(crate) struct BondedPort {
 /// What a worker serves on one side: an interface, or a bond of them.
 // A worker holds two of these: the plain port stays inline, off a pointer on the data path.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum Side {
-    One(XskPort),
-    Bond(Box<BondedPort>),
+pub(crate) enum Side<P: PipelinePort = XskPort> {
+    One(P),
+    Bond(Box<BondedPort<P>>),
 }
 
-impl Side {
+impl<P: PipelinePort> Side<P> {
     /// A bond over `members`' sockets (one per member, in member order), following the
     /// member changes `control` publishes; and where its counters are published.
     pub(crate) fn bond(
-        members: Vec<XskPort>,
+        members: Vec<P>,
         config: &BondConfig,
         control: &Arc<BondControl>,
     ) -> Result<(Self, Arc<Mutex<BondStats>>)> {
@@ -306,7 +340,9 @@ impl Side {
         bonded.sync();
         Ok((Side::Bond(Box::new(bonded)), stats))
     }
+}
 
+impl Side<XskPort> {
     /// The member ports' sockets, in member order.
     pub(crate) fn sockets(&mut self) -> Vec<xskit::SocketHandle> {
         match self {
@@ -324,7 +360,7 @@ impl Side {
     }
 }
 
-impl BondedPort {
+impl<P: PipelinePort> BondedPort<P> {
     fn sync(&mut self) {
         let generation = self.control.generation.load(Ordering::Acquire);
         if generation == self.seen {
@@ -351,7 +387,7 @@ pub(crate) trait SidePort: PipelinePort {
     fn publish_members(&self) {}
 }
 
-impl SidePort for Side {
+impl<P: PipelinePort> SidePort for Side<P> {
     fn sync_members(&mut self) {
         if let Side::Bond(b) = self {
             b.sync();
@@ -377,7 +413,7 @@ macro_rules! on_side {
     };
 }
 
-impl PipelinePort for Side {
+impl<P: PipelinePort> PipelinePort for Side<P> {
     fn refill(&mut self, umem: &Umem, pool: &mut FramePool) -> xskit_pipeline::Result<()> {
         on_side!(self, p => p.refill(umem, pool))
     }

@@ -7,16 +7,17 @@ use std::time::{Duration, Instant};
 
 use xskit::{Interface, Mode, SocketConfig, Umem, UmemConfig};
 use xskit_os::sync::LockUnpoisoned;
-use xskit_pipeline::{PoolStats, SharedFrames, XskPort};
+use xskit_pipeline::{PoolStats, SharedFrames};
 
 use crate::abi::Slot;
 use crate::bond_runtime::{BondRuntime, RealBondIo};
-use crate::bonded::{BondConfig, BondCount, Side};
+use crate::bonded::{gather_sides, BondConfig, BondCount, QueueSides, Side};
 pub use crate::config::{ChecksumMode, ForwardConfig};
 use crate::counter::PortCells;
 pub use crate::counts::*;
 use crate::error::{Error, Result};
 use crate::filter::XdpFilter;
+use crate::kernel::Kernel;
 use crate::report::{FilterSnapshot, WorkerSnapshot};
 use crate::rules::RuleSet;
 use crate::stages::{PortMacs, RuleCells};
@@ -83,40 +84,27 @@ fn bond_runtimes(
         .collect()
 }
 
-/// Where a bond publishes its members' counters.
-pub(crate) type BondStatsCell = Arc<Mutex<xskit_bond::BondStats>>;
+pub(crate) use crate::bonded::BondStatsCell;
 
-/// Queue `q`'s sockets, one per interface, gathered into sides: a plain interface's port, or
-/// a bond port of its members' (with where it publishes its counters).
-fn queue_sides(
+/// Queue `q`'s sockets, one per interface, gathered into sides.
+fn queue_sides<K: Kernel>(
+    kernel: &K,
     q: u32,
-    devices: &Devices,
-    filters: &[XdpFilter],
+    filters: &[K::Filter],
+    sides: &[std::ops::Range<usize>],
     bonds: &[Option<(BondConfig, BondRuntime)>],
-    umem: &Umem,
-    socket_config: &SocketConfig,
-) -> Result<(Vec<Side>, Vec<Option<BondStatsCell>>)> {
-    let mut ports = Vec::with_capacity(devices.sides.len());
-    let mut bond_stats = Vec::with_capacity(devices.sides.len());
-    for (range, bond) in devices.sides.iter().zip(bonds) {
-        let members = filters[range.clone()]
-            .iter()
-            .map(|f| XskPort::open(umem, Arc::clone(f.program()), q, socket_config))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        match bond {
-            Some((config, runtime)) => {
-                let (port, stats) = Side::bond(members, config, &runtime.control)?;
-                ports.push(port);
-                bond_stats.push(Some(stats));
-            }
-            // A side that is no bond has exactly one interface.
-            None => {
-                ports.extend(members.into_iter().map(Side::One));
-                bond_stats.push(None);
-            }
-        }
-    }
-    Ok((ports, bond_stats))
+    (umem, socket_config): (&Umem, &SocketConfig),
+) -> Result<QueueSides<K::Port>> {
+    let bonds: Vec<_> = bonds
+        .iter()
+        .map(|b| {
+            b.as_ref()
+                .map(|(config, runtime)| (config, &runtime.control))
+        })
+        .collect();
+    gather_sides(sides, &bonds, |i| {
+        kernel.open_port(&filters[i], q, umem, socket_config)
+    })
 }
 
 /// A forwarder, set up and ready to run.
@@ -230,8 +218,8 @@ impl Forwarder {
         let tx_metadata = xskit::kernel_supports_tx_metadata();
         let setup = crate::kernel::set_up(&mut kernel, &config, &cpus, tx_metadata)?;
         let devices = Devices {
-            ifaces: kernel.ifaces,
-            infos: kernel.infos,
+            ifaces: std::mem::take(&mut kernel.ifaces),
+            infos: std::mem::take(&mut kernel.infos),
             sides: setup.sides,
             bonds: setup.bonds,
         };
@@ -261,7 +249,8 @@ impl Forwarder {
         let mut workers = Vec::with_capacity(queues as usize);
         let mut cells = Vec::with_capacity(queues as usize);
         for q in 0..queues {
-            let sides = queue_sides(q, &devices, &filters, &bonds, &umem, &socket_config)?;
+            let sockets = (&umem, &socket_config);
+            let sides = queue_sides(&kernel, q, &filters, &devices.sides, &bonds, sockets)?;
             let (worker, cell) = plan.primed_worker(q, &umem, sides, &shared)?;
             workers.push(worker);
             cells.push(cell);

@@ -5,8 +5,10 @@
 //! [`set_up`], which the tests run on a fake kernel that records what it was asked.
 
 use std::ops::Range;
+use std::sync::Arc;
 
-use xskit::{AttachedMode, Interface, Mode};
+use xskit::{AttachedMode, Interface, Mode, SocketConfig, Umem};
+use xskit_pipeline::{PipelinePort, XskPort};
 
 use crate::bonded::BondConfig;
 use crate::config::{ChecksumMode, ForwardConfig};
@@ -38,6 +40,8 @@ pub(crate) struct KernelRules {
 pub(crate) trait Kernel {
     /// A filter attached to one interface.
     type Filter: FilterControl;
+    /// A socket on one interface's queue, as a worker's port.
+    type Port: PipelinePort;
     /// The facts of the interfaces `names`, in order.
     fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>>;
     /// A filter on every interface (looked up by [`Kernel::links`]), in the same order.
@@ -46,6 +50,14 @@ pub(crate) trait Kernel {
     fn offers(&self, filters: &[Self::Filter]) -> Vec<LinkOffer>;
     /// Installs the kernel's share of the rules in `filter`.
     fn install(&self, filter: &Self::Filter, rules: &KernelRules) -> Result<()>;
+    /// Opens `filter`'s interface's socket on `queue`, on `umem`.
+    fn open_port(
+        &self,
+        filter: &Self::Filter,
+        queue: u32,
+        umem: &Umem,
+        config: &SocketConfig,
+    ) -> Result<Self::Port>;
 }
 
 /// Everything set-up decided, and the filters it attached.
@@ -179,6 +191,7 @@ pub(crate) struct RealKernel {
 
 impl Kernel for RealKernel {
     type Filter = XdpFilter;
+    type Port = XskPort;
 
     fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>> {
         self.ifaces = names
@@ -235,6 +248,21 @@ impl Kernel for RealKernel {
         filter.set_rules(&rules.rules, rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }
+
+    fn open_port(
+        &self,
+        filter: &XdpFilter,
+        queue: u32,
+        umem: &Umem,
+        config: &SocketConfig,
+    ) -> Result<XskPort> {
+        Ok(XskPort::open(
+            umem,
+            Arc::clone(filter.program()),
+            queue,
+            config,
+        )?)
+    }
 }
 
 #[cfg(test)]
@@ -243,9 +271,11 @@ mod tests {
     use std::rc::Rc;
 
     use xskit::netlink::{xdp_act, DeviceFeatures};
-    use xskit::RxQueues;
+    use xskit::{RxQueues, UmemConfig};
+    use xskit_pipeline::{wire, WirePort};
 
     use super::*;
+    use crate::bonded::Side;
     use crate::filter_plan::FilterSettings;
 
     /// A filter that records what it was told.
@@ -266,6 +296,8 @@ mod tests {
         links: Vec<LinkFacts>,
         auto_lands_in: AttachedMode,
         features: DeviceFeatures,
+        /// An interface's queue already held by another socket.
+        busy: Option<(&'static str, u32)>,
         calls: Rc<RefCell<Vec<String>>>,
     }
 
@@ -286,6 +318,7 @@ mod tests {
                     xdp_features: xdp_act::BASIC | xdp_act::REDIRECT,
                     ..DeviceFeatures::default()
                 },
+                busy: None,
                 calls: Rc::default(),
             }
         }
@@ -297,6 +330,7 @@ mod tests {
 
     impl Kernel for Fake {
         type Filter = Recorded;
+        type Port = WirePort;
 
         fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>> {
             self.calls
@@ -368,6 +402,24 @@ mod tests {
                 rules.default
             ));
             Ok(())
+        }
+
+        fn open_port(
+            &self,
+            filter: &Recorded,
+            queue: u32,
+            _umem: &Umem,
+            _config: &SocketConfig,
+        ) -> Result<WirePort> {
+            let name = &self.links[filter.index].name;
+            self.calls
+                .borrow_mut()
+                .push(format!("open {name} queue {queue}"));
+            if self.busy == Some((name.as_str(), queue)) {
+                let iface = name.clone();
+                return Err(xskit::Error::QueueBusy { iface, queue }.into());
+            }
+            Ok(wire().0)
         }
     }
 
@@ -481,5 +533,63 @@ mod tests {
             panic!("b9 is not there");
         };
         assert!(e.to_string().contains("b9"), "{e}");
+    }
+
+    /// Queue `q`'s sides as the forwarder gathers them, on the fake's ports.
+    fn sides_of_queue(
+        kernel: &Fake,
+        setup: &SetUp<Recorded>,
+        controls: &[Option<Arc<crate::bonded::BondControl>>],
+        q: u32,
+    ) -> Result<crate::bonded::QueueSides<WirePort>> {
+        let umem = Umem::new(UmemConfig::default().frame_count(64)).unwrap();
+        let bonds: Vec<_> = setup
+            .bonds
+            .iter()
+            .zip(controls)
+            .map(|(b, c)| b.as_ref().zip(c.as_ref()))
+            .collect();
+        crate::bonded::gather_sides(&setup.sides, &bonds, |i| {
+            kernel.open_port(&setup.filters[i], q, &umem, &SocketConfig::default())
+        })
+    }
+
+    #[test]
+    fn each_queue_opens_a_socket_per_interface_and_a_bonds_members_make_one_side() {
+        let mut kernel = Fake::new(&[("a0", 1500), ("m0", 1500), ("m1", 1500)]);
+        let bond = BondConfig::new("bond0", ["m0", "m1"], xskit_bond::BondMode::ActiveBackup);
+        let config = ForwardConfig::new(["a0", "bond0"]).bonds(vec![bond]);
+        let setup = set_up(&mut kernel, &config, &cpus(), true).unwrap();
+        let controls = [None, Some(Arc::new(crate::bonded::BondControl::new(2)))];
+        let (sides, stats) = sides_of_queue(&kernel, &setup, &controls, 0).unwrap();
+        assert!(matches!(sides[..], [Side::One(_), Side::Bond(_)]));
+        assert!(stats[0].is_none() && stats[1].is_some());
+        let opened: Vec<_> = kernel
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("open"))
+            .collect();
+        assert_eq!(
+            opened,
+            ["open a0 queue 0", "open m0 queue 0", "open m1 queue 0"]
+        );
+    }
+
+    #[test]
+    fn a_queue_another_socket_holds_fails_the_set_up_with_the_kernels_words() {
+        let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        kernel.busy = Some(("b0", 0));
+        let setup = set_up(
+            &mut kernel,
+            &ForwardConfig::new(["a0", "b0"]),
+            &cpus(),
+            true,
+        )
+        .unwrap();
+        let err = sides_of_queue(&kernel, &setup, &[None, None], 0)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("queue 0 of b0 is already in use"), "{err}");
     }
 }
