@@ -1,44 +1,63 @@
 #!/usr/bin/env bash
-# User-space instructions per packet of each xskit loop, counted by valgrind's callgrind:
-# rxdrop, l2fwd and txpush (xskit bench) and xskit fwd's worker. On this VM packet rates move
-# by ±20% between runs and the kernel does ~95% of the work; instructions per packet are
-# machine-independent and stable, so they show what user space costs and what a change saves.
+# User-space instructions per packet, counted by valgrind's callgrind, of xskit's ring loops
+# (rxdrop, l2fwd, txpush: `xskit bench`) beside a peer built on libxdp's xsk.h with the
+# kernel's xdpsock loops (bench/peer/xsk_peer.c), and of xskit fwd's worker. On this VM
+# packet rates move by ±20% between runs and the kernel does ~95% of the work; instructions
+# per packet are machine-independent and stable, so they show what user space costs.
 #
-# Each loop runs under callgrind with --toggle-collect on its own function, so set-up (loading
-# the XDP programs, parsing BTF) is left out; the generator (live frames, flat out, CPU 0) runs
-# outside valgrind and keeps the receiver's rings full, so idle polling is rare and counted.
-# rxdrop, l2fwd and txpush stop after COUNT packets; fwd runs SECS seconds.
+# Each ring loop runs twice per program, for COUNT and 2*COUNT packets, on the same veth
+# pair in native (DRV) mode, copy; the generator (live frames, flat out, CPU 0) runs outside
+# valgrind. Steady state is the difference of the two runs: instructions over packets, for
+# the whole process and inside the loop's function (inclusive), so set-up (loading programs,
+# parsing BTF) cancels out. Each program counts its own packets (received for rxdrop and
+# l2fwd, completed for txpush) and its polls that found the rx ring empty: under valgrind a
+# receiver keeps up with the generator and polls an empty ring about once per packet, a
+# number that varies from run to run. So rxdrop and l2fwd also run twice without traffic
+# (IDLE seconds for xskit, IDLE_POLLS polls for the peer), which gives what one empty poll
+# costs each; the table's per-packet figures leave those polls out, and the last columns
+# say what they added. fwd runs SECS seconds with only its worker's run function counted.
 #
-#   sudo bash bench/callgrind.sh              # COUNT=2000000 SECS=4
+#   sudo bash bench/callgrind.sh              # COUNT=1000000 SECS=4
 #   BIN=/path/to/other/xskit sudo -E bash bench/callgrind.sh    # measure another build
+#   LOOPS="rxdrop txpush" sudo -E bash bench/callgrind.sh         # some loops only
 #
-# Prints, per loop: packets, instructions per packet, and the functions that spend most.
+# Prints, per loop: xskit's and the peer's instructions per packet and their ratio, whole
+# process and inside the loop; then the functions that spend most in each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-COUNT=${COUNT:-2000000}
+COUNT=${COUNT:-1000000}
 SECS=${SECS:-4}
+IDLE=${IDLE:-0.5}
+IDLE_POLLS=${IDLE_POLLS:-200000}
+LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "callgrind.sh: run as root (sudo): it builds network namespaces" >&2
     exit 1
 fi
-for tool in valgrind callgrind_annotate python3; do
-    command -v "$tool" >/dev/null || { echo "callgrind.sh: needs $tool (scripts/setup.sh installs valgrind)" >&2; exit 1; }
+for tool in valgrind callgrind_annotate python3 cc; do
+    command -v "$tool" >/dev/null || { echo "callgrind.sh: needs $tool (scripts/setup.sh test installs it)" >&2; exit 1; }
 done
+if [ ! -e /usr/include/xdp/xsk.h ]; then
+    echo "callgrind.sh: the peer needs libxdp's headers: apt-get install libxdp-dev (scripts/setup.sh test installs it)" >&2
+    exit 1
+fi
 if [ -z "${BIN:-}" ]; then
     command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
     cargo build --release --locked --bin xskit >/dev/null 2>&1 || cargo build --release --locked --bin xskit
     BIN=$PWD/target/release/xskit
 fi
+OUT=$(mktemp -d)
+PEER=$OUT/xsk_peer
+cc -O2 -g -Wall -o "$PEER" bench/peer/xsk_peer.c -lxdp -lbpf
 
 P=xskit-cg-$$
 A=$P-a B=$P-b M=$P-m C=$P-c
-OUT=$(mktemp -d)
 GEN=
 cleanup() {
     [ -n "$GEN" ] && kill -INT "$GEN" 2>/dev/null && wait "$GEN" 2>/dev/null
     for n in "$A" "$B" "$M" "$C"; do ip netns del "$n" 2>/dev/null || true; done
-    rm -rf "$OUT"
+    if [ -n "${KEEP:-}" ]; then echo "callgrind.sh: the runs are kept in $OUT" >&2; else rm -rf "$OUT"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -47,7 +66,7 @@ for n in "$A" "$B" "$M" "$C"; do
     ip netns add "$n"
     ip netns exec "$n" sh -c 'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6'
 done
-# a - b for the bench loops; a2 - m - c for fwd.
+# a - b for the ring loops; a2 - m - c for fwd.
 ip link add cg-a netns "$A" type veth peer name cg-b netns "$B"
 ip link add cg-a2 netns "$A" type veth peer name cg-ma netns "$M"
 ip link add cg-mc netns "$M" type veth peer name cg-c netns "$C"
@@ -64,66 +83,58 @@ gen_start() { # $1 interface in A: live frames flat out on CPU 0
 }
 gen_stop() { kill -INT "$GEN" 2>/dev/null || true; wait "$GEN" 2>/dev/null || true; GEN=; }
 
-measure() { # $1 name, $2 function to count, $3 namespace, then the command
-    local name=$1 func=$2 ns=$3
-    shift 3
+measure() { # $1 run name, $2 namespace, then the command; whole process, on CPU 1
+    local name=$1 ns=$2
+    shift 2
     ip netns exec "$ns" taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" \
-        --toggle-collect="$func" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err" || {
+        "$@" >"$OUT/$name.json" 2>"$OUT/$name.err" || {
         echo "callgrind.sh: $name failed:" >&2
         tail -5 "$OUT/$name.err" >&2
         exit 1
     }
 }
 
-measure_bench() { # $1 bench, $2 namespace, $3 interface
-    measure "$1" "xskit::bench::$1" "$2" "$BIN" bench "$1" -i "$3" -m drv -n "$COUNT" -d 120 --json
+ring_runs() { # $1 loop, $2 namespace, $3 interface: xskit and the peer, COUNT and 2*COUNT
+    local loop=$1 ns=$2 ifc=$3 n
+    for n in "$COUNT" $((2 * COUNT)); do
+        measure "$loop-xskit-$n" "$ns" "$BIN" bench "$loop" -i "$ifc" -m drv -n "$n" -d 300 \
+            --dst-mac "$MAC_B" --json
+        measure "$loop-peer-$n" "$ns" "$PEER" "$loop" "$ifc" "$n" "$MAC_B"
+    done
 }
 
-gen_start cg-a
-measure_bench rxdrop "$B" cg-b
-measure_bench l2fwd "$B" cg-b
-gen_stop
-measure_bench txpush "$A" cg-a
-gen_start cg-a2
-measure fwd "xskit_fwd::worker::Worker<*>::run" "$M" "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json
-gen_stop
+idle_runs() { # $1 loop, $2 namespace, $3 interface: no traffic, two lengths of idle polling
+    local loop=$1 ns=$2 ifc=$3 k
+    for k in 1 2; do
+        measure "$loop-xskit-idle$k" "$ns" "$BIN" bench "$loop" -i "$ifc" -m drv \
+            -d "$(python3 -c "print($IDLE * $k)")" --dst-mac "$MAC_B" --json
+        measure "$loop-peer-idle$k" "$ns" "$PEER" "$loop" "$ifc" 1000000000000 "$MAC_B" \
+            $((IDLE_POLLS * k))
+    done
+}
 
-printf '%-8s %12s %14s   %s\n' loop packets "instr/packet" "where the instructions go (share of the loop's)"
-for name in rxdrop l2fwd txpush fwd; do
-    packets=$(python3 - "$OUT/$name.json" "$name" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-if sys.argv[2] == "fwd":
-    print(sum(p["rx_packets"] for p in d["counters"]["ports"]))
-elif sys.argv[2] == "txpush":
-    print(d["tx_packets"])
-else:
-    print(d["rx_packets"])
-EOF
-)
-    total=$(awk '/^(summary|totals):/ {print $2; exit}' "$OUT/$name.cg")
-    top=$(callgrind_annotate "$OUT/$name.cg" 2>/dev/null | python3 -c '
-import re, sys
-total = int(sys.argv[1])
-by_fn = {}
-lines = sys.stdin.read().split("\n")
-# Only the table of functions (exclusive counts), not the annotated sources after it.
-start = next((i for i, l in enumerate(lines) if l.rstrip().endswith("file:function")), len(lines))
-table = []
-for l in lines[start + 2:]:
-    if not l.strip():
-        break
-    table.append(l)
-for line in table:
-    m = re.match(r"^\s*([\d,]+)\s+\([^)]*\)\s+(.*?):(.*?)(?: \[.*\])?$", line)
-    if not m or "PROGRAM TOTALS" in line:
-        continue
-    ir = int(m.group(1).replace(",", ""))
-    fn = "::".join(m.group(3).split("::")[-2:])
-    by_fn[fn] = by_fn.get(fn, 0) + ir
-rows = sorted(((ir, f) for f, ir in by_fn.items()), reverse=True)
-print(", ".join("%s %d%%" % (f, round(100 * ir / max(total, 1))) for ir, f in rows[:4]))
-' "$total")
-    awk -v n="$name" -v p="$packets" -v t="$total" -v top="$top" \
-        'BEGIN { printf "%-8s %12d %14.1f   %s\n", n, p, (p > 0 ? t / p : 0), top }'
-done
+has() { case " $LOOPS " in *" $1 "*) return 0 ;; esac; return 1; }
+# What an empty poll costs each program, measured with no traffic, so that the packets'
+# cost can be told from the polls that found nothing (how many varies from run to run).
+has rxdrop && idle_runs rxdrop "$B" cg-b
+has l2fwd && idle_runs l2fwd "$B" cg-b
+if has rxdrop || has l2fwd; then
+    gen_start cg-a
+    has rxdrop && ring_runs rxdrop "$B" cg-b
+    has l2fwd && ring_runs l2fwd "$B" cg-b
+    gen_stop
+fi
+has txpush && ring_runs txpush "$A" cg-a
+if has fwd; then
+    gen_start cg-a2
+    ip netns exec "$M" taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/fwd.cg" \
+        --toggle-collect="xskit_fwd::worker::Worker<*>::run" \
+        "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json >"$OUT/fwd.json" 2>"$OUT/fwd.err" || {
+        echo "callgrind.sh: fwd failed:" >&2
+        tail -5 "$OUT/fwd.err" >&2
+        exit 1
+    }
+    gen_stop
+fi
+
+python3 bench/callgrind_report.py "$OUT" "$COUNT" $LOOPS

@@ -22,7 +22,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libpcap-dev)
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libpcap-dev libxdp-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
