@@ -15,7 +15,6 @@ use xskit::{Interface, Port, Statistics};
 use xskit_traffic::baseline::{PacketRxRing, PacketTx};
 use xskit_traffic::probe::ProbeAddrs;
 use xskit_traffic::XdpCounter;
-use xskit_wire::ethernet;
 
 use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunArgs};
 
@@ -625,24 +624,18 @@ fn probe_frame(iface: &Interface, size: usize, dst_mac: [u8; 6]) -> Result<Vec<u
 // bench/callgrind.sh counts the loop by its name: it must stay a function of its own.
 #[inline(never)]
 fn rxdrop(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u64, u64)> {
-    let mut frames = Vec::with_capacity(args.port.batch);
     let (mut rx, mut empty) = (0u64, 0u64);
     loop {
-        let n = if args.port.poll {
-            port.poll_receive(
-                &mut frames,
-                args.port.batch,
-                Some(Duration::from_millis(100)),
-            )?
-        } else {
-            port.receive(&mut frames, args.port.batch)?
-        };
+        // Received frames go straight back to the fill ring: no handle is made for them.
+        let n = port.drop_received(args.port.batch)?;
         if n == 0 {
             empty += 1;
-        } else {
-            rx += n as u64;
-            port.recycle(&mut frames);
+            if args.port.poll {
+                port.socket()
+                    .poll(true, false, Some(Duration::from_millis(100)))?;
+            }
         }
+        rx += n as u64;
         match meter.round(rx) {
             Next::Stop => break,
             Next::Line => {
@@ -669,31 +662,31 @@ fn txpush(
         args.size,
         parse_mac(&args.dst_mac)?,
     )?;
-    if frame.len() > umem.config().frame_size as usize {
+    if frame.len() > umem.room() {
         bail!("txpush sends single-frame packets: use a packet size up to the frame size");
     }
-    // Write every frame once, as xdpsock does; the loop then only sets lengths and submits.
-    let mut all = Vec::new();
-    port.alloc(&mut all, usize::MAX);
-    for f in all.iter_mut() {
+    // Write every frame once, as xdpsock does; the loop puts them on the tx ring, then sends
+    // each again as the kernel hands it back.
+    // No more frames circulate than the completion ring holds: the kernel sends only what it
+    // has room to complete.
+    let circulating = port.socket().completion().map_or(0, |c| c.size() as usize);
+    let mut unsent = Vec::new();
+    port.alloc(&mut unsent, circulating);
+    for f in unsent.iter_mut() {
         umem.write(f, &frame)?;
     }
-    port.recycle(&mut all);
-    let mut batch = Vec::with_capacity(args.port.batch);
-    let (mut submitted, mut empty) = (0u64, 0u64);
+    let (mut done, mut empty) = (0u64, 0u64);
     loop {
-        if batch.is_empty() {
-            port.alloc(&mut batch, args.port.batch);
-            for f in batch.iter_mut() {
-                umem.set_len(f, frame.len())?;
+        if !unsent.is_empty() {
+            if let Some(tx) = port.socket().tx() {
+                tx.send(&mut unsent, args.port.batch);
             }
         }
-        let n = port.send(&mut batch)?;
+        let n = port.resend(args.port.batch, frame.len())?;
         if n == 0 {
             empty += 1;
         }
-        submitted += n as u64;
-        let done = submitted - port.tx_in_flight() as u64;
+        done += n as u64;
         match meter.round(done) {
             Next::Stop => break,
             Next::Line => {
@@ -704,44 +697,43 @@ fn txpush(
             Next::Go => {}
         }
     }
-    port.recycle(&mut batch);
-    // Frames still on the ring leave after the window: they count, the rate does not change.
-    let left = port.finish_sending(Duration::from_secs(1))?;
-    Ok((0, submitted - left as u64, empty))
+    port.recycle(&mut unsent);
+    Ok((0, done, empty))
+}
+
+/// Swaps a frame's destination and source MAC addresses (a frame too short is left alone).
+#[inline]
+fn swap_macs(bytes: &mut [u8]) {
+    if let Some((dst, rest)) = bytes.split_first_chunk_mut::<6>() {
+        if let Some(src) = rest.first_chunk_mut::<6>() {
+            std::mem::swap(dst, src);
+        }
+    }
 }
 
 // bench/callgrind.sh counts the loop by its name: it must stay a function of its own.
 #[inline(never)]
 fn l2fwd(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u64, u64)> {
-    let umem = port.umem().clone();
-    let mut frames = Vec::with_capacity(args.port.batch * 2);
-    let (mut rx, mut submitted, mut empty) = (0u64, 0u64, 0u64);
+    let (mut rx, mut empty) = (0u64, 0u64);
     loop {
-        let before = frames.len();
-        let n = port.receive(&mut frames, args.port.batch)?;
-        if n == 0 && before == 0 {
+        // Received frames go straight onto the tx ring, their MACs swapped; sent ones back to
+        // the fill ring.
+        let n = port.reflect(args.port.batch, swap_macs)?;
+        if n == 0 {
             empty += 1;
-            port.complete();
-        }
-        for f in frames[before..].iter_mut() {
-            if let Ok(mut eth) = ethernet::Frame::new_checked(umem.data_mut(f)) {
-                eth.swap_addrs();
-            }
         }
         rx += n as u64;
-        submitted += port.send(&mut frames)? as u64;
         match meter.round(rx) {
             Next::Stop => break,
             Next::Line => {
-                let done = submitted - port.tx_in_flight() as u64;
                 let s = port.statistics().ok();
                 let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
+                let done = rx - port.tx_in_flight() as u64;
                 meter.line(rx, done, s, empty, wakeups);
             }
             Next::Go => {}
         }
     }
-    port.recycle(&mut frames);
     let left = port.finish_sending(Duration::from_secs(1))?;
-    Ok((rx, submitted - left as u64, empty))
+    Ok((rx, rx - left as u64, empty))
 }

@@ -274,6 +274,84 @@ impl Port {
         Ok(n)
     }
 
+    /// Receives and drops up to `max` packets in one pass: their frames go straight back to
+    /// the fill ring, with no handle made (xdpsock's rxdrop); returns how many. For a port
+    /// whose socket shares another's fill ring, use [`Port::receive`] and [`Port::recycle`].
+    pub fn drop_received(&mut self, max: usize) -> Result<usize> {
+        let mut n = self.socket.recycle_received(max);
+        if n == 0 {
+            // A fill ring the pool has topped up has no room: these frames wait in the pool.
+            n = self
+                .socket
+                .rx()
+                .map_or(0, |rx| rx.receive(&mut self.pool, max));
+        }
+        if n == 0 {
+            // Only when idle, and only a fill ring less than half stocked: topping up a
+            // stocked one would take the room the received frames go back into, and send
+            // them through the pool instead.
+            let low = self
+                .socket
+                .fill()
+                .is_some_and(|f| f.pending() < f.size() / 2);
+            if low {
+                self.refill();
+            }
+            self.wake_fill_if_needed()?;
+        }
+        Ok(n)
+    }
+
+    /// Sends up to `max` received packets straight back out of the interface they came in
+    /// on, after `edit` has seen (and may have changed) each frame's bytes, as xdpsock's
+    /// l2fwd does: received frames go onto the tx ring and transmitted frames back to the
+    /// fill ring, with no handle made for any; returns how many were sent. A frame the
+    /// kernel would not transmit is dropped into the port's pool.
+    pub fn reflect(&mut self, max: usize, edit: impl FnMut(&mut [u8])) -> Result<usize> {
+        let done = self.socket.recycle_completed(usize::MAX);
+        self.tx_pending = self.tx_pending.saturating_sub(done);
+        // What the fill ring had no room for waits in the pool.
+        self.complete();
+        self.refill();
+        let forwarded = self.socket.forward_received(max, edit);
+        let n = forwarded.sent;
+        self.tx_pending += n;
+        if forwarded.refused {
+            // A frame the kernel would not transmit must not hold up the ones behind it.
+            self.socket.rx().map(|rx| rx.take_one(&mut self.pool));
+        }
+        let Some(tx) = self.socket.tx() else {
+            return Err(Error::NoTxRing);
+        };
+        if self.tx_pending > 0 {
+            tx.wakeup_if_needed()?;
+        }
+        if n == 0 {
+            self.wake_fill_if_needed()?;
+        }
+        Ok(n)
+    }
+
+    /// Sends up to `max` transmitted frames again as soon as the kernel hands them back,
+    /// straight from the completion ring to the tx ring, each with `len` bytes (a traffic
+    /// generator's frames, written once and put on the tx ring first, e.g. with
+    /// [`crate::TxRing::send`]); returns how many. 0 if `len` is 0 or more than a frame
+    /// holds. Keep at most the completion ring's size of frames circulating: the kernel sends
+    /// only what it has room to complete, and a tx ring full of frames it cannot send leaves
+    /// this no room to take completions into. [`Port::send`], [`Port::alloc`] and
+    /// [`Port::complete`] reap completions into the port's pool instead: those frames are not
+    /// sent again.
+    pub fn resend(&mut self, max: usize, len: usize) -> Result<usize> {
+        let n = self.socket.resend_completed(max, len);
+        let Some(tx) = self.socket.tx() else {
+            return Err(Error::NoTxRing);
+        };
+        if n > 0 || tx.pending() > 0 {
+            tx.wakeup_if_needed()?;
+        }
+        Ok(n)
+    }
+
     /// Frames sent and not yet completed.
     pub fn tx_in_flight(&self) -> usize {
         self.tx_pending

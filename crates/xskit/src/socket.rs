@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::interface::{current_netns, Interface};
 use crate::mode::Mode;
 use crate::sys::ring::{RawRing, RingLayout};
-use crate::sys::rings::{CompletionRing, FillRing, RxRing, TxRing};
+use crate::sys::rings::{CompletionRing, FillRing, Forwarded, RxRing, TxRing};
 use crate::sys::umem::Umem;
 use crate::sys::xsk::{self, RingKind};
 use crate::sys::{self, SyscallError};
@@ -647,6 +647,38 @@ impl Socket {
     /// The completion ring, unless another socket on the same queue owns it.
     pub fn completion(&mut self) -> Option<&mut CompletionRing> {
         self.completion.as_mut()
+    }
+    /// Gives up to `max` received frames straight back to the fill ring (receive and drop in
+    /// one pass, [`RxRing::recycle_into`]); returns how many. 0 without an rx or fill ring.
+    pub fn recycle_received(&mut self, max: usize) -> usize {
+        match (self.rx.as_mut(), self.fill.as_mut()) {
+            (Some(rx), Some(fill)) => rx.recycle_into(fill, max),
+            _ => 0,
+        }
+    }
+    /// Moves up to `max` received frames straight onto the tx ring after `edit` has seen
+    /// each ([`RxRing::forward_into`]). Nothing without an rx or tx ring.
+    pub fn forward_received(&mut self, max: usize, edit: impl FnMut(&mut [u8])) -> Forwarded {
+        match (self.rx.as_mut(), self.tx.as_mut()) {
+            (Some(rx), Some(tx)) => rx.forward_into(tx, max, edit),
+            _ => Forwarded::default(),
+        }
+    }
+    /// Gives up to `max` transmitted frames straight to the fill ring
+    /// ([`CompletionRing::recycle_into`]); returns how many. 0 without both rings.
+    pub fn recycle_completed(&mut self, max: usize) -> usize {
+        match (self.completion.as_mut(), self.fill.as_mut()) {
+            (Some(c), Some(fill)) => c.recycle_into(fill, max),
+            _ => 0,
+        }
+    }
+    /// Sends up to `max` transmitted frames again with `len` bytes each
+    /// ([`CompletionRing::resend_into`]); returns how many. 0 without both rings.
+    pub fn resend_completed(&mut self, max: usize, len: usize) -> usize {
+        match (self.completion.as_mut(), self.tx.as_mut()) {
+            (Some(c), Some(tx)) => c.resend_into(tx, max, len),
+            _ => 0,
+        }
     }
     /// The XDP_STATISTICS counters.
     pub fn statistics(&self) -> Result<Statistics> {

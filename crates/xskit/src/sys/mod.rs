@@ -12,7 +12,9 @@ pub(crate) mod netlink;
 pub(crate) mod reactor;
 pub(crate) mod ring;
 pub(crate) mod rings;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
+// The unit tests use part of it; the rest is for the `testing` feature's users.
+#[cfg_attr(not(feature = "testing"), allow(dead_code, unreachable_pub))]
 pub(crate) mod testing;
 pub(crate) mod umem;
 pub(crate) mod xsk;

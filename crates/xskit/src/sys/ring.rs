@@ -240,7 +240,6 @@ impl<T: Copy> RawRing<T> {
     }
 
     /// Undoes the peek of the last `n` entries, which stay ready.
-    #[cfg(test)]
     pub(crate) fn cancel(&mut self, n: u32) {
         self.cached_cons = self.cached_cons.wrapping_sub(n);
     }

@@ -12,6 +12,16 @@ use super::ring::RawRing;
 use super::umem::{Frame, Umem};
 use super::{xsk, SyscallError};
 
+/// What [`RxRing::forward_into`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Forwarded {
+    /// Frames moved onto the tx ring.
+    pub sent: usize,
+    /// Whether it stopped at a frame the kernel would not transmit, which is still first on
+    /// the rx ring.
+    pub refused: bool,
+}
+
 /// The fill ring: user space gives the kernel empty frames to receive into.
 #[derive(Debug)]
 pub struct FillRing {
@@ -282,6 +292,158 @@ impl TxRing {
     }
 }
 
+// Batch verbs: descriptors move from one ring to another in one pass, with no handle made
+// for any of them. A descriptor the kernel hands back belongs to no handle, so moving it on
+// at once keeps every chunk with exactly one owner; the checks are made once per batch (the
+// rings share a UMEM, the destination has room) where they can be, and per descriptor only
+// where the kernel's value must be held inside the UMEM.
+
+impl RxRing {
+    /// Gives up to `max` received frames straight back to `fill` for the kernel to receive
+    /// into again (receive and drop in one pass, as xdpsock's rxdrop does); returns how many.
+    /// Takes nothing if `fill` is another UMEM's.
+    pub fn recycle_into(&mut self, fill: &mut FillRing, max: usize) -> usize {
+        if !self.umem.same(&fill.umem) {
+            return 0;
+        }
+        let room = fill.ring.free(clamp(max, usize::MAX));
+        let (from, n) = self.ring.peek(clamp(max, room as usize));
+        if n == 0 {
+            return 0;
+        }
+        let (to, _) = fill.ring.reserve(n);
+        let chunks = self.umem.chunks();
+        for i in 0..n {
+            let d = self.ring.read(from.wrapping_add(i));
+            fill.ring.write(to.wrapping_add(i), chunks.chunk(d.addr));
+        }
+        fill.ring.submit(n);
+        self.ring.release(n);
+        n as usize
+    }
+
+    /// Moves up to `max` received frames straight onto `tx` to be sent back out, after `edit`
+    /// has seen (and may have changed) each frame's bytes; returns how many. A frame of a
+    /// packet that spans several frames is passed on as it is, so the chain stays whole in
+    /// order. Stops early at a frame the kernel would not transmit (no length, or a
+    /// transmit-metadata room larger than the receive headroom), which stays first on the rx
+    /// ring: [`Forwarded::refused`] says so.
+    pub fn forward_into(
+        &mut self,
+        tx: &mut TxRing,
+        max: usize,
+        edit: impl FnMut(&mut [u8]),
+    ) -> Forwarded {
+        if !self.umem.same(&tx.umem) {
+            return Forwarded::default();
+        }
+        self.forward_checked(tx, max, edit)
+    }
+
+    fn forward_checked(
+        &mut self,
+        tx: &mut TxRing,
+        max: usize,
+        mut edit: impl FnMut(&mut [u8]),
+    ) -> Forwarded {
+        let room = tx.ring.free(clamp(max, usize::MAX));
+        let (from, n) = self.ring.peek(clamp(max, room as usize));
+        if n == 0 {
+            return Forwarded::default();
+        }
+        let (to, _) = tx.ring.reserve(n);
+        let chunks = self.umem.chunks();
+        let mut done = 0;
+        while done < n {
+            let d = self.ring.read(from.wrapping_add(done));
+            let Some((addr, len)) = chunks.tx_span(d.addr, d.len) else {
+                break;
+            };
+            // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
+            // kernel handed this chunk back and no handle to it exists until it is handed on
+            // below, after the slice is gone.
+            edit(unsafe { self.umem.bytes_mut(addr, len as usize) });
+            let desc = libc::xdp_desc {
+                addr,
+                len,
+                options: d.options,
+            };
+            tx.ring.write(to.wrapping_add(done), desc);
+            done += 1;
+        }
+        self.ring.cancel(n - done);
+        tx.ring.unreserve(n - done);
+        if done > 0 {
+            tx.ring.submit(done);
+            self.ring.release(done);
+        }
+        Forwarded {
+            sent: done as usize,
+            refused: done < n,
+        }
+    }
+
+    /// Drops the first received frame into `out` (a frame [`RxRing::forward_into`] refused);
+    /// returns whether there was one.
+    pub fn take_one(&mut self, out: &mut Vec<Frame>) -> bool {
+        self.receive(out, 1) == 1
+    }
+}
+
+impl CompletionRing {
+    /// Gives up to `max` transmitted frames straight to `fill` for the kernel to receive into;
+    /// returns how many. Takes nothing if `fill` is another UMEM's.
+    pub fn recycle_into(&mut self, fill: &mut FillRing, max: usize) -> usize {
+        if !self.umem.same(&fill.umem) {
+            return 0;
+        }
+        let room = fill.ring.free(clamp(max, usize::MAX));
+        let (from, n) = self.ring.peek(clamp(max, room as usize));
+        if n == 0 {
+            return 0;
+        }
+        let (to, _) = fill.ring.reserve(n);
+        let chunks = self.umem.chunks();
+        for i in 0..n {
+            let addr = self.ring.read(from.wrapping_add(i));
+            fill.ring.write(to.wrapping_add(i), chunks.chunk(addr));
+        }
+        fill.ring.submit(n);
+        self.ring.release(n);
+        n as usize
+    }
+
+    /// Sends up to `max` transmitted frames again, straight from this ring onto `tx`, each
+    /// with the `len` bytes it holds from the start of its room (a traffic generator's frames,
+    /// written once); returns how many. Takes nothing if `tx` is another UMEM's or `len` is 0
+    /// or does not fit a frame's room.
+    pub fn resend_into(&mut self, tx: &mut TxRing, max: usize, len: usize) -> usize {
+        let fits = len > 0 && len <= self.umem.room();
+        if !self.umem.same(&tx.umem) || !fits {
+            return 0;
+        }
+        let room = tx.ring.free(clamp(max, usize::MAX));
+        let (from, n) = self.ring.peek(clamp(max, room as usize));
+        if n == 0 {
+            return 0;
+        }
+        let (to, _) = tx.ring.reserve(n);
+        let chunks = self.umem.chunks();
+        for i in 0..n {
+            let desc = libc::xdp_desc {
+                // Every frame starts at its room, whatever offset it was sent from.
+                addr: chunks.room_start(self.ring.read(from.wrapping_add(i))),
+                len: len as u32,
+                options: 0,
+            };
+            tx.ring.write(to.wrapping_add(i), desc);
+        }
+        tx.ring.submit(n);
+        self.ring.release(n);
+        n as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::ring::memory_ring_pair;
@@ -354,5 +516,128 @@ mod tests {
         let (_, n) = prod.reserve(8);
         prod.unreserve(n);
         assert_eq!(prod.reserve(8).1, 8);
+    }
+
+    /// The batch verbs, on rings whose other end is a fake kernel.
+    mod batch {
+        use crate::sys::testing::{completion_ring, fill_ring, rx_ring, tx_ring};
+        use crate::sys::umem::{Umem, UmemConfig};
+
+        const FS: u64 = 4096;
+
+        fn umem(frames: u32, meta: u32) -> Umem {
+            let config = UmemConfig::default()
+                .frame_count(frames)
+                .tx_metadata_len(meta);
+            Umem::new(config).unwrap()
+        }
+
+        fn desc(addr: u64, len: u32, options: u32) -> libc::xdp_desc {
+            libc::xdp_desc { addr, len, options }
+        }
+
+        fn taken<T: Copy>(k: &mut crate::sys::testing::FakeKernel<T>) -> Vec<T> {
+            let mut out = Vec::new();
+            k.consume(u32::MAX, |v| out.push(v));
+            out
+        }
+
+        #[test]
+        fn received_frames_go_back_to_the_fill_ring_as_chunk_starts_clamped_into_the_umem() {
+            let u = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut fill, mut kernel_fill) = fill_ring(&u, 8).unwrap();
+            let far = 1 << 40;
+            kernel_rx.produce(&[desc(256, 60, 0), desc(3 * FS + 300, 60, 0), desc(far, 9, 0)]);
+            assert_eq!(rx.recycle_into(&mut fill, 16), 3);
+            assert_eq!(taken(&mut kernel_fill), [0, 3 * FS, 7 * FS]);
+            assert_eq!(rx.available(), 0);
+        }
+
+        #[test]
+        fn recycling_takes_no_more_than_the_fill_ring_has_room_for_and_no_other_umems() {
+            let u = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut fill, mut kernel_fill) = fill_ring(&u, 4).unwrap();
+            let mut spare = vec![u.frame_at(6 * FS, 0, 0), u.frame_at(7 * FS, 0, 0)];
+            fill.fill(&mut spare, 2);
+            kernel_rx.produce(&[desc(0, 1, 0), desc(FS, 1, 0), desc(2 * FS, 1, 0)]);
+            assert_eq!(rx.recycle_into(&mut fill, 16), 2, "room for two");
+            assert_eq!(rx.available(), 1, "the third waits on the rx ring");
+            assert_eq!(taken(&mut kernel_fill), [7 * FS, 6 * FS, 0, FS]);
+            let other = umem(8, 0);
+            let (mut other_fill, _k) = fill_ring(&other, 8).unwrap();
+            assert_eq!(rx.recycle_into(&mut other_fill, 16), 0);
+            assert_eq!(rx.recycle_into(&mut fill, 16), 1);
+        }
+
+        #[test]
+        fn forwarded_frames_are_edited_in_place_and_sent_with_their_length_and_options() {
+            let u = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut tx, mut kernel_tx) = tx_ring(&u, 8).unwrap();
+            kernel_rx.produce(&[desc(256, 4, 0), desc(FS + 4000, 500, 1)]);
+            let mut seen = Vec::new();
+            let n = rx.forward_into(&mut tx, 16, |bytes| {
+                seen.push(bytes.len());
+                bytes[0] = 0xee;
+            });
+            assert_eq!((n.sent, n.refused), (2, false));
+            assert_eq!(seen, [4, 96], "the second clamped to its chunk's end");
+            let sent: Vec<_> = taken(&mut kernel_tx)
+                .iter()
+                .map(|d| (d.addr, d.len, d.options))
+                .collect();
+            assert_eq!(sent, [(256, 4, 0), (FS + 4000, 96, 1)]);
+            let mut f = u.frame_at(256, 4, 0);
+            assert_eq!(u.data_mut(&mut f)[0], 0xee);
+        }
+
+        #[test]
+        fn a_frame_the_kernel_would_not_send_stops_the_batch_and_stays_on_the_rx_ring() {
+            let u = umem(8, 64);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut tx, mut kernel_tx) = tx_ring(&u, 8).unwrap();
+            // The second has no room for the transmit metadata in front of it.
+            kernel_rx.produce(&[desc(256, 10, 0), desc(FS + 8, 10, 0), desc(2 * FS, 0, 0)]);
+            let n = rx.forward_into(&mut tx, 16, |_| {});
+            assert_eq!((n.sent, n.refused), (1, true));
+            assert_eq!(rx.available(), 2);
+            assert_eq!(taken(&mut kernel_tx).len(), 1);
+            assert_eq!(tx.pending(), 0, "nothing reserved is left behind");
+        }
+
+        #[test]
+        fn forwarding_takes_no_more_than_the_tx_ring_has_room_for() {
+            let u = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut tx, _kernel_tx) = tx_ring(&u, 2).unwrap();
+            kernel_rx.produce(&[desc(0, 1, 0), desc(FS, 1, 0), desc(2 * FS, 1, 0)]);
+            assert_eq!(rx.forward_into(&mut tx, 16, |_| {}).sent, 2);
+            assert_eq!(rx.available(), 1);
+            let full = rx.forward_into(&mut tx, 16, |_| {});
+            assert_eq!((full.sent, full.refused), (0, false), "the tx ring is full");
+        }
+
+        #[test]
+        fn completed_frames_go_to_the_fill_ring_or_out_again_from_their_room() {
+            let u = umem(8, 64);
+            let (mut cq, mut kernel_cq) = completion_ring(&u, 8).unwrap();
+            let (mut fill, mut kernel_fill) = fill_ring(&u, 8).unwrap();
+            kernel_cq.produce(&[FS + 64, 2 * FS + 64]);
+            assert_eq!(cq.recycle_into(&mut fill, 16), 2);
+            assert_eq!(taken(&mut kernel_fill), [FS, 2 * FS]);
+
+            let (mut tx, mut kernel_tx) = tx_ring(&u, 8).unwrap();
+            kernel_cq.produce(&[FS + 64, 5 * FS + 100]);
+            assert_eq!(cq.resend_into(&mut tx, 16, 0), 0, "no length");
+            assert_eq!(cq.resend_into(&mut tx, 16, 4033), 0, "past the room");
+            assert_eq!(cq.resend_into(&mut tx, 16, 60), 2);
+            let sent: Vec<_> = taken(&mut kernel_tx)
+                .iter()
+                .map(|d| (d.addr, d.len, d.options))
+                .collect();
+            assert_eq!(sent, [(FS + 64, 60, 0), (5 * FS + 64, 60, 0)]);
+        }
     }
 }

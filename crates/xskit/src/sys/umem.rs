@@ -172,6 +172,62 @@ impl Frame {
     }
 }
 
+/// The chunk arithmetic of one UMEM for a batch of the kernel's addresses: in the usual
+/// aligned mode with a power-of-two frame size, a clamp and a mask per address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chunks {
+    aligned: bool,
+    frame_size: u64,
+    /// The UMEM's last byte: an address past it is clamped there.
+    last: u64,
+    meta: u64,
+}
+
+impl Chunks {
+    /// The kernel's `addr` as a UMEM offset: in unaligned mode with the offset in its top
+    /// bits applied, and clamped into the UMEM.
+    #[inline]
+    pub(crate) fn resolve(&self, addr: u64) -> u64 {
+        if self.aligned {
+            return addr.min(self.last);
+        }
+        ((addr & ADDR_MASK) + (addr >> TAG_SHIFT)).min(self.last)
+    }
+
+    /// The start of the chunk holding UMEM offset `offset`.
+    #[inline]
+    pub(crate) fn chunk_of(&self, offset: u64) -> u64 {
+        if self.aligned {
+            offset & !(self.frame_size - 1)
+        } else {
+            offset - offset % self.frame_size
+        }
+    }
+
+    /// The start of the chunk holding the kernel's `addr`.
+    #[inline]
+    pub(crate) fn chunk(&self, addr: u64) -> u64 {
+        self.chunk_of(self.resolve(addr))
+    }
+
+    /// A received frame at the kernel's `addr` with `len` bytes, as a transmit descriptor's
+    /// start and length: the length clamped to the chunk's end; `None` if nothing is left or
+    /// the start leaves no transmit-metadata room in front.
+    #[inline]
+    pub(crate) fn tx_span(&self, addr: u64, len: u32) -> Option<(u64, u32)> {
+        let start = self.resolve(addr);
+        let chunk = self.chunk_of(start);
+        let len = u64::from(len).min(chunk + self.frame_size - start);
+        (len > 0 && start - chunk >= self.meta).then_some((start, len as u32))
+    }
+
+    /// Where a transmit from the chunk holding `addr` starts: past its metadata room.
+    #[inline]
+    pub(crate) fn room_start(&self, addr: u64) -> u64 {
+        self.chunk(addr) + self.meta
+    }
+}
+
 /// The kernel-facing part of a UMEM: which sockets currently hold its registration.
 #[derive(Debug, Default)]
 pub(crate) struct Registration {
@@ -293,6 +349,36 @@ impl Umem {
                 >= u64::from(self.inner.config.tx_metadata_len)
     }
 
+    /// Bytes of packet data a frame holds from the start of its room (its chunk less the
+    /// transmit-metadata room in front).
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.inner
+            .config
+            .frame_size
+            .saturating_sub(self.inner.config.tx_metadata_len) as usize
+    }
+
+    /// Where the room of the chunk holding UMEM offset `addr` starts: past its
+    /// transmit-metadata room.
+    #[inline]
+    pub(crate) fn room_start(&self, addr: u64) -> u64 {
+        self.chunk_base(addr) + u64::from(self.inner.config.tx_metadata_len)
+    }
+
+    /// How to turn the kernel's addresses into chunk starts, worked out once for a batch.
+    #[inline]
+    pub(crate) fn chunks(&self) -> Chunks {
+        let c = &self.inner.config;
+        let fs = u64::from(c.frame_size);
+        Chunks {
+            aligned: !c.unaligned && fs.is_power_of_two(),
+            frame_size: fs,
+            last: c.len().saturating_sub(1),
+            meta: u64::from(c.tx_metadata_len),
+        }
+    }
+
     /// Re-tags a descriptor the kernel returned; out-of-range values are clamped so the handle
     /// can never reach outside the mapping.
     #[inline]
@@ -311,8 +397,7 @@ impl Umem {
 
     /// Puts a frame back at the start of its chunk, empty, ready to be written for transmit.
     pub fn reset(&self, frame: &mut Frame) {
-        let base = self.chunk_base(frame.addr()) + u64::from(self.inner.config.tx_metadata_len);
-        *frame = self.frame_at(base, 0, 0);
+        *frame = self.frame_at(self.room_start(frame.addr()), 0, 0);
     }
 
     /// Sets how many bytes of the frame are packet data, if they fit; else returns the
@@ -415,6 +500,19 @@ impl Umem {
 
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.inner.map.as_ptr()
+    }
+
+    /// `len` bytes of the UMEM from `offset`, writable.
+    ///
+    /// # Safety
+    /// `offset + len` must lie inside the UMEM, and no other slice or frame handle may reach
+    /// those bytes while the returned slice lives (a frame the kernel just handed back, before
+    /// it is handed on).
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn bytes_mut(&self, offset: u64, len: usize) -> &mut [u8] {
+        debug_assert!(offset + len as u64 <= self.inner.config.len());
+        // SAFETY: in bounds and unaliased, as the caller promises.
+        unsafe { std::slice::from_raw_parts_mut(self.as_ptr().add(offset as usize), len) }
     }
 
     pub(crate) fn registration(&self) -> std::sync::MutexGuard<'_, Registration> {
