@@ -423,6 +423,11 @@ mod tests {
         }
     }
 
+    /// The set-up of a plain pair a0, b0 on `kernel`.
+    fn set_up_pair(kernel: &mut Fake) -> SetUp<Recorded> {
+        set_up(kernel, &ForwardConfig::new(["a0", "b0"]), &cpus(), true).unwrap()
+    }
+
     fn cpus() -> CpuFacts {
         CpuFacts {
             online: 2,
@@ -462,13 +467,7 @@ mod tests {
     fn auto_falling_back_to_skb_attaches_again_multi_buffer_and_says_why() {
         let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
         kernel.auto_lands_in = AttachedMode::Skb;
-        let setup = set_up(
-            &mut kernel,
-            &ForwardConfig::new(["a0", "b0"]),
-            &cpus(),
-            true,
-        )
-        .unwrap();
+        let setup = set_up_pair(&mut kernel);
         let calls = kernel.calls();
         assert_eq!(
             calls[1..3],
@@ -579,13 +578,7 @@ mod tests {
     fn a_queue_another_socket_holds_fails_the_set_up_with_the_kernels_words() {
         let mut kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
         kernel.busy = Some(("b0", 0));
-        let setup = set_up(
-            &mut kernel,
-            &ForwardConfig::new(["a0", "b0"]),
-            &cpus(),
-            true,
-        )
-        .unwrap();
+        let setup = set_up_pair(&mut kernel);
         let err = sides_of_queue(&kernel, &setup, &[None, None], 0)
             .err()
             .unwrap()

@@ -298,28 +298,41 @@ impl TxRing {
 // rings share a UMEM, the destination has room) where they can be, and per descriptor only
 // where the kernel's value must be held inside the UMEM.
 
+/// Moves up to `max` entries of a ring the kernel produces (on `umem`) to `fill`, as the
+/// starts of the chunks `addr_of` says they are in; returns how many.
+#[inline]
+fn to_fill<T: Copy>(
+    ring: &mut RawRing<T>,
+    umem: &Umem,
+    fill: &mut FillRing,
+    max: usize,
+    addr_of: impl Fn(T) -> u64,
+) -> usize {
+    if !umem.same(&fill.umem) {
+        return 0;
+    }
+    let room = fill.ring.free(clamp(max, usize::MAX));
+    let (from, n) = ring.peek(clamp(max, room as usize));
+    if n == 0 {
+        return 0;
+    }
+    let (to, _) = fill.ring.reserve(n);
+    let chunks = umem.chunks();
+    for i in 0..n {
+        let addr = addr_of(ring.read(from.wrapping_add(i)));
+        fill.ring.write(to.wrapping_add(i), chunks.chunk(addr));
+    }
+    fill.ring.submit(n);
+    ring.release(n);
+    n as usize
+}
+
 impl RxRing {
     /// Gives up to `max` received frames straight back to `fill` for the kernel to receive
     /// into again (receive and drop in one pass, as xdpsock's rxdrop does); returns how many.
     /// Takes nothing if `fill` is another UMEM's.
     pub fn recycle_into(&mut self, fill: &mut FillRing, max: usize) -> usize {
-        if !self.umem.same(&fill.umem) {
-            return 0;
-        }
-        let room = fill.ring.free(clamp(max, usize::MAX));
-        let (from, n) = self.ring.peek(clamp(max, room as usize));
-        if n == 0 {
-            return 0;
-        }
-        let (to, _) = fill.ring.reserve(n);
-        let chunks = self.umem.chunks();
-        for i in 0..n {
-            let d = self.ring.read(from.wrapping_add(i));
-            fill.ring.write(to.wrapping_add(i), chunks.chunk(d.addr));
-        }
-        fill.ring.submit(n);
-        self.ring.release(n);
-        n as usize
+        to_fill(&mut self.ring, &self.umem, fill, max, |d| d.addr)
     }
 
     /// Moves up to `max` received frames straight onto `tx` to be sent back out, after `edit`
@@ -394,23 +407,7 @@ impl CompletionRing {
     /// Gives up to `max` transmitted frames straight to `fill` for the kernel to receive into;
     /// returns how many. Takes nothing if `fill` is another UMEM's.
     pub fn recycle_into(&mut self, fill: &mut FillRing, max: usize) -> usize {
-        if !self.umem.same(&fill.umem) {
-            return 0;
-        }
-        let room = fill.ring.free(clamp(max, usize::MAX));
-        let (from, n) = self.ring.peek(clamp(max, room as usize));
-        if n == 0 {
-            return 0;
-        }
-        let (to, _) = fill.ring.reserve(n);
-        let chunks = self.umem.chunks();
-        for i in 0..n {
-            let addr = self.ring.read(from.wrapping_add(i));
-            fill.ring.write(to.wrapping_add(i), chunks.chunk(addr));
-        }
-        fill.ring.submit(n);
-        self.ring.release(n);
-        n as usize
+        to_fill(&mut self.ring, &self.umem, fill, max, |addr| addr)
     }
 
     /// Sends up to `max` transmitted frames again, straight from this ring onto `tx`, each
