@@ -413,6 +413,16 @@ fn parse_gen_rate(s: &str) -> std::result::Result<GenRate, String> {
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
     let ifname = args.port.interface()?.to_string();
     let iface = Interface::by_name(&ifname)?;
+    // An interface deleted under a sender fails its next system call with the kernel's
+    // words (ENXIO): say what happened instead.
+    run_on(args, &iface, &ifname).map_err(|e| match still_there(&iface, None) {
+        Err(gone) if !e.to_string().contains(GONE) => e.context(gone.to_string()),
+        _ => e,
+    })
+}
+
+fn run_on(args: &GenArgs, iface: &Interface, ifname: &str) -> Result<i32> {
+    let (iface, ifname) = (iface.clone(), ifname.to_string());
     if let Some(path) = &args.pcap {
         return replay::run(args, &iface, path);
     }
@@ -661,6 +671,29 @@ const LIVE_MIN_CHUNK: u64 = 65_536;
 const LIVE_MAX_CHUNK: u64 = 1 << 22;
 const LIVE_CALL: Duration = Duration::from_millis(500);
 
+/// How often the live-frames engine looks whether its interface is still there (the kernel
+/// runs its program on a device that is gone without a word).
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+const GONE: &str = "went away while sending";
+
+/// Fails if `iface` was deleted (or moved to another namespace) since it was looked up.
+fn still_there(iface: &Interface, sent: Option<u64>) -> Result<()> {
+    match Interface::by_name(iface.name()) {
+        Ok(now) if now.index() == iface.index() => Ok(()),
+        _ => {
+            let sent = sent.map_or(String::new(), |n| {
+                format!(" ({} packets sent)", thousands(n))
+            });
+            bail!(
+                "{} {GONE}{sent}: check that the interface and its namespace \
+                 still exist, then start xskit gen again",
+                iface.name()
+            )
+        }
+    }
+}
+
 /// The live-frames engine: the kernel sends copies of one probe in chunks; between chunks the
 /// loop checks the clock, the count and the rate.
 fn run_live(
@@ -691,6 +724,7 @@ fn run_live(
     let start = Instant::now();
     let cpu_start = process_cpu_ns();
     let mut sent = 0u64;
+    let mut last_look = Instant::now();
     // Each BPF_PROG_TEST_RUN call ends in an RCU grace period that leaves the CPU idle: with
     // 64k frames per call the engine waited most of the time (about 2 Mpps into a native XDP
     // drop here, where an engine issuing 1M per call reaches 5). Flat out, a call now carries
@@ -728,6 +762,10 @@ fn run_live(
         }
         sent += n;
         progress.update(sent, sent * t.len() as u64, || None);
+        if last_look.elapsed() >= LOOK_EVERY {
+            last_look = Instant::now();
+            still_there(iface, Some(sent))?;
+        }
     }
     let elapsed = start.elapsed().as_secs_f64();
     let dropped = tx_dropped(iface)?.saturating_sub(dropped_before);

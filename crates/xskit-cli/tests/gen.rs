@@ -625,3 +625,47 @@ fn two_threads_on_two_queues_send_every_number_once() {
     assert_eq!(seqs, (0..1000).collect::<Vec<_>>());
     std::fs::remove_file(&file).unwrap();
 }
+
+#[test]
+fn an_interface_deleted_under_gen_stops_it_with_what_happened() {
+    if !privileged() {
+        return;
+    }
+    for engine in ["live", "xsk"] {
+        let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+        let mut child = bed
+            .a
+            .ns
+            .command(XSKIT)
+            .args(["gen", "-i", &bed.a.ifname, "--engine", engine, "-d", "30"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let deleted = bed
+            .a
+            .ns
+            .command("ip")
+            .args(["link", "del", &bed.a.ifname])
+            .status()
+            .unwrap();
+        assert!(deleted.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{engine} stopped on its own: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("{} went away while sending", bed.a.ifname)),
+            "{engine}: {stderr}"
+        );
+    }
+}
