@@ -675,11 +675,11 @@ fn txpush(
     for f in unsent.iter_mut() {
         umem.write(f, &frame)?;
     }
-    let (mut done, mut empty) = (0u64, 0u64);
+    let (mut done, mut empty, mut in_flight) = (0u64, 0u64, 0u64);
     loop {
         if !unsent.is_empty() {
             if let Some(tx) = port.socket().tx() {
-                tx.send(&mut unsent, args.port.batch);
+                in_flight += tx.send(&mut unsent, args.port.batch) as u64;
             }
         }
         let n = port.resend(args.port.batch, frame.len())?;
@@ -698,7 +698,23 @@ fn txpush(
         }
     }
     port.recycle(&mut unsent);
+    // Frames still circulating leave after the window: they count, the rate does not change.
+    done += finish_circulating(port, in_flight)?;
     Ok((0, done, empty))
+}
+
+/// Waits up to a second for `in_flight` frames sent outside the port's own count to
+/// complete (kicking the kernel where it asks); returns how many did.
+fn finish_circulating(port: &mut Port, in_flight: u64) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut completed = 0u64;
+    while completed < in_flight && Instant::now() < deadline {
+        if let Some(tx) = port.socket().tx() {
+            tx.wakeup_if_needed()?;
+        }
+        completed += port.complete() as u64;
+    }
+    Ok(completed)
 }
 
 /// Swaps a frame's destination and source MAC addresses (a frame too short is left alone).
