@@ -35,7 +35,7 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "callgrind.sh: run as root (sudo): it builds network namespaces" >&2
     exit 1
 fi
-for tool in valgrind callgrind_annotate python3 cc; do
+for tool in valgrind callgrind_annotate python3; do
     command -v "$tool" >/dev/null || { echo "callgrind.sh: needs $tool (scripts/setup.sh test installs it)" >&2; exit 1; }
 done
 if [ ! -e /usr/include/xdp/xsk.h ]; then
@@ -49,7 +49,10 @@ if [ -z "${BIN:-}" ]; then
 fi
 OUT=$(mktemp -d)
 PEER=$OUT/xsk_peer
-cc -O2 -g -Wall -o "$PEER" bench/peer/xsk_peer.c -lxdp -lbpf
+# Any C compiler: setup.sh installs clang, and Rust's linker brings cc on most machines.
+CC=${CC:-$(command -v cc || command -v clang || true)}
+[ -n "$CC" ] || { echo "callgrind.sh: needs a C compiler for the peer (scripts/setup.sh installs clang)" >&2; exit 1; }
+"$CC" -O2 -g -Wall -o "$PEER" bench/peer/xsk_peer.c -lxdp -lbpf
 
 P=xskit-cg-$$
 A=$P-a B=$P-b M=$P-m C=$P-c

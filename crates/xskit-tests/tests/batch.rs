@@ -47,6 +47,10 @@ fn drop_received_counts_every_probe_sent_to_it() {
     assert_eq!(seen.load(Ordering::Relaxed), opts.count);
     let stats = rx.statistics().unwrap();
     assert_eq!(stats.rx_dropped, 0, "{stats:?}");
+    for len in [0, 1 << 20] {
+        let refused = tx.resend(64, len).unwrap_err().to_string();
+        assert!(refused.contains("sent again with 1 to"), "{refused}");
+    }
 }
 
 #[test]

@@ -271,6 +271,17 @@ pub enum Error {
         /// The frame's room.
         capacity: usize,
     },
+    /// [`crate::Port::resend`] was given a length no frame can be sent with.
+    #[error(
+        "frames are sent again with 1 to {room} bytes each (the frames' room), not {len}: pass \
+         the length of the packet written in them"
+    )]
+    ResendLength {
+        /// The length asked for.
+        len: usize,
+        /// The frames' room.
+        room: usize,
+    },
     /// A socket with neither an rx nor a tx ring was asked for.
     #[error("a socket needs an rx ring, a tx ring, or both: give one of them a size")]
     NoDataRing,

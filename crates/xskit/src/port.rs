@@ -287,19 +287,23 @@ impl Port {
                 .map_or(0, |rx| rx.receive(&mut self.pool, max));
         }
         if n == 0 {
-            // Only when idle, and only a fill ring less than half stocked: topping up a
-            // stocked one would take the room the received frames go back into, and send
-            // them through the pool instead.
-            let low = self
-                .socket
-                .fill()
-                .is_some_and(|f| f.pending() < f.size() / 2);
-            if low {
-                self.refill();
-            }
+            self.refill_if_low();
             self.wake_fill_if_needed()?;
         }
         Ok(n)
+    }
+
+    /// Tops up the fill ring from the pool only when it is less than half stocked. The batch
+    /// verbs give frames straight back to the fill ring: topping up a stocked one would take
+    /// the room they go back into, and send them through the pool instead.
+    fn refill_if_low(&mut self) {
+        let low = self
+            .socket
+            .fill()
+            .is_some_and(|f| f.pending() < f.size() / 2);
+        if low {
+            self.refill();
+        }
     }
 
     /// Sends up to `max` received packets straight back out of the interface they came in
@@ -312,7 +316,7 @@ impl Port {
         self.tx_pending = self.tx_pending.saturating_sub(done);
         // What the fill ring had no room for waits in the pool.
         self.complete();
-        self.refill();
+        self.refill_if_low();
         let forwarded = self.socket.forward_received(max, edit);
         let n = forwarded.sent;
         self.tx_pending += n;
@@ -335,13 +339,17 @@ impl Port {
     /// Sends up to `max` transmitted frames again as soon as the kernel hands them back,
     /// straight from the completion ring to the tx ring, each with `len` bytes (a traffic
     /// generator's frames, written once and put on the tx ring first, e.g. with
-    /// [`crate::TxRing::send`]); returns how many. 0 if `len` is 0 or more than a frame
-    /// holds. Keep at most the completion ring's size of frames circulating: the kernel sends
+    /// [`crate::TxRing::send`]); returns how many. A `len` of 0 or more than a frame holds
+    /// is refused. Keep at most the completion ring's size of frames circulating: the kernel sends
     /// only what it has room to complete, and a tx ring full of frames it cannot send leaves
     /// this no room to take completions into. [`Port::send`], [`Port::alloc`] and
     /// [`Port::complete`] reap completions into the port's pool instead: those frames are not
     /// sent again.
     pub fn resend(&mut self, max: usize, len: usize) -> Result<usize> {
+        let room = self.umem.room();
+        if len == 0 || len > room {
+            return Err(Error::ResendLength { len, room });
+        }
         let n = self.socket.resend_completed(max, len);
         let Some(tx) = self.socket.tx() else {
             return Err(Error::NoTxRing);
