@@ -206,6 +206,7 @@ impl Meter {
     }
 
     /// Called once per round with the packets counted so far.
+    #[inline]
     fn round(&mut self, packets: u64) -> Next {
         self.rounds = self.rounds.wrapping_add(1);
         if !self.rounds.is_multiple_of(self.every) {
@@ -438,7 +439,10 @@ impl OnInterface<'_> {
     /// rxdrop, txpush or l2fwd on an AF_XDP socket, with the kernel's statistics.
     fn ring_loop(&self, kind: Kind) -> Result<BenchResult> {
         let (args, ifname, queue) = (self.args, self.ifname, self.args.port.queue);
-        let config = args.port.config(false, false)?;
+        let config = args
+            .port
+            .with_frames_filling_the_ring()
+            .config(false, false)?;
         let mut port = Port::open(ifname, queue, &config)
             .with_context(|| format!("opening {ifname} queue {queue}"))?;
         let mut meter = self.meter(&port.mode().to_string(), CLOCK_ROUNDS)?;

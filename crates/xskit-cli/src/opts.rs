@@ -10,6 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use xskit::{BusyPoll, Mode, PortConfig, SocketConfig, UmemConfig};
 
+/// Frames in a UMEM when `--frames` is not given.
+const DEFAULT_FRAMES: u32 = 8192;
+
 #[derive(Args, Clone, Debug)]
 pub(crate) struct PortArgs {
     /// The interface.
@@ -39,9 +42,10 @@ pub(crate) struct PortArgs {
     /// Unaligned-chunk UMEM.
     #[arg(short = 'u', long)]
     pub(crate) unaligned: bool,
-    /// Frames in the UMEM.
-    #[arg(long, default_value_t = 8192)]
-    pub(crate) frames: u32,
+    /// Frames in the UMEM [default: 8192; in `bench`, the fill ring's size, as in xdpsock,
+    /// so that every frame received can go straight back to the fill ring].
+    #[arg(long, value_name = "N")]
+    pub(crate) frames: Option<u32>,
     /// Entries in the rx, tx and completion rings; the fill ring gets twice as many, as in
     /// xdpsock, so a burst never finds it empty.
     #[arg(long = "ring-size", default_value_t = 2048)]
@@ -90,6 +94,16 @@ impl PortArgs {
         }
     }
 
+    /// These options with `--frames` defaulting to the fill ring's size (twice `--ring-size`),
+    /// as xdpsock sizes its UMEM: a frame the kernel hands back then always has room on the
+    /// fill ring, which the benchmark loops give it straight back to.
+    pub(crate) fn with_frames_filling_the_ring(&self) -> PortArgs {
+        PortArgs {
+            frames: self.frames.or(Some(self.ring_size.saturating_mul(2))),
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn config(&self, multi_buffer: bool, tx_only: bool) -> Result<PortConfig> {
         if self.batch == 0 || self.batch > 4096 {
             bail!("batch size {} is out of range: use 1 to 4096", self.batch);
@@ -100,7 +114,7 @@ impl PortArgs {
             .umem(
                 UmemConfig::default()
                     .frame_size(self.frame_size)
-                    .frame_count(self.frames)
+                    .frame_count(self.frames.unwrap_or(DEFAULT_FRAMES))
                     .unaligned(self.unaligned),
             )
             .socket(

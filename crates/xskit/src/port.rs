@@ -278,25 +278,39 @@ impl Port {
     /// the fill ring, with no handle made (xdpsock's rxdrop); returns how many. For a port
     /// whose socket shares another's fill ring, use [`Port::receive`] and [`Port::recycle`].
     pub fn drop_received(&mut self, max: usize) -> Result<usize> {
-        let mut n = self.socket.recycle_received(max);
-        if n == 0 {
-            // A fill ring the pool has topped up has no room: these frames wait in the pool.
-            n = self
+        let n = self.socket.recycle_received(max);
+        if n > 0 {
+            return Ok(n);
+        }
+        let Some(fill) = self.socket.fill() else {
+            return Ok(0);
+        };
+        let (pending, size) = (fill.pending(), fill.size());
+        if pending == size {
+            // A fill ring the pool has topped up has no room: received frames wait in the
+            // pool. Only then: a receive here whenever the rx ring looked empty would race
+            // the kernel and strand frames in the pool while the rx ring stays busy.
+            let n = self
                 .socket
                 .rx()
                 .map_or(0, |rx| rx.receive(&mut self.pool, max));
+            if n > 0 {
+                return Ok(n);
+            }
+        } else if pending < size / 2 {
+            self.refill();
         }
-        if n == 0 {
-            self.refill_if_low();
-            self.wake_fill_if_needed()?;
-        }
-        Ok(n)
+        self.wake_fill_if_needed()?;
+        Ok(0)
     }
 
     /// Tops up the fill ring from the pool only when it is less than half stocked. The batch
     /// verbs give frames straight back to the fill ring: topping up a stocked one would take
     /// the room they go back into, and send them through the pool instead.
     fn refill_if_low(&mut self) {
+        if self.pool.is_empty() {
+            return;
+        }
         let low = self
             .socket
             .fill()
@@ -314,8 +328,10 @@ impl Port {
     pub fn reflect(&mut self, max: usize, edit: impl FnMut(&mut [u8])) -> Result<usize> {
         let done = self.socket.recycle_completed(usize::MAX);
         self.tx_pending = self.tx_pending.saturating_sub(done);
-        // What the fill ring had no room for waits in the pool.
-        self.complete();
+        // What a full fill ring had no room for waits in the pool.
+        if self.socket.fill().is_some_and(|f| f.free(1) == 0) {
+            self.complete();
+        }
         self.refill_if_low();
         let forwarded = self.socket.forward_received(max, edit);
         let n = forwarded.sent;

@@ -245,6 +245,43 @@ impl<T: Copy> RawRing<T> {
     }
 }
 
+/// Hands `f` the `n` entries peeked at `from` on `src` beside the `n` slots reserved at `to`
+/// on `dst`, as matching runs of contiguous memory (at most three: each ring may wrap once),
+/// so that a batch moves with one index and no masking per entry. `f` returns how many of
+/// its run it took; a short count ends the walk. Returns how many were taken in all.
+#[inline]
+pub(crate) fn zip_runs<S: Copy, D: Copy>(
+    src: &RawRing<S>,
+    from: u32,
+    dst: &mut RawRing<D>,
+    to: u32,
+    n: u32,
+    mut f: impl FnMut(&[S], &mut [D]) -> usize,
+) -> u32 {
+    let mut done = 0u32;
+    while done < n {
+        let s = from.wrapping_add(done) & src.mask;
+        let d = to.wrapping_add(done) & dst.mask;
+        let run = (n - done).min(src.size - s).min(dst.size - d);
+        // SAFETY: s + run <= src.size and d + run <= dst.size, so both runs lie inside their
+        // entry arrays, which are in different mappings. The source slots were published to
+        // this consumer (peek) and are not reused until released; the destination slots are
+        // this producer's between reserve and submit, so the kernel touches neither meanwhile.
+        let (from_run, to_run) = unsafe {
+            (
+                std::slice::from_raw_parts(src.entries.add(s as usize), run as usize),
+                std::slice::from_raw_parts_mut(dst.entries.add(d as usize), run as usize),
+            )
+        };
+        let took = f(from_run, to_run).min(run as usize) as u32;
+        done += took;
+        if took < run {
+            break;
+        }
+    }
+    done
+}
+
 /// A producer and a consumer over one anonymous mapping, with both indices starting at `start`:
 /// rings without a kernel, for tests and benchmarks of the index protocol.
 #[cfg(any(test, feature = "testing"))]

@@ -8,7 +8,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use super::ring::RawRing;
+use super::ring::{zip_runs, RawRing};
 use super::umem::{Frame, Umem};
 use super::{xsk, SyscallError};
 
@@ -318,10 +318,12 @@ fn to_fill<T: Copy>(
     }
     let (to, _) = fill.ring.reserve(n);
     let chunks = umem.chunks();
-    for i in 0..n {
-        let addr = addr_of(ring.read(from.wrapping_add(i)));
-        fill.ring.write(to.wrapping_add(i), chunks.chunk(addr));
-    }
+    zip_runs(ring, from, &mut fill.ring, to, n, |from, to| {
+        for (slot, &entry) in to.iter_mut().zip(from) {
+            *slot = chunks.chunk(addr_of(entry));
+        }
+        from.len()
+    });
     fill.ring.submit(n);
     ring.release(n);
     n as usize
@@ -366,24 +368,24 @@ impl RxRing {
         }
         let (to, _) = tx.ring.reserve(n);
         let chunks = self.umem.chunks();
-        let mut done = 0;
-        while done < n {
-            let d = self.ring.read(from.wrapping_add(done));
-            let Some((addr, len)) = chunks.tx_span(d.addr, d.len) else {
-                break;
-            };
-            // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
-            // kernel handed this chunk back and no handle to it exists until it is handed on
-            // below, after the slice is gone.
-            edit(unsafe { self.umem.bytes_mut(addr, len as usize) });
-            let desc = libc::xdp_desc {
-                addr,
-                len,
-                options: d.options,
-            };
-            tx.ring.write(to.wrapping_add(done), desc);
-            done += 1;
-        }
+        let umem = &self.umem;
+        let done = zip_runs(&self.ring, from, &mut tx.ring, to, n, |from, to| {
+            for (i, (slot, d)) in to.iter_mut().zip(from).enumerate() {
+                let Some((addr, len)) = chunks.tx_span(d.addr, d.len) else {
+                    return i;
+                };
+                // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM;
+                // the kernel handed this chunk back and no handle to it exists until it is
+                // handed on below, after the slice is gone.
+                edit(unsafe { umem.bytes_mut(addr, len as usize) });
+                *slot = libc::xdp_desc {
+                    addr,
+                    len,
+                    options: d.options,
+                };
+            }
+            from.len()
+        });
         self.ring.cancel(n - done);
         tx.ring.unreserve(n - done);
         if done > 0 {
@@ -426,15 +428,17 @@ impl CompletionRing {
         }
         let (to, _) = tx.ring.reserve(n);
         let chunks = self.umem.chunks();
-        for i in 0..n {
-            let desc = libc::xdp_desc {
-                // Every frame starts at its room, whatever offset it was sent from.
-                addr: chunks.room_start(self.ring.read(from.wrapping_add(i))),
-                len: len as u32,
-                options: 0,
-            };
-            tx.ring.write(to.wrapping_add(i), desc);
-        }
+        zip_runs(&self.ring, from, &mut tx.ring, to, n, |from, to| {
+            for (slot, &addr) in to.iter_mut().zip(from) {
+                *slot = libc::xdp_desc {
+                    // Every frame starts at its room, whatever offset it was sent from.
+                    addr: chunks.room_start(addr),
+                    len: len as u32,
+                    options: 0,
+                };
+            }
+            from.len()
+        });
         tx.ring.submit(n);
         self.ring.release(n);
         n as usize
@@ -540,15 +544,38 @@ mod tests {
         }
 
         #[test]
-        fn received_frames_go_back_to_the_fill_ring_as_chunk_starts_clamped_into_the_umem() {
+        fn received_frames_go_back_to_the_fill_ring_as_chunk_starts_inside_the_umem() {
+            // Eight frames: a power of two, so an address past the UMEM is masked into it;
+            // six: it is clamped to the last chunk.
+            for (frames, far_chunk) in [(8, 0), (6, 5 * FS)] {
+                let u = umem(frames, 0);
+                let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+                let (mut fill, mut kernel_fill) = fill_ring(&u, 8).unwrap();
+                let far = (1 << 40) + 17;
+                kernel_rx.produce(&[desc(256, 60, 0), desc(3 * FS + 300, 60, 0), desc(far, 9, 0)]);
+                assert_eq!(rx.recycle_into(&mut fill, 16), 3);
+                assert_eq!(taken(&mut kernel_fill), [0, 3 * FS, far_chunk]);
+                assert_eq!(rx.available(), 0);
+            }
+        }
+
+        /// Batches that wrap either ring move whole and in order.
+        #[test]
+        fn batches_move_whole_across_either_rings_wrap() {
             let u = umem(8, 0);
-            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 4).unwrap();
             let (mut fill, mut kernel_fill) = fill_ring(&u, 8).unwrap();
-            let far = 1 << 40;
-            kernel_rx.produce(&[desc(256, 60, 0), desc(3 * FS + 300, 60, 0), desc(far, 9, 0)]);
-            assert_eq!(rx.recycle_into(&mut fill, 16), 3);
-            assert_eq!(taken(&mut kernel_fill), [0, 3 * FS, 7 * FS]);
-            assert_eq!(rx.available(), 0);
+            let mut moved = Vec::new();
+            for round in 0..5u64 {
+                let descs: Vec<_> = (0..3)
+                    .map(|i| desc(((round * 3 + i) % 8) * FS, 1, 0))
+                    .collect();
+                kernel_rx.produce(&descs);
+                assert_eq!(rx.recycle_into(&mut fill, 16), 3);
+                moved.extend(taken(&mut kernel_fill));
+            }
+            let expected: Vec<u64> = (0..15).map(|i| (i % 8) * FS).collect();
+            assert_eq!(moved, expected);
         }
 
         #[test]

@@ -173,13 +173,17 @@ impl Frame {
 }
 
 /// The chunk arithmetic of one UMEM for a batch of the kernel's addresses: in the usual
-/// aligned mode with a power-of-two frame size, a clamp and a mask per address.
+/// aligned mode over a power-of-two UMEM, one mask per address; else a clamp and a mask.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Chunks {
     aligned: bool,
     frame_size: u64,
     /// The UMEM's last byte: an address past it is clamped there.
     last: u64,
+    /// In aligned mode over a UMEM whose length is a power of two, the bits of an address
+    /// that name a chunk inside it: one AND takes any address to a chunk start inside the
+    /// UMEM. Zero otherwise.
+    chunk_bits: u64,
     meta: u64,
 }
 
@@ -207,6 +211,9 @@ impl Chunks {
     /// The start of the chunk holding the kernel's `addr`.
     #[inline]
     pub(crate) fn chunk(&self, addr: u64) -> u64 {
+        if self.chunk_bits != 0 {
+            return addr & self.chunk_bits;
+        }
         self.chunk_of(self.resolve(addr))
     }
 
@@ -215,10 +222,16 @@ impl Chunks {
     /// the start leaves no transmit-metadata room in front.
     #[inline]
     pub(crate) fn tx_span(&self, addr: u64, len: u32) -> Option<(u64, u32)> {
-        let start = self.resolve(addr);
-        let chunk = self.chunk_of(start);
-        let len = u64::from(len).min(chunk + self.frame_size - start);
-        (len > 0 && start - chunk >= self.meta).then_some((start, len as u32))
+        let (start, chunk) = if self.chunk_bits != 0 {
+            // A power-of-two UMEM: the bits below its length keep any address inside it.
+            (addr & self.last, addr & self.chunk_bits)
+        } else {
+            let start = self.resolve(addr);
+            (start, self.chunk_of(start))
+        };
+        let offset = start - chunk;
+        let len = u64::from(len).min(self.frame_size - offset);
+        (len > 0 && (self.meta == 0 || offset >= self.meta)).then_some((start, len as u32))
     }
 
     /// Where a transmit from the chunk holding `addr` starts: past its metadata room.
@@ -371,10 +384,17 @@ impl Umem {
     pub(crate) fn chunks(&self) -> Chunks {
         let c = &self.inner.config;
         let fs = u64::from(c.frame_size);
+        let aligned = !c.unaligned && fs.is_power_of_two();
+        let len = c.len();
         Chunks {
-            aligned: !c.unaligned && fs.is_power_of_two(),
+            aligned,
             frame_size: fs,
-            last: c.len().saturating_sub(1),
+            last: len.saturating_sub(1),
+            chunk_bits: if aligned && len.is_power_of_two() && len >= fs {
+                (len - 1) & !(fs - 1)
+            } else {
+                0
+            },
             meta: u64::from(c.tx_metadata_len),
         }
     }
