@@ -26,7 +26,8 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-use xskit_wire::{ip_protocol, ipv4, ipv6, EtherType};
+use xskit_wire::offload::L4Checksum;
+use xskit_wire::{checksum, ip_protocol, ipv4, ipv6, EtherType};
 
 use crate::filter::{Action, KernelRule};
 
@@ -376,50 +377,77 @@ impl PacketKey {
     /// [`PacketKey::parse`] on the first buffer of a multi-buffer packet (`continued`): the
     /// rest of the packet is in further buffers, so lengths beyond this one are not lies.
     pub fn parse_first(frame: &[u8], continued: bool) -> Result<PacketKey, Unclassifiable> {
+        Self::parse_headers(frame, continued).map(|(key, _)| key)
+    }
+
+    /// [`PacketKey::parse_first`], also telling whether the packet's TCP or UDP checksum is
+    /// settled, from the same read of its headers: true when the packet holds no partial
+    /// checksum (one its sender left for a device to finish, see [`L4Checksum`]) or nothing
+    /// [`L4Checksum::locate`] would find; false when this read cannot tell (a chain of
+    /// buffers, IPv6 extension headers, an unclassifiable packet), so that a later step looks
+    /// for itself.
+    pub fn parse_noting_checksum(
+        frame: &[u8],
+        continued: bool,
+    ) -> (Result<PacketKey, Unclassifiable>, bool) {
+        match Self::parse_headers(frame, continued) {
+            Err(e) => (Err(e), false),
+            Ok((key, _)) if continued => (Ok(key), false),
+            Ok((key, l4)) => {
+                let settled = match (key.family, l4) {
+                    (0, _) => true,
+                    (_, Some(at)) => key.checksum_settled(frame, at),
+                    (_, None) => false,
+                };
+                (Ok(key), settled)
+            }
+        }
+    }
+
+    /// Whether the TCP or UDP checksum at `at` is anything but partial (see
+    /// [`PacketKey::parse_noting_checksum`]); the same checks as [`L4Checksum::locate`].
+    fn checksum_settled(&self, frame: &[u8], at: L4At) -> bool {
+        let (offset, udp) = match self.protocol {
+            ip_protocol::TCP if at.len >= 20 => (16, false),
+            ip_protocol::UDP if at.len >= 8 => (6, true),
+            _ => return true,
+        };
+        if at.fragment || at.start + offset + 2 > frame.len() {
+            return true;
+        }
+        let pseudo = if self.family == 4 {
+            let v4 = |a: &[u8; 16]| [a[0], a[1], a[2], a[3]];
+            checksum::pseudo_header_v4(v4(&self.src), v4(&self.dst), self.protocol, at.len as u16)
+        } else {
+            checksum::pseudo_header_v6(self.src, self.dst, self.protocol, at.len as u32)
+        };
+        let c = L4Checksum {
+            start: at.start,
+            offset,
+            len: at.len,
+            pseudo: checksum::fold(pseudo),
+            udp,
+        };
+        !c.is_partial(frame)
+    }
+
+    /// The key, and where the L4 header is when one read tells exactly (IPv4, or IPv6 without
+    /// extension headers).
+    fn parse_headers(
+        frame: &[u8],
+        continued: bool,
+    ) -> Result<(PacketKey, Option<L4At>), Unclassifiable> {
         let mut k = PacketKey::default();
-        if frame.len() < 14 {
-            return Err(Unclassifiable("shorter than an Ethernet header"));
-        }
-        let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-        let mut l3 = 14;
-        for _ in 0..=MAX_VLAN_TAGS {
-            if ethertype != 0x8100 && ethertype != 0x88a8 {
-                break;
-            }
-            if l3 == 14 + 4 * MAX_VLAN_TAGS {
-                return Err(Unclassifiable("more VLAN tags than are followed"));
-            }
-            if frame.len() < l3 + 4 {
-                return Err(Unclassifiable("VLAN tag cut short"));
-            }
-            ethertype = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]);
-            l3 += 4;
-        }
+        let (ethertype, l3) = skip_vlan_tags(frame)?;
         let ip = &frame[l3..];
+        let mut l4_at = None;
         // Bytes the IP packet may claim: the rest of the frame, or unknown for a chain.
         let room = if continued { usize::MAX } else { ip.len() };
         let l4 = match EtherType::from(ethertype) {
             EtherType::Ipv4 => {
-                if ip.len() < 20 {
-                    return Err(Unclassifiable("IPv4 header cut short"));
-                }
-                let v = ipv4::Packet::new_unchecked(ip);
-                let hl = v.header_len();
-                if v.version() != 4 || hl < 20 {
-                    return Err(Unclassifiable("IPv4 header with a bad version or length"));
-                }
-                if hl > ip.len() {
-                    return Err(Unclassifiable("IPv4 options cut short"));
-                }
-                let total = usize::from(v.total_len());
-                if total < hl || total > room {
-                    return Err(Unclassifiable("IPv4 total length lies"));
-                }
-                k.family = 4;
-                k.protocol = v.protocol();
-                k.src[..4].copy_from_slice(&v.src_addr());
-                k.dst[..4].copy_from_slice(&v.dst_addr());
-                (v.frag_offset() == 0).then(|| (&ip[hl..], total - hl))
+                let (l4, at) = k.read_ipv4(ip, l3, room)?;
+                l4_at = Some(at);
+                l4
             }
             EtherType::Ipv6 => {
                 if ip.len() < 40 {
@@ -442,9 +470,17 @@ impl PacketKey {
                     .map_err(|_| Unclassifiable("IPv6 extension headers cut short or too many"))?;
                 k.protocol = proto;
                 let l4_len = 40 + plen - (held - rest.len());
+                if v.next_header() == proto {
+                    // No extension headers: nothing lies between the header and L4.
+                    l4_at = Some(L4At {
+                        start: l3 + 40,
+                        len: plen,
+                        fragment: false,
+                    });
+                }
                 (offset == 0).then_some((rest, l4_len))
             }
-            _ => return Ok(k),
+            _ => return Ok((k, None)),
         };
         if let Some((l4, l4_len)) = l4 {
             if matches!(k.protocol, ip_protocol::TCP | ip_protocol::UDP) {
@@ -455,8 +491,83 @@ impl PacketKey {
                 k.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
             }
         }
-        Ok(k)
+        Ok((k, l4_at))
     }
+}
+
+/// The EtherType after up to [`MAX_VLAN_TAGS`] VLAN tags, and where the L3 header starts.
+fn skip_vlan_tags(frame: &[u8]) -> Result<(u16, usize), Unclassifiable> {
+    if frame.len() < 14 {
+        return Err(Unclassifiable("shorter than an Ethernet header"));
+    }
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    let mut l3 = 14;
+    for _ in 0..=MAX_VLAN_TAGS {
+        if ethertype != 0x8100 && ethertype != 0x88a8 {
+            break;
+        }
+        if l3 == 14 + 4 * MAX_VLAN_TAGS {
+            return Err(Unclassifiable("more VLAN tags than are followed"));
+        }
+        if frame.len() < l3 + 4 {
+            return Err(Unclassifiable("VLAN tag cut short"));
+        }
+        ethertype = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]);
+        l3 += 4;
+    }
+    Ok((ethertype, l3))
+}
+
+/// The L4 bytes a key reads ports from, and how long the IP header says L4 is; `None` for a
+/// fragment that carries no L4 header.
+type L4Bytes<'a> = Option<(&'a [u8], usize)>;
+
+impl PacketKey {
+    /// Fills in an IPv4 packet's fields from `ip` (at `l3` in the frame, `room` bytes it may
+    /// claim).
+    fn read_ipv4<'a>(
+        &mut self,
+        ip: &'a [u8],
+        l3: usize,
+        room: usize,
+    ) -> Result<(L4Bytes<'a>, L4At), Unclassifiable> {
+        if ip.len() < 20 {
+            return Err(Unclassifiable("IPv4 header cut short"));
+        }
+        let v = ipv4::Packet::new_unchecked(ip);
+        let hl = v.header_len();
+        if v.version() != 4 || hl < 20 {
+            return Err(Unclassifiable("IPv4 header with a bad version or length"));
+        }
+        if hl > ip.len() {
+            return Err(Unclassifiable("IPv4 options cut short"));
+        }
+        let total = usize::from(v.total_len());
+        if total < hl || total > room {
+            return Err(Unclassifiable("IPv4 total length lies"));
+        }
+        self.family = 4;
+        self.protocol = v.protocol();
+        self.src[..4].copy_from_slice(&v.src_addr());
+        self.dst[..4].copy_from_slice(&v.dst_addr());
+        let at = L4At {
+            start: l3 + hl,
+            len: total - hl,
+            fragment: v.more_frags() || v.frag_offset() != 0,
+        };
+        Ok(((v.frag_offset() == 0).then(|| (&ip[hl..], total - hl)), at))
+    }
+}
+
+/// Where one read of a packet's headers found its L4 header.
+#[derive(Clone, Copy, Debug)]
+struct L4At {
+    /// Offset from the start of the frame.
+    start: usize,
+    /// Bytes of L4 header and payload, as the IP header says.
+    len: usize,
+    /// An IPv4 fragment, first or later (no checksum is finished on those).
+    fragment: bool,
 }
 
 /// An ordered rule list and the verdict for packets no rule matches.
@@ -1004,5 +1115,133 @@ rate = "10kpps"
         assert!(!Prefix::parse("203.0.113.128/25")
             .unwrap()
             .contains(4, &k.dst));
+    }
+
+    /// Frames for the checksum note: Ethernet, optional VLAN tag, IPv4 or IPv6 (with a
+    /// hop-by-hop header when asked), then a TCP or UDP header and payload whose checksum
+    /// field holds the pseudo-header sum (`partial`) or something else.
+    fn l4_frame(v6: bool, tagged: bool, hop_by_hop: bool, proto: u8, partial: bool) -> Vec<u8> {
+        let l4_len: usize = if proto == ip_protocol::TCP { 20 } else { 8 } + 10;
+        let mut f = vec![0u8; 12];
+        if tagged {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        }
+        let (src, dst) = ([198, 51, 100, 1], [203, 0, 113, 5]);
+        let mut src6 = [0u8; 16];
+        src6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+        let mut dst6 = src6;
+        dst6[15] = 9;
+        let l3 = f.len() + 2;
+        let pseudo = if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            let ext = if hop_by_hop { 8 } else { 0 };
+            f.extend_from_slice(&((l4_len + ext) as u16).to_be_bytes());
+            f.extend_from_slice(&[if hop_by_hop { 0 } else { proto }, 64]);
+            f.extend_from_slice(&src6);
+            f.extend_from_slice(&dst6);
+            if hop_by_hop {
+                f.extend_from_slice(&[proto, 0, 1, 4, 0, 0, 0, 0]);
+            }
+            checksum::pseudo_header_v6(src6, dst6, proto, l4_len as u32)
+        } else {
+            f.extend_from_slice(&[0x08, 0x00]);
+            f.resize(l3 + 20, 0);
+            ipv4::Packet::new_unchecked(&mut f[l3..]).init(20 + l4_len as u16, proto, src, dst);
+            checksum::pseudo_header_v4(src, dst, proto, l4_len as u16)
+        };
+        let l4 = f.len();
+        f.resize(l4 + l4_len, 0x5a);
+        let field = l4 + if proto == ip_protocol::TCP { 16 } else { 6 };
+        let value = if partial {
+            checksum::fold(pseudo)
+        } else {
+            0x1234
+        };
+        f[field..field + 2].copy_from_slice(&value.to_be_bytes());
+        f
+    }
+
+    fn partial_by_locate(f: &[u8]) -> bool {
+        L4Checksum::locate(f, f.len()).is_some_and(|c| c.is_partial(f))
+    }
+
+    #[test]
+    fn one_read_tells_a_settled_checksum_from_a_partial_one_as_locate_does() {
+        let (tcp, udp) = (ip_protocol::TCP, ip_protocol::UDP);
+        for (v6, tagged, hop, proto) in [
+            (false, false, false, udp),
+            (false, false, false, tcp),
+            (false, true, false, udp),
+            (true, false, false, udp),
+            (true, true, false, tcp),
+        ] {
+            for partial in [false, true] {
+                let f = l4_frame(v6, tagged, hop, proto, partial);
+                assert_eq!(partial_by_locate(&f), partial, "the frame is as built");
+                let (key, settled) = PacketKey::parse_noting_checksum(&f, false);
+                assert_eq!(key, PacketKey::parse(&f), "the same key");
+                assert_eq!(settled, !partial, "v6 {v6} tagged {tagged} proto {proto}");
+                let (_, in_chain) = PacketKey::parse_noting_checksum(&f, true);
+                assert!(!in_chain, "a chain is left to the transmit step");
+            }
+        }
+        // Behind IPv6 extension headers this read cannot tell: unknown, not settled.
+        let f = l4_frame(true, false, true, udp, false);
+        assert!(!partial_by_locate(&f));
+        assert!(!PacketKey::parse_noting_checksum(&f, false).1);
+        // Nothing to finish: not IP, an IPv4 fragment, no TCP or UDP.
+        let mut arp = l4_frame(false, false, false, udp, true);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut fragment = l4_frame(false, false, false, udp, true);
+        fragment[20] = 0x20; // more fragments
+        let mut icmp = l4_frame(false, false, false, udp, true);
+        icmp[23] = ip_protocol::ICMP;
+        for f in [arp, fragment, icmp] {
+            assert!(!partial_by_locate(&f));
+            assert!(PacketKey::parse_noting_checksum(&f, false).1);
+        }
+    }
+
+    /// Whatever the bytes, a checksum called settled is never one locate finds partial: the
+    /// transmit step skips only what it would have left alone.
+    #[test]
+    fn a_settled_checksum_is_never_a_partial_one_whatever_the_bytes() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let interesting = [
+            0u8, 1, 4, 5, 6, 0x11, 0x20, 0x40, 0x45, 0x60, 0x81, 0x86, 0xdd, 0xff,
+        ];
+        let (mut settled_seen, mut partial_seen) = (0, 0);
+        for base in 0..8u64 {
+            let (v6, tagged, proto) = (base & 1 == 1, base & 2 == 2, [6, 17][(base >> 2) as usize]);
+            let clean = l4_frame(v6, tagged, false, proto, true);
+            for _ in 0..4000 {
+                let mut f = clean.clone();
+                for _ in 0..(next() % 3 + 1) {
+                    let at = (next() % f.len() as u64) as usize;
+                    f[at] = interesting[(next() % interesting.len() as u64) as usize];
+                }
+                if next() % 4 == 0 {
+                    f.truncate((next() % f.len() as u64) as usize);
+                }
+                let (_, settled) = PacketKey::parse_noting_checksum(&f, false);
+                let partial = partial_by_locate(&f);
+                assert!(
+                    !(settled && partial),
+                    "called settled but partial: {f:02x?}"
+                );
+                settled_seen += usize::from(settled);
+                partial_seen += usize::from(partial);
+            }
+        }
+        assert!(
+            settled_seen > 1000 && partial_seen > 1000,
+            "{settled_seen} {partial_seen}"
+        );
     }
 }

@@ -262,11 +262,13 @@ impl Stage for Rules {
             let len = f.len();
             let continued = f.is_continued();
             let data = umem.data_mut(f);
-            let (i, verdict) = self.rules.decide(&PacketKey::parse_first(data, continued));
+            // One read of the headers serves the rules and the transmit step's checksum work.
+            let (key, settled) = PacketKey::parse_noting_checksum(data, continued);
+            let (i, verdict) = self.rules.decide(&key);
             let c = &mut self.local[i];
             c[0] += 1;
             c[1] += len as u64;
-            *n = match verdict {
+            let next = match verdict {
                 Verdict::Drop => Next::Drop,
                 Verdict::Pass => Next::Kernel,
                 Verdict::Forward => self.forward(input, data),
@@ -280,6 +282,10 @@ impl Stage for Rules {
                     }
                 }
             };
+            // A forwarded frame whose checksum needs nothing is marked so: the transmit step
+            // then leaves its headers alone.
+            f.set_mark(settled && matches!(next, Next::Tx(_) | Next::Back));
+            *n = next;
         }
         for (local, cell) in self.local.iter_mut().zip(self.cells.iter()) {
             if local[0] > 0 {

@@ -414,3 +414,27 @@ fn zero_copy_is_a_mode_like_the_others_and_a_missing_interface_is_named() {
         Err(e) => assert!(e.to_string().contains("xsk-none0"), "{e}"),
     }
 }
+
+/// A sender that left its UDP checksum for the device (the field holds the pseudo-header
+/// sum) gets it finished on the way out; a finished one crosses untouched. The rules stage's
+/// one read of the headers tells the two apart.
+#[test]
+fn partial_checksums_are_finished_and_settled_ones_cross_untouched() {
+    use xskit_wire::offload::L4Checksum;
+    let mut bench = Bench::new("default = \"forward\"\n", 2, |_| {});
+    let whole = udp(5000, 1);
+    let c = L4Checksum::locate(&whole, whole.len()).expect("a UDP checksum");
+    assert!(!c.is_partial(&whole), "the probe's checksum is whole");
+    let mut partial = udp(5000, 2);
+    let field = c.start + c.offset;
+    partial[field..field + 2].copy_from_slice(&c.pseudo.to_be_bytes());
+    let mut finished = partial.clone();
+    c.complete(&mut finished);
+    assert_ne!(finished, partial);
+    bench.ends[0].inject(&whole);
+    bench.ends[0].inject(&partial);
+    bench.settle();
+    assert_eq!(bench.ends[1].take(), [whole, finished]);
+    assert_eq!(bench.port(1, |c| &c.checksums_completed), 1);
+    bench.assert_all_frames_home();
+}

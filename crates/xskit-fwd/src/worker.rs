@@ -519,6 +519,9 @@ impl<P: SidePort> Worker<P> {
         let mut done = TxPrepared::default();
         let mtu = self.mtus[p];
         for mut head in heads.drain(..) {
+            // The rules stage marked the packets it found need no checksum work.
+            let settled = head.is_marked();
+            head.set_mark(false);
             let tail = self.chains.take_tail(&head);
             let total = head.len() + tail.as_ref().map_or(0, |t| t.iter().map(Frame::len).sum());
             // A frame no longer than the MTU plus an Ethernet header cannot carry an IP packet
@@ -528,7 +531,12 @@ impl<P: SidePort> Worker<P> {
                 continue;
             }
             let first = self.umem.data(&head);
-            if let Some(c) = L4Checksum::locate(first, total) {
+            let found = if settled {
+                None
+            } else {
+                L4Checksum::locate(first, total)
+            };
+            if let Some(c) = found {
                 if c.is_partial(first) {
                     if self.csum_offload
                         && self

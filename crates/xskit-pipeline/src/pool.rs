@@ -124,6 +124,10 @@ impl FramePool {
 
     /// Takes every frame of `frames` back; the cache first, the shared ring for the rest.
     pub fn free(&mut self, frames: &mut Vec<Frame>) {
+        // A frame comes out of the pool as the kernel would hand it over: unmarked.
+        for f in frames.iter_mut() {
+            f.set_mark(false);
+        }
         let room = self
             .cache_max
             .saturating_sub(self.cache.len())
@@ -149,7 +153,8 @@ impl FramePool {
     }
 
     /// Takes one frame back (the cache if it has room, else the shared ring).
-    pub fn free_one(&mut self, frame: Frame) {
+    pub fn free_one(&mut self, mut frame: Frame) {
+        frame.set_mark(false);
         if self.cache.len() < self.cache_max {
             self.stats.recycled_cache += 1;
             self.cache.push(frame);

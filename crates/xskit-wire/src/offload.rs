@@ -110,6 +110,7 @@ impl L4Checksum {
     }
 
     /// The checksum field's value in `frame` (which holds at least the headers).
+    #[inline]
     pub fn field(&self, frame: &[u8]) -> u16 {
         let at = self.start + self.offset;
         u16::from_be_bytes([frame[at], frame[at + 1]])
@@ -117,6 +118,7 @@ impl L4Checksum {
 
     /// True when the field holds just the pseudo-header sum: the sender left the checksum for
     /// its device to finish. (0 and 0xffff are the same number in one's complement.)
+    #[inline]
     pub fn is_partial(&self, frame: &[u8]) -> bool {
         let field = self.field(frame);
         field == self.pseudo || (field | self.pseudo == 0xffff && field & self.pseudo == 0)
@@ -161,7 +163,8 @@ fn walk_v6(ip: &[u8]) -> Option<(u8, usize)> {
             }
             ext::AUTH => (usize::from(*ip.get(at + 1)?) + 2) * 4,
             ext::FRAGMENT => return None,
-            proto => return Some((proto, at)),
+            // An extension header's length may run past the packet: then there is no L4.
+            proto => return (at <= ip.len()).then_some((proto, at)),
         };
         next = *ip.get(at)?;
         at += len;
@@ -319,5 +322,21 @@ mod tests {
         let mut frag = f;
         frag[14 + 6] = 0x20; // more fragments
         assert!(L4Checksum::locate(&frag, len).is_none());
+    }
+
+    /// An IPv6 extension header whose length runs past the packet leaves no L4 header to
+    /// find (it once gave an offset past the packet, and a length that underflowed).
+    #[test]
+    fn an_extension_header_running_past_the_packet_has_no_checksum() {
+        let mut f = [0u8; 14 + 40 + 8 + 8];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&16u16.to_be_bytes());
+        f[20] = ipv6::ext::HOP_BY_HOP;
+        // Hop-by-hop: next UDP, 8 * (4 + 1) bytes long, in a packet with 16 bytes after
+        // the IPv6 header.
+        f[54] = crate::ip_protocol::UDP;
+        f[55] = 4;
+        assert_eq!(L4Checksum::locate(&f, f.len()), None);
     }
 }

@@ -25,6 +25,10 @@ pub const MAX_FRAME_SIZE: u32 = 4096;
 /// The descriptor option that says a transmit descriptor has `struct xsk_tx_metadata` in
 /// front of its data (`XDP_TX_METADATA` in linux/if_xdp.h).
 pub const XDP_TX_METADATA: u32 = 1 << 1;
+
+/// The bit of a frame's options that is the application's own ([`Frame::is_marked`]): the
+/// kernel neither sets nor sees it.
+const MARK: u32 = 1 << 31;
 /// Bytes of `struct xsk_tx_metadata`: the `tx_metadata_len` for checksum requests.
 pub const TX_METADATA_LEN: u32 = 24;
 pub(crate) const HUGE_PAGE_SIZE: u64 = 2 * 1024 * 1024;
@@ -132,7 +136,25 @@ impl Frame {
     /// The descriptor option bits (`XDP_PKT_CONTD`, `XDP_TX_METADATA`).
     #[inline]
     pub fn options(&self) -> u32 {
-        self.options
+        self.options & !MARK
+    }
+
+    /// Whether the application marked this frame ([`Frame::set_mark`]).
+    #[inline]
+    pub fn is_marked(&self) -> bool {
+        self.options & MARK != 0
+    }
+
+    /// One bit the application may keep with a frame while it holds it, e.g. one stage's
+    /// finding for a later one. The kernel never sees it: it is left out of every descriptor,
+    /// and a frame the kernel hands back comes unmarked.
+    #[inline]
+    pub fn set_mark(&mut self, marked: bool) {
+        if marked {
+            self.options |= MARK;
+        } else {
+            self.options &= !MARK;
+        }
     }
 
     /// True when the packet continues in the next frame (multi-buffer, `XDP_PKT_CONTD`).
@@ -167,7 +189,7 @@ impl Frame {
         libc::xdp_desc {
             addr: self.addr(),
             len: self.len,
-            options: self.options,
+            options: self.options & !MARK,
         }
     }
 }
@@ -412,7 +434,7 @@ impl Umem {
         let total = self.inner.config.len();
         let addr = addr.min(total.saturating_sub(1));
         let len = u64::from(len).min(total - addr) as u32;
-        self.frame_at(addr, len, options)
+        self.frame_at(addr, len, options & !MARK)
     }
 
     /// Puts a frame back at the start of its chunk, empty, ready to be written for transmit.
@@ -616,5 +638,21 @@ mod tests {
         let f = un.frame_from_kernel(3000 | (256 << 48), 60, 0);
         assert_eq!(f.addr(), 3256);
         assert_eq!(un.chunk_base(f.addr()), 3000);
+    }
+
+    #[test]
+    fn a_mark_stays_with_the_frame_and_never_reaches_the_kernel() {
+        let u = umem(UmemConfig {
+            frame_count: 2,
+            ..Default::default()
+        });
+        let mut f = u.frame_from_kernel(0, 60, libc::XDP_PKT_CONTD | MARK);
+        assert!(!f.is_marked(), "the kernel's options carry no mark");
+        f.set_mark(true);
+        assert!(f.is_marked() && f.is_continued());
+        assert_eq!(f.options(), libc::XDP_PKT_CONTD);
+        assert_eq!(f.desc().options, libc::XDP_PKT_CONTD);
+        f.set_mark(false);
+        assert!(!f.is_marked() && f.is_continued());
     }
 }
