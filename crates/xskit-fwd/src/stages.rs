@@ -226,7 +226,21 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
-    fn forward(&self, input_port: u16, data: &mut [u8]) -> Next {
+    /// Where packets of `input_port` that a rule forwards go, unless they are the host's:
+    /// worked out once per vector.
+    fn forward_next(&self, input_port: u16) -> Next {
+        if self.reflect {
+            return Next::Back;
+        }
+        match self.outs.get(usize::from(input_port)) {
+            Some(&out) => Next::Tx(out),
+            None => Next::Drop,
+        }
+    }
+
+    /// Forwards one packet to `next` (see [`Rules::forward_next`]), or to the host when it
+    /// is addressed to the host's MAC, or back with its addresses swapped when reflecting.
+    fn forward(&self, next: Next, data: &mut [u8]) -> Next {
         let Ok(mut eth) = ethernet::Frame::new_checked(data) else {
             return Next::Drop;
         };
@@ -234,13 +248,10 @@ impl Rules {
             eth.swap_addrs();
             return Next::Back;
         }
-        if self.local_mac == Some(eth.dst_addr()) {
+        if self.local_mac.is_some_and(|mac| mac == eth.dst_addr()) {
             return Next::Kernel;
         }
-        match self.outs.get(usize::from(input_port)) {
-            Some(&out) => Next::Tx(out),
-            None => Next::Drop,
-        }
+        next
     }
 }
 
@@ -257,25 +268,26 @@ impl Stage for Rules {
         nexts: &mut [Next],
     ) {
         let now_ps = context.now_ns.saturating_mul(1000);
-        let input = context.input_port;
+        let forward_to = self.forward_next(context.input_port);
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let len = f.len();
             let continued = f.is_continued();
             let data = umem.data_mut(f);
             // One read of the headers serves the rules and the transmit step's checksum work.
-            let (key, settled) = PacketKey::parse_noting_checksum(data, continued);
-            let (i, verdict) = self.rules.decide(&key);
+            let parsed = PacketKey::parse_noting_checksum(data, continued);
+            let (i, verdict) = self.rules.decide(&parsed.0);
+            let settled = parsed.1;
             let c = &mut self.local[i];
             c[0] += 1;
             c[1] += len as u64;
             let next = match verdict {
                 Verdict::Drop => Next::Drop,
                 Verdict::Pass => Next::Kernel,
-                Verdict::Forward => self.forward(input, data),
+                Verdict::Forward => self.forward(forward_to, data),
                 Verdict::RateLimit => {
                     let limiter = self.limiters.get(i).and_then(Option::as_ref);
                     if limiter.is_none_or(|l| l.allow(now_ps, len)) {
-                        self.forward(input, data)
+                        self.forward(forward_to, data)
                     } else {
                         c[2] += 1;
                         Next::Drop

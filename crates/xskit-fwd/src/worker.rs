@@ -519,9 +519,14 @@ impl<P: SidePort> Worker<P> {
         let mut done = TxPrepared::default();
         let mtu = self.mtus[p];
         for mut head in heads.drain(..) {
-            // The rules stage marked the packets it found need no checksum work.
+            // The rules stage marked the single-frame packets it found need no checksum work:
+            // within the MTU, they go as they are.
             let settled = head.is_marked();
             head.set_mark(false);
+            if settled && !head.is_continued() && head.len() <= mtu + 14 {
+                txq.push(head);
+                continue;
+            }
             let tail = self.chains.take_tail(&head);
             let total = head.len() + tail.as_ref().map_or(0, |t| t.iter().map(Frame::len).sum());
             // A frame no longer than the MTU plus an Ethernet header cannot carry an IP packet

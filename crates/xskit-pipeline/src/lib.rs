@@ -249,7 +249,12 @@ impl Pipeline {
         }
         while !input.is_empty() {
             let n = input.len().min(self.vector);
-            self.queues[0].extend(input.drain(..n));
+            if n == input.len() && self.queues[0].is_empty() {
+                // The whole input is one vector: it becomes the first stage's queue as it is.
+                std::mem::swap(&mut self.queues[0], input);
+            } else {
+                self.queues[0].extend(input.drain(..n));
+            }
             for s in 0..self.stages.len() {
                 self.run_stage(s, umem, &context, out);
             }

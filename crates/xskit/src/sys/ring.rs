@@ -225,6 +225,7 @@ impl<T: Copy> RawRing<T> {
     }
 
     /// Reads one peeked entry.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn read(&self, idx: u32) -> T {
         // SAFETY: `idx & mask` < size; the slot was published by the producer (Acquire above)
         // and is not reused until we release it.
@@ -242,6 +243,55 @@ impl<T: Copy> RawRing<T> {
     /// Undoes the peek of the last `n` entries, which stay ready.
     pub(crate) fn cancel(&mut self, n: u32) {
         self.cached_cons = self.cached_cons.wrapping_sub(n);
+    }
+}
+
+impl<T: Copy> RawRing<T> {
+    /// The slots `idx .. idx + n` as at most two runs of contiguous memory (the second where
+    /// the ring wraps): each run's first slot and length.
+    #[inline]
+    fn runs(&self, idx: u32, n: u32) -> [(usize, usize); 2] {
+        let first = (idx & self.mask) as usize;
+        let head = (n as usize).min(self.size as usize - first);
+        [(first, head), (0, n as usize - head)]
+    }
+
+    /// Hands `f` the `n` entries peeked at `idx`, run by run.
+    #[inline]
+    pub(crate) fn read_runs(&self, idx: u32, n: u32, mut f: impl FnMut(&[T])) {
+        for (at, len) in self.runs(idx, n) {
+            if len > 0 {
+                // SAFETY: at + len <= size, so the run lies inside the entry array; the slots
+                // were published to this consumer (peek) and are not reused until released.
+                f(unsafe { std::slice::from_raw_parts(self.entries.add(at), len) });
+            }
+        }
+    }
+
+    /// Hands `f` the `n` slots reserved at `idx`, run by run; `f` returns how many of its run
+    /// it filled, and a short count ends the walk. Returns how many were filled in all.
+    #[inline]
+    pub(crate) fn write_runs(
+        &mut self,
+        idx: u32,
+        n: u32,
+        mut f: impl FnMut(&mut [T]) -> usize,
+    ) -> u32 {
+        let mut done = 0;
+        for (at, len) in self.runs(idx, n) {
+            if len == 0 {
+                continue;
+            }
+            // SAFETY: at + len <= size, so the run lies inside the entry array; the slots are
+            // this producer's between reserve and submit, so the kernel does not read them.
+            let run = unsafe { std::slice::from_raw_parts_mut(self.entries.add(at), len) };
+            let filled = f(run).min(len);
+            done += filled;
+            if filled < len {
+                break;
+            }
+        }
+        done as u32
     }
 }
 

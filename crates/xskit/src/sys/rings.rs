@@ -132,26 +132,23 @@ impl FillRing {
     /// receive into; returns how many. Stops early at a frame of another UMEM.
     pub fn fill(&mut self, frames: &mut Vec<Frame>, max: usize) -> usize {
         let (idx, n) = self.ring.reserve(clamp(max, frames.len()));
-        let mut done = 0;
-        while done < n {
-            let Some(frame) = frames.pop() else { break };
-            if frame.tag() != self.umem_tag() {
-                frames.push(frame);
-                break;
+        let chunks = self.umem.chunks();
+        let mut from_end = frames.iter().rev();
+        let done = self.ring.write_runs(idx, n, |slots| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                match from_end.next() {
+                    Some(f) if chunks.owns(f) => *slot = chunks.chunk_of(f.addr()),
+                    _ => return i,
+                }
             }
-            self.ring
-                .write(idx.wrapping_add(done), self.umem.chunk_base(frame.addr()));
-            done += 1;
-        }
+            slots.len()
+        });
+        frames.truncate(frames.len() - done as usize);
         self.ring.unreserve(n - done);
         if done > 0 {
             self.ring.submit(done);
         }
         done as usize
-    }
-
-    fn umem_tag(&self) -> u64 {
-        self.umem.frame_at(0, 0, 0).tag()
     }
 
     /// Wakes the kernel's receive path (a non-blocking `recvfrom`), counting the call.
@@ -171,14 +168,15 @@ impl CompletionRing {
     /// from); returns how many.
     pub fn complete(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
         let (idx, n) = self.ring.peek(clamp(max, usize::MAX));
+        if n == 0 {
+            return 0;
+        }
         out.reserve(n as usize);
-        for i in 0..n {
-            let addr = self.ring.read(idx.wrapping_add(i));
-            out.push(self.umem.frame_from_kernel(addr, 0, 0));
-        }
-        if n > 0 {
-            self.ring.release(n);
-        }
+        let chunks = self.umem.chunks();
+        self.ring.read_runs(idx, n, |run| {
+            out.extend(run.iter().map(|&addr| chunks.frame(addr, 0, 0)));
+        });
+        self.ring.release(n);
         n as usize
     }
 }
@@ -194,14 +192,15 @@ impl RxRing {
     /// stop the receive in the middle of a chain.
     pub fn receive(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
         let (idx, n) = self.ring.peek(clamp(max, usize::MAX));
+        if n == 0 {
+            return 0;
+        }
         out.reserve(n as usize);
-        for i in 0..n {
-            let d = self.ring.read(idx.wrapping_add(i));
-            out.push(self.umem.frame_from_kernel(d.addr, d.len, d.options));
-        }
-        if n > 0 {
-            self.ring.release(n);
-        }
+        let chunks = self.umem.chunks();
+        self.ring.read_runs(idx, n, |run| {
+            out.extend(run.iter().map(|d| chunks.frame(d.addr, d.len, d.options)));
+        });
+        self.ring.release(n);
         n as usize
     }
 
@@ -228,15 +227,17 @@ impl TxRing {
     /// after a batch.
     pub fn send(&mut self, frames: &mut Vec<Frame>, max: usize) -> usize {
         let (idx, n) = self.ring.reserve(clamp(max, frames.len()));
-        let mut done = 0;
-        while done < n {
-            let frame = &frames[done as usize];
-            if !self.umem.valid_tx(frame) {
-                break;
+        let chunks = self.umem.chunks();
+        let mut from_front = frames.iter();
+        let done = self.ring.write_runs(idx, n, |slots| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                match from_front.next() {
+                    Some(f) if chunks.sendable(f) => *slot = f.desc(),
+                    _ => return i,
+                }
             }
-            self.ring.write(idx.wrapping_add(done), frame.desc());
-            done += 1;
-        }
+            slots.len()
+        });
         self.ring.unreserve(n - done);
         if done > 0 {
             self.ring.submit(done);

@@ -207,6 +207,8 @@ pub(crate) struct Chunks {
     /// UMEM. Zero otherwise.
     chunk_bits: u64,
     meta: u64,
+    /// The UMEM's tag, in place in a frame handle's address.
+    tag_bits: u64,
 }
 
 impl Chunks {
@@ -214,6 +216,10 @@ impl Chunks {
     /// bits applied, and clamped into the UMEM.
     #[inline]
     pub(crate) fn resolve(&self, addr: u64) -> u64 {
+        if self.chunk_bits != 0 {
+            // A power-of-two UMEM: the bits below its length keep any address inside it.
+            return addr & self.last;
+        }
         if self.aligned {
             return addr.min(self.last);
         }
@@ -244,16 +250,43 @@ impl Chunks {
     /// the start leaves no transmit-metadata room in front.
     #[inline]
     pub(crate) fn tx_span(&self, addr: u64, len: u32) -> Option<(u64, u32)> {
-        let (start, chunk) = if self.chunk_bits != 0 {
-            // A power-of-two UMEM: the bits below its length keep any address inside it.
-            (addr & self.last, addr & self.chunk_bits)
-        } else {
-            let start = self.resolve(addr);
-            (start, self.chunk_of(start))
-        };
-        let offset = start - chunk;
+        let start = self.resolve(addr);
+        let offset = start - self.chunk_of(start);
         let len = u64::from(len).min(self.frame_size - offset);
         (len > 0 && (self.meta == 0 || offset >= self.meta)).then_some((start, len as u32))
+    }
+
+    /// A handle for a frame the kernel handed back at `addr` with `len` bytes: a value out of
+    /// range is held inside the UMEM, so the handle can never reach outside the mapping, and
+    /// the application's mark is off.
+    #[inline]
+    pub(crate) fn frame(&self, addr: u64, len: u32, options: u32) -> Frame {
+        let addr = self.resolve(addr);
+        Frame {
+            tagged_addr: self.tag_bits | addr,
+            len: u64::from(len).min(self.last + 1 - addr) as u32,
+            options: options & !MARK,
+        }
+    }
+
+    /// Whether `frame` is one of this UMEM's.
+    #[inline]
+    pub(crate) fn owns(&self, frame: &Frame) -> bool {
+        frame.tagged_addr & !ADDR_MASK == self.tag_bits
+    }
+
+    /// Whether the kernel would take `frame` as a transmit descriptor of this UMEM: one of its
+    /// own, not empty, inside its chunk, past the transmit-metadata room.
+    #[inline]
+    pub(crate) fn sendable(&self, frame: &Frame) -> bool {
+        let addr = frame.addr();
+        let len = u64::from(frame.len);
+        let offset = addr - self.chunk_of(addr);
+        self.owns(frame)
+            && len > 0
+            && addr + len <= self.last + 1
+            && offset + len <= self.frame_size
+            && offset >= self.meta
     }
 
     /// Where a transmit from the chunk holding `addr` starts: past its metadata room.
@@ -373,17 +406,6 @@ impl Umem {
         (end - addr) as usize
     }
 
-    /// Whether the kernel would accept `desc` as a transmit descriptor of this UMEM.
-    #[inline]
-    pub(crate) fn valid_tx(&self, frame: &Frame) -> bool {
-        frame.tag() == self.inner.tag
-            && frame.len > 0
-            && frame.addr() + u64::from(frame.len) <= self.inner.config.len()
-            && frame.len() <= self.capacity(frame)
-            && frame.addr() - self.chunk_base(frame.addr())
-                >= u64::from(self.inner.config.tx_metadata_len)
-    }
-
     /// Bytes of packet data a frame holds from the start of its room (its chunk less the
     /// transmit-metadata room in front).
     #[inline]
@@ -418,23 +440,8 @@ impl Umem {
                 0
             },
             meta: u64::from(c.tx_metadata_len),
+            tag_bits: self.inner.tag << TAG_SHIFT,
         }
-    }
-
-    /// Re-tags a descriptor the kernel returned; out-of-range values are clamped so the handle
-    /// can never reach outside the mapping.
-    #[inline]
-    pub(crate) fn frame_from_kernel(&self, addr: u64, len: u32, options: u32) -> Frame {
-        let addr = if self.inner.config.unaligned {
-            // In unaligned mode the kernel puts the data offset in the top 16 bits.
-            (addr & ADDR_MASK) + (addr >> TAG_SHIFT)
-        } else {
-            addr
-        };
-        let total = self.inner.config.len();
-        let addr = addr.min(total.saturating_sub(1));
-        let len = u64::from(len).min(total - addr) as u32;
-        self.frame_at(addr, len, options & !MARK)
     }
 
     /// Puts a frame back at the start of its chunk, empty, ready to be written for transmit.
@@ -611,7 +618,7 @@ mod tests {
         });
         let mut f = a.take_frames().unwrap().pop().unwrap();
         a.write(&mut f, b"x").unwrap();
-        assert!(!b.valid_tx(&f), "the rings never submit it");
+        assert!(!b.chunks().sendable(&f), "the rings never submit it");
         let read = std::panic::catch_unwind(|| b.data(&f).len());
         if cfg!(debug_assertions) {
             assert!(read.is_err(), "debug builds stop at a foreign frame");
@@ -626,7 +633,7 @@ mod tests {
             frame_count: 2,
             ..Default::default()
         });
-        let f = u.frame_from_kernel(1 << 40, 9000, 0);
+        let f = u.chunks().frame(1 << 40, 9000, 0);
         assert!(f.addr() < 8192);
         assert!(f.addr() + f.len() as u64 <= 8192);
         let un = umem(UmemConfig {
@@ -635,7 +642,7 @@ mod tests {
             unaligned: true,
             ..Default::default()
         });
-        let f = un.frame_from_kernel(3000 | (256 << 48), 60, 0);
+        let f = un.chunks().frame(3000 | (256 << 48), 60, 0);
         assert_eq!(f.addr(), 3256);
         assert_eq!(un.chunk_base(f.addr()), 3000);
     }
@@ -646,7 +653,7 @@ mod tests {
             frame_count: 2,
             ..Default::default()
         });
-        let mut f = u.frame_from_kernel(0, 60, libc::XDP_PKT_CONTD | MARK);
+        let mut f = u.chunks().frame(0, 60, libc::XDP_PKT_CONTD | MARK);
         assert!(!f.is_marked(), "the kernel's options carry no mark");
         f.set_mark(true);
         assert!(f.is_marked() && f.is_continued());
