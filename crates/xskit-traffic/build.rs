@@ -1,4 +1,4 @@
-//! Compiles the benchmark's drop program and the live-frames generator in `bpf/`.
+//! Compiles the benchmark's drop (transmit, redirect) programs and the live-frames generator in `bpf/`.
 
 use xskit_bpf_build::Program;
 
@@ -8,6 +8,11 @@ fn main() {
             Program::new("xdp_count_drop", "xdp_count_drop"),
             Program::with_args("xdp_count_drop_frags", "xdp_count_drop", &["-DXSKIT_FRAGS"]),
             Program::with_args("xdp_count_tx", "xdp_count_drop", &["-DXSKIT_TX"]),
+            Program::with_args(
+                "xdp_count_redirect",
+                "xdp_count_drop",
+                &["-DXSKIT_REDIRECT"],
+            ),
             Program::new("xdp_live_redirect", "xdp_live_redirect"),
         ],
         &[],

@@ -1,6 +1,7 @@
 //! The forwarding rows of the testbed table: `xskit fwd` in SKB and DRV mode, with and
-//! without forwarding in XDP, against the kernel's bridge; and a DDoS mix, the attack dropped
-//! by a kernel rule against the XDP_DROP ceiling of the same generator.
+//! without forwarding in XDP, against the kernel's bridge and (forwarding in XDP) against a
+//! program that redirects every packet through a devmap, the kernel's bound; and a DDoS mix,
+//! the attack dropped by a kernel rule against the XDP_DROP ceiling of the same generator.
 
 use std::time::Duration;
 
@@ -39,30 +40,15 @@ impl FwdRunner {
     }
 
     /// Packets per second through m; `mode` is skb or drv for xskit fwd (forwarding in XDP
-    /// with `xdp`), or "bridge".
+    /// with `xdp`), "devmap-skb" or "devmap-drv" for the kernel's bound on forwarding in XDP
+    /// (a program that redirects every packet through a devmap), or "bridge".
     fn measure(&self, mode: &str, xdp: bool, size: usize) -> Result<f64> {
-        let (a, m_a, m_c, c) = (
-            &self.chain.a,
-            &self.chain.m_a,
-            &self.chain.m_c,
-            &self.chain.c,
-        );
-        set_gro(m_a, mode != "drv")?;
+        let (a, m_a, c) = (&self.chain.a, &self.chain.m_a, &self.chain.c);
+        let xdp_mode = mode.strip_prefix("devmap-").unwrap_or(mode);
+        set_gro(m_a, xdp_mode != "drv")?;
         // XDP frames forwarded out of m_c reach c only through its GRO/NAPI path.
         set_gro(c, xdp)?;
-        let forwarder = if mode == "bridge" {
-            self.ip_m(&["link", "add", "xsk-br0", "type", "bridge"])?;
-            self.ip_m(&["link", "set", &m_a.ifname, "master", "xsk-br0"])?;
-            self.ip_m(&["link", "set", &m_c.ifname, "master", "xsk-br0"])?;
-            self.ip_m(&["link", "set", "xsk-br0", "up"])?;
-            None
-        } else {
-            let mut args = self.fwd_args(mode);
-            if xdp {
-                args.push("--xdp-forward".into());
-            }
-            Some(start(&self.exe, m_a, BENCH_CPU, &args)?)
-        };
+        let forwarder = self.start_forwarder(mode, xdp)?;
         let gen = start(
             &self.exe,
             a,
@@ -78,22 +64,69 @@ impl FwdRunner {
             finish_any(gen)?;
             Ok((c1 - c0) as f64 / dt)
         });
-        let cleanup = match forwarder {
-            Some(child) => {
-                interrupt(&child);
-                finish(child).and_then(|r| {
-                    if r["frames"]["unaccounted"] != 0 {
-                        bail!("xskit fwd lost frames: {r}");
-                    }
-                    Ok(())
-                })
-            }
-            None => self.ip_m(&["link", "del", "xsk-br0"]),
-        };
+        let cleanup = self.stop_forwarder(forwarder);
         let pps = window?;
         cleanup?;
         Ok(pps)
     }
+
+    fn start_forwarder(&self, mode: &str, xdp: bool) -> Result<Forwarder> {
+        let (m_a, m_c) = (&self.chain.m_a, &self.chain.m_c);
+        if mode == "bridge" {
+            self.ip_m(&["link", "add", "xsk-br0", "type", "bridge"])?;
+            self.ip_m(&["link", "set", &m_a.ifname, "master", "xsk-br0"])?;
+            self.ip_m(&["link", "set", &m_c.ifname, "master", "xsk-br0"])?;
+            self.ip_m(&["link", "set", "xsk-br0", "up"])?;
+            return Ok(Forwarder::Bridge);
+        }
+        if let Some(xdp_mode) = mode.strip_prefix("devmap-") {
+            let args = strings(&[
+                "bench",
+                "xdp-redirect",
+                "-i",
+                &m_a.ifname,
+                "--to",
+                &m_c.ifname,
+                "-m",
+                xdp_mode,
+                "--json",
+            ]);
+            return Ok(Forwarder::Devmap(start(&self.exe, m_a, BENCH_CPU, &args)?));
+        }
+        let mut args = self.fwd_args(mode);
+        if xdp {
+            args.push("--xdp-forward".into());
+        }
+        Ok(Forwarder::Fwd(start(&self.exe, m_a, BENCH_CPU, &args)?))
+    }
+
+    fn stop_forwarder(&self, forwarder: Forwarder) -> Result<()> {
+        match forwarder {
+            Forwarder::Bridge => self.ip_m(&["link", "del", "xsk-br0"]),
+            Forwarder::Devmap(child) => {
+                interrupt(&child);
+                finish(child).map(|_| ())
+            }
+            Forwarder::Fwd(child) => {
+                interrupt(&child);
+                let r = finish(child)?;
+                if r["frames"]["unaccounted"] != 0 {
+                    bail!("xskit fwd lost frames: {r}");
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What forwards between m's two interfaces in one measurement.
+enum Forwarder {
+    /// The kernel's bridge (the peer for forwarding through user space).
+    Bridge,
+    /// `xskit bench xdp-redirect`: the kernel's bound on forwarding in XDP.
+    Devmap(Proc),
+    /// `xskit fwd`.
+    Fwd(Proc),
 }
 
 /// A DDoS filter's run: the attack dropped by a kernel rule and the native XDP_DROP ceiling,
@@ -313,13 +346,19 @@ pub(crate) fn fwd_cells(
         ("fwd", "drv", false),
         ("fwd --xdp-forward", "skb", true),
         ("fwd --xdp-forward", "drv", true),
+        ("xdp redirect (devmap)", "devmap-skb", true),
+        ("xdp redirect (devmap)", "devmap-drv", true),
         ("kernel bridge", "bridge", false),
     ];
     let mut cells: Vec<Cell> = modes
         .iter()
         .map(|(bench, mode, _)| Cell {
             bench: bench.to_string(),
-            mode: if *mode == "bridge" { "-" } else { mode }.to_string(),
+            mode: match *mode {
+                "bridge" => "-",
+                m => m.strip_prefix("devmap-").unwrap_or(m),
+            }
+            .to_string(),
             size,
             mpps: vec![],
             cpu_ns_per_packet: vec![],

@@ -184,6 +184,13 @@ impl Table {
                 ));
             }
         }
+        for mode in ["skb", "drv"] {
+            pairs.push((
+                format!("fwd --xdp-forward {mode} / xdp redirect (devmap)"),
+                ("fwd --xdp-forward", mode),
+                ("xdp redirect (devmap)", mode),
+            ));
+        }
         pairs.push((
             "ddos drops in XDP / XDP_DROP ceiling".into(),
             ("ddos: fwd drops in XDP", "drv"),

@@ -39,6 +39,9 @@ pub(crate) enum Kind {
     /// Kernel ceiling for l2fwd: an XDP program that swaps MACs and sends back (XDP_TX),
     /// counting; on a bond the packets leave through the bond's hash.
     XdpTx,
+    /// Kernel ceiling for forwarding: an XDP program that redirects every packet to `--to
+    /// IFACE` through a devmap (the kernel's xdp_redirect_map path), counting.
+    XdpRedirect,
     /// In memory, no interface: verdict mixes through the pipeline, pool against per-packet
     /// allocation.
     Pipeline,
@@ -64,6 +67,7 @@ impl Kind {
             Kind::AfpacketTx => "afpacket-tx",
             Kind::XdpDrop => "xdp-drop",
             Kind::XdpTx => "xdp-tx",
+            Kind::XdpRedirect => "xdp-redirect",
             Kind::Pipeline => "pipeline",
             Kind::Fwd => "fwd",
             Kind::Bond => "bond",
@@ -91,6 +95,9 @@ pub(crate) struct BenchArgs {
     /// host owns, so the receiving side drops frames at layer 2, as xdpsock and testpmd do.
     #[arg(long, default_value = "02:00:00:00:00:00")]
     dst_mac: String,
+    /// xdp-redirect: the interface every packet is redirected to.
+    #[arg(long, value_name = "IFACE")]
+    to: Option<String>,
     /// Add the six kernel statistics and app counters to each line.
     #[arg(short = 'x', long = "extra-stats")]
     extra: bool,
@@ -339,6 +346,7 @@ fn with_stats(mut r: BenchResult, s: &Statistics, empty_polls: u64, wakeups: u64
 
 pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     check_files_and_outputs(args)?;
+    check_redirect_target(args)?;
     let Some(ifname) = args.port.interface.clone() else {
         return on_testbed(args);
     };
@@ -354,7 +362,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         Kind::Rxdrop | Kind::Txpush | Kind::L2fwd => on.ring_loop(kind)?,
         Kind::AfpacketRx => on.afpacket_rx()?,
         Kind::AfpacketTx => on.afpacket_tx()?,
-        Kind::XdpDrop | Kind::XdpTx => on.xdp_counter(kind)?,
+        Kind::XdpDrop | Kind::XdpTx | Kind::XdpRedirect => on.xdp_counter(kind)?,
         Kind::Pipeline | Kind::Fwd | Kind::Bond | Kind::Plot => {
             bail!("{} does not run on an interface", kind.name())
         }
@@ -415,9 +423,25 @@ fn interface_benchmark(args: &BenchArgs, ifname: &str) -> Result<Kind> {
         }
     }
     let Some(kind) = args.kind else {
-        bail!("say which benchmark to run on {ifname}: rxdrop, txpush, l2fwd, afpacket-rx, afpacket-tx, xdp-drop or xdp-tx");
+        bail!("say which benchmark to run on {ifname}: rxdrop, txpush, l2fwd, afpacket-rx, afpacket-tx, xdp-drop, xdp-tx or xdp-redirect");
     };
     Ok(kind)
+}
+
+/// `--to` goes with xdp-redirect, which needs it and an interface to redirect from.
+fn check_redirect_target(args: &BenchArgs) -> Result<()> {
+    let redirect = args.kind == Some(Kind::XdpRedirect);
+    match (&args.to, redirect, &args.port.interface) {
+        (Some(_), false, _) => bail!("--to is for xdp-redirect (the interface it redirects to)"),
+        (None, true, _) => {
+            bail!("xdp-redirect needs --to IFACE: the interface every packet is redirected to")
+        }
+        (Some(_), true, None) => bail!(
+            "xdp-redirect runs on your interfaces: -i IN --to OUT (the testbed table measures \
+             it beside fwd --xdp-forward)"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// A benchmark on the user's interface.
@@ -514,15 +538,19 @@ impl OnInterface<'_> {
     fn xdp_counter(&self, kind: Kind) -> Result<BenchResult> {
         let iface = Interface::by_name(self.ifname)?;
         let mode = self.args.port.mode();
-        let counter = if kind == Kind::XdpTx {
-            XdpCounter::reflect_all(&iface, mode)?
-        } else {
-            XdpCounter::drop_all(&iface, mode, false)?
+        let counter = match (kind, &self.args.to) {
+            (Kind::XdpTx, _) => XdpCounter::reflect_all(&iface, mode)?,
+            (Kind::XdpRedirect, Some(to)) => {
+                let out = Interface::by_name(to).with_context(|| format!("--to {to}"))?;
+                XdpCounter::redirect_all(&iface, &out, mode)?
+            }
+            _ => XdpCounter::drop_all(&iface, mode, false)?,
         };
         let mut meter = self.meter(&counter.mode().to_string(), 1)?;
-        // XDP_TX sends back what it counts; a full transmit queue drops there, uncounted
-        // here (the device's statistics have it).
-        let sent = |rx: u64| if kind == Kind::XdpTx { rx } else { 0 };
+        // XDP_TX and redirects send on what they count; a full transmit queue drops there,
+        // uncounted here (the device's statistics have it).
+        let forwards = matches!(kind, Kind::XdpTx | Kind::XdpRedirect);
+        let sent = |rx: u64| if forwards { rx } else { 0 };
         let rx = loop {
             std::thread::sleep(Duration::from_millis(20));
             let rx = counter.packets()?;

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use xskit::{Mode, Port, PortConfig};
-use xskit_testbed::{Testbed, TestbedConfig};
+use xskit_testbed::{Chain, Testbed, TestbedConfig};
 use xskit_traffic::probe::{self, ProbeAddrs};
 
 const FIELDS: [&str; 17] = [
@@ -301,7 +301,23 @@ fn pipeline_measurements_run_in_memory() {
 #[test]
 fn bench_errors_are_clear() {
     for (args, expected) in [
-        (vec!["bench", "-i", "lo"], "xdp-drop or xdp-tx"),
+        (vec!["bench", "-i", "lo"], "xdp-tx or xdp-redirect"),
+        (
+            vec!["bench", "xdp-redirect", "-i", "lo"],
+            "needs --to IFACE",
+        ),
+        (
+            vec!["bench", "rxdrop", "-i", "lo", "--to", "lo"],
+            "--to is for xdp-redirect",
+        ),
+        (
+            vec!["bench", "xdp-redirect", "--to", "lo"],
+            "runs on your interfaces: -i IN --to OUT",
+        ),
+        (
+            vec!["bench", "xdp-redirect", "-i", "lo", "--to", "xskit-nope0"],
+            "--to xskit-nope0",
+        ),
         (vec!["bench", "pipeline", "-i", "lo"], "runs in memory"),
         (
             vec!["bench", "rxdrop", "-i", "xskit-nope0"],
@@ -602,4 +618,80 @@ fn an_idle_run_reports_no_packets_and_a_few_strays_no_cpu_figure() {
     );
     assert_eq!(r["rx_packets"], 5, "{r}");
     assert!(r["cpu_ns_per_packet"].is_null(), "five strays: {r}");
+}
+
+/// `bench xdp-redirect` (the kernel's bound on forwarding in XDP, measured beside
+/// `fwd --xdp-forward`) sends every packet out of the other interface through its devmap: a
+/// receiver behind it gets each probe intact, and the program counted them.
+#[test]
+fn xdp_redirect_forwards_every_packet_out_of_the_other_interface() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let args = [
+        "bench",
+        "xdp-redirect",
+        "-i",
+        &chain.m_a.ifname,
+        "--to",
+        &chain.m_c.ifname,
+        "-m",
+        "drv",
+        "--json",
+    ];
+    let bench = KillOnDrop::new(start(&chain.m_a, &args));
+    // c's receiver attaches a native program, so c takes the XDP frames m_c sends.
+    let receiver = KillOnDrop::new(start(
+        &chain.c,
+        &[
+            "recv",
+            "-i",
+            &chain.c.ifname,
+            "-m",
+            "drv",
+            "-n",
+            "500",
+            "-d",
+            "20",
+            "--json",
+        ],
+    ));
+    let (to, src, dst) = (
+        mac(&chain.c),
+        chain.a.ip.to_string(),
+        chain.c.ip.to_string(),
+    );
+    let sent = ok(&run(
+        &chain.a,
+        XSKIT,
+        &[
+            "gen",
+            "-i",
+            &chain.a.ifname,
+            "-m",
+            "drv",
+            "--dst-mac",
+            &to,
+            "--src-ip",
+            &src,
+            "--dst-ip",
+            &dst,
+            "-n",
+            "500",
+            "-r",
+            "20000",
+            "--json",
+        ],
+    ));
+    assert!(sent.contains("\"tx_packets\":500"), "{sent}");
+    let r = json_of(receiver.take());
+    assert_eq!(
+        (&r["valid"], &r["out_of_order"]),
+        (&500.into(), &0.into()),
+        "{r}"
+    );
+    let b = signal(bench, "-INT");
+    assert_eq!(b["bench"], "xdp-redirect", "{b}");
+    assert!(b["rx_packets"].as_u64().unwrap() >= 500, "{b}");
 }

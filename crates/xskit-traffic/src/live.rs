@@ -1,6 +1,7 @@
 //! The kernel's own generators and sinks for benchmarks: the live-frames generator (a
 //! BPF_PROG_TEST_RUN loop that transmits copies of one frame) and the XDP_DROP ceiling (a
-//! program that counts and drops, and its l2fwd sibling that sends every packet back).
+//! program that counts and drops, its l2fwd sibling that sends every packet back, and its
+//! forwarding sibling that redirects every packet to another device through a devmap).
 
 use std::fmt;
 
@@ -17,6 +18,8 @@ static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
 static COUNT_TX_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_tx.o"));
+static COUNT_REDIRECT_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_redirect.o"));
 static LIVE_REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_redirect.o"));
 
@@ -36,6 +39,8 @@ fn bpf_error(what: &'static str, e: &dyn std::error::Error) -> Error {
 pub struct XdpCounter {
     counts: PerCpuArray<aya::maps::MapData, u64>,
     program: XdpProgram,
+    // The redirect ceiling's devmap, held for as long as the program runs.
+    _out: Option<aya::maps::DevMap<aya::maps::MapData>>,
 }
 
 impl fmt::Debug for XdpCounter {
@@ -65,6 +70,20 @@ impl XdpCounter {
         Self::attach(iface, object, mode, false)
     }
 
+    /// Attaches the counting forwarder to `iface`: every packet is redirected out of `out`
+    /// through a devmap, the kernel's own forwarding path (its xdp_redirect_map sample's).
+    pub fn redirect_all(iface: &Interface, out: &Interface, mode: Mode) -> Result<Self> {
+        let object = ProgramObject::new(COUNT_REDIRECT_OBJ, "xskit_count_redirect");
+        let mut counter = Self::attach(iface, object, mode, false)?;
+        let mut devmap: aya::maps::DevMap<aya::maps::MapData> =
+            counter.program.take_map("out_port")?;
+        devmap
+            .set(0, out.index(), None, 0)
+            .map_err(|e| bpf_error("setting the device packets are redirected to", &e))?;
+        counter._out = Some(devmap);
+        Ok(counter)
+    }
+
     fn attach(
         iface: &Interface,
         object: ProgramObject<'_>,
@@ -73,7 +92,11 @@ impl XdpCounter {
     ) -> Result<Self> {
         let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
         let counts = program.take_map("drop_count")?;
-        Ok(XdpCounter { counts, program })
+        Ok(XdpCounter {
+            counts,
+            program,
+            _out: None,
+        })
     }
 
     /// Packets counted so far (dropped or sent back), summed over CPUs.
