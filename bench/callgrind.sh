@@ -15,7 +15,9 @@
 # number that varies from run to run. So rxdrop and l2fwd also run twice without traffic
 # (IDLE seconds for xskit, IDLE_POLLS polls for the peer), which gives what one empty poll
 # costs each; the table's per-packet figures leave those polls out, and the last columns
-# say what they added. fwd runs SECS seconds with only its worker's run function counted.
+# say what they added. fwd runs SECS seconds with only its worker's run function counted:
+# plain forwarding, behind 64 rules user space tries in turn (fwd-64), and in a DDoS mix
+# (fwd-ddos: the attack dropped in XDP, the legitimate probes through the worker).
 #
 #   sudo bash bench/callgrind.sh              # COUNT=1000000 SECS=4
 #   BIN=/path/to/other/xskit sudo -E bash bench/callgrind.sh    # measure another build
@@ -29,7 +31,7 @@ COUNT=${COUNT:-1000000}
 SECS=${SECS:-4}
 IDLE=${IDLE:-0.5}
 IDLE_POLLS=${IDLE_POLLS:-200000}
-LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd}
+LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd fwd-64 fwd-ddos}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "callgrind.sh: run as root (sudo): it builds network namespaces" >&2
@@ -128,15 +130,38 @@ if has rxdrop || has l2fwd; then
     gen_stop
 fi
 has txpush && ring_runs txpush "$A" cg-a
-if has fwd; then
-    gen_start cg-a2
-    ip netns exec "$M" taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/fwd.cg" \
+fwd_run() { # $1 run name, then fwd's extra options: SECS seconds, the worker's run function only
+    local name=$1
+    shift
+    ip netns exec "$M" taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" \
         --toggle-collect="xskit_fwd::worker::Worker<*>::run" \
-        "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json >"$OUT/fwd.json" 2>"$OUT/fwd.err" || {
-        echo "callgrind.sh: fwd failed:" >&2
-        tail -5 "$OUT/fwd.err" >&2
+        "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.err" || {
+        echo "callgrind.sh: $name failed:" >&2
+        tail -5 "$OUT/$name.err" >&2
         exit 1
     }
+}
+# fwd-64: 64 rules that user space must try in turn (each names a source), none matching.
+for i in $(seq 1 64); do
+    printf '[[rule]]\nname = "r%d"\nsrc = "203.0.113.%d/32"\nprotocol = "udp"\ndst_port = %d\naction = "drop"\n' \
+        "$i" "$i" $((1000 + i))
+done >"$OUT/rules-64.toml"
+# fwd-ddos: the attack (UDP port 9, the generator's, flat out) dropped by a kernel rule, and
+# legitimate probes at up to 200 kpps to port 5000 forwarded by the worker.
+printf '[[rule]]\nname = "attack"\nprotocol = "udp"\ndst_port = 9\naction = "drop"\n' >"$OUT/rules-ddos.toml"
+if has fwd || has fwd-64; then
+    gen_start cg-a2
+    has fwd && fwd_run fwd
+    has fwd-64 && fwd_run fwd-64 --rules "$OUT/rules-64.toml"
+    gen_stop
+fi
+if has fwd-ddos; then
+    gen_start cg-a2
+    ip netns exec "$A" taskset -c 0 "$BIN" gen -i cg-a2 -m skb --dst-mac "$MAC_B" --dst-port 5000 \
+        -r 200000 -d $((SECS + 4)) >/dev/null 2>&1 &
+    LEGIT=$!
+    fwd_run fwd-ddos --rules "$OUT/rules-ddos.toml"
+    wait "$LEGIT" || true
     gen_stop
 fi
 

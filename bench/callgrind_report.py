@@ -4,7 +4,7 @@
   callgrind_report.py OUT_DIR COUNT LOOP...
 
 OUT_DIR holds, per ring loop, `LOOP-xskit-N.cg/.json` and `LOOP-peer-N.cg/.json` for N = COUNT
-and 2*COUNT, and `fwd.cg/.json` (the worker alone). Steady state is the difference between
+and 2*COUNT, and `fwd.cg/.json`, `fwd-64`, `fwd-ddos` (the worker alone). Steady state is the difference between
 the two runs, so set-up cancels out. With JSON=path in the environment, the figures are also
 written there.
 """
@@ -123,12 +123,21 @@ def ring_loop(out, count, loop):
     return row
 
 
-def fwd(out):
-    with open(os.path.join(out, "fwd.json")) as f:
+FWD_RUNS = {
+    "fwd": "plain forwarding",
+    "fwd-64": "64 rules tried in turn",
+    "fwd-ddos": "DDoS mix: the legitimate probes",
+}
+
+
+def fwd(out, name):
+    """The worker's instructions per packet it received (idle polls included)."""
+    with open(os.path.join(out, f"{name}.json")) as f:
         d = json.load(f)
     p = sum(port["rx_packets"] for port in d["counters"]["ports"])
-    t = total(os.path.join(out, "fwd.cg"))
-    return {"packets": p, "worker": t / max(p, 1), "top": top(functions(os.path.join(out, "fwd.cg"), False), t)}
+    cg = os.path.join(out, f"{name}.cg")
+    t = total(cg)
+    return {"packets": p, "worker": t / max(p, 1), "top": top(functions(cg, False), t)}
 
 
 def main():
@@ -138,10 +147,10 @@ def main():
     print(head % ("", "", "whole process", "", "", "inside the loop", "", "", "empty polls"))
     print(head % ("loop", "packets", "xskit", "peer", "ratio", "xskit", "peer", "ratio", "xskit/peer"))
     for loop in loops:
-        if loop == "fwd":
-            r = results["fwd"] = fwd(out)
-            print("%-7s %9d %9.1f %8s %6s %10s %9s %6s %12s   (the worker's run function only)"
-                  % ("fwd", r["packets"], r["worker"], "-", "-", "-", "-", "-", "-"))
+        if loop in FWD_RUNS:
+            r = results[loop] = fwd(out, loop)
+            print("%-8s %8d %9.1f %8s %6s %10s %9s %6s %12s   (the worker only: %s)"
+                  % (loop, r["packets"], r["worker"], "-", "-", "-", "-", "-", "-", FWD_RUNS[loop]))
             continue
         r = results[loop] = ring_loop(out, count, loop)
         x, p = r["xskit"], r["peer"]
@@ -153,8 +162,8 @@ def main():
     print("Instructions per packet; the empty polls' share (per packet, left out of the figures")
     print("before it) is measured with no traffic. Where the instructions go, polls included:")
     for loop in loops:
-        if loop == "fwd":
-            print(f"  fwd worker: {results['fwd']['top']}")
+        if loop in FWD_RUNS:
+            print(f"  {loop} worker: {results[loop]['top']}")
         else:
             print(f"  {loop} xskit: {results[loop]['xskit']['top']}")
             print(f"  {loop} peer:  {results[loop]['peer']['top']}")

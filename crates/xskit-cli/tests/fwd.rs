@@ -47,12 +47,6 @@ fn gen_overload(from: &Host, to: &Host, extra: &[&str]) -> serde_json::Value {
     j
 }
 
-fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
-    let mut args = vec!["recv", "-i", &host.ifname, "--json"];
-    args.extend_from_slice(extra);
-    KillOnDrop::new(start(host, &args))
-}
-
 fn xdp_attached(host: &Host) -> bool {
     let out = run(host, "ip", &["-d", "link", "show", "dev", &host.ifname]);
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")

@@ -413,21 +413,7 @@ fn the_smallest_and_largest_ring_sizes_forward() {
             &["-m", "drv", "--ring-size", ring, "--vector", vector],
         );
         tcp_streams(&chain, false, 1, 4 << 20);
-        let receiver = KillOnDrop::new(start(
-            &chain.c,
-            &[
-                "recv",
-                "-i",
-                &chain.c.ifname,
-                "-m",
-                "drv",
-                "--expect",
-                "2000",
-                "-d",
-                "10",
-                "--json",
-            ],
-        ));
+        let receiver = recv(&chain.c, &["-m", "drv", "--expect", "2000", "-d", "10"]);
         let out = gen_a_to_c(&chain, &["-m", "drv", "--json", "-n", "2000", "-r", "5000"]);
         assert!(
             out.status.success(),

@@ -34,6 +34,17 @@ impl Stage for Alternate {
     }
 }
 
+/// Every frame of a vector to `.0`.
+struct AllTo(Next);
+impl Stage for AllTo {
+    fn name(&self) -> &'static str {
+        "all-to"
+    }
+    fn process(&mut self, _: &StageContext, _: &Umem, _: &mut [Frame], nexts: &mut [Next]) {
+        nexts.fill(self.0);
+    }
+}
+
 /// Probes to stage `next`, everything else to the kernel.
 struct Classify {
     next: StageId,
@@ -159,6 +170,45 @@ fn stages_chain_and_rewrite_in_place() {
             "swapped in the UMEM"
         );
     }
+}
+
+/// A vector whose frames all go one way moves in one piece: in order, and counted as each
+/// frame would be.
+#[test]
+fn a_vector_going_one_way_moves_whole_in_order_and_counted() {
+    for (next, port) in [
+        (Next::Tx(1), Some(1)),
+        (Next::Back, Some(0)),
+        (Next::Drop, None),
+    ] {
+        let umem = umem(150);
+        let mut input = probes(&umem, 150);
+        let sent: Vec<u64> = input.iter().map(|f| f.addr()).collect();
+        let mut p = Pipeline::new(2);
+        p.add_stage(Box::new(AllTo(next)));
+        let mut out = Outputs::new(2);
+        p.process(&umem, StageContext::new(0, 0), &mut input, &mut out);
+        let (_, c) = p.counters()[0];
+        let landed = match port {
+            Some(i) => &out.tx[i],
+            None => &out.drop,
+        };
+        let order: Vec<u64> = landed.iter().map(|f| f.addr()).collect();
+        assert_eq!(order, sent, "{next:?}: all 150, in order");
+        let dropped = if port.is_none() { 150 } else { 0 };
+        assert_eq!(
+            (c.frames, c.vectors, c.dropped),
+            (150, 3, dropped),
+            "{next:?}"
+        );
+    }
+    let umem = umem(100);
+    let mut input = probes(&umem, 100);
+    let mut p = Pipeline::new(2);
+    p.add_stage(Box::new(AllTo(Next::Tx(7))));
+    let mut out = Outputs::new(2);
+    p.process(&umem, StageContext::default(), &mut input, &mut out);
+    assert_eq!((out.drop.len(), p.counters()[0].1.bad_next), (100, 100));
 }
 
 #[test]

@@ -95,6 +95,13 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Starts `xskit recv --json` on `host`'s interface, with `extra` options.
+pub fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
+    let mut args = vec!["recv", "-i", &host.ifname, "--json"];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(host, &args))
+}
+
 /// Starts `xskit fwd --json` between a chain's two middle interfaces, with `extra` options.
 pub fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
     let mut args = vec![
