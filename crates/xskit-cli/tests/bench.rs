@@ -247,6 +247,8 @@ fn testbed_table_and_plot() {
         ("fwd", "drv"),
         ("fwd --xdp-forward", "skb"),
         ("fwd --xdp-forward", "drv"),
+        ("xdp redirect (devmap)", "skb"),
+        ("xdp redirect (devmap)", "drv"),
         ("kernel bridge", "-"),
         ("ddos: fwd drops in XDP", "drv"),
         ("ddos: XDP_DROP ceiling", "drv"),
@@ -258,7 +260,13 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 9, "{ratios:?}");
+    assert_eq!(ratios.len(), 11, "{ratios:?}");
+    assert!(
+        ratios
+            .iter()
+            .any(|r| r[0] == "fwd --xdp-forward drv / xdp redirect (devmap)"),
+        "{ratios:?}"
+    );
     let legit = ratios
         .iter()
         .find(|r| r[0] == "ddos legitimate delivered intact")
