@@ -95,6 +95,16 @@ struct vlan_tag {
 	__be16 proto;
 };
 
+/*
+ * The EtherType of an Ethernet header in one 16-bit load: the uapi struct
+ * ethhdr is packed, so reading its field makes the compiler load it byte by
+ * byte.
+ */
+static __always_inline __be16 eth_proto(const struct ethhdr *eth)
+{
+	return *(const __be16 *)((const char *)eth + 12);
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_RULES);
@@ -264,7 +274,7 @@ static __always_inline int arp_monitor(struct config *cfg, void *data, void *end
 	unsigned char *a = (void *)(eth + 1);
 	__u32 sip, tip, k, *t;
 
-	if ((void *)(a + 28) > end || eth->h_proto != bpf_htons(ETH_P_ARP))
+	if ((void *)(a + 28) > end || eth_proto(eth) != bpf_htons(ETH_P_ARP))
 		return 0;
 	__builtin_memcpy(&sip, a + 14, 4);
 	__builtin_memcpy(&tip, a + 24, 4);
@@ -316,7 +326,7 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 	if (!cfg)
 		return XDP_PASS;
 	if (cfg->lacp && (void *)(eth + 1) <= end &&
-	    eth->h_proto == bpf_htons(ETH_P_SLOW_PROTOCOLS)) {
+	    eth_proto(eth) == bpf_htons(ETH_P_SLOW_PROTOCOLS)) {
 		*why = COUNTER_LACP;
 		count(COUNTER_LACP, pkt_len);
 		return XDP_PASS;
@@ -332,7 +342,7 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 	}
 	if ((void *)(eth + 1) > end)
 		goto unclassifiable;
-	h_proto = eth->h_proto;
+	h_proto = eth_proto(eth);
 	l3 = eth + 1;
 	for (i = 0; i < MAX_VLAN_TAGS; i++) {
 		struct vlan_tag *tag = l3;
