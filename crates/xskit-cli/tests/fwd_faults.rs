@@ -81,14 +81,7 @@ fn an_interface_deleted_mid_run_ends_it_with_a_summary() {
         let chain = Chain::bridged().unwrap();
         let fwd = start_fwd(&chain, extra);
         traffic(&chain);
-        let st = chain
-            .m_c
-            .ns
-            .command("ip")
-            .args(["link", "del", &chain.m_c.ifname])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        delete_link(&chain.m_c);
         let out = ends_by_itself(fwd);
         check_fault(&out, &format!("{} is gone", chain.m_c.ifname));
         assert!(!attached(&chain.m_a, &chain.m_a.ifname), "{extra:?}");

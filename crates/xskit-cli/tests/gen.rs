@@ -643,14 +643,7 @@ fn an_interface_deleted_under_gen_stops_it_with_what_happened() {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(700));
-        let deleted = bed
-            .a
-            .ns
-            .command("ip")
-            .args(["link", "del", &bed.a.ifname])
-            .status()
-            .unwrap();
-        assert!(deleted.success());
+        delete_link(&bed.a);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(50));

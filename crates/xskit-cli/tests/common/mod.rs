@@ -95,6 +95,17 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Deletes `host`'s interface (and its veth peer) under whatever runs on it.
+pub fn delete_link(host: &Host) {
+    let st = host
+        .ns
+        .command("ip")
+        .args(["link", "del", &host.ifname])
+        .status()
+        .unwrap();
+    assert!(st.success(), "deleting {}", host.ifname);
+}
+
 /// Starts `xskit recv --json` on `host`'s interface, with `extra` options.
 pub fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
     let mut args = vec!["recv", "-i", &host.ifname, "--json"];
