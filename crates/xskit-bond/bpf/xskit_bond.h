@@ -117,22 +117,25 @@ static __always_inline int xskit_icmp_has_id(__u8 type)
 	return type == 0 || type == 8 || type == 13 || type == 14 || type == 128 || type == 129;
 }
 
-/* The ports word (or the ICMP type/code/id) of the transport header at l4. */
-static __always_inline __u32 xskit_transport(__u8 protocol, const unsigned char *l4,
-					     const unsigned char *end)
+/* The ICMP header's type/code/id word (skb_flow_get_icmp_tci) for the types
+ * with an identifier; 0 for the others and for a header cut short. */
+static __always_inline __u32 xskit_icmp_word(const unsigned char *l4, const unsigned char *end)
+{
+	__u32 id;
+
+	if (l4 + 8 > end || !xskit_icmp_has_id(l4[0]))
+		return 0;
+	id = (__u32)l4[4] << 8 | l4[5];
+	if (id == 0)
+		id = 1;
+	return (__u32)l4[0] | (__u32)l4[1] << 8 | id << 16;
+}
+
+/* The ports word __skb_flow_get_ports reads (proto_ports_offset); ICMP has none. */
+static __always_inline __u32 xskit_ports(__u8 protocol, const unsigned char *l4,
+					 const unsigned char *end)
 {
 	switch (protocol) {
-	case 1:   /* ICMP */
-	case 58: { /* ICMPv6 */
-		__u32 id;
-
-		if (l4 + 8 > end || !xskit_icmp_has_id(l4[0]))
-			return 0;
-		id = (__u32)l4[4] << 8 | l4[5];
-		if (id == 0)
-			id = 1;
-		return (__u32)l4[0] | (__u32)l4[1] << 8 | id << 16;
-	}
 	case 6:   /* TCP */
 	case 17:  /* UDP */
 	case 33:  /* DCCP */
@@ -149,6 +152,81 @@ static __always_inline __u32 xskit_transport(__u8 protocol, const unsigned char 
 	default:
 		return 0;
 	}
+}
+
+/* The transport word the encap policies take: ICMP's identifier word, or the ports. */
+static __always_inline __u32 xskit_transport(__u8 protocol, const unsigned char *l4,
+					     const unsigned char *end)
+{
+	if (protocol == 1 || protocol == 58)
+		return xskit_icmp_word(l4, end);
+	return xskit_ports(protocol, l4, end);
+}
+
+/* ICMP error types (icmp_is_err, icmpv6_is_err): their message quotes the
+ * header of the packet that caused them. */
+static __always_inline int xskit_icmp_is_err(int protocol, __u8 type)
+{
+	if (protocol == 1)
+		return type == 3 || type == 4 || type == 5 || type == 11 || type == 12;
+	return type >= 1 && type <= 4;
+}
+
+/*
+ * bond_flow_ip: the IP header at ip (IPv4 when ipv4, else IPv6), its addresses'
+ * hash into *addrs and, with `ports`, the ports after it into *port_word; *next
+ * gets where the header ends and *protocol its transport protocol (left as it
+ * was for an IPv4 fragment, -1 before any). 0 when the header is not all there.
+ */
+static __always_inline int xskit_flow_ip(const unsigned char *ip, const unsigned char *end,
+					 int ipv4, int ports, __u32 *addrs, __u32 *port_word,
+					 const unsigned char **next, int *protocol)
+{
+	if (ipv4) {
+		if (ip + 20 > end)
+			return 0;
+		*addrs = xskit_le32(ip + 12) ^ xskit_le32(ip + 16);
+		/* bond_flow_ip takes the header length as it says, even below 20 bytes. */
+		*next = ip + (ip[0] & 0x0f) * 4;
+		if (!((ip[6] & 0x3f) | ip[7]))
+			*protocol = ip[9];
+	} else {
+		if (ip + 40 > end)
+			return 0;
+		*addrs = xskit_le32(ip + 8) ^ xskit_le32(ip + 12) ^ xskit_le32(ip + 16) ^
+			 xskit_le32(ip + 20) ^ xskit_le32(ip + 24) ^ xskit_le32(ip + 28) ^
+			 xskit_le32(ip + 32) ^ xskit_le32(ip + 36);
+		*next = ip + 40;
+		/* Linux takes the next header as the transport protocol here. */
+		*protocol = ip[6];
+	}
+	*port_word = ports && *protocol >= 0 ? xskit_ports(*protocol, *next, end) : 0;
+	return 1;
+}
+
+/*
+ * bond_flow_dissect for layer2+3 and layer3+4: an ICMP error is hashed on the
+ * header it quotes (and its ports), so that errors follow their flow; 0 (hash
+ * layer2) when that header is cut short.
+ */
+static __always_inline int xskit_dissect_ip(const unsigned char *l3, const unsigned char *end,
+					    int ipv4, int ports, __u32 *addrs, __u32 *transport)
+{
+	const unsigned char *l4;
+	int protocol = -1;
+	__u32 icmp;
+
+	if (!xskit_flow_ip(l3, end, ipv4, ports, addrs, transport, &l4, &protocol))
+		return 0;
+	if (protocol != 1 && protocol != 58)
+		return 1;
+	icmp = xskit_icmp_word(l4, end);
+	if (l4 + 8 > end || !xskit_icmp_is_err(protocol, l4[0])) {
+		if (icmp)
+			*transport = icmp;
+		return 1;
+	}
+	return xskit_flow_ip(l4 + 8, end, ipv4, ports, addrs, transport, &l4, &protocol);
 }
 
 /* Times the flow dissector moves on to another header at most (MAX_FLOW_DISSECT_HDRS). */
@@ -384,29 +462,10 @@ static __always_inline __u32 xskit_bond_hash(void *data, void *data_end, __u32 p
 			return eth;
 		goto fold;
 	}
-	if (proto == 0x0800) {
-		__u32 ihl, fragment;
-
-		if (l3 + 20 > end)
-			return eth;
-		/* bond_flow_ip takes the header length as it says, even below 20 bytes. */
-		ihl = (__u32)(l3[0] & 0x0f) * 4;
-		addrs = xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16);
-		fragment = (l3[6] & 0x3f) | l3[7];
-		if (ports && !fragment)
-			transport = xskit_transport(l3[9], l3 + ihl, end);
-	} else if (proto == 0x86dd) {
-		if (l3 + 40 > end)
-			return eth;
-		addrs = xskit_le32(l3 + 8) ^ xskit_le32(l3 + 12) ^ xskit_le32(l3 + 16) ^
-			xskit_le32(l3 + 20) ^ xskit_le32(l3 + 24) ^ xskit_le32(l3 + 28) ^
-			xskit_le32(l3 + 32) ^ xskit_le32(l3 + 36);
-		/* Linux takes the next header as the transport protocol here. */
-		if (ports)
-			transport = xskit_transport(l3[6], l3 + 40, end);
-	} else {
+	if (proto != 0x0800 && proto != 0x86dd)
 		return eth;
-	}
+	if (!xskit_dissect_ip(l3, end, proto == 0x0800, ports, &addrs, &transport))
+		return eth;
 fold:
 	h = ports ? transport : eth;
 	h ^= addrs;

@@ -120,6 +120,66 @@ fn eth(proto: u16, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// ICMP and ICMPv6 messages: every error type over quoted TCP, UDP, an echo, a fragment and
+/// another error; echo, timestamp and an unassigned type for contrast.
+fn icmp_errors() -> Vec<Vec<u8>> {
+    let udp = [0x9c, 0x40, 0x00, 0x35, 0, 16, 0, 0];
+    let tcp = [0x30, 0x39, 0x01, 0xbb, 0, 0, 0, 1];
+    let echo = [8, 0, 0, 0, 0x12, 0x34, 0, 1];
+    let quoted4 = [
+        ip4(17, 0, &udp),
+        ip4(6, 0, &tcp),
+        ip4(1, 0, &echo),
+        ip4(17, 0x2000, &udp),
+        ip4(
+            1,
+            0,
+            &[&[3, 1, 0, 0, 0, 0, 0, 0][..], &ip4(17, 0, &udp)].concat(),
+        ),
+    ];
+    let quoted6 = [
+        ip6(17, &udp),
+        ip6(6, &tcp),
+        ip6(58, &[128, 0, 0, 0, 0x12, 0x34, 0, 1]),
+        ip6(
+            58,
+            &[&[1, 4, 0, 0, 0, 0, 0, 0][..], &ip6(17, &udp)].concat(),
+        ),
+    ];
+    let mut frames = Vec::new();
+    for kind in [3u8, 4, 5, 11, 12, 0, 8, 13, 42] {
+        for q in &quoted4 {
+            frames.push(eth(
+                0x0800,
+                &ip4(1, 0, &[&[kind, 1, 0, 0, 0, 0, 0, 0][..], q].concat()),
+            ));
+        }
+    }
+    for kind in [1u8, 2, 3, 4, 128, 129, 135, 0] {
+        for q in &quoted6 {
+            frames.push(eth(
+                0x86dd,
+                &ip6(58, &[&[kind, 0, 0, 0, 0, 0, 0, 0][..], q].concat()),
+            ));
+        }
+    }
+    // The other family's ICMP number: Linux picks the error list by the number, not the
+    // family.
+    frames.push(eth(
+        0x0800,
+        &ip4(
+            58,
+            0,
+            &[&[1, 0, 0, 0, 0, 0, 0, 0][..], &quoted4[0]].concat(),
+        ),
+    ));
+    frames.push(eth(
+        0x86dd,
+        &ip6(1, &[&[3, 0, 0, 0, 0, 0, 0, 0][..], &quoted6[0]].concat()),
+    ));
+    frames
+}
+
 /// Frames through tunnels (IP-in-IP, IPv6-in-IP, GRE with each optional field, GRE with
 /// Ethernet inside, PPTP), IPv6 extension headers and fragments, ARP and MPLS.
 fn tunnels() -> Vec<Vec<u8>> {
@@ -285,6 +345,13 @@ fn c_and_rust_agree_on_edge_cases() {
     }
     // Tunnels and extension headers the encap policies walk, each cut at every length.
     for f in tunnels() {
+        for cut in 14..=f.len() {
+            agree(&mut hasher, &f[..cut]).unwrap();
+        }
+    }
+    // ICMP and ICMPv6 errors of each type quoting TCP, UDP, an echo, a fragment and an error
+    // (Linux hashes the quoted header), and informational types, each cut at every length.
+    for f in icmp_errors() {
         for cut in 14..=f.len() {
             agree(&mut hasher, &f[..cut]).unwrap();
         }

@@ -219,7 +219,9 @@ sleep 1
 /// other policies do with frames that are not plain IP): the guest's bond sends hand-built
 /// frames through a packet socket (tunnels IP-in-IP, IPv6-in-IP and GRE with every optional
 /// field and with Ethernet inside, in-band VLAN tags, IPv6 extension headers and fragments,
-/// ARP, MPLS, ICMP types with and without an id), 8 flows of each, under every policy; each
+/// ARP, MPLS, ICMP types with and without an id, ICMP and ICMPv6 errors of each type quoting
+/// TCP, UDP, an echo, a fragment, another error, and quotes cut short), 8 flows of each, under
+/// every policy; each
 /// frame ends in a trailer naming its policy, and xskit's hash of each captured frame must
 /// name the member it left on.
 #[test]
@@ -248,6 +250,7 @@ def ip6(nxt, payload):
 def udp(): return struct.pack("!HHHH", rnd.randrange(1, 65536), rnd.randrange(1, 65536), 16, 0) + b"xskitudp"
 def tcp(): return struct.pack("!HHIIBBHHH", rnd.randrange(1, 65536), rnd.randrange(1, 65536), 1, 0, 0x50, 2, 1024, 0, 0)
 def icmp(t): return struct.pack("!BBHHH", t, 0, 0, rnd.randrange(0, 65536), 1) + b"xskit"
+def err(t, quote): return struct.pack("!BBHI", t, rnd.randrange(0, 16), 0, 0) + quote
 def gre(flags, proto, inner):
     extra = b"".join(b(4) for bit in (0x8000, 0x2000, 0x1000) if flags & bit)
     return struct.pack("!HH", flags, proto) + extra + inner
@@ -278,6 +281,22 @@ templates = [
     ("udp-in-ipip-in-gre", lambda: (0x0800, eth(0x0800) + ip4(47, gre(0, 0x0800, ip4(4, ip4(17, udp())))))),
     ("ihl-4", lambda: (0x0800, eth(0x0800) + bytes([0x44]) + ip4(17, udp())[1:])),
     ("ihl-0", lambda: (0x0800, eth(0x0800) + bytes([0x40]) + ip4(17, udp())[1:])),
+    ("icmp-unreach-udp", lambda: (0x0800, eth(0x0800) + ip4(1, err(3, ip4(17, udp()))))),
+    ("icmp-quench-tcp", lambda: (0x0800, eth(0x0800) + ip4(1, err(4, ip4(6, tcp()))))),
+    ("icmp-redirect-udp", lambda: (0x0800, eth(0x0800) + ip4(1, err(5, ip4(17, udp()))))),
+    ("icmp-time-exceeded-tcp", lambda: (0x0800, eth(0x0800) + ip4(1, err(11, ip4(6, tcp()))))),
+    ("icmp-parameter-problem-udp", lambda: (0x0800, eth(0x0800) + ip4(1, err(12, ip4(17, udp()))))),
+    ("icmp-unreach-echo", lambda: (0x0800, eth(0x0800) + ip4(1, err(3, ip4(1, icmp(8)))))),
+    ("icmp-unreach-fragment", lambda: (0x0800, eth(0x0800) + ip4(1, err(3, ip4(17, udp(), frag=0x2000))))),
+    ("icmp-error-in-error", lambda: (0x0800, eth(0x0800) + ip4(1, err(11, ip4(1, err(3, ip4(17, udp()))))))),
+    ("icmp-quote-cut-short", lambda: (0x0800, eth(0x0800) + ip4(1, err(3, b(4))))),
+    ("icmp-quote-without-ports", lambda: (0x0800, eth(0x0800) + ip4(1, err(3, ip4(17, b"")[:20])))),
+    ("icmp6-unreach-udp", lambda: (0x86dd, eth(0x86dd) + ip6(58, err(1, ip6(17, udp()))))),
+    ("icmp6-too-big-tcp", lambda: (0x86dd, eth(0x86dd) + ip6(58, err(2, ip6(6, tcp()))))),
+    ("icmp6-time-exceeded-udp", lambda: (0x86dd, eth(0x86dd) + ip6(58, err(3, ip6(17, udp()))))),
+    ("icmp6-parameter-problem-tcp", lambda: (0x86dd, eth(0x86dd) + ip6(58, err(4, ip6(6, tcp()))))),
+    ("icmp6-error-in-error", lambda: (0x86dd, eth(0x86dd) + ip6(58, err(1, ip6(58, err(3, ip6(17, udp()))))))),
+    ("icmp6-quote-cut-short", lambda: (0x86dd, eth(0x86dd) + ip6(58, err(1, b(20))))),
 ]
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 for k, policy in enumerate({policies:?}):

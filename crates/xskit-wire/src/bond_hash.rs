@@ -8,7 +8,16 @@
 //! (`crates/xskit-cli/tests/guest.rs`).
 //!
 //! layer2+3 and layer3+4 read one IP header and the transport header after it, as
-//! `bond_flow_dissect` does. The encap policies run Linux's whole flow dissector
+//! `bond_flow_dissect` does; an ICMP or ICMPv6 error (destination unreachable, packet too
+//! big, time exceeded, redirect, source quench, parameter problem) is hashed on the IP header
+//! it quotes and that header's ports instead, so that an error follows the flow that caused
+//! it (read once: an error quoting an error hashes on the quoted error's addresses). A quote
+//! cut short of its IP header makes Linux, and this, fall back to layer2.
+//!
+//! vlan+srcmac reads the VLAN id of the frame's first in-band tag (802.1Q or 802.1ad). Linux
+//! reads only a tag the device offloads (`skb_vlan_tag_present`) and refuses XDP on a bond of
+//! this policy, so it has no answer for in-band tags to hold this to: a frame whose tag is in
+//! its bytes hashes on that tag's id here, where Linux's skb path would see id 0. The encap policies run Linux's whole flow dissector
 //! (`__skb_flow_dissect` with the bond's keys), which this module follows too: in-band VLAN
 //! tags, IPv6 extension headers, and tunnels are walked, and the innermost IP header and
 //! its transport count: IP-in-IP, IPv6-in-IP, and GRE version 0 (with checksum, key and
@@ -303,26 +312,24 @@ fn dissect_all(frame: &[u8], ports: bool) -> Option<Flow> {
     }
 }
 
-fn transport_word(protocol: u8, l4: &[u8]) -> u32 {
+/// The ICMP header's word as the flow dissector keeps it (`skb_flow_get_icmp_tci`): type,
+/// code and identifier, for the types that carry an identifier; 0 for the others, and when
+/// the 8 bytes of the header are not all there.
+fn icmp_word(l4: &[u8]) -> u32 {
+    if l4.len() < 8 || !icmp_has_id(l4[0]) {
+        return 0;
+    }
+    let id = match u16::from_be_bytes([l4[4], l4[5]]) {
+        0 => 1,
+        id => id,
+    };
+    u32::from(l4[0]) | u32::from(l4[1]) << 8 | u32::from(id) << 16
+}
+
+/// The ports word `__skb_flow_get_ports` reads (`proto_ports_offset`): the ports (or the SPI)
+/// start the header; AH's SPI is at 4; other protocols, ICMP among them, have none.
+fn ports_word(protocol: u8, l4: &[u8]) -> u32 {
     match protocol {
-        ip_protocol::ICMP | ip_protocol::ICMPV6 => {
-            if l4.len() < 8 {
-                return 0;
-            }
-            let id = if icmp_has_id(l4[0]) {
-                match u16::from_be_bytes([l4[4], l4[5]]) {
-                    0 => 1,
-                    id => id,
-                }
-            } else {
-                0
-            };
-            if id == 0 {
-                return 0;
-            }
-            u32::from(l4[0]) | u32::from(l4[1]) << 8 | u32::from(id) << 16
-        }
-        // proto_ports_offset(): the ports (or the SPI) start the header; AH's SPI is at 4.
         ip_protocol::TCP | ip_protocol::UDP | 33 | 50 | 132 | 136 if l4.len() >= 4 => {
             word([l4[0], l4[1], l4[2], l4[3]])
         }
@@ -331,41 +338,112 @@ fn transport_word(protocol: u8, l4: &[u8]) -> u32 {
     }
 }
 
-fn dissect(ethertype: u16, l3: &[u8], ports: bool) -> Option<Flow> {
-    if ethertype == u16::from(EtherType::Ipv4) {
-        let ip = ipv4::Packet::new_unchecked(l3);
-        // bond_flow_ip takes the header length as it says, even below 20 bytes.
-        if l3.len() < ipv4::HEADER_LEN {
-            return None;
-        }
-        let addrs = word(ip.src_addr()) ^ word(ip.dst_addr());
-        let fragment = ip.more_frags() || ip.frag_offset() != 0;
-        let transport = match (ports, fragment, l3.get(ip.header_len()..)) {
-            (true, false, Some(l4)) => transport_word(ip.protocol(), l4),
-            _ => 0,
-        };
-        return Some(Flow { addrs, transport });
+/// The transport word of a header the encap policies reach: ICMP's identifier word where it
+/// has one, or the ports.
+fn transport_word(protocol: u8, l4: &[u8]) -> u32 {
+    match protocol {
+        ip_protocol::ICMP | ip_protocol::ICMPV6 => icmp_word(l4),
+        _ => ports_word(protocol, l4),
     }
-    if ethertype == u16::from(EtherType::Ipv6) {
-        if l3.len() < ipv6::HEADER_LEN {
+}
+
+/// ICMP error types, whose message quotes the header of the packet that caused it
+/// (`icmp_is_err`, `icmpv6_is_err`).
+fn icmp_is_error(protocol: u8, icmp_type: u8) -> bool {
+    if protocol == ip_protocol::ICMP {
+        matches!(icmp_type, 3 | 4 | 5 | 11 | 12)
+    } else {
+        matches!(icmp_type, 1..=4)
+    }
+}
+
+/// What `bond_flow_ip` reads of the IP header at `at` in `l3` (the family being the frame's
+/// EtherType's): the addresses' hash, the ports after the header (with `ports`), where the
+/// header ends, and the transport protocol; `protocol` is kept for a fragment, whose header
+/// sets none. `None` when the header is not all there.
+struct FlowIp {
+    addrs: u32,
+    ports: u32,
+    end: usize,
+    protocol: Option<u8>,
+}
+
+fn flow_ip(ipv4: bool, l3: &[u8], at: usize, ports: bool, protocol: Option<u8>) -> Option<FlowIp> {
+    let header = l3.get(at..)?;
+    let (addrs, end, protocol) = if ipv4 {
+        if header.len() < ipv4::HEADER_LEN {
             return None;
         }
-        let ip = ipv6::Packet::new_unchecked(l3);
+        let ip = ipv4::Packet::new_unchecked(header);
+        let fragment = ip.more_frags() || ip.frag_offset() != 0;
+        // bond_flow_ip takes the header length as it says, even below 20 bytes.
+        let end = at + ip.header_len();
+        let protocol = if fragment {
+            protocol
+        } else {
+            Some(ip.protocol())
+        };
+        (word(ip.src_addr()) ^ word(ip.dst_addr()), end, protocol)
+    } else {
+        if header.len() < ipv6::HEADER_LEN {
+            return None;
+        }
+        let ip = ipv6::Packet::new_unchecked(header);
         let addr_hash = |a: [u8; 16]| {
             a.chunks_exact(4)
                 .fold(0, |h, w| h ^ word([w[0], w[1], w[2], w[3]]))
         };
-        let addrs = addr_hash(ip.src_addr()) ^ addr_hash(ip.dst_addr());
         // Linux takes the next header as the transport protocol here, without walking
         // extension headers.
-        let transport = if ports {
-            transport_word(ip.next_header(), &l3[ipv6::HEADER_LEN..])
-        } else {
-            0
-        };
-        return Some(Flow { addrs, transport });
+        let end = at + ipv6::HEADER_LEN;
+        (
+            addr_hash(ip.src_addr()) ^ addr_hash(ip.dst_addr()),
+            end,
+            Some(ip.next_header()),
+        )
+    };
+    let ports = match (ports, protocol, l3.get(end..)) {
+        (true, Some(p), Some(l4)) => ports_word(p, l4),
+        _ => 0,
+    };
+    Some(FlowIp {
+        addrs,
+        ports,
+        end,
+        protocol,
+    })
+}
+
+/// `bond_flow_dissect` for layer2+3 and layer3+4: one IP header and the ports after it; an
+/// ICMP error is hashed on the header it quotes (and that header's ports), so that errors
+/// follow their flow, and fails (the bond then hashes layer2) when that header is cut short.
+fn dissect(ethertype: u16, l3: &[u8], ports: bool) -> Option<Flow> {
+    let ipv4 = ethertype == u16::from(EtherType::Ipv4);
+    if !ipv4 && ethertype != u16::from(EtherType::Ipv6) {
+        return None;
     }
-    None
+    let outer = flow_ip(ipv4, l3, 0, ports, None)?;
+    let protocol = outer.protocol.unwrap_or(0);
+    if protocol != ip_protocol::ICMP && protocol != ip_protocol::ICMPV6 {
+        return Some(Flow {
+            addrs: outer.addrs,
+            transport: outer.ports,
+        });
+    }
+    let l4 = l3.get(outer.end..).unwrap_or_default();
+    let icmp = icmp_word(l4);
+    // The type is read only when the whole 8-byte header is there.
+    if l4.len() < 8 || !icmp_is_error(protocol, l4[0]) {
+        return Some(Flow {
+            addrs: outer.addrs,
+            transport: if icmp != 0 { icmp } else { outer.ports },
+        });
+    }
+    let quoted = flow_ip(ipv4, l3, outer.end + 8, ports, outer.protocol)?;
+    Some(Flow {
+        addrs: quoted.addrs,
+        transport: quoted.ports,
+    })
 }
 
 /// The hash the Linux bond computes for `frame` (an Ethernet frame as it leaves: in-band
@@ -497,7 +575,9 @@ fn dpdk_hash(policy: XmitHashPolicy, frame: &[u8]) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::{vec, vec::Vec};
 
     fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> [u8; 42] {
         let mut f = [0u8; 42];
@@ -609,6 +689,112 @@ mod tests {
     fn layer2_is_the_last_mac_bytes_and_the_ethertype() {
         let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
         assert_eq!(xmit_hash(XmitHashPolicy::Layer2, &f), 0x0b ^ 0x0a ^ 0x0800);
+    }
+
+    /// An ICMP error from `src` to `dst` of `icmp_type` quoting the first `quote` bytes of
+    /// `inner` (an IPv4 packet).
+    fn icmp4_error(src: [u8; 4], dst: [u8; 4], icmp_type: u8, inner: &[u8]) -> Vec<u8> {
+        let mut f = udp4(src, dst, 0, 0)[..34].to_vec();
+        f[23] = ip_protocol::ICMP;
+        f.extend_from_slice(&[icmp_type, 3, 0, 0, 0, 0, 0, 0]);
+        f.extend_from_slice(inner);
+        f
+    }
+
+    fn l34(addrs: u32, ports: u32) -> u32 {
+        let mut h = ports ^ addrs;
+        h ^= h >> 16;
+        h ^= h >> 8;
+        h >> 1
+    }
+
+    #[test]
+    fn an_icmp_error_hashes_as_the_flow_it_quotes() {
+        let flow = udp4([10, 0, 0, 1], [10, 0, 0, 2], 0x1234, 0x5678);
+        let quoted = &flow[14..42];
+        for icmp_type in [3, 4, 5, 11, 12] {
+            let err = icmp4_error([192, 0, 2, 9], [10, 0, 0, 1], icmp_type, quoted);
+            // The quoted header's addresses and ports, not the error's.
+            let want = l34(
+                u32::from_le_bytes([10, 0, 0, 1]) ^ u32::from_le_bytes([10, 0, 0, 2]),
+                0x7856_3412,
+            );
+            assert_eq!(
+                xmit_hash(XmitHashPolicy::Layer34, &err),
+                want,
+                "type {icmp_type}"
+            );
+            // layer2+3: the MACs (the same here) and the quoted addresses.
+            assert_eq!(
+                xmit_hash(XmitHashPolicy::Layer23, &err),
+                xmit_hash(XmitHashPolicy::Layer23, &flow),
+                "type {icmp_type}"
+            );
+        }
+        // Not an error (an address mask reply, type 18): the ICMP packet's own addresses.
+        let other = icmp4_error([192, 0, 2, 9], [10, 0, 0, 1], 18, quoted);
+        let own = u32::from_le_bytes([192, 0, 2, 9]) ^ u32::from_le_bytes([10, 0, 0, 1]);
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &other), l34(own, 0));
+    }
+
+    #[test]
+    fn an_icmp_error_whose_quote_is_cut_short_hashes_layer2() {
+        let flow = udp4([10, 0, 0, 1], [10, 0, 0, 2], 0x1234, 0x5678);
+        let err = icmp4_error([192, 0, 2, 9], [10, 0, 0, 1], 11, &flow[14..33]);
+        for policy in [XmitHashPolicy::Layer23, XmitHashPolicy::Layer34] {
+            assert_eq!(xmit_hash(policy, &err), eth_hash(&err), "{}", policy.name());
+        }
+        // The quoted header whole but not its ports: the ports count as 0.
+        let err = icmp4_error([192, 0, 2, 9], [10, 0, 0, 1], 11, &flow[14..36]);
+        let addrs = u32::from_le_bytes([10, 0, 0, 1]) ^ u32::from_le_bytes([10, 0, 0, 2]);
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &err), l34(addrs, 0));
+        // An ICMP header cut short is no error: the packet's own addresses.
+        let err = icmp4_error([192, 0, 2, 9], [10, 0, 0, 1], 11, &[])[..40].to_vec();
+        let own = u32::from_le_bytes([192, 0, 2, 9]) ^ u32::from_le_bytes([10, 0, 0, 1]);
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &err), l34(own, 0));
+    }
+
+    #[test]
+    fn an_error_quoting_an_error_is_followed_once() {
+        let flow = udp4([10, 0, 0, 1], [10, 0, 0, 2], 0x1234, 0x5678);
+        let first = icmp4_error([10, 0, 0, 7], [10, 0, 0, 1], 3, &flow[14..42]);
+        let second = icmp4_error([10, 0, 0, 8], [10, 0, 0, 7], 11, &first[14..]);
+        // The quoted packet is the first error: its addresses, and no ports (ICMP has none).
+        let addrs = u32::from_le_bytes([10, 0, 0, 7]) ^ u32::from_le_bytes([10, 0, 0, 1]);
+        assert_eq!(xmit_hash(XmitHashPolicy::Layer34, &second), l34(addrs, 0));
+    }
+
+    #[test]
+    fn an_icmpv6_error_hashes_as_the_flow_it_quotes() {
+        let mut inner = vec![0x60, 0, 0, 0, 0, 12, ip_protocol::UDP, 64];
+        inner.extend((0..32).map(|i| i as u8));
+        inner.extend_from_slice(&[0x12, 0x34, 0x56, 0x78, 0, 12, 0, 0]);
+        let outer_addrs: Vec<u8> = (100..132).collect();
+        let mut f = vec![2, 0, 0, 0, 0, 0x0b, 2, 0, 0, 0, 0, 0x0a, 0x86, 0xdd];
+        f.extend_from_slice(&[0x60, 0, 0, 0, 0, 56, ip_protocol::ICMPV6, 64]);
+        f.extend_from_slice(&outer_addrs);
+        f.extend_from_slice(&[1, 4, 0, 0, 0, 0, 0, 0]);
+        f.extend_from_slice(&inner);
+        let fold = |b: &[u8]| {
+            b.chunks_exact(4)
+                .fold(0, |h, w| h ^ word([w[0], w[1], w[2], w[3]]))
+        };
+        let quoted = l34(fold(&inner[8..40]), 0x7856_3412);
+        for icmp_type in 1..=4 {
+            f[54] = icmp_type;
+            assert_eq!(
+                xmit_hash(XmitHashPolicy::Layer34, &f),
+                quoted,
+                "type {icmp_type}"
+            );
+        }
+        // An informational message (echo request, 128, id 0 taken as 1) is its own flow.
+        f[54] = 128;
+        let echo = u32::from(128u8) | 4 << 8 | 1 << 16;
+        assert_eq!(
+            xmit_hash(XmitHashPolicy::Layer34, &f),
+            l34(fold(&outer_addrs), echo)
+        );
     }
 
     #[test]
