@@ -305,6 +305,161 @@ static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
 	return XDP_PASS;
 }
 
+/* Counts a decision under `hit`, tells it through `why`, and carries it out. */
+static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u32 action,
+				  __u64 pkt_len)
+{
+	*why = hit;
+	count(hit, pkt_len);
+	return act(ctx, action, pkt_len);
+}
+
+/*
+ * The first rule an IPv4 packet matches, or COUNTER_DEFAULT; `action` gets what to do. Only
+ * the first address word is compared: an IPv4 or any-family rule holds zeros in the others
+ * (src/filter.rs builds them so), and the packet's would be zero too.
+ */
+static __always_inline __u32 first_rule_ipv4(struct config *cfg, __u8 proto, __u32 daddr,
+					     __u16 dport, __u32 *action)
+{
+	__u32 i;
+
+	for (i = 0; i < MAX_RULES; i++) {
+		struct rule *r;
+		__u32 k = i;
+
+		if (i >= cfg->rule_count)
+			break;
+		r = bpf_map_lookup_elem(&rules, &k);
+		if (!r)
+			break;
+		if ((r->family | 4) != 4 || (r->protocol && r->protocol != proto) ||
+		    (daddr & r->mask[0]) != r->addr[0] || dport < r->port_lo || dport > r->port_hi)
+			continue;
+		*action = r->action;
+		return i;
+	}
+	*action = cfg->default_action;
+	return COUNTER_DEFAULT;
+}
+
+/* The first rule any other packet matches (family 6, or 0 when not IP), as first_rule_ipv4. */
+static __always_inline __u32 first_rule(struct config *cfg, __u8 family, __u8 proto,
+					const __u32 *dst, __u16 dport, __u32 *action)
+{
+	__u32 i;
+
+	for (i = 0; i < MAX_RULES; i++) {
+		struct rule *r;
+		__u32 k = i;
+
+		if (i >= cfg->rule_count)
+			break;
+		r = bpf_map_lookup_elem(&rules, &k);
+		if (!r)
+			break;
+		if (r->family && r->family != family)
+			continue;
+		if (r->protocol && r->protocol != proto)
+			continue;
+		if ((dst[0] & r->mask[0]) != r->addr[0] || (dst[1] & r->mask[1]) != r->addr[1] ||
+		    (dst[2] & r->mask[2]) != r->addr[2] || (dst[3] & r->mask[3]) != r->addr[3])
+			continue;
+		if (dport < r->port_lo || dport > r->port_hi)
+			continue;
+		*action = r->action;
+		return i;
+	}
+	*action = cfg->default_action;
+	return COUNTER_DEFAULT;
+}
+
+/*
+ * A forward whose checksum the sender left partial goes to user space instead, counted
+ * there and not here (see the top of this file).
+ */
+static __always_inline __u32 settle_partial(__u32 *hit, __u32 action, void *l4, void *end,
+					    __u8 proto, __u16 *addrs, int words, __u32 l4_len)
+{
+	if (action == ACTION_FORWARD && l4 && addrs &&
+	    partial_csum(l4, end, proto, addrs, words, l4_len)) {
+		*hit = COUNTER_PARTIAL_CSUM;
+		return ACTION_REDIRECT;
+	}
+	return action;
+}
+
+/*
+ * An IPv4 packet's fate, the common case kept apart so that its path carries no state for
+ * IPv6 (four address words, extension headers); -1 when it is unclassifiable.
+ */
+static __always_inline int decide_ipv4(struct xdp_md *ctx, struct config *cfg, struct iphdr *ip,
+				       void *end, __u32 room, __u64 pkt_len, __u32 *why)
+{
+	__u32 hl, total, hit, action;
+	__u16 dport = 0;
+	void *l4 = 0;
+
+	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+		return -1;
+	hl = ip->ihl * 4;
+	if ((void *)ip + hl > end)
+		return -1;
+	total = bpf_ntohs(ip->tot_len);
+	if (total < hl || total > room)
+		return -1;
+	/* Ports only in the first fragment. */
+	if (!(ip->frag_off & bpf_htons(0x1fff))) {
+		l4 = (void *)ip + hl;
+		if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
+			if (l4 + 4 > end || total - hl < 4)
+				return -1;
+			dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+		}
+	}
+	hit = first_rule_ipv4(cfg, ip->protocol, ip->daddr, dport, &action);
+	/* A checksum spans the whole datagram: none in any fragment. */
+	if (action == ACTION_FORWARD && !(ip->frag_off & bpf_htons(0x3fff)))
+		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr,
+					4, total - hl);
+	return settle(ctx, why, hit, action, pkt_len);
+}
+
+/*
+ * An IPv6 packet's fate, as decide_ipv4's; one with extension headers goes to user space,
+ * undecided.
+ */
+static __always_inline int decide_ipv6(struct xdp_md *ctx, struct config *cfg,
+				       struct ipv6hdr *ip6, void *end, __u32 room, __u64 pkt_len,
+				       __u32 *why)
+{
+	__u32 plen, dst[4], hit, action;
+	__u8 proto;
+	__u16 dport = 0;
+	void *l4 = ip6 + 1;
+
+	if ((void *)(ip6 + 1) > end || ip6->version != 6)
+		return -1;
+	plen = bpf_ntohs(ip6->payload_len);
+	if (plen == 0 || 40 + plen > room)
+		return -1;
+	proto = ip6->nexthdr;
+	if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
+		*why = COUNTER_UNDECIDED;
+		count(COUNTER_UNDECIDED, pkt_len);
+		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	}
+	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+		if (l4 + 4 > end || plen < 4)
+			return -1;
+		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+	}
+	__builtin_memcpy(dst, &ip6->daddr, 16);
+	hit = first_rule(cfg, 6, proto, dst, dport, &action);
+	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
+	return settle(ctx, why, hit, action, pkt_len);
+}
+
 /* Decides a packet's fate; `why` gets the counter that counted the decision. */
 static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 {
@@ -312,15 +467,12 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 	void *end = (void *)(long)ctx->data_end;
 	__u64 pkt_len = PACKET_LEN(ctx, data, end);
 	struct ethhdr *eth = data;
-	__u32 dst[4] = {0, 0, 0, 0};
-	__u8 family = 0, proto = 0;
-	__u16 dport = 0, h_proto;
-	void *l3, *l4 = 0;
-	__u16 *addrs = 0;
-	int words = 0;
-	__u32 l4_len = 0, room, l3_off = sizeof(struct ethhdr);
-	__u32 zero = 0, i, hit = COUNTER_DEFAULT, action;
+	__u32 l3_off = sizeof(struct ethhdr), room, zero = 0, i, hit, action;
+	__u32 none[4] = {0, 0, 0, 0};
+	__u16 h_proto;
 	struct config *cfg;
+	int verdict = -1;
+	void *l3;
 
 	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
@@ -359,95 +511,20 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 		goto unclassifiable;
 	/* Bytes the IP packet may claim: the rest of the packet, in every buffer. */
 	room = pkt_len - l3_off;
-	if (h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = l3;
-		__u32 hl, total;
-
-		if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
-			goto unclassifiable;
-		hl = ip->ihl * 4;
-		if (l3 + hl > end)
-			goto unclassifiable;
-		total = bpf_ntohs(ip->tot_len);
-		if (total < hl || total > room)
-			goto unclassifiable;
-		family = 4;
-		proto = ip->protocol;
-		dst[0] = ip->daddr;
-		/* Ports only in the first fragment. */
-		if (!(ip->frag_off & bpf_htons(0x1fff))) {
-			l4 = l3 + hl;
-			l4_len = total - hl;
-		}
-		/* A checksum spans the whole datagram: none in any fragment. */
-		if (!(ip->frag_off & bpf_htons(0x3fff))) {
-			addrs = (__u16 *)&ip->saddr;
-			words = 4;
-		}
-	} else if (h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
-		__u32 plen;
-
-		if ((void *)(ip6 + 1) > end || ip6->version != 6)
-			goto unclassifiable;
-		plen = bpf_ntohs(ip6->payload_len);
-		if (plen == 0 || 40 + plen > room)
-			goto unclassifiable;
-		family = 6;
-		proto = ip6->nexthdr;
-		__builtin_memcpy(dst, &ip6->daddr, 16);
-		if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
-			*why = COUNTER_UNDECIDED;
-			count(COUNTER_UNDECIDED, pkt_len);
-			return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
-		}
-		l4 = ip6 + 1;
-		l4_len = plen;
-		addrs = (__u16 *)&ip6->saddr;
-		words = 16;
+	if (h_proto == bpf_htons(ETH_P_IP))
+		verdict = decide_ipv4(ctx, cfg, l3, end, room, pkt_len, why);
+	else if (h_proto == bpf_htons(ETH_P_IPV6))
+		verdict = decide_ipv6(ctx, cfg, l3, end, room, pkt_len, why);
+	else {
+		/* Not IP: no family, protocol, address or port to match but "any". */
+		hit = first_rule(cfg, 0, 0, none, 0, &action);
+		return settle(ctx, why, hit, action, pkt_len);
 	}
-	if (l4 && (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
-		if (l4 + 4 > end || l4_len < 4)
-			goto unclassifiable;
-		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-	}
-
-	action = cfg->default_action;
-	for (i = 0; i < MAX_RULES; i++) {
-		struct rule *r;
-		__u32 k = i;
-
-		if (i >= cfg->rule_count)
-			break;
-		r = bpf_map_lookup_elem(&rules, &k);
-		if (!r)
-			break;
-		if (r->family && r->family != family)
-			continue;
-		if (r->protocol && r->protocol != proto)
-			continue;
-		if ((dst[0] & r->mask[0]) != r->addr[0] || (dst[1] & r->mask[1]) != r->addr[1] ||
-		    (dst[2] & r->mask[2]) != r->addr[2] || (dst[3] & r->mask[3]) != r->addr[3])
-			continue;
-		if (dport < r->port_lo || dport > r->port_hi)
-			continue;
-		hit = i;
-		action = r->action;
-		break;
-	}
-	if (action == ACTION_FORWARD && l4 && addrs &&
-	    partial_csum(l4, end, proto, addrs, words, l4_len)) {
-		hit = COUNTER_PARTIAL_CSUM;
-		action = ACTION_REDIRECT;
-	}
-	*why = hit;
-	count(hit, pkt_len);
-	return act(ctx, action, pkt_len);
+	if (verdict >= 0)
+		return verdict;
 
 unclassifiable:
-	*why = COUNTER_UNCLASSIFIABLE;
-	count(COUNTER_UNCLASSIFIABLE, pkt_len);
-	return act(ctx, cfg->unclassifiable_action, pkt_len);
+	return settle(ctx, why, COUNTER_UNCLASSIFIABLE, cfg->unclassifiable_action, pkt_len);
 }
 
 #ifdef XSKIT_FRAGS
