@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Result};
 use prometheus_client::collector::Collector;
@@ -23,6 +22,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
+
+mod http;
 
 /// Whole-number fields that are levels or identifiers, not counts that only grow.
 const GAUGES: &[&str] = &[
@@ -224,18 +225,17 @@ impl Collector for Latest {
     }
 }
 
-/// Serves `/metrics` on its own thread until dropped.
+/// Serves `/metrics` until dropped, on a fixed pool of threads with bounded connections
+/// ([`http`]).
 pub(crate) struct MetricsServer {
     latest: Arc<Mutex<Value>>,
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
-    addr: SocketAddr,
+    endpoint: http::Endpoint,
 }
 
 impl std::fmt::Debug for MetricsServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetricsServer")
-            .field("addr", &self.addr)
+            .field("addr", &self.endpoint.addr())
             .finish_non_exhaustive()
     }
 }
@@ -243,38 +243,30 @@ impl std::fmt::Debug for MetricsServer {
 impl MetricsServer {
     /// Listens on `addr` (`HOST:PORT`; port 0 picks a free one).
     pub(crate) fn start(addr: &str, command: &'static str) -> Result<MetricsServer> {
-        let server = tiny_http::Server::http(addr).map_err(|e| {
+        let listener = std::net::TcpListener::bind(addr).map_err(|e| {
             anyhow!(
                 "--metrics {addr}: cannot listen there ({e}); give a free HOST:PORT such as \
                  127.0.0.1:9100"
             )
         })?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| anyhow!("--metrics {addr}: not an IP address and port"))?;
-        let server = Arc::new(server);
         let latest = Arc::new(Mutex::new(serde_json::json!({
             "command": command,
             "version": env!("CARGO_PKG_VERSION"),
         })));
         let mut registry = Registry::with_prefix("xskit");
         registry.register_collector(Box::new(Latest(latest.clone())));
-        let serving = server.clone();
-        let thread = std::thread::Builder::new()
-            .name("xskit-metrics".into())
-            .spawn(move || serve(&serving, &registry))?;
-        Ok(MetricsServer {
-            latest,
-            server,
-            thread: Some(thread),
-            addr,
-        })
+        let render = move || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).map(|()| text)
+        };
+        let endpoint = http::Endpoint::start(listener, Arc::new(render))
+            .map_err(|e| anyhow!("--metrics {addr}: cannot start serving ({e})"))?;
+        Ok(MetricsServer { latest, endpoint })
     }
 
     /// Where it listens.
     pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
+        self.endpoint.addr()
     }
 
     /// Makes `value` (what `--json` would print now) the next scrape's answer.
@@ -291,40 +283,6 @@ impl MetricsServer {
             }
         }
         *latest = Value::Object(fields);
-    }
-}
-
-fn serve(server: &tiny_http::Server, registry: &Registry) {
-    for request in server.incoming_requests() {
-        let path = request.url().split('?').next().unwrap_or("");
-        let response = if path == "/metrics" || path == "/" {
-            let mut text = String::new();
-            match prometheus_client::encoding::text::encode(&mut text, registry) {
-                Ok(()) => tiny_http::Response::from_string(text).with_header(
-                    tiny_http::Header::from_bytes(
-                        "Content-Type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )
-                    .expect("a constant header is valid"),
-                ),
-                Err(_) => {
-                    tiny_http::Response::from_string("encoding failed\n").with_status_code(500)
-                }
-            }
-        } else {
-            tiny_http::Response::from_string("xskit serves /metrics\n").with_status_code(404)
-        };
-        // A scraper that hung up is its own affair.
-        let _ = request.respond(response);
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -839,14 +839,8 @@ for family in text_string_to_metric_families(sys.stdin.read()):
         .collect()
 }
 
-/// `--metrics`: scraped while the forwarder runs, the endpoint is valid OpenMetrics, names
-/// the ports, rules and pool, and its counters agree with the summary printed at the end.
-#[test]
-fn metrics_scraped_during_a_run_agree_with_the_summary() {
-    if !privileged() {
-        return;
-    }
-    let chain = Chain::new().unwrap();
+/// `xskit fwd` between m's interfaces with `--metrics` on m's loopback, and its URL.
+fn fwd_with_metrics(chain: &Chain) -> (KillOnDrop, String) {
     let (a, c) = (&chain.m_a.ifname, &chain.m_c.ifname);
     let mut child = chain
         .m_a
@@ -860,16 +854,133 @@ fn metrics_scraped_during_a_run_agree_with_the_summary() {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let fwd = KillOnDrop::new(child);
-    let mut url = None;
     for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
         let line = line.unwrap();
         if let Some(at) = line.split("metrics at ").nth(1) {
-            url = Some(at.trim().to_string());
-            break;
+            return (fwd, at.trim().to_string());
         }
         assert!(!line.starts_with("xskit:"), "{line}");
     }
-    let url = url.expect("fwd says where its metrics are");
+    panic!("fwd says where its metrics are");
+}
+
+/// A field of /proc/PID/status, as a number (threads; kB of memory).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{field} in {status}"))
+}
+
+/// `--metrics` under abuse, while the forwarder forwards: 300 connections opened and held
+/// without a request, and a client sending its request a byte every half second. The
+/// endpoint's threads and memory stay as they were (no thread per connection), connections
+/// past its small pool and queue are answered 503 at once, the held ones and the slow client
+/// are closed unanswered, forwarding goes on, and once they are gone a scrape is answered.
+#[test]
+fn the_metrics_endpoint_stays_bounded_under_held_and_slow_connections() {
+    use std::io::{Read, Write};
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let (fwd, url) = fwd_with_metrics(&chain);
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("an address in {url}"));
+    let ns = &chain.m_a.ns;
+    let connect = || {
+        ns.run(|| std::net::TcpStream::connect(addr))
+            .unwrap()
+            .unwrap()
+    };
+    let pid = fwd.id();
+    let (threads, rss) = (proc_status(pid, "Threads"), proc_status(pid, "VmRSS"));
+    let mut slow = connect();
+    let slow_client = std::thread::spawn(move || {
+        let request = b"GET /metrics HTTP/1.1\r\nHost: xskit\r\n\r\n";
+        for b in request {
+            if slow.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let mut answer = String::new();
+        slow.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let _ = slow.read_to_string(&mut answer);
+        answer
+    });
+    let mut held: Vec<std::net::TcpStream> = (0..300).map(|_| connect()).collect();
+    let sent = gen(&chain.a, &chain.c, 9, &["-n", "2000", "-r", "4000"]);
+    assert_eq!(sent["tx_packets"], 2000, "{sent}");
+    assert_eq!(proc_status(pid, "Threads"), threads, "threads while held");
+    let grown = proc_status(pid, "VmRSS").saturating_sub(rss);
+    assert!(
+        grown < 16 * 1024,
+        "RSS grew by {grown} kB under 300 connections"
+    );
+    let (mut refused, mut closed) = (0, 0);
+    for stream in &mut held {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut answer = String::new();
+        // Every connection ends: answered 503, or closed unanswered at its deadline.
+        stream
+            .read_to_string(&mut answer)
+            .unwrap_or_else(|e| panic!("a held connection was never closed: {e}"));
+        if answer.starts_with("HTTP/1.1 503") {
+            refused += 1;
+        } else {
+            assert_eq!(answer, "", "a held connection got an answer");
+            closed += 1;
+        }
+    }
+    assert!(refused >= 300 - 20, "{refused} refused, {closed} closed");
+    let slow_answer = slow_client.join().unwrap();
+    assert!(
+        !slow_answer.contains("200 OK"),
+        "the slow client was answered: {slow_answer}"
+    );
+    drop(held);
+    let mut samples = Vec::new();
+    for _ in 0..20 {
+        // curl -f prints nothing on a 503: no samples.
+        samples = scrape(&chain.m_a, &url);
+        if !samples.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        samples
+            .iter()
+            .any(|(_, n, _, _)| n == "xskit_rx_packets_total"),
+        "a scrape once the connections were gone: {samples:?}"
+    );
+    let summary = interrupt(fwd);
+    let out = summary["counters"]["ports"][1]["tx_packets"]
+        .as_u64()
+        .unwrap();
+    assert!(out >= 2000, "forwarding went on: {summary}");
+}
+
+/// `--metrics`: scraped while the forwarder runs, the endpoint is valid OpenMetrics, names
+/// the ports, rules and pool, and its counters agree with the summary printed at the end.
+#[test]
+fn metrics_scraped_during_a_run_agree_with_the_summary() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let (a, c) = (&chain.m_a.ifname, &chain.m_c.ifname);
+    let (fwd, url) = fwd_with_metrics(&chain);
     gen(&chain.a, &chain.c, 9, &["-n", "300", "-r", "1000"]);
     // Three intervals: the last snapshot holds every packet.
     std::thread::sleep(Duration::from_millis(700));
