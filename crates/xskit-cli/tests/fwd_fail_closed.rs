@@ -197,3 +197,94 @@ fn unclassifiable_packets_never_fall_through_to_forward() {
     assert_eq!(got, 2, "{r}");
     assert_eq!(r["counters"]["unclassifiable"]["packets"], 2, "{r}");
 }
+
+/// c's UDP sockets on `port`, IPv4 and IPv6.
+fn listen(chain: &Chain, port: u16) -> Vec<UdpSocket> {
+    let addrs = [
+        SocketAddr::new(chain.c.ip.into(), port),
+        SocketAddr::new(chain.c.ip6.unwrap().into(), port),
+    ];
+    chain
+        .c
+        .ns
+        .run(move || {
+            addrs
+                .iter()
+                .map(|a| {
+                    let s = UdpSocket::bind(a).unwrap();
+                    s.set_read_timeout(Some(Duration::from_millis(500)))
+                        .unwrap();
+                    s
+                })
+                .collect()
+        })
+        .unwrap()
+}
+
+/// A 4,000-byte datagram from a's kernel to c's `port`, over IPv4 and IPv6: on a 1500-byte
+/// link each leaves in three fragments, and only the first carries the ports.
+fn send_large(chain: &Chain, port: u16) {
+    let pairs = [
+        (chain.a.ip.into(), chain.c.ip.into()),
+        (chain.a.ip6.unwrap().into(), chain.c.ip6.unwrap().into()),
+    ];
+    chain
+        .a
+        .ns
+        .run(move || {
+            for (from, to) in pairs {
+                let s = UdpSocket::bind(SocketAddr::new(from, 0)).unwrap();
+                s.send_to(&[0x5a; 4000], SocketAddr::new(to, port)).unwrap();
+            }
+        })
+        .unwrap();
+}
+
+/// Real fragments from a host's kernel: with a rule dropping UDP port 53 and the default
+/// `forward`, the first fragment of a large UDP/53 datagram meets the rule, and its later
+/// fragments, which carry no ports, must not reach the default for want of them. They are
+/// unclassifiable (dropped and counted), in user space and in the kernel alike; so are the
+/// later fragments of a datagram to another UDP port, which then cannot be put together
+/// unless the rules file says `unclassifiable = "forward"`.
+#[test]
+fn later_fragments_never_pass_a_port_rule_to_the_default() {
+    if !privileged() {
+        return;
+    }
+    for extra in [
+        &["-m", "drv"][..],
+        &["-m", "skb"],
+        &["-m", "drv", "--xdp-forward"],
+    ] {
+        for (rules, other_arrives) in [
+            (DROP_DNS.to_string(), false),
+            (format!("unclassifiable = \"forward\"\n{DROP_DNS}"), true),
+        ] {
+            let chain = Chain::bridged_with(&BridgedOptions {
+                queues: 1,
+                mtu: None,
+                ipv6: true,
+            })
+            .unwrap();
+            far_ends_take_xdp_frames(&chain);
+            let file = RulesFile::new(&rules);
+            let mut args = vec!["--check", "--rules", file.path()];
+            args.extend_from_slice(extra);
+            let fwd = start_fwd(&chain, &args);
+            let (dns, other) = (listen(&chain, 53), listen(&chain, 5353));
+            send_large(&chain, 53);
+            send_large(&chain, 5353);
+            let got = |socks: &[UdpSocket]| socks.iter().map(received).sum::<usize>();
+            let (got_dns, got_other) = (got(&dns), got(&other));
+            let r = stop_fwd(fwd);
+            let why = format!("{extra:?} {rules:?}: {r}");
+            assert_eq!(got_dns, 0, "a UDP/53 datagram arrived: {why}");
+            // The two first fragments to port 53 meet the rule.
+            assert_eq!(r["counters"]["rules"][0]["packets"], 2, "{why}");
+            // Two later fragments of each of the four datagrams.
+            let u = &r["counters"]["unclassifiable"];
+            assert_eq!(u["packets"], 8, "{why}");
+            assert_eq!(got_other, if other_arrives { 2 } else { 0 }, "{why}");
+        }
+    }
+}

@@ -26,10 +26,11 @@
  * default's: runts, more than MAX_VLAN_TAGS tags, IPv4 with a bad version or
  * IHL, options cut short or a total length below the header or beyond the
  * packet, IPv6 with a bad version or a payload length of 0 or beyond the
- * packet, and TCP/UDP first fragments without their 4 bytes of ports. The
- * same checks, in the same order, are PacketKey::parse in src/rules.rs: the
- * kernel and user space call the same packets unclassifiable. Counted at
- * COUNTER_UNCLASSIFIABLE.
+ * packet, TCP/UDP first fragments without their 4 bytes of ports, and a later
+ * fragment that reaches a rule with ports (it has none to compare). The same
+ * checks, in the same order, are PacketKey::parse and RuleSet::classify in
+ * src/rules.rs: the kernel and user space call the same packets unclassifiable.
+ * Counted at COUNTER_UNCLASSIFIABLE.
  *
  * A bond's ARP monitoring: an untagged ARP packet whose sender address is one
  * of arp_targets (config.arp_targets of them) is counted at COUNTER_ARP_ALIVE, the
@@ -314,13 +315,19 @@ static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u
 	return act(ctx, action, pkt_len);
 }
 
+/* What first_rule_ipv4 answers for a later fragment whose ports a rule would need. */
+#define PORTS_UNKNOWN 0xffffffff
+
 /*
  * The first rule an IPv4 packet matches, or COUNTER_DEFAULT; `action` gets what to do. Only
  * the first address word is compared: an IPv4 or any-family rule holds zeros in the others
- * (src/filter.rs builds them so), and the packet's would be zero too.
+ * (src/filter.rs builds them so), and the packet's would be zero too. A later fragment
+ * (`later`) carries no ports: at a rule with ports whose other fields match it, it goes to
+ * user space if the rule is user space's to decide, and is PORTS_UNKNOWN otherwise, so that
+ * no later rule or the default takes it for want of ports (RuleSet::classify does the same).
  */
 static __always_inline __u32 first_rule_ipv4(struct config *cfg, __u8 proto, __u32 daddr,
-					     __u16 dport, __u32 *action)
+					     __u16 dport, int later, __u32 *action)
 {
 	__u32 i;
 
@@ -334,7 +341,13 @@ static __always_inline __u32 first_rule_ipv4(struct config *cfg, __u8 proto, __u
 		if (!r)
 			break;
 		if ((r->family | 4) != 4 || (r->protocol && r->protocol != proto) ||
-		    (daddr & r->mask[0]) != r->addr[0] || dport < r->port_lo || dport > r->port_hi)
+		    (daddr & r->mask[0]) != r->addr[0])
+			continue;
+		if (later && (r->port_lo != 0 || r->port_hi != 0xffff)) {
+			*action = ACTION_REDIRECT;
+			return r->action == ACTION_REDIRECT ? i : PORTS_UNKNOWN;
+		}
+		if (dport < r->port_lo || dport > r->port_hi)
 			continue;
 		*action = r->action;
 		return i;
@@ -417,7 +430,10 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct config *cfg, s
 			dport = bpf_ntohs(*(__u16 *)(l4 + 2));
 		}
 	}
-	hit = first_rule_ipv4(cfg, ip->protocol, ip->daddr, dport, &action);
+	hit = first_rule_ipv4(cfg, ip->protocol, ip->daddr, dport,
+			      (ip->frag_off & bpf_htons(0x1fff)) != 0, &action);
+	if (hit == PORTS_UNKNOWN)
+		return -1;
 	/* A checksum spans the whole datagram: none in any fragment. */
 	if (action == ACTION_FORWARD && !(ip->frag_off & bpf_htons(0x3fff)))
 		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr,

@@ -13,14 +13,15 @@
 //!     action = "drop"
 //! "#)?;
 //! let key = PacketKey { family: 4, protocol: 17, dst_port: 53, ..PacketKey::default() };
-//! assert_eq!(rules.classify(&key), Some(0));
+//! assert_eq!(rules.classify(&key), Ok(Some(0)));
 //! assert_eq!(rules.rules()[0].verdict(), Verdict::Drop);
 //! # Ok::<(), xskit_fwd::rules::RulesError>(())
 //! ```
 //!
 //! Matching is the same in both places: a prefix matches only IP packets of its family; ports
 //! are TCP and UDP ports (a rule with ports needs `protocol = "tcp"` or `"udp"`), and only the
-//! first fragment of an IPv4 packet carries them.
+//! first fragment of a packet carries them: a later fragment that reaches a rule with ports
+//! is unclassifiable (see [`RuleSet::classify`]).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -324,6 +325,11 @@ impl FastMatch {
     /// [`Match::matches`], with the key's addresses as `src` and `dst`.
     #[inline]
     fn matches(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
+        self.matches_but_ports(k, src, dst) && self.ports_match(k)
+    }
+
+    #[inline]
+    fn matches_but_ports(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
         !self.never
             && (self.family == 0 || self.family == k.family)
             && src & self.src.1 == self.src.0
@@ -331,8 +337,17 @@ impl FastMatch {
             && self
                 .protocol
                 .is_none_or(|p| k.family != 0 && p == k.protocol)
-            && (self.src_ports.0..=self.src_ports.1).contains(&k.src_port)
+    }
+
+    #[inline]
+    fn ports_match(&self, k: &PacketKey) -> bool {
+        (self.src_ports.0..=self.src_ports.1).contains(&k.src_port)
             && (self.dst_ports.0..=self.dst_ports.1).contains(&k.dst_port)
+    }
+
+    /// Whether the rule names ports (a range narrower than all of them).
+    fn has_ports(&self) -> bool {
+        self.src_ports != (0, u16::MAX) || self.dst_ports != (0, u16::MAX)
     }
 }
 
@@ -370,6 +385,9 @@ pub struct PacketKey {
     pub src_port: u16,
     /// TCP/UDP destination port, else 0.
     pub dst_port: u16,
+    /// A later fragment (an IPv4 or IPv6 fragment offset other than 0): its TCP or UDP
+    /// ports are in the first fragment, not here, and read as 0.
+    pub later_fragment: bool,
 }
 
 /// Why a packet could not be classified: its headers are cut short or lie, or the fields the
@@ -561,6 +579,7 @@ impl PacketKey {
                     .upper_layer_fragment()
                     .map_err(|_| Unclassifiable("IPv6 extension headers cut short or too many"))?;
                 k.protocol = proto;
+                k.later_fragment = offset != 0;
                 let l4_len = 40 + plen - (held - rest.len());
                 if v.next_header() == proto {
                     // No extension headers: nothing lies between the header and L4.
@@ -640,6 +659,7 @@ impl PacketKey {
         }
         self.family = 4;
         self.protocol = v.protocol();
+        self.later_fragment = v.frag_offset() != 0;
         self.src[..4].copy_from_slice(&v.src_addr());
         self.dst[..4].copy_from_slice(&v.dst_addr());
         let at = L4At {
@@ -945,12 +965,10 @@ impl RuleSet {
     /// The verdict for `frame`'s packet and the index of what decided it: a rule, the default
     /// (`rules().len()`), or unclassifiable (`rules().len() + 1`).
     pub fn decide(&self, key: &Result<PacketKey, Unclassifiable>) -> (usize, Verdict) {
-        match key {
-            Ok(k) => match self.classify(k) {
-                Some(i) => (i, self.rules[i].action),
-                None => (self.rules.len(), self.default),
-            },
-            Err(_) => (self.rules.len() + 1, self.unclassifiable),
+        match key.as_ref().map(|k| self.classify(k)) {
+            Ok(Ok(Some(i))) => (i, self.rules[i].action),
+            Ok(Ok(None)) => (self.rules.len(), self.default),
+            Err(_) | Ok(Err(_)) => (self.rules.len() + 1, self.unclassifiable),
         }
     }
 
@@ -964,10 +982,27 @@ impl RuleSet {
         self.default
     }
 
-    /// The index of the first rule that matches, or `None` for the default.
-    pub fn classify(&self, key: &PacketKey) -> Option<usize> {
+    /// The index of the first rule that matches, or `None` for the default. A later
+    /// fragment that reaches a rule with ports, its other fields matching, is unclassifiable:
+    /// whether that rule is its packet's cannot be told from it, and the rules after it (and
+    /// the default) must not take it for want of ports.
+    pub fn classify(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
         let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
-        self.fast.iter().position(|m| m.matches(key, src, dst))
+        if !key.later_fragment {
+            return Ok(self.fast.iter().position(|m| m.matches(key, src, dst)));
+        }
+        for (i, m) in self.fast.iter().enumerate() {
+            if !m.matches_but_ports(key, src, dst) {
+                continue;
+            }
+            if m.has_ports() {
+                return Err(Unclassifiable(
+                    "a later fragment reached a rule with ports: its ports are not in it",
+                ));
+            }
+            return Ok(Some(i));
+        }
+        Ok(None)
     }
 
     /// Lets the kernel carry out `forward` verdicts it can decide (XDP_REDIRECT out of the
@@ -1100,6 +1135,53 @@ mod tests {
     }
 
     #[test]
+    fn a_later_fragment_reaching_a_port_rule_is_unclassifiable() {
+        let rs = RuleSet::from_toml(
+            r#"
+default = "forward"
+[[rule]]
+dst = "198.51.100.0/24"
+action = "pass"
+[[rule]]
+protocol = "udp"
+dst_port = 53
+action = "drop"
+[[rule]]
+protocol = "tcp"
+action = "forward"
+"#,
+        )
+        .unwrap();
+        let mut later = key([203, 0, 113, 9], 17, 0);
+        later.later_fragment = true;
+        // Its ports might be 53: neither the drop nor the default may take it.
+        assert!(rs.classify(&later).is_err());
+        assert_eq!(rs.decide(&Ok(later)), (3 + 1, rs.unclassifiable_verdict()));
+        // A rule before the port rule that matches without ports still takes it, and one
+        // whose other fields do not match is passed by.
+        let mut to_pass = later;
+        to_pass.dst[..4].copy_from_slice(&[198, 51, 100, 9]);
+        assert_eq!(rs.classify(&to_pass), Ok(Some(0)));
+        let mut tcp = later;
+        tcp.protocol = 6;
+        assert_eq!(rs.classify(&tcp), Ok(Some(2)));
+        // Read from a frame: an IPv4 fragment at offset 8, and the first fragment.
+        let mut frame = vec![0u8; 14 + 20 + 8];
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = ipv4::Packet::new_unchecked(&mut frame[14..]);
+        ip.init(28, 17, [203, 0, 113, 1], [203, 0, 113, 9]);
+        frame[14 + 6..14 + 8].copy_from_slice(&1u16.to_be_bytes());
+        let k = PacketKey::parse(&frame).unwrap();
+        assert!(k.later_fragment && k.dst_port == 0);
+        assert_eq!(rs.decide(&Ok(k)).0, 4);
+        frame[14 + 6..14 + 8].copy_from_slice(&0x2000u16.to_be_bytes());
+        frame[14 + 20 + 2..14 + 20 + 4].copy_from_slice(&53u16.to_be_bytes());
+        let first = PacketKey::parse(&frame).unwrap();
+        assert!(!first.later_fragment);
+        assert_eq!(rs.classify(&first), Ok(Some(1)));
+    }
+
+    #[test]
     fn first_match_wins_and_kernel_split_keeps_order() {
         let rs = RuleSet::from_toml(
             r#"
@@ -1119,12 +1201,12 @@ rate = "10kpps"
 "#,
         )
         .unwrap();
-        assert_eq!(rs.classify(&key([203, 0, 113, 9], 17, 1500)), Some(1));
-        assert_eq!(rs.classify(&key([203, 0, 113, 9], 17, 999)), None);
-        assert_eq!(rs.classify(&key([203, 0, 113, 9], 1, 0)), Some(2));
+        assert_eq!(rs.classify(&key([203, 0, 113, 9], 17, 1500)), Ok(Some(1)));
+        assert_eq!(rs.classify(&key([203, 0, 113, 9], 17, 999)), Ok(None));
+        assert_eq!(rs.classify(&key([203, 0, 113, 9], 1, 0)), Ok(Some(2)));
         let mut from7 = key([203, 0, 113, 9], 17, 1500);
         from7.src[..4].copy_from_slice(&[198, 51, 100, 7]);
-        assert_eq!(rs.classify(&from7), Some(0));
+        assert_eq!(rs.classify(&from7), Ok(Some(0)));
         let (k, default) = rs.kernel_rules().unwrap();
         assert_eq!(default, Action::Drop);
         // The source rule is a redirect of everything, so the kernel drop below cannot
@@ -1446,6 +1528,7 @@ rate = "10kpps"
                 protocol: [6, 17, 1][next(3) as usize],
                 src_port: next(160) as u16,
                 dst_port: next(160) as u16,
+                later_fragment: false,
             };
             let fast = FastMatch::new(&m);
             let (s128, d128) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
