@@ -5,7 +5,8 @@
 #                              AF_PACKET baselines and the XDP_DROP ceiling)
 #   scripts/setup.sh demo   -- xskit demo: probes across a testbed, checked one by one
 #   scripts/setup.sh test   -- every test (unit, doc, veth testbed and guest testbed tests;
-#                              fetches the guest kernel first, scripts/guest-kernel.sh)
+#                              fetches the guest kernel first, scripts/guest-kernel.sh), then
+#                              every fuzz target for 30 s (fuzz/run.sh)
 # Run as root: XDP, AF_XDP and network namespaces need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,5 +73,11 @@ test)
     # Privileged tests fail instead of skipping when this is set.
     export XSKIT_REQUIRE_PRIVILEGES=1
     cargo test --workspace --locked --features xskit-cli/bench-harness -- --test-threads=2
+    # Every fuzz target for 30 s (cargo-fuzz, which needs nightly Rust): they keep compiling
+    # and running; `bash fuzz/run.sh 600` is the long run.
+    rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+    command -v cargo-fuzz >/dev/null || cargo install --locked --quiet cargo-fuzz --version 0.13.2
+    cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+    bash fuzz/run.sh 30
     ;;
 esac

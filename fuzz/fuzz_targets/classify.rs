@@ -1,0 +1,79 @@
+//! The forwarder's classifier: the key read from any frame is the same by the fast path and
+//! the general walk, a packet said to need no checksum work has no partial checksum, and the
+//! rule a rule set picks is the first one a plain byte-wise reading of its fields accepts,
+//! failing closed: a later fragment, whose ports cannot be read, never passes a rule with
+//! ports to reach a later rule or the default.
+#![no_main]
+
+use std::net::IpAddr;
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/rules_menu.rs"]
+mod rules_menu;
+
+use xskit_fwd::rules::{Match, PacketKey, Prefix, RuleSet, RuleSpec};
+use xskit_wire::offload::L4Checksum;
+
+/// Whether the first `len` bits of `addr` are the prefix's, the family being the prefix's.
+fn within(p: &Option<Prefix>, family: u8, addr: &[u8; 16]) -> bool {
+    let Some(p) = p else {
+        return true;
+    };
+    let (bytes, fam): (Vec<u8>, u8) = match p.addr {
+        IpAddr::V4(a) => (a.octets().to_vec(), 4),
+        IpAddr::V6(a) => (a.octets().to_vec(), 6),
+    };
+    family == fam
+        && (0..usize::from(p.len)).all(|bit| {
+            let mask = 0x80 >> (bit % 8);
+            bytes[bit / 8] & mask == addr[bit / 8] & mask
+        })
+}
+
+fn ports_within(r: Option<(u16, u16)>, p: u16) -> bool {
+    r.is_none_or(|(lo, hi)| lo <= p && p <= hi)
+}
+
+/// The first rule a plain reading picks, failing closed: a later fragment (its ports are in
+/// the first one) that meets a rule with ports, the rule's other fields matching, cannot be
+/// told that rule's or not, and no later rule or the default may take it (`Err`).
+fn reference(rules: &[RuleSpec], k: &PacketKey) -> Result<Option<usize>, ()> {
+    for (i, r) in rules.iter().enumerate() {
+        let m: &Match = &r.matcher;
+        let others = within(&m.src, k.family, &k.src)
+            && within(&m.dst, k.family, &k.dst)
+            && m.protocol.is_none_or(|p| k.family != 0 && p == k.protocol);
+        if !others {
+            continue;
+        }
+        let all = Some((0, u16::MAX));
+        let has_ports = m.src_ports.is_some_and(|r| Some(r) != all)
+            || m.dst_ports.is_some_and(|r| Some(r) != all);
+        if k.later_fragment && has_ports {
+            return Err(());
+        }
+        if ports_within(m.src_ports, k.src_port) && ports_within(m.dst_ports, k.dst_port) {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (text, frame) = rules_menu::rules(data);
+    let set = RuleSet::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let parsed = PacketKey::parse(frame);
+    let (noted, settled) = PacketKey::parse_noting_checksum(frame, false);
+    assert_eq!(parsed, noted, "the two reads of {frame:02x?}");
+    if settled {
+        if let Some(c) = L4Checksum::locate(frame, frame.len()) {
+            assert!(!c.is_partial(frame), "settled, yet partial: {frame:02x?}");
+        }
+    }
+    let Ok(key) = parsed else {
+        return;
+    };
+    let want = reference(set.rules(), &key);
+    assert_eq!(set.classify(&key).map_err(|_| ()), want, "{key:?}\n{text}");
+});

@@ -1,0 +1,61 @@
+//! Rule sets drawn from the front of a fuzzer's input, for the classifier's targets.
+
+const DSTS: [&str; 7] = [
+    "",
+    "198.51.100.0/24",
+    "198.51.100.2/32",
+    "203.0.113.0/25",
+    "2001:db8::/32",
+    "0.0.0.0/0",
+    "::/0",
+];
+const SRCS: [&str; 4] = ["", "198.51.100.1/32", "2001:db8::1/128", "198.51.100.0/23"];
+const PROTOS: [&str; 6] = ["", "udp", "tcp", "icmp", "icmpv6", "47"];
+const PORTS: [&str; 5] = ["", "53", "\"1-100\"", "0", "65535"];
+const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
+
+/// Up to 8 rules, 4 bytes each, from the front of `data` (the first byte says how many, the
+/// default and the unclassifiable verdict); the rest is the frame.
+pub fn rules(data: &[u8]) -> (String, &[u8]) {
+    let first = data.first().copied().unwrap_or(0);
+    let n = usize::from(first % 9);
+    let body = data.get(1..).unwrap_or_default();
+    let (spec, frame) = body.split_at((n * 4).min(body.len()));
+    let mut text = format!(
+        "default = \"{}\"\nunclassifiable = \"{}\"\n",
+        ACTIONS[usize::from(first / 9 % 3)],
+        ACTIONS[usize::from(first / 27 % 3)]
+    );
+    for r in spec.chunks_exact(4) {
+        let pick = |b: u8, n: usize| usize::from(b) % n;
+        text.push_str("[[rule]]\n");
+        let (dst, mut src) = (DSTS[pick(r[0], 7)], SRCS[pick(r[1], 4)]);
+        // Prefixes of two families match nothing, and the reader refuses them.
+        if !dst.is_empty() && !src.is_empty() && dst.contains(':') != src.contains(':') {
+            src = "";
+        }
+        for (key, v) in [("dst", dst), ("src", src)] {
+            if !v.is_empty() {
+                text.push_str(&format!("{key} = \"{v}\"\n"));
+            }
+        }
+        let proto = PROTOS[pick(r[2], 6)];
+        if proto.parse::<u8>().is_ok() {
+            text.push_str(&format!("protocol = {proto}\n"));
+        } else if !proto.is_empty() {
+            text.push_str(&format!("protocol = \"{proto}\"\n"));
+        }
+        if matches!(proto, "udp" | "tcp") {
+            for (key, v) in [
+                ("dst_port", PORTS[pick(r[2] >> 4, 5)]),
+                ("src_port", PORTS[pick(r[3] >> 4, 5)]),
+            ] {
+                if !v.is_empty() {
+                    text.push_str(&format!("{key} = {v}\n"));
+                }
+            }
+        }
+        text.push_str(&format!("action = \"{}\"\n", ACTIONS[pick(r[3], 3)]));
+    }
+    (text, frame)
+}
