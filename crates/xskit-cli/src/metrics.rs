@@ -245,8 +245,8 @@ impl MetricsServer {
     pub(crate) fn start(addr: &str, command: &'static str) -> Result<MetricsServer> {
         let listener = std::net::TcpListener::bind(addr).map_err(|e| {
             anyhow!(
-                "--metrics {addr}: cannot listen there ({e}); give a free HOST:PORT such as \
-                 127.0.0.1:9100"
+                "--metrics {addr}: cannot listen there ({e}); give a free HOST:PORT, such as \
+                 127.0.0.1:0 (port 0 picks a free one and prints it)"
             )
         })?;
         let latest = Arc::new(Mutex::new(serde_json::json!({
@@ -372,6 +372,19 @@ mod tests {
         );
         assert_eq!(sample(&f, "duration_seconds", &[]), Sample::Gauge(1.5));
         assert_eq!(sample(&f, "build", &[("command", "fwd")]), Sample::Info);
+    }
+
+    #[test]
+    fn an_address_it_cannot_listen_on_is_named_with_what_to_do() {
+        let taken = MetricsServer::start("127.0.0.1:0", "gen").unwrap();
+        for addr in ["not-an-address", "127.0.0.1", &taken.addr().to_string()] {
+            let e = MetricsServer::start(addr, "gen").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--metrics {addr}: cannot listen there")),
+                "{e}"
+            );
+            assert!(e.contains("port 0 picks a free one"), "{e}");
+        }
     }
 
     #[test]

@@ -315,6 +315,14 @@ static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u
 	return act(ctx, action, pkt_len);
 }
 
+/* Rule i, or NULL past the last one. */
+static __always_inline struct rule *rule_at(struct config *cfg, __u32 i)
+{
+	if (i >= cfg->rule_count)
+		return 0;
+	return bpf_map_lookup_elem(&rules, &i);
+}
+
 /* What first_rule_ipv4 answers for a later fragment whose ports a rule would need. */
 #define PORTS_UNKNOWN 0xffffffff
 
@@ -332,12 +340,8 @@ static __always_inline __u32 first_rule_ipv4(struct config *cfg, __u8 proto, __u
 	__u32 i;
 
 	for (i = 0; i < MAX_RULES; i++) {
-		struct rule *r;
-		__u32 k = i;
+		struct rule *r = rule_at(cfg, i);
 
-		if (i >= cfg->rule_count)
-			break;
-		r = bpf_map_lookup_elem(&rules, &k);
 		if (!r)
 			break;
 		if ((r->family | 4) != 4 || (r->protocol && r->protocol != proto) ||
@@ -363,12 +367,8 @@ static __always_inline __u32 first_rule(struct config *cfg, __u8 family, __u8 pr
 	__u32 i;
 
 	for (i = 0; i < MAX_RULES; i++) {
-		struct rule *r;
-		__u32 k = i;
+		struct rule *r = rule_at(cfg, i);
 
-		if (i >= cfg->rule_count)
-			break;
-		r = bpf_map_lookup_elem(&rules, &k);
 		if (!r)
 			break;
 		if (r->family && r->family != family)
