@@ -28,8 +28,8 @@ pub(crate) struct DumpArgs {
     /// Stop after N packets (that pass the filter).
     #[arg(short = 'c', long, value_name = "N")]
     count: Option<u64>,
-    /// Stop after this many seconds.
-    #[arg(short = 'd', long, value_name = "SECONDS")]
+    /// Stop after this long: seconds (2.5) or a duration (30s, 5m, 1h).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = crate::opts::seconds)]
     duration: Option<f64>,
     /// Where a capture program of xskit's own runs on an interface with no program (with
     /// xskit's program attached, that program captures, in its mode).

@@ -239,11 +239,22 @@ impl Live {
     }
 }
 
+/// A `-d` value in seconds: a number of seconds (`2.5`) or a duration with its unit (`30s`,
+/// `5m`, `1h`, `500ms`, `1h 30m`).
+pub(crate) fn seconds(s: &str) -> Result<f64, String> {
+    if let Ok(n) = s.trim().parse::<f64>() {
+        return Ok(n);
+    }
+    humantime::parse_duration(s.trim())
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| format!("{e}: give seconds (2.5) or a duration such as 30s, 5m or 1h"))
+}
+
 /// How long a command runs: a count, a duration, or until interrupted.
 #[derive(Args, Clone, Debug)]
 pub(crate) struct RunArgs {
-    /// Stop after this many seconds.
-    #[arg(short = 'd', long, value_name = "SECONDS")]
+    /// Stop after this long: seconds (2.5) or a duration (30s, 5m, 1h).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = seconds)]
     pub(crate) duration: Option<f64>,
     /// Seconds between progress lines.
     #[arg(short = 'I', long, default_value_t = 1.0)]
@@ -390,6 +401,30 @@ impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
             PolicyArg::DpdkL2 => xskit_bond::XmitHashPolicy::DpdkL2,
             PolicyArg::DpdkL23 => xskit_bond::XmitHashPolicy::DpdkL23,
             PolicyArg::DpdkL34 => xskit_bond::XmitHashPolicy::DpdkL34,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+
+    #[test]
+    fn durations_are_seconds_or_have_a_unit() {
+        for (text, want) in [
+            ("2.5", 2.5),
+            ("30s", 30.0),
+            ("5m", 300.0),
+            ("1h", 3600.0),
+            ("500ms", 0.5),
+            ("1h 30m", 5400.0),
+            (" 10 ", 10.0),
+        ] {
+            assert_eq!(seconds(text), Ok(want), "{text}");
+        }
+        for bad in ["", "ten", "5x", "-"] {
+            let e = seconds(bad).unwrap_err();
+            assert!(e.contains("give seconds (2.5) or a duration"), "{bad}: {e}");
         }
     }
 }

@@ -58,8 +58,9 @@ pub(crate) struct ZcArgs {
     /// Bytes per send call.
     #[arg(short = 's', long = "size", default_value_t = 65536)]
     size: usize,
-    /// Seconds to send (sender) or to wait at most (receiver).
-    #[arg(short = 'd', long, default_value_t = 2.0)]
+    /// How long to send (sender) or to wait at most (receiver): seconds (2.5) or a
+    /// duration (30s, 5m).
+    #[arg(short = 'd', long, value_name = "DURATION", default_value = "2", value_parser = crate::opts::seconds)]
     duration: f64,
     /// Zero-copy on or off.
     #[arg(short = 'z', long = "zerocopy", value_enum, default_value = "on")]

@@ -896,6 +896,33 @@ fn parse_rate(text: &str, r: &RuleRepr, action: Verdict) -> Result<Option<Rate>,
     })
 }
 
+/// Counters and metrics are kept by rule name, beside `default` and `unclassifiable`: two
+/// rules of one name would share them, so a name is refused where it is used the second time.
+fn unique_names(
+    text: &str,
+    spans: &[toml::Spanned<RuleRepr>],
+    rules: &[RuleSpec],
+) -> Result<(), RulesError> {
+    for (i, r) in rules.iter().enumerate() {
+        let earlier = rules[..i].iter().position(|e| e.name == r.name);
+        let clash = match earlier {
+            Some(j) => format!("rule {} is named {:?} too", j + 1, r.name),
+            None if matches!(r.name.as_str(), "default" | "unclassifiable") => {
+                format!("{:?} names the counter of packets no rule takes", r.name)
+            }
+            None => continue,
+        };
+        return Err(RulesError::at(
+            text,
+            spans[i].span().start,
+            format!(
+                "{clash}: give each rule a name of its own (counters and metrics are kept by name)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl RuleSet {
     /// Rules from a TOML text; errors give line and column.
     pub fn from_toml(text: &str) -> Result<Self, RulesError> {
@@ -920,6 +947,7 @@ impl RuleSet {
             .enumerate()
             .map(|(i, spanned)| parse_rule(text, i, spanned))
             .collect::<Result<Vec<_>, _>>()?;
+        unique_names(text, &file.rule, &rules)?;
         if rules.len() > crate::MAX_RULES {
             return Err(RulesError::at(
                 text,
@@ -1132,6 +1160,27 @@ mod tests {
         };
         k.dst[..4].copy_from_slice(&dst);
         k
+    }
+
+    #[test]
+    fn rule_names_are_unique() {
+        let e = RuleSet::from_toml(
+            "[[rule]]\nname = \"web\"\naction = \"pass\"\n[[rule]]\nname = \"web\"\naction = \"drop\"\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.column), (4, 1), "{e}");
+        assert!(e.message.starts_with("rule 1 is named \"web\" too"), "{e}");
+        // An unnamed rule's name ("rule2") is taken as well.
+        let e = RuleSet::from_toml(
+            "[[rule]]\nname = \"rule2\"\naction = \"pass\"\n[[rule]]\naction = \"drop\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        for reserved in ["default", "unclassifiable"] {
+            let text = format!("[[rule]]\nname = \"{reserved}\"\naction = \"pass\"\n");
+            let e = RuleSet::from_toml(&text).unwrap_err();
+            assert!(e.message.contains("names the counter"), "{e}");
+        }
     }
 
     #[test]
