@@ -79,27 +79,27 @@ pub(crate) struct GenArgs {
     /// Destination address (default 198.51.100.2 or 2001:db8::2).
     #[arg(long)]
     dst_ip: Option<IpAddr>,
-    /// First source port.
-    #[arg(long, default_value_t = 9)]
-    src_port: u16,
-    /// First destination port.
-    #[arg(long, default_value_t = 9)]
-    dst_port: u16,
-    /// Source MACs to cycle through.
-    #[arg(long, default_value_t = 1)]
-    src_macs: u32,
-    /// Source addresses to cycle through.
-    #[arg(long, default_value_t = 1)]
-    src_ips: u32,
-    /// Destination addresses to cycle through.
-    #[arg(long, default_value_t = 1)]
-    dst_ips: u32,
-    /// Source ports to cycle through.
-    #[arg(long, default_value_t = 1)]
-    src_ports: u32,
-    /// Destination ports to cycle through.
-    #[arg(long, default_value_t = 1)]
-    dst_ports: u32,
+    /// First source port (default 9).
+    #[arg(long)]
+    src_port: Option<u16>,
+    /// First destination port (default 9).
+    #[arg(long)]
+    dst_port: Option<u16>,
+    /// Source MACs to cycle through (default 1).
+    #[arg(long)]
+    src_macs: Option<u32>,
+    /// Source addresses to cycle through (default 1).
+    #[arg(long)]
+    src_ips: Option<u32>,
+    /// Destination addresses to cycle through (default 1).
+    #[arg(long)]
+    dst_ips: Option<u32>,
+    /// Source ports to cycle through (default 1).
+    #[arg(long)]
+    src_ports: Option<u32>,
+    /// Destination ports to cycle through (default 1).
+    #[arg(long)]
+    dst_ports: Option<u32>,
     /// N flows: shorthand for --src-ports N.
     #[arg(long)]
     flows: Option<u32>,
@@ -240,19 +240,19 @@ fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
         ("198.51.100.1".parse()?, "198.51.100.2".parse()?)
     };
     let flows = Flows {
-        src_macs: args.src_macs,
-        src_ips: args.src_ips,
-        dst_ips: args.dst_ips,
-        src_ports: args.flows.unwrap_or(args.src_ports),
-        dst_ports: args.dst_ports,
+        src_macs: args.src_macs.unwrap_or(1),
+        src_ips: args.src_ips.unwrap_or(1),
+        dst_ips: args.dst_ips.unwrap_or(1),
+        src_ports: args.flows.or(args.src_ports).unwrap_or(1),
+        dst_ports: args.dst_ports.unwrap_or(1),
     };
     let ends = Endpoints {
         src_mac,
         dst_mac,
         src_ip: args.src_ip.unwrap_or(default_src),
         dst_ip: args.dst_ip.unwrap_or(default_dst),
-        src_port: args.src_port,
-        dst_port: args.dst_port,
+        src_port: args.src_port.unwrap_or(9),
+        dst_port: args.dst_port.unwrap_or(9),
     };
     let size = args
         .size

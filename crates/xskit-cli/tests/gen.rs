@@ -434,6 +434,11 @@ fn gen_pcap_refuses_what_it_cannot_replay() {
             vec!["--pcap", path, "-s", "100"],
             "drop the options that build",
         ),
+        // Each option that builds probes is named, defaults or not.
+        (
+            vec!["--pcap", path, "--dst-port", "9", "--src-ports", "4"],
+            "probes (--dst-port, --src-ports)",
+        ),
         (vec!["--loop", "2"], "--pcap"),
     ] {
         let out = Command::new(XSKIT)

@@ -181,18 +181,29 @@ fn check_replay_args(args: &GenArgs) -> Result<()> {
     if args.engine == Engine::Live {
         bail!("--pcap replays through an AF_XDP socket: drop --engine live");
     }
-    let builds = args.size.is_some()
-        || args.ipv6
-        || args.vlan.is_some()
-        || args.flows.is_some()
-        || args.src_mac.is_some()
-        || args.dst_mac.is_some()
-        || args.src_ip.is_some()
-        || args.dst_ip.is_some();
-    if builds {
+    let builds = [
+        (args.size.is_some(), "-s"),
+        (args.ipv6, "-6"),
+        (args.vlan.is_some(), "--vlan"),
+        (args.flows.is_some(), "--flows"),
+        (args.src_mac.is_some(), "--src-mac"),
+        (args.dst_mac.is_some(), "--dst-mac"),
+        (args.src_ip.is_some(), "--src-ip"),
+        (args.dst_ip.is_some(), "--dst-ip"),
+        (args.src_port.is_some(), "--src-port"),
+        (args.dst_port.is_some(), "--dst-port"),
+        (args.src_macs.is_some(), "--src-macs"),
+        (args.src_ips.is_some(), "--src-ips"),
+        (args.dst_ips.is_some(), "--dst-ips"),
+        (args.src_ports.is_some(), "--src-ports"),
+        (args.dst_ports.is_some(), "--dst-ports"),
+    ];
+    let given: Vec<&str> = builds.iter().filter(|b| b.0).map(|b| b.1).collect();
+    if !given.is_empty() {
         bail!(
             "--pcap sends the capture's own packets, unchanged: drop the options that build \
-             probes (-s, -6, --vlan, --flows, --src-mac, --dst-mac, --src-ip, --dst-ip)"
+             probes ({})",
+            given.join(", ")
         );
     }
     Ok(())
