@@ -257,7 +257,16 @@ fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
     let size = args
         .size
         .unwrap_or_else(|| Template::min_len(args.ipv6, args.vlan.is_some()).max(64));
-    let t = Template::new(ends, flows, args.vlan, size)?;
+    let t = Template::new(ends, flows, args.vlan, size).map_err(|e| match e {
+        xskit_traffic::Error::EmptyFlowRange { range } => {
+            let flag = match range {
+                "src_ports" if args.flows.is_some() => "--flows".to_string(),
+                other => format!("--{}", other.replace('_', "-")),
+            };
+            anyhow::anyhow!("{flag} 0: a flow range needs at least one value")
+        }
+        other => other.into(),
+    })?;
     let t = match args.vlan_priority {
         Some(pcp) => t
             .with_vlan_priority(pcp)

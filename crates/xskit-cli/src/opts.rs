@@ -148,8 +148,8 @@ pub(crate) fn check_ring_size(size: u32, what: &str, per_call: usize) -> Result<
     }
     if per_call > size as usize {
         bail!(
-            "--ring-size {size} is smaller than the {what} {per_call}: a ring must hold one \
-             whole batch; give a larger ring or a smaller batch"
+            "--ring-size {size} is smaller than the {what} {per_call}: a ring must hold a \
+             whole {what}; give a larger ring or a smaller {what}"
         );
     }
     Ok(())

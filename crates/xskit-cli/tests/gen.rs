@@ -227,6 +227,22 @@ fn gen_errors_are_clear() {
         (vec!["gen", "-i", "lo", "--vlan", "5000"], "VLAN id 5000"),
         (vec!["gen", "-i", "lo", "--duration=-1"], "--duration"),
         (vec!["gen", "-i", "lo", "-r", "10kg"], "use pps, kpps, Mpps"),
+        (
+            vec!["gen", "-i", "lo", "--dst-ips", "0"],
+            "--dst-ips 0: a flow range",
+        ),
+        (
+            vec!["gen", "-i", "lo", "--flows", "0"],
+            "--flows 0: a flow range",
+        ),
+        (
+            vec!["gen", "-i", "lo", "--vlan", "5", "--vlan-priority", "9"],
+            "VLAN priority 9 is out of range 0..7",
+        ),
+        (
+            vec!["gen", "-i", "lo", "-d", "5x"],
+            "or a duration such as 30s",
+        ),
     ] {
         let out = Command::new(XSKIT).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

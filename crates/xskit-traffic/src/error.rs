@@ -19,12 +19,15 @@ pub enum Error {
         /// The id given.
         vid: u16,
     },
-    /// A VLAN priority (PCP) outside 0..7, or without a VLAN tag.
-    #[error("VLAN priority {pcp} needs a VLAN tag and must be 0 to 7")]
+    /// A VLAN priority (PCP) outside 0..7.
+    #[error("VLAN priority {pcp} is out of range 0..7")]
     VlanPriority {
         /// The priority given.
         pcp: u8,
     },
+    /// A VLAN priority for a template without a VLAN tag.
+    #[error("a VLAN priority needs a VLAN tag: tag the packets first")]
+    VlanPriorityWithoutTag,
     /// A packet size the template cannot be built at.
     #[error(
         "packet size {size} is out of range: {family} frames with these options take {min} to \
@@ -40,9 +43,13 @@ pub enum Error {
         /// The largest xskit builds.
         max: usize,
     },
-    /// A flow range with no values.
-    #[error("every flow range needs at least one value")]
-    EmptyFlowRange,
+    /// A flow range with no values: `range` names it (`src_macs`, `src_ips`, `dst_ips`,
+    /// `src_ports`, `dst_ports`, as [`crate::probe::Flows`] calls them).
+    #[error("the flow range {range} is empty: it needs at least one value")]
+    EmptyFlowRange {
+        /// The range's field.
+        range: &'static str,
+    },
     /// A port range that runs past 65535.
     #[error("a port range runs past 65535: start lower or take fewer ports")]
     PortRange,

@@ -135,14 +135,14 @@ impl Template {
             });
         }
         let counts = [
-            flows.src_macs,
-            flows.src_ips,
-            flows.dst_ips,
-            flows.src_ports,
-            flows.dst_ports,
+            (flows.src_macs, "src_macs"),
+            (flows.src_ips, "src_ips"),
+            (flows.dst_ips, "dst_ips"),
+            (flows.src_ports, "src_ports"),
+            (flows.dst_ports, "dst_ports"),
         ];
-        if counts.contains(&0) {
-            return Err(Error::EmptyFlowRange);
+        if let Some(&(_, range)) = counts.iter().find(|c| c.0 == 0) {
+            return Err(Error::EmptyFlowRange { range });
         }
         if u64::from(ends.src_port) + u64::from(flows.src_ports) > 65536
             || u64::from(ends.dst_port) + u64::from(flows.dst_ports) > 65536
@@ -162,8 +162,11 @@ impl Template {
 
     /// Sets the VLAN tag's priority (PCP, 0 to 7; the template must have a tag).
     pub fn with_vlan_priority(mut self, pcp: u8) -> Result<Self> {
-        if pcp > 7 || self.vlan.is_none() {
+        if pcp > 7 {
             return Err(Error::VlanPriority { pcp });
+        }
+        if self.vlan.is_none() {
+            return Err(Error::VlanPriorityWithoutTag);
         }
         self.vlan_priority = pcp;
         Ok(self)
@@ -395,6 +398,39 @@ pub fn check(frame: &[u8]) -> Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ends() -> Endpoints {
+        Endpoints {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: "198.51.100.1".parse().unwrap(),
+            dst_ip: "198.51.100.2".parse().unwrap(),
+            src_port: 9,
+            dst_port: 9,
+        }
+    }
+
+    #[test]
+    fn a_bad_priority_or_an_empty_range_says_which() {
+        let tagged = Template::new(ends(), Flows::default(), Some(5), 128).unwrap();
+        assert!(matches!(
+            tagged.with_vlan_priority(9),
+            Err(Error::VlanPriority { pcp: 9 })
+        ));
+        let plain = Template::new(ends(), Flows::default(), None, 128).unwrap();
+        assert!(matches!(
+            plain.with_vlan_priority(3),
+            Err(Error::VlanPriorityWithoutTag)
+        ));
+        let flows = Flows {
+            dst_ips: 0,
+            ..Flows::default()
+        };
+        assert!(matches!(
+            Template::new(ends(), flows, None, 128),
+            Err(Error::EmptyFlowRange { range: "dst_ips" })
+        ));
+    }
 
     #[test]
     fn pattern_is_the_ramp_whatever_the_length() {
