@@ -900,6 +900,10 @@ fn the_metrics_endpoint_stays_bounded_under_held_and_slow_connections() {
             .unwrap()
     };
     let pid = fwd.id();
+    // Up and forwarding (its workers start after the endpoint): then its threads are all
+    // there.
+    gen(&chain.a, &chain.c, 9, &["-n", "100", "-r", "1000"]);
+    assert!(!scrape(&chain.m_a, &url).is_empty(), "a first scrape");
     let (threads, rss) = (proc_status(pid, "Threads"), proc_status(pid, "VmRSS"));
     let mut slow = connect();
     let slow_client = std::thread::spawn(move || {

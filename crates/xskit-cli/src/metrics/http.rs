@@ -134,6 +134,9 @@ fn work(queue: &Queue, render: &Render) {
         let Ok((mut stream, accepted)) = next else {
             return;
         };
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
         let Some(answer) = read_head(&mut stream, accepted + REQUEST_TIME, &mut buf) else {
             continue;
         };
@@ -202,6 +205,9 @@ impl Endpoint {
     /// Serves `render`'s text on `listener`.
     pub(crate) fn start(listener: TcpListener, render: Arc<Render>) -> std::io::Result<Endpoint> {
         let addr = listener.local_addr()?;
+        // A connection reset between poll(2) and accept(2) must not leave the acceptor
+        // blocked where it cannot see the stop flag.
+        listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let (sender, receiver) = sync_channel(QUEUED);
         let queue: Queue = Arc::new(Mutex::new(receiver));
