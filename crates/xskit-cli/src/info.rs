@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use serde::Serialize;
 use xskit::Interface;
 
 #[derive(Args)]
@@ -9,6 +10,35 @@ pub(crate) struct InfoArgs {
     /// The interface to describe.
     #[arg(short, long, value_name = "IFACE")]
     interface: String,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `info` tells of a device, read once and then printed as lines or as JSON.
+#[derive(Debug, Serialize)]
+struct DeviceFacts {
+    interface: String,
+    ifindex: u32,
+    mtu: u32,
+    rx_queues: u32,
+    rx_queues_allocated: u32,
+    tx_queues: u32,
+    tx_queues_allocated: u32,
+    native_xdp: bool,
+    zero_copy: bool,
+    multi_buffer_rx: bool,
+    zc_max_segments: u32,
+    xdp_features: Vec<&'static str>,
+    xsk_features: Vec<&'static str>,
+    xdp_program: Option<XdpProgramFacts>,
+    kind: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct XdpProgramFacts {
+    id: u32,
+    mode: &'static str,
 }
 
 /// A bond of a running `xskit fwd`, and its state.
@@ -57,7 +87,12 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
             // Not a device: perhaps a bond of a running xskit fwd.
             for fwd in &running {
                 if let Some(bond) = fwd.bonds.iter().find(|b| b.name == args.interface) {
-                    print_xskit_bond(fwd.pid, bond, "");
+                    if args.json {
+                        let one = serde_json::json!({ "xskit_bond": bond, "fwd_pid": fwd.pid });
+                        crate::opts::print_json("info", &one)?;
+                    } else {
+                        print_xskit_bond(fwd.pid, bond, "");
+                    }
                     return Ok(0);
                 }
             }
@@ -67,8 +102,24 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
     let link = iface
         .link_info()
         .with_context(|| format!("reading link attributes of {}", args.interface))?;
-    print_device(args, &iface, &link)?;
-    print_bonding(&link)?;
+    let facts = device_facts(args, &iface, &link)?;
+    let bonding = bonding_facts(&link)?;
+    if args.json {
+        let xskit_bonds: Vec<_> = running
+            .iter()
+            .flat_map(|fwd| fwd.bonds.iter())
+            .filter(|b| b.members.iter().any(|m| m.interface == link.name))
+            .collect();
+        let all = serde_json::json!({
+            "device": facts,
+            "bonding": bonding,
+            "xskit_bonds": xskit_bonds,
+        });
+        crate::opts::print_json("info", &all)?;
+        return Ok(0);
+    }
+    print_device(&facts);
+    print_bonding(&bonding);
     for fwd in &running {
         for bond in &fwd.bonds {
             if bond.members.iter().any(|m| m.interface == link.name) {
@@ -80,50 +131,95 @@ pub(crate) fn run(args: &InfoArgs) -> Result<i32> {
 }
 
 /// The device's queues, MTU, XDP and AF_XDP features and attached program.
-fn print_device(args: &InfoArgs, iface: &Interface, link: &xskit::netlink::LinkInfo) -> Result<()> {
+fn device_facts(
+    args: &InfoArgs,
+    iface: &Interface,
+    link: &xskit::netlink::LinkInfo,
+) -> Result<DeviceFacts> {
     let features = iface
         .features()
         .with_context(|| format!("reading XDP features of {}", args.interface))?;
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    out!("{} (ifindex {})", link.name, link.ifindex);
-    out!("  mtu               {}", link.mtu);
     let (rx, tx) = iface
         .active_queues()
         .with_context(|| format!("reading the channels of {}", args.interface))?;
-    out!("  rx queues         {rx} (of {} allocated)", link.rx_queues);
-    out!("  tx queues         {tx} (of {} allocated)", link.tx_queues);
-    out!("  native XDP        {}", yes(features.native_xdp()));
-    out!("  AF_XDP zero-copy  {}", yes(features.zero_copy()));
-    out!("  multi-buffer rx   {}", yes(features.rx_sg()));
-    out!("  zc max segments   {}", features.zc_max_segs);
-    out!(
-        "  xdp-features      {}",
-        features.xdp_feature_names().join(" ")
-    );
-    let xsk = features.xsk_feature_names();
-    out!(
-        "  xsk-features      {}",
-        if xsk.is_empty() {
-            "none".into()
-        } else {
-            xsk.join(" ")
-        }
-    );
-    match link.xdp.any() {
-        Some(id) => out!(
-            "  xdp program       id {id} ({} mode)",
-            link.xdp.mode_name()
-        ),
-        None => out!("  xdp program       none"),
-    }
-    if let Some(kind) = &link.kind {
-        out!("  kind              {kind}");
-    }
-    Ok(())
+    Ok(DeviceFacts {
+        interface: link.name.clone(),
+        ifindex: link.ifindex,
+        mtu: link.mtu,
+        rx_queues: rx,
+        rx_queues_allocated: link.rx_queues,
+        tx_queues: tx,
+        tx_queues_allocated: link.tx_queues,
+        native_xdp: features.native_xdp(),
+        zero_copy: features.zero_copy(),
+        multi_buffer_rx: features.rx_sg(),
+        zc_max_segments: features.zc_max_segs,
+        xdp_features: features.xdp_feature_names(),
+        xsk_features: features.xsk_feature_names(),
+        xdp_program: link.xdp.any().map(|id| XdpProgramFacts {
+            id,
+            mode: link.xdp.mode_name(),
+        }),
+        kind: link.kind.clone(),
+    })
 }
 
-/// A kernel bond's mode, members and active member; a member's master.
-fn print_bonding(link: &xskit::netlink::LinkInfo) -> Result<()> {
+fn print_device(f: &DeviceFacts) {
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    out!("{} (ifindex {})", f.interface, f.ifindex);
+    out!("  mtu               {}", f.mtu);
+    out!(
+        "  rx queues         {} (of {} allocated)",
+        f.rx_queues,
+        f.rx_queues_allocated
+    );
+    out!(
+        "  tx queues         {} (of {} allocated)",
+        f.tx_queues,
+        f.tx_queues_allocated
+    );
+    out!("  native XDP        {}", yes(f.native_xdp));
+    out!("  AF_XDP zero-copy  {}", yes(f.zero_copy));
+    out!("  multi-buffer rx   {}", yes(f.multi_buffer_rx));
+    out!("  zc max segments   {}", f.zc_max_segments);
+    out!("  xdp-features      {}", f.xdp_features.join(" "));
+    let xsk = if f.xsk_features.is_empty() {
+        "none".to_string()
+    } else {
+        f.xsk_features.join(" ")
+    };
+    out!("  xsk-features      {xsk}");
+    match &f.xdp_program {
+        Some(p) => out!("  xdp program       id {} ({} mode)", p.id, p.mode),
+        None => out!("  xdp program       none"),
+    }
+    if let Some(kind) = &f.kind {
+        out!("  kind              {kind}");
+    }
+}
+
+/// A kernel bond's mode, members and active member, or a member's master.
+#[derive(Debug, Default, Serialize)]
+struct BondingFacts {
+    bond: Option<KernelBondFacts>,
+    master: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct KernelBondFacts {
+    mode: &'static str,
+    xmit_hash_policy: &'static str,
+    members: Vec<MemberFacts>,
+    active_member: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct MemberFacts {
+    interface: String,
+    up: bool,
+}
+
+fn bonding_facts(link: &xskit::netlink::LinkInfo) -> Result<BondingFacts> {
     let all = if link.bond.is_some() || link.master.is_some() {
         xskit::netlink::links().with_context(|| "listing the links")?
     } else {
@@ -134,23 +230,36 @@ fn print_bonding(link: &xskit::netlink::LinkInfo) -> Result<()> {
             .find(|l| l.ifindex == ifindex)
             .map_or_else(|| format!("ifindex {ifindex}"), |l| l.name.clone())
     };
-    if let Some(bond) = &link.bond {
-        out!(
-            "  bond              {}, xmit_hash_policy {}",
-            bond.mode_name(),
-            bond.policy_name()
-        );
-        let members: Vec<String> = all
+    let bond = link.bond.as_ref().map(|bond| KernelBondFacts {
+        mode: bond.mode_name(),
+        xmit_hash_policy: bond.policy_name(),
+        members: all
             .iter()
             .filter(|l| l.master == Some(link.ifindex))
-            .map(|l| {
-                let state = if l.admin_up && l.carrier {
-                    "up"
-                } else {
-                    "down"
-                };
-                format!("{} ({state})", l.name)
+            .map(|l| MemberFacts {
+                interface: l.name.clone(),
+                up: l.admin_up && l.carrier,
             })
+            .collect(),
+        active_member: bond.active_slave.map(name_of),
+    });
+    Ok(BondingFacts {
+        bond,
+        master: link.master.map(name_of),
+    })
+}
+
+fn print_bonding(f: &BondingFacts) {
+    if let Some(bond) = &f.bond {
+        out!(
+            "  bond              {}, xmit_hash_policy {}",
+            bond.mode,
+            bond.xmit_hash_policy
+        );
+        let members: Vec<String> = bond
+            .members
+            .iter()
+            .map(|m| format!("{} ({})", m.interface, if m.up { "up" } else { "down" }))
             .collect();
         out!(
             "  members           {}",
@@ -160,12 +269,11 @@ fn print_bonding(link: &xskit::netlink::LinkInfo) -> Result<()> {
                 members.join(", ")
             }
         );
-        if let Some(active) = bond.active_slave {
-            out!("  active member     {}", name_of(active));
+        if let Some(active) = &bond.active_member {
+            out!("  active member     {active}");
         }
     }
-    if let Some(master) = link.master {
-        out!("  master            {}", name_of(master));
+    if let Some(master) = &f.master {
+        out!("  master            {master}");
     }
-    Ok(())
 }

@@ -132,6 +132,29 @@ fn info_reports_veth_capabilities() {
     ] {
         assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
     }
+    // The same facts as one JSON object.
+    let out = bed
+        .b
+        .ns
+        .command(XSKIT)
+        .args(["info", "-i", &bed.b.ifname, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let device = &j["device"];
+    assert_eq!(device["interface"], bed.b.ifname.as_str(), "{j}");
+    assert_eq!(device["native_xdp"], true, "{j}");
+    assert_eq!(device["zero_copy"], false, "{j}");
+    assert_eq!(device["rx_queues"], 4, "{j}");
+    assert_eq!(device["xdp_program"], serde_json::Value::Null, "{j}");
+    assert!(device["xdp_features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "redirect"));
+    assert_eq!(j["bonding"]["bond"], serde_json::Value::Null, "{j}");
+    assert_eq!(j["command"], "info", "{j}");
 }
 
 #[test]
