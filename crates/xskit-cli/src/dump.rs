@@ -19,11 +19,12 @@ pub(crate) struct DumpArgs {
     /// The interface.
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     interface: String,
-    /// Write the packets to FILE (pcap) instead of a line each.
+    /// Write the packets to FILE (pcap) instead of a line each; `-` is stdout, for a pipe
+    /// into tshark or tcpdump -r -.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<PathBuf>,
     /// Bytes of each packet kept (its whole length is recorded all the same).
-    #[arg(long, default_value_t = 262_144, value_name = "N")]
+    #[arg(short = 's', long, default_value_t = 262_144, value_name = "N")]
     snaplen: u32,
     /// Stop after N packets (that pass the filter).
     #[arg(short = 'c', long, value_name = "N")]
@@ -197,6 +198,10 @@ pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
         }
         d => d.map(Duration::from_secs_f64),
     };
+    let to_stdout = args.write.as_deref() == Some(std::path::Path::new("-"));
+    if to_stdout && args.json {
+        bail!("-w - writes the capture to stdout, where --json would go too: drop one of them");
+    }
     let filter = compile_filter(&args.filter)?;
     let iface = Interface::by_name(&args.interface)?;
     let config = CaptureConfig::default()
@@ -207,7 +212,14 @@ pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
     let mut sink = args
         .write
         .as_ref()
-        .map(xskit_pipeline::PcapSink::create)
+        .map(|p| {
+            let path = if to_stdout {
+                std::path::Path::new("/dev/stdout")
+            } else {
+                p.as_path()
+            };
+            xskit_pipeline::PcapSink::create(path)
+        })
         .transpose()?;
     let stop = stop_flag()?;
     note!(

@@ -27,6 +27,87 @@ fn temp(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
+/// `-w -` writes the pcap to stdout, tcpdump's habit, for a pipe into Wireshark's tools;
+/// `-s` cuts each packet to the snap length while keeping its length; `--json` with it is
+/// refused (both would go to stdout).
+#[test]
+fn dump_writes_pcap_to_stdout_with_a_snap_length() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let args = [
+        "dump",
+        "-i",
+        &bed.b.ifname,
+        "-w",
+        "-",
+        "-s",
+        "60",
+        "-c",
+        "5",
+        "-d",
+        "20",
+        "icmp",
+    ];
+    let dump = KillOnDrop::new(start(&bed.b, &args));
+    let ping = run(
+        &bed.a,
+        "ping",
+        &[
+            "-c",
+            "5",
+            "-i",
+            "0.2",
+            "-s",
+            "500",
+            "-W",
+            "2",
+            &bed.b.ip.to_string(),
+        ],
+    );
+    ok(&ping);
+    let out = dump.take().wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = temp("stdout.pcap");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let path = file.to_str().unwrap();
+    let info = wireshark("capinfos", &["-c", "-M", path]);
+    assert!(info.contains("Number of packets:   5"), "{info}");
+    let lengths = wireshark(
+        "tshark",
+        &[
+            "-r",
+            path,
+            "-T",
+            "fields",
+            "-e",
+            "frame.cap_len",
+            "-e",
+            "frame.len",
+        ],
+    );
+    assert!(
+        lengths
+            .lines()
+            .all(|l| l.split_whitespace().collect::<Vec<_>>() == ["60", "542"]),
+        "{lengths}"
+    );
+    let refused = bed
+        .b
+        .ns
+        .command(XSKIT)
+        .args(["dump", "-i", &bed.b.ifname, "-w", "-", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("drop one of them"));
+}
+
 /// On an interface with no program, dump attaches its own, which passes every packet on:
 /// ping works through it, the filter keeps the echo requests, Wireshark reads the file, and
 /// the program is gone afterwards.
