@@ -431,6 +431,7 @@ run_fwd copy -i eth0 -i eth1 -m drv --check
     let mut traffic = String::new();
     for step in ["zc", "copy"] {
         wait_for(&running, &format!("FWD {step}"));
+        eprintln!("kernel traffic through fwd in {step} mode");
         traffic += &kernel_traffic_crosses(&wire.a, &wire.c, 3);
         running.signal(&format!("stop-{step}")).unwrap();
     }

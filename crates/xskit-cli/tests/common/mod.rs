@@ -270,9 +270,10 @@ pub fn iperf3(client: &Host, server: &Host, extra: &[&str]) -> serde_json::Value
 pub fn kernel_traffic_crosses(a: &Host, c: &Host, tcp_seconds: u32) -> String {
     let mut said = String::new();
     // The hosts' neighbour tables run in real time, the path between them may not (an
-    // emulated guest): the first exchange resolves a's ARP entry for c, however long it takes.
+    // emulated guest, slower still on a loaded host): the first exchange resolves a's ARP
+    // entry for c, however long it takes, within a minute and a half.
     let ip = c.ip.to_string();
-    let resolved = (0..10).any(|_| {
+    let resolved = (0..30).any(|_| {
         run(a, "ping", &["-c", "1", "-W", "3", &ip])
             .status
             .success()
