@@ -23,7 +23,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libpcap-dev libxdp-dev)
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libpcap-dev libxdp-dev g++)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -75,6 +75,11 @@ test)
     cargo test --workspace --locked --features xskit-cli/bench-harness -- --test-threads=2
     # Every fuzz target for 30 s (cargo-fuzz, which needs nightly Rust): they keep compiling
     # and running; `bash fuzz/run.sh 600` is the long run.
+    # (libFuzzer itself is C++: g++ above builds it.)
+    if ! command -v rustup >/dev/null; then
+        echo "xskit setup: the fuzz step needs rustup for nightly Rust (https://rustup.rs)" >&2
+        exit 1
+    fi
     rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
     command -v cargo-fuzz >/dev/null || cargo install --locked --quiet cargo-fuzz --version 0.13.2
     cargo fmt --manifest-path fuzz/Cargo.toml -- --check
