@@ -38,6 +38,8 @@ pub(crate) enum Answer {
     MethodNotAllowed,
     BadRequest,
     HeadTooLarge,
+    /// The metrics could not be rendered.
+    Failed,
 }
 
 impl Answer {
@@ -48,6 +50,7 @@ impl Answer {
             Answer::MethodNotAllowed => "405 Method Not Allowed",
             Answer::BadRequest => "400 Bad Request",
             Answer::HeadTooLarge => "431 Request Header Fields Too Large",
+            Answer::Failed => "500 Internal Server Error",
         }
     }
 }
@@ -150,7 +153,7 @@ fn work(queue: &Queue, render: &Render) {
                 ),
                 Err(_) => respond(
                     &mut stream,
-                    Answer::BadRequest,
+                    Answer::Failed,
                     "encoding failed\n",
                     "text/plain",
                 ),
