@@ -106,19 +106,21 @@ static __always_inline __be16 eth_proto(const struct ethhdr *eth)
 	return *(const __be16 *)((const char *)eth + 12);
 }
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_RULES);
-	__type(key, __u32);
-	__type(value, struct rule);
-} rules SEC(".maps");
+/*
+ * The configuration and the rules, one map value: looked up once a packet, so that no
+ * lookup inside the rule loop makes the compiler spill the packet's fields to the stack.
+ */
+struct filter_state {
+	struct config config;
+	struct rule rules[MAX_RULES];
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct config);
-} config SEC(".maps");
+	__type(value, struct filter_state);
+} state SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -269,7 +271,7 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
  * An ARP packet from a monitored target: counted; true when it is the answer
  * to xskit's probe (a reply to 0.0.0.0), which is consumed here.
  */
-static __always_inline int arp_monitor(struct config *cfg, void *data, void *end, __u64 pkt_len)
+static __always_inline int arp_monitor(struct filter_state *st, void *data, void *end, __u64 pkt_len)
 {
 	struct ethhdr *eth = data;
 	unsigned char *a = (void *)(eth + 1);
@@ -282,7 +284,7 @@ static __always_inline int arp_monitor(struct config *cfg, void *data, void *end
 	for (k = 0; k < MAX_ARP_TARGETS; k++) {
 		__u32 key = k;
 
-		if (k >= cfg->arp_targets)
+		if (k >= st->config.arp_targets)
 			break;
 		t = bpf_map_lookup_elem(&arp_targets, &key);
 		if (t && *t == sip) {
@@ -316,11 +318,11 @@ static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u
 }
 
 /* Rule i, or NULL past the last one. */
-static __always_inline struct rule *rule_at(struct config *cfg, __u32 i)
+static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 {
-	if (i >= cfg->rule_count)
+	if (i >= st->config.rule_count || i >= MAX_RULES)
 		return 0;
-	return bpf_map_lookup_elem(&rules, &i);
+	return &st->rules[i];
 }
 
 /* What first_rule_ipv4 answers for a later fragment whose ports a rule would need. */
@@ -334,13 +336,13 @@ static __always_inline struct rule *rule_at(struct config *cfg, __u32 i)
  * user space if the rule is user space's to decide, and is PORTS_UNKNOWN otherwise, so that
  * no later rule or the default takes it for want of ports (RuleSet::classify does the same).
  */
-static __always_inline __u32 first_rule_ipv4(struct config *cfg, __u8 proto, __u32 daddr,
+static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto, __u32 daddr,
 					     __u16 dport, int later, __u32 *action)
 {
 	__u32 i;
 
 	for (i = 0; i < MAX_RULES; i++) {
-		struct rule *r = rule_at(cfg, i);
+		struct rule *r = rule_at(st, i);
 
 		if (!r)
 			break;
@@ -356,18 +358,18 @@ static __always_inline __u32 first_rule_ipv4(struct config *cfg, __u8 proto, __u
 		*action = r->action;
 		return i;
 	}
-	*action = cfg->default_action;
+	*action = st->config.default_action;
 	return COUNTER_DEFAULT;
 }
 
 /* The first rule any other packet matches (family 6, or 0 when not IP), as first_rule_ipv4. */
-static __always_inline __u32 first_rule(struct config *cfg, __u8 family, __u8 proto,
+static __always_inline __u32 first_rule(struct filter_state *st, __u8 family, __u8 proto,
 					const __u32 *dst, __u16 dport, __u32 *action)
 {
 	__u32 i;
 
 	for (i = 0; i < MAX_RULES; i++) {
-		struct rule *r = rule_at(cfg, i);
+		struct rule *r = rule_at(st, i);
 
 		if (!r)
 			break;
@@ -383,7 +385,7 @@ static __always_inline __u32 first_rule(struct config *cfg, __u8 family, __u8 pr
 		*action = r->action;
 		return i;
 	}
-	*action = cfg->default_action;
+	*action = st->config.default_action;
 	return COUNTER_DEFAULT;
 }
 
@@ -406,7 +408,7 @@ static __always_inline __u32 settle_partial(__u32 *hit, __u32 action, void *l4, 
  * An IPv4 packet's fate, the common case kept apart so that its path carries no state for
  * IPv6 (four address words, extension headers); -1 when it is unclassifiable.
  */
-static __always_inline int decide_ipv4(struct xdp_md *ctx, struct config *cfg, struct iphdr *ip,
+static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *st, struct iphdr *ip,
 				       void *end, __u32 room, __u64 pkt_len, __u32 *why)
 {
 	__u32 hl, total, hit, action;
@@ -430,7 +432,7 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct config *cfg, s
 			dport = bpf_ntohs(*(__u16 *)(l4 + 2));
 		}
 	}
-	hit = first_rule_ipv4(cfg, ip->protocol, ip->daddr, dport,
+	hit = first_rule_ipv4(st, ip->protocol, ip->daddr, dport,
 			      (ip->frag_off & bpf_htons(0x1fff)) != 0, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
@@ -445,7 +447,7 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct config *cfg, s
  * An IPv6 packet's fate, as decide_ipv4's; one with extension headers goes to user space,
  * undecided.
  */
-static __always_inline int decide_ipv6(struct xdp_md *ctx, struct config *cfg,
+static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *st,
 				       struct ipv6hdr *ip6, void *end, __u32 room, __u64 pkt_len,
 				       __u32 *why)
 {
@@ -471,39 +473,77 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct config *cfg,
 		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
 	}
 	__builtin_memcpy(dst, &ip6->daddr, 16);
-	hit = first_rule(cfg, 6, proto, dst, dport, &action);
+	hit = first_rule(st, 6, proto, dst, dport, &action);
 	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
+	return settle(ctx, why, hit, action, pkt_len);
+}
+
+/*
+ * The shape most packets have, and a flood's: untagged IPv4 without options, not a fragment,
+ * TCP or UDP with its ports, on an interface with no bond duties. Decided as decide_ipv4
+ * decides it, in fewer instructions: -1 for any other packet, which takes the general path.
+ */
+static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state *st, void *data,
+					void *end, __u64 pkt_len, __u32 *why)
+{
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	__u32 hit, action;
+	__u64 total;
+	__u16 dport;
+	void *l4;
+
+	l4 = ip + 1;
+	if (l4 + 4 > end || eth_proto(data) != bpf_htons(ETH_P_IP) || *(__u8 *)ip != 0x45 ||
+	    (ip->frag_off & bpf_htons(0x3fff)) ||
+	    (ip->protocol != IPPROTO_UDP && ip->protocol != IPPROTO_TCP))
+		return -1;
+	total = bpf_ntohs(ip->tot_len);
+	if (total < sizeof(*ip) + 4 || total > pkt_len - sizeof(struct ethhdr))
+		return -1;
+	dport = bpf_ntohs(*(__u16 *)(l4 + 2));
+	hit = first_rule_ipv4(st, ip->protocol, ip->daddr, dport, 0, &action);
+	if (action == ACTION_FORWARD)
+		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr, 4,
+					total - sizeof(*ip));
 	return settle(ctx, why, hit, action, pkt_len);
 }
 
 /* Decides a packet's fate; `why` gets the counter that counted the decision. */
 static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u64 pkt_len = PACKET_LEN(ctx, data, end);
-	struct ethhdr *eth = data;
 	__u32 l3_off = sizeof(struct ethhdr), room, zero = 0, i, hit, action;
 	__u32 none[4] = {0, 0, 0, 0};
-	__u16 h_proto;
-	struct config *cfg;
+	void *data, *end, *l3;
+	struct filter_state *st;
+	struct ethhdr *eth;
 	int verdict = -1;
-	void *l3;
+	__u64 pkt_len;
+	__u16 h_proto;
 
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg)
+	/* The lookup first: the packet's pointers read after it need no saving across it. */
+	st = bpf_map_lookup_elem(&state, &zero);
+	if (!st)
 		return XDP_PASS;
-	if (cfg->lacp && (void *)(eth + 1) <= end &&
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	pkt_len = PACKET_LEN(ctx, data, end);
+	eth = data;
+	if (!(st->config.lacp | st->config.arp_targets | st->config.inactive)) {
+		verdict = decide_plain(ctx, st, data, end, pkt_len, why);
+		if (verdict >= 0)
+			return verdict;
+	}
+	if (st->config.lacp && (void *)(eth + 1) <= end &&
 	    eth_proto(eth) == bpf_htons(ETH_P_SLOW_PROTOCOLS)) {
 		*why = COUNTER_LACP;
 		count(COUNTER_LACP, pkt_len);
 		return XDP_PASS;
 	}
-	if (cfg->arp_targets && arp_monitor(cfg, data, end, pkt_len)) {
+	if (st->config.arp_targets && arp_monitor(st, data, end, pkt_len)) {
 		*why = COUNTER_ARP_ALIVE;
 		return XDP_DROP;
 	}
-	if (cfg->inactive) {
+	if (st->config.inactive) {
 		*why = COUNTER_INACTIVE;
 		count(COUNTER_INACTIVE, pkt_len);
 		return XDP_DROP;
@@ -528,19 +568,19 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 	/* Bytes the IP packet may claim: the rest of the packet, in every buffer. */
 	room = pkt_len - l3_off;
 	if (h_proto == bpf_htons(ETH_P_IP))
-		verdict = decide_ipv4(ctx, cfg, l3, end, room, pkt_len, why);
+		verdict = decide_ipv4(ctx, st, l3, end, room, pkt_len, why);
 	else if (h_proto == bpf_htons(ETH_P_IPV6))
-		verdict = decide_ipv6(ctx, cfg, l3, end, room, pkt_len, why);
+		verdict = decide_ipv6(ctx, st, l3, end, room, pkt_len, why);
 	else {
 		/* Not IP: no family, protocol, address or port to match but "any". */
-		hit = first_rule(cfg, 0, 0, none, 0, &action);
+		hit = first_rule(st, 0, 0, none, 0, &action);
 		return settle(ctx, why, hit, action, pkt_len);
 	}
 	if (verdict >= 0)
 		return verdict;
 
 unclassifiable:
-	return settle(ctx, why, COUNTER_UNCLASSIFIABLE, cfg->unclassifiable_action, pkt_len);
+	return settle(ctx, why, COUNTER_UNCLASSIFIABLE, st->config.unclassifiable_action, pkt_len);
 }
 
 #ifdef XSKIT_FRAGS

@@ -12,7 +12,7 @@ use xskit_os::sync::LockUnpoisoned;
 use crate::abi::{Slot, TxMode, TxSetting};
 use crate::error::{Error, Result};
 pub use crate::sys::filter::KernelRule;
-use crate::sys::filter::{ConfigRepr, CounterRepr};
+use crate::sys::filter::{ConfigRepr, CounterRepr, StateRepr};
 use crate::MAX_RULES;
 
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
@@ -114,8 +114,9 @@ struct FilterMaps {
     inactive: bool,
     arp_target_count: u32,
     lacp: bool,
-    rules: Array<MapData, KernelRule>,
-    config: Array<MapData, ConfigRepr>,
+    state: Array<MapData, StateRepr>,
+    /// What `state` holds: xskit is its only writer, so it is never read back.
+    written: Box<StateRepr>,
     counters: PerCpuArray<MapData, CounterRepr>,
     installed: usize,
     unclassifiable: Action,
@@ -143,8 +144,9 @@ impl FilterMaps {
             }))
     }
 
+    /// Writes the configuration with `rule_count` rules in force, and the rules as they are.
     fn configure(&mut self, rule_count: usize, default: Action) -> Result<()> {
-        let config = ConfigRepr {
+        self.written.config = ConfigRepr {
             rule_count: rule_count as u32,
             default_action: default as u32,
             unclassifiable_action: self.unclassifiable as u32,
@@ -152,9 +154,13 @@ impl FilterMaps {
             arp_targets: self.arp_target_count,
             lacp: u32::from(self.lacp),
         };
-        self.config
-            .set(0, config, 0)
-            .map_err(|e| map_error("writing the filter's configuration", e))
+        self.write("writing the filter's configuration")
+    }
+
+    fn write(&mut self, what: &'static str) -> Result<()> {
+        self.state
+            .set(0, *self.written, 0)
+            .map_err(|e| map_error(what, e))
     }
 }
 
@@ -193,8 +199,8 @@ impl XdpFilter {
             inactive: false,
             arp_target_count: 0,
             lacp: false,
-            rules: program.take_map("rules")?,
-            config: program.take_map("config")?,
+            state: program.take_map("state")?,
+            written: Box::default(),
             counters: program.take_map("counters")?,
             installed: 0,
             unclassifiable: Action::Drop,
@@ -222,12 +228,11 @@ impl XdpFilter {
             });
         }
         let mut maps = self.maps.lock_unpoisoned();
+        // Each write is one copy that a packet may see half done: only the count changes in
+        // the first and the last, and no rule is in force while the rules change.
         maps.configure(0, default)?;
-        for (i, r) in rules.iter().enumerate() {
-            maps.rules
-                .set(i as u32, *r, 0)
-                .map_err(|e| map_error("updating the filter's rules", e))?;
-        }
+        maps.written.rules[..rules.len()].copy_from_slice(rules);
+        maps.write("updating the filter's rules")?;
         maps.configure(rules.len(), default)?;
         maps.installed = rules.len();
         Ok(())
@@ -238,16 +243,9 @@ impl XdpFilter {
     /// until this is called. Counted in [`XdpFilter::unclassifiable_counter`].
     pub fn set_unclassifiable(&self, action: Action) -> Result<()> {
         let mut maps = self.maps.lock_unpoisoned();
-        let mut cfg = maps
-            .config
-            .get(&0, 0)
-            .map_err(|e| map_error("reading the filter's configuration", e))?;
-        cfg.unclassifiable_action = action as u32;
-        maps.config
-            .set(0, cfg, 0)
-            .map_err(|e| map_error("writing the filter's configuration", e))?;
         maps.unclassifiable = action;
-        Ok(())
+        maps.written.config.unclassifiable_action = action as u32;
+        maps.write("writing the filter's configuration")
     }
 
     /// Where [`Action::Forward`] sends packets: out of `target`, by XDP_REDIRECT through a
@@ -312,16 +310,12 @@ impl XdpFilter {
     fn edit_config(&self, edit: impl FnOnce(&mut FilterMaps)) -> Result<()> {
         let mut maps = self.maps.lock_unpoisoned();
         edit(&mut maps);
-        let mut cfg = maps
-            .config
-            .get(&0, 0)
-            .map_err(|e| map_error("reading the filter's configuration", e))?;
-        cfg.inactive = u32::from(maps.inactive);
-        cfg.arp_targets = maps.arp_target_count;
-        cfg.lacp = u32::from(maps.lacp);
-        maps.config
-            .set(0, cfg, 0)
-            .map_err(|e| map_error("writing the filter's configuration", e))
+        let maps = &mut *maps;
+        let config = &mut maps.written.config;
+        config.inactive = u32::from(maps.inactive);
+        config.arp_targets = maps.arp_target_count;
+        config.lacp = u32::from(maps.lacp);
+        maps.write("writing the filter's configuration")
     }
 
     /// Slow protocol frames (LACP) passed to the kernel on an 802.3ad bond's member.

@@ -30,6 +30,24 @@ pub(crate) struct ConfigRepr {
     pub(crate) lacp: u32,
 }
 
+/// `struct filter_state`: the configuration and the rules, the filter's one map value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StateRepr {
+    pub(crate) config: ConfigRepr,
+    /// The first `config.rule_count` are in force.
+    pub(crate) rules: [KernelRule; crate::MAX_RULES],
+}
+
+impl Default for StateRepr {
+    fn default() -> Self {
+        StateRepr {
+            config: ConfigRepr::default(),
+            rules: [KernelRule::default(); crate::MAX_RULES],
+        }
+    }
+}
+
 /// `struct counter`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,6 +61,9 @@ pub(crate) struct CounterRepr {
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: five u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
+// SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (24 and
+// 40 bytes, aligned to 4), so no padding, and any bit pattern valid.
+unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
 
@@ -177,6 +198,15 @@ mod tests {
         );
         assert_layout(
             &btf,
+            "filter_state",
+            size_of::<StateRepr>(),
+            &[
+                ("config", offset_of!(StateRepr, config)),
+                ("rules", offset_of!(StateRepr, rules)),
+            ],
+        );
+        assert_layout(
+            &btf,
             "counter",
             size_of::<CounterRepr>(),
             &[
@@ -184,7 +214,7 @@ mod tests {
                 ("bytes", offset_of!(CounterRepr, bytes)),
             ],
         );
-        assert_eq!(btf.max_entries["rules"], crate::MAX_RULES, "rules map size");
+        assert_eq!(btf.max_entries["state"], 1, "one filter state");
         assert!(
             btf.max_entries["counters"] == crate::abi::COUNTERS,
             "the counters map has a slot per rule and per abi::Slot"
