@@ -563,12 +563,15 @@ pub(crate) fn send_share(
                 budget = budget.min(allowed.saturating_sub(n));
                 if budget == 0 {
                     port.complete();
-                    // Sleep until the next packet is due (less a margin for the wake-up),
-                    // rather than spin: a paced sender should leave its CPU to others.
+                    // Sleep until the next packet is due rather than spin: a paced sender
+                    // should leave its CPU to others (a 20 kpps stream spinning between its
+                    // 50 us gaps took half of a CPU it shared with a flood). Only the last
+                    // few microseconds are spun; a late wake-up sends what fell due as one
+                    // batch, so the rate holds on average.
                     let due = Duration::from_secs_f64(n as f64 / rate as f64);
                     let wait = due.saturating_sub(now - start);
-                    if wait > Duration::from_micros(200) {
-                        std::thread::sleep(wait - Duration::from_micros(100));
+                    if wait > PACE_SPIN {
+                        std::thread::sleep(wait - PACE_SPIN);
                     }
                     continue;
                 }
@@ -674,6 +677,9 @@ impl TxProgress {
 fn count_packets(frames: &[Frame]) -> u64 {
     xskit::packets(frames).count() as u64
 }
+
+/// A paced sender spins only this close to its next packet's time, and sleeps before it.
+const PACE_SPIN: Duration = Duration::from_micros(10);
 
 /// Frames per live-frames call, flat out: the smallest, the largest, and the time a call aims at.
 const LIVE_MIN_CHUNK: u64 = 65_536;
