@@ -199,14 +199,38 @@ impl FwdRunner {
         })
     }
 
-    /// The mix (the attack flat out on UDP port 9 and the legitimate probes) into, first, a
-    /// bare native XDP_DROP program on m's interface, the ceiling; then `xskit fwd` in DRV
-    /// mode with a kernel rule dropping port 9, the probes forwarded to c and checked there.
-    fn ddos(&self) -> Result<Ddos> {
-        let (m_a, c) = (&self.chain.m_a, &self.chain.c);
-        set_gro(m_a, false)?;
-        set_gro(c, false)?;
-        let legit_expected = (20_000.0 * self.secs) as u64;
+    /// The attack flat out on UDP port 9, with the legitimate probes beside it when `legit`
+    /// (the mix), into a bare native XDP_DROP program on m's interface, the ceiling, and into
+    /// `xskit fwd` in DRV mode with a kernel rule dropping port 9, the probes forwarded to c
+    /// and checked there; in the order given, so that runs can alternate it and a drift of
+    /// the machine's speed over a run falls on both sides.
+    fn ddos(&self, ceiling_first: bool, legit: bool) -> Result<Ddos> {
+        set_gro(&self.chain.m_a, false)?;
+        set_gro(&self.chain.c, false)?;
+        let legit_expected = if legit {
+            (20_000.0 * self.secs) as u64
+        } else {
+            0
+        };
+        let (ceiling_pps, (dropped_pps, legit_valid)) = if ceiling_first {
+            let ceiling = self.ddos_ceiling(legit_expected)?;
+            (ceiling, self.ddos_filter(legit_expected)?)
+        } else {
+            let filter = self.ddos_filter(legit_expected)?;
+            (self.ddos_ceiling(legit_expected)?, filter)
+        };
+        Ok(Ddos {
+            dropped_pps,
+            ceiling_pps,
+            legit_expected,
+            legit_valid,
+        })
+    }
+
+    /// The attack rate the bare XDP_DROP program takes, the legitimate probes (if any) beside
+    /// it.
+    fn ddos_ceiling(&self, legit_expected: u64) -> Result<f64> {
+        let m_a = &self.chain.m_a;
         let n = legit_expected.to_string();
         let bench = start(
             &self.exe,
@@ -219,16 +243,26 @@ impl FwdRunner {
         )?;
         std::thread::sleep(Duration::from_millis(300));
         let attack = self.live_attack(self.secs)?;
-        let legit_sent = self.legit(&n)?["tx_packets"].as_u64().unwrap_or(0);
+        let legit_sent = if legit_expected > 0 {
+            self.legit(&n)?["tx_packets"].as_u64().unwrap_or(0)
+        } else {
+            0
+        };
         // Its status reports the frames the device dropped when the mix overflowed its ring.
         let gen = finish_any(attack)?;
         let all: serde_json::Value = finish(bench)?;
-        let ceiling_pps = all["rx_packets"]
+        Ok(all["rx_packets"]
             .as_u64()
             .unwrap_or(0)
             .saturating_sub(legit_sent) as f64
-            / Self::gen_seconds(&gen);
+            / Self::gen_seconds(&gen))
+    }
 
+    /// The attack rate `xskit fwd`'s kernel rule drops, and the legitimate probes (if any)
+    /// that reached c intact meanwhile.
+    fn ddos_filter(&self, legit_expected: u64) -> Result<(f64, u64)> {
+        let m_a = &self.chain.m_a;
+        let n = legit_expected.to_string();
         let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
         std::fs::write(
             &rules,
@@ -247,21 +281,18 @@ impl FwdRunner {
         let _ = std::fs::remove_file(&rules);
         let fwd = fwd?;
         // The receiver sleeps in poll(2) between packets, off the generator's CPU.
-        let recv = start(
-            &self.exe,
-            c,
-            BENCH_CPU,
-            &strings(&[
-                "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", &n, "-d",
-            ])
-            .into_iter()
-            .chain([format!("{}", self.secs + 4.0), "--json".into()])
-            .collect::<Vec<_>>(),
-        )?;
+        let recv = (legit_expected > 0)
+            .then(|| self.ddos_receiver(&n))
+            .transpose()?;
         let attack = self.live_attack(self.secs)?;
-        self.legit(&n)?;
+        if legit_expected > 0 {
+            self.legit(&n)?;
+        }
         let gen = finish_any(attack)?;
-        let delivered = finish_any(recv)?;
+        let delivered = match recv {
+            Some(recv) => finish_any(recv)?,
+            None => serde_json::json!({ "valid": 0, "corrupt": 0 }),
+        };
         interrupt(&fwd);
         let report = finish(fwd)?;
         if report["frames"]["unaccounted"] != 0 {
@@ -273,17 +304,33 @@ impl FwdRunner {
         if delivered["corrupt"] != 0 {
             bail!("legitimate probes arrived damaged: {delivered}");
         }
-        Ok(Ddos {
-            dropped_pps: dropped as f64 / Self::gen_seconds(&gen),
-            ceiling_pps,
-            legit_expected,
-            legit_valid: delivered["valid"].as_u64().unwrap_or(0),
-        })
+        Ok((
+            dropped as f64 / Self::gen_seconds(&gen),
+            delivered["valid"].as_u64().unwrap_or(0),
+        ))
+    }
+
+    /// The receiver at c that counts the legitimate probes.
+    fn ddos_receiver(&self, n: &str) -> Result<Proc> {
+        let c = &self.chain.c;
+        start(
+            &self.exe,
+            c,
+            BENCH_CPU,
+            &strings(&[
+                "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", n, "-d",
+            ])
+            .into_iter()
+            .chain([format!("{}", self.secs + 4.0), "--json".into()])
+            .collect::<Vec<_>>(),
+        )
     }
 }
 
 /// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling of
-/// the same generator, and the legitimate traffic delivered intact meanwhile.
+/// the same generator, with the legitimate traffic delivered intact meanwhile (the mix), and
+/// the attack alone (the drop rule's own cost: on veth the legitimate probes' delivery to c
+/// runs on the generator's CPU, and would count against the filter's attack rate).
 pub(crate) fn ddos_cells(
     exe: &str,
     secs: f64,
@@ -302,31 +349,41 @@ pub(crate) fn ddos_cells(
         mpps: vec![],
         cpu_ns_per_packet: vec![],
     };
-    let (mut dropped, mut ceiling) = (
-        cell("ddos: fwd drops in XDP"),
-        cell("ddos: XDP_DROP ceiling"),
-    );
+    let mut cells = [
+        DDOS_MIX_DROPPED,
+        DDOS_MIX_CEILING,
+        DDOS_ALONE_DROPPED,
+        DDOS_ALONE_CEILING,
+    ]
+    .map(cell);
     let (mut valid, mut expected) = (0u64, 0u64);
     for run in 0..runs {
-        let d = runner.ddos()?;
-        dropped.mpps.push(d.dropped_pps / 1e6);
-        ceiling.mpps.push(d.ceiling_pps / 1e6);
-        valid += d.legit_valid;
-        expected += d.legit_expected;
-        observer.line(&format!(
-                "  run {} ddos   attack dropped {:>7.3} Mpps, XDP_DROP ceiling {:>7.3} Mpps, legitimate {}/{} intact",
+        for (legit, what) in [(true, "ddos mix"), (false, "ddos alone")] {
+            let d = runner.ddos(run % 2 == 0, legit)?;
+            let at = if legit { 0 } else { 2 };
+            cells[at].mpps.push(d.dropped_pps / 1e6);
+            cells[at + 1].mpps.push(d.ceiling_pps / 1e6);
+            valid += d.legit_valid;
+            expected += d.legit_expected;
+            observer.line(&format!(
+                "  run {} {what:<10} attack dropped {:>7.3} Mpps, XDP_DROP ceiling {:>7.3} Mpps ({:.3}x), legitimate {}/{} intact",
                 run + 1,
                 d.dropped_pps / 1e6,
                 d.ceiling_pps / 1e6,
+                d.dropped_pps / d.ceiling_pps.max(1.0),
                 d.legit_valid,
                 d.legit_expected
-        ));
+            ));
+        }
     }
-    Ok((
-        vec![dropped, ceiling],
-        valid as f64 / expected.max(1) as f64,
-    ))
+    Ok((cells.into(), valid as f64 / expected.max(1) as f64))
 }
+
+/// The DDoS cells' names, which the table pairs into ratios.
+pub(crate) const DDOS_MIX_DROPPED: &str = "ddos: fwd drops in XDP";
+pub(crate) const DDOS_MIX_CEILING: &str = "ddos: XDP_DROP ceiling";
+pub(crate) const DDOS_ALONE_DROPPED: &str = "ddos alone: fwd drops in XDP";
+pub(crate) const DDOS_ALONE_CEILING: &str = "ddos alone: XDP_DROP ceiling";
 
 /// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
 pub(crate) fn fwd_cells(

@@ -191,10 +191,18 @@ impl Table {
                 ("xdp redirect (devmap)", mode),
             ));
         }
+        use crate::fwd::{
+            DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED, DDOS_MIX_CEILING, DDOS_MIX_DROPPED,
+        };
         pairs.push((
             "ddos drops in XDP / XDP_DROP ceiling".into(),
-            ("ddos: fwd drops in XDP", "drv"),
-            ("ddos: XDP_DROP ceiling", "drv"),
+            (DDOS_MIX_DROPPED, "drv"),
+            (DDOS_MIX_CEILING, "drv"),
+        ));
+        pairs.push((
+            "ddos rule alone / XDP_DROP ceiling".into(),
+            (DDOS_ALONE_DROPPED, "drv"),
+            (DDOS_ALONE_CEILING, "drv"),
         ));
         for (name, (xb, xm), (pb, pm)) in pairs {
             if let (Some(x), Some(p)) = (self.median_of(xb, xm), self.median_of(pb, pm)) {

@@ -252,6 +252,8 @@ fn testbed_table_and_plot() {
         ("kernel bridge", "-"),
         ("ddos: fwd drops in XDP", "drv"),
         ("ddos: XDP_DROP ceiling", "drv"),
+        ("ddos alone: fwd drops in XDP", "drv"),
+        ("ddos alone: XDP_DROP ceiling", "drv"),
     ] {
         let cell = cells
             .iter()
@@ -260,11 +262,17 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 11, "{ratios:?}");
+    assert_eq!(ratios.len(), 12, "{ratios:?}");
     assert!(
         ratios
             .iter()
             .any(|r| r[0] == "fwd --xdp-forward drv / xdp redirect (devmap)"),
+        "{ratios:?}"
+    );
+    assert!(
+        ratios
+            .iter()
+            .any(|r| r[0] == "ddos rule alone / XDP_DROP ceiling"),
         "{ratios:?}"
     );
     let legit = ratios
