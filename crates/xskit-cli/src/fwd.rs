@@ -23,9 +23,17 @@ pub(crate) struct FwdArgs {
     /// An interface; give two to forward between them (both directions), one with --reflect.
     #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
     interfaces: Vec<String>,
-    /// The rules file (TOML): see the README. Without it everything is forwarded.
+    /// The rules file (TOML; --help-rules, or man 5 xskit-rules, says how to write one).
+    /// Without it everything is forwarded.
     #[arg(long, value_name = "FILE")]
     rules: Option<std::path::PathBuf>,
+    /// Print how to write a rules file, and exit.
+    #[arg(long, exclusive = true)]
+    help_rules: bool,
+    /// Diagnostics of its bonds on stderr: -v what changes (members up, down and active,
+    /// LACP), -vv each carrier change and each LACP machine's step per member.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
     /// Where the XDP program runs and whether the sockets copy. One UMEM serves every
     /// interface: in zero-copy a frame received on one leaves the other as it is.
     #[arg(short = 'm', long, value_enum, default_value_t = ModeArg::Auto)]
@@ -638,7 +646,18 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
     }
 }
 
+impl FwdArgs {
+    /// How much of its bonds' doings to tell on stderr (-v, -vv).
+    pub(crate) fn verbose(&self) -> u8 {
+        self.verbose
+    }
+}
+
 pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
+    if args.help_rules {
+        out!("{}", crate::help::RULES_REFERENCE.trim_end());
+        return Ok(0);
+    }
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     let mut rules = match &args.rules {

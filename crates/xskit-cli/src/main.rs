@@ -26,6 +26,7 @@ mod dump;
 mod fwd;
 mod fwd_capture;
 mod gen;
+mod help;
 mod info;
 mod metrics;
 mod opts;
@@ -35,22 +36,9 @@ mod zcsend;
 
 use clap::{Parser, Subcommand};
 
-/// The frame-size convention, under every packet command's --help.
-const FRAME_SIZES: &str = "Frame sizes (-s, --packet-size) and lengths count the Ethernet \
-    frame WITHOUT its 4-byte FCS, as the UMEM, pcap and tcpdump hold it: RFC 2544's (and \
-    xdpsock's and xdp-trafficgen's) 64-byte frame is -s 60 here, as in testpmd's --txpkts.";
-
 #[derive(Parser)]
-#[command(
-    name = "xskit",
-    version,
-    about = "Zero-copy packet I/O on AF_XDP",
-    after_help = FRAME_SIZES
-)]
+#[command(name = "xskit", version, about = "Zero-copy packet I/O on AF_XDP")]
 struct Cli {
-    /// Diagnostics on stderr: -v what changes (bond members, LACP), -vv each step of it.
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,32 +47,26 @@ struct Cli {
 enum Command {
     /// Build a two-namespace testbed, send probes across it through xskit sockets in SKB and
     /// DRV mode, check every one arrived in order and intact, and remove the testbed.
-    #[command(after_help = FRAME_SIZES)]
     Demo(demo::DemoArgs),
     /// Show an interface's XDP and AF_XDP capabilities and attached program.
     Info(info::InfoArgs),
     /// Transmit UDP probe traffic (IPv4/IPv6, flow ranges, rate limit) on an xskit socket.
-    #[command(after_help = FRAME_SIZES)]
     Gen(gen::GenArgs),
     /// Receive probe traffic and report loss, reordering, damage and latency.
-    #[command(after_help = FRAME_SIZES)]
     Recv(recv::RecvArgs),
     /// Show what an interface receives at its XDP hook, as xdpdump does: through xskit's
     /// program where it runs (tcpdump sees nothing it redirects), else through a capture
     /// program of its own; a line per packet like tcpdump, or -w FILE (pcap); a tcpdump
     /// filter.
-    #[command(after_help = FRAME_SIZES)]
     Dump(dump::DumpArgs),
     /// Benchmarks: rxdrop, txpush, l2fwd (and AF_PACKET / XDP_DROP baselines) on -i IFACE;
     /// without -i, all of them on a testbed, as a table.
-    #[command(after_help = FRAME_SIZES)]
     Bench(bench::BenchArgs),
     /// Zero-copy sends on TCP/UDP sockets (MSG_ZEROCOPY or io_uring SEND_ZC); --table for
     /// a comparison of the sender's CPU per GB, copying against zero-copy.
     Zcsend(zcsend::ZcArgs),
     /// Filtering forwarder: a bump in the wire between two interfaces (or --reflect on one)
     /// with a TOML rules file, rate limits, --respond for ARP/ping, live counters.
-    #[command(after_help = FRAME_SIZES)]
     Fwd(fwd::FwdArgs),
     /// Link bonding: `bond hash` prints, per packet of a capture, the Linux bond's transmit
     /// hash and the member it leaves on.
@@ -95,7 +77,8 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Write the man pages (xskit.1, and xskit-COMMAND.1 for each command) into DIR.
+    /// Write the man pages (xskit.1, xskit-COMMAND.1 for each command, and xskit-rules.5 for
+    /// the rules file) into DIR.
     Man {
         /// Where to write them (created if missing).
         #[arg(value_name = "DIR")]
@@ -107,23 +90,41 @@ enum Command {
 fn man_pages(dir: &std::path::Path) -> anyhow::Result<i32> {
     use anyhow::Context as _;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), dir)
+    clap_mangen::generate_to(command(), dir)
         .with_context(|| format!("writing man pages into {}", dir.display()))?;
+    let rules = dir.join("xskit-rules.5");
+    std::fs::write(&rules, help::rules_man_page())
+        .with_context(|| format!("writing {}", rules.display()))?;
     Ok(0)
 }
 
+/// The command line's definition, with each command's examples.
+fn command() -> clap::Command {
+    help::with_examples(<Cli as clap::CommandFactory>::command())
+}
+
+/// Diagnostics on stderr through `tracing`, for the commands that give them.
+fn init_diagnostics(verbose: u8) {
+    if verbose == 0 {
+        return;
+    }
+    let level = if verbose == 1 {
+        tracing::Level::INFO
+    } else {
+        tracing::Level::DEBUG
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 fn main() {
-    let cli = Cli::parse();
-    if cli.verbose > 0 {
-        let level = if cli.verbose == 1 {
-            tracing::Level::INFO
-        } else {
-            tracing::Level::DEBUG
-        };
-        tracing_subscriber::fmt()
-            .with_max_level(level)
-            .with_writer(std::io::stderr)
-            .init();
+    let matches = command().get_matches();
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Command::Fwd(args) = &cli.command {
+        init_diagnostics(args.verbose());
     }
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
@@ -136,7 +137,7 @@ fn main() {
         Command::Fwd(args) => fwd::run(&args),
         Command::Bond(args) => bond::run(&args),
         Command::Completions { shell } => {
-            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut command = command();
             clap_complete::generate(shell, &mut command, "xskit", &mut std::io::stdout());
             Ok(0)
         }

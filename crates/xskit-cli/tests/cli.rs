@@ -348,15 +348,16 @@ fn bench_plot_redraws_a_saved_table() {
 /// The frame-size convention (no FCS; RFC 2544's 64 is -s 60) is in every packet command's
 /// help.
 #[test]
-fn every_packet_commands_help_says_sizes_exclude_the_fcs() {
-    for command in [
-        None,
-        Some("gen"),
-        Some("recv"),
-        Some("bench"),
-        Some("fwd"),
-        Some("dump"),
-        Some("demo"),
+fn the_help_of_commands_that_count_frames_says_sizes_exclude_the_fcs() {
+    for (command, counts_frames) in [
+        (None, false),
+        (Some("gen"), true),
+        (Some("bench"), true),
+        (Some("dump"), true),
+        (Some("demo"), true),
+        (Some("recv"), false),
+        (Some("fwd"), false),
+        (Some("zcsend"), false),
     ] {
         let out = Command::new(XSKIT)
             .args(command)
@@ -364,8 +365,9 @@ fn every_packet_commands_help_says_sizes_exclude_the_fcs() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
+        assert_eq!(
             text.contains("WITHOUT its 4-byte FCS") && text.contains("-s 60"),
+            counts_frames,
             "{command:?}: {text}"
         );
     }
