@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs everything xskit needs on a fresh Debian machine, builds it, and runs one job:
+# Installs what a job needs on a fresh Debian machine, builds xskit, and runs the job:
 #   scripts/setup.sh bench  -- the main job: xskit bench, the benchmark table on a testbed it
 #                              builds itself (rxdrop/txpush/l2fwd in SKB and DRV mode, the
 #                              AF_PACKET baselines and the XDP_DROP ceiling)
 #   scripts/setup.sh demo   -- xskit demo: probes across a testbed, checked one by one
 #   scripts/setup.sh test   -- every test (unit, doc, veth testbed and guest testbed tests;
-#                              fetches the guest kernel first, scripts/guest-kernel.sh), then
-#                              every fuzz target for 30 s (fuzz/run.sh)
+#                              fetches the guest kernel first, scripts/guest-kernel.sh), the
+#                              guide in docs/ (mdBook), then every fuzz target for 30 s
+#                              (fuzz/run.sh); it alone installs the test tools and peers
 # Run as root: XDP, AF_XDP and network namespaces need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,15 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config iproute2 iputils-ping util-linux procps ethtool linux-libc-dev ca-certificates curl iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libpcap-dev libxdp-dev g++)
+# What building xskit and running it need (clang and the libbpf headers build the XDP programs,
+# libpcap compiles dump's filters; ip, ping, taskset and ethtool build and drive the testbeds).
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev libpcap-dev iproute2 iputils-ping util-linux procps ethtool ca-certificates curl)
+# What only the tests use: the peers and parsers nobody here wrote (iperf3, dpdk-testpmd, tshark,
+# Prometheus's parser, libxdp's xsk.h), bpftool, valgrind, the guest testbed (QEMU, busybox,
+# cpio, xz) and g++ for libFuzzer.
+if [ "$job" = test ]; then
+    packages+=(iperf3 bpftool valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev g++)
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,9 +55,10 @@ fi
 
 # Bash completion and man pages, generated from the command's own definition.
 install_docs() {
-    mkdir -p /usr/share/bash-completion/completions /usr/local/share/man/man1
+    mkdir -p /usr/share/bash-completion/completions /usr/local/share/man/man1 /usr/local/share/man/man5
     "$1" completions bash >/usr/share/bash-completion/completions/xskit
     "$1" man /usr/local/share/man/man1
+    mv /usr/local/share/man/man1/xskit-rules.5 /usr/local/share/man/man5/
 }
 
 case "$job" in
@@ -68,6 +78,10 @@ test)
     # No crate keeps a dependency it does not use.
     command -v cargo-machete >/dev/null || cargo install --locked --quiet cargo-machete --version 0.9.2
     cargo machete
+    # The guide in docs/ builds (a chapter missing from it is an error); its Rust snippets
+    # and the README's compile as xskit-tests' doc tests.
+    command -v mdbook >/dev/null || cargo install --locked --quiet mdbook --version 0.5.4 --no-default-features --features search
+    mdbook build docs
     # Debian's 6.12 kernel for the guest testbed's tests (bonding, virtio_net).
     bash scripts/guest-kernel.sh
     # Privileged tests fail instead of skipping when this is set.

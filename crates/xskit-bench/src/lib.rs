@@ -1,13 +1,4 @@
-//! xskit's benchmark harness: the testbed table of `xskit bench` (every benchmark in SKB and
-//! DRV mode against AF_PACKET and the XDP_DROP ceiling, `xskit fwd` against the kernel's
-//! bridge, a DDoS mix), its SVG chart, the bond table (XDP_DROP, XDP_TX and AF_XDP l2fwd
-//! through xskit's bond programs, as in the XDP bonding patch's table) and the in-memory
-//! pipeline benchmark.
-//!
-//! The `xskit` binary links this crate only when built with its `bench-harness` feature
-//! (`scripts/setup.sh bench` does); `xskit bench -i IF`, a benchmark on your own interface,
-//! needs none of it. The measurements run `xskit` itself as child processes, each pinned to a
-//! CPU in a namespace of a testbed built for the run and removed after it.
+#![doc = include_str!("../README.md")]
 
 pub mod bond;
 pub mod chart;

@@ -1,26 +1,4 @@
-//! # xskit-bond
-//!
-//! Link bonding for XDP and AF_XDP programs:
-//! - the Linux bond's transmit hashes, bit for bit, in Rust ([`xmit_hash`], from
-//!   `xskit-wire`) and in BPF C ([`HEADER`], the `xskit_bond.h` an XDP program includes), and
-//!   [`BpfHasher`], which runs the C hash over a frame so that the two can be held to each
-//!   other;
-//! - [`XdpBond`]: one XDP program for a device or a bond — `return xskit_bond_xmit(ctx)`
-//!   where a plain program returns XDP_TX, members managed from user space;
-//! - [`BondPort`]: a bond of AF_XDP ports (or any pipeline ports) as one pipeline port;
-//! - [`LinkMonitor`]: the members' carrier from the kernel's link notifications, with
-//!   `updelay` and `downdelay`, to drive either;
-//! - [`ArpMonitor`]: bonding's ARP monitoring (`arp_interval`, `arp_ip_target`,
-//!   `arp_missed_max`), the decisions without the I/O;
-//! - [`lacp`]: 802.3ad: the members' state machines and the aggregator selection, on
-//!   virtual time, without I/O.
-//!
-//! ```no_run
-//! use xskit_bond::{xmit_hash, XmitHashPolicy};
-//! let frame = [0u8; 64];
-//! let member = xmit_hash(XmitHashPolicy::Layer34, &frame) % 2;
-//! # let _ = member;
-//! ```
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 
 use aya::maps::Array;

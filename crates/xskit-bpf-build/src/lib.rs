@@ -1,10 +1,4 @@
-//! Compiles the BPF C programs of an xskit crate from its build script, so each crate embeds
-//! the objects it loads and no other crate has to know about them.
-//!
-//! ```no_run
-//! // build.rs
-//! xskit_bpf_build::compile(&[xskit_bpf_build::Program::new("xsk_redirect", "xsk_redirect")], &[]);
-//! ```
+#![doc = include_str!("../README.md")]
 
 use std::env;
 use std::path::PathBuf;

@@ -1,28 +1,4 @@
-//! # xskit-fwd
-//!
-//! A filtering forwarder, the application `xskit fwd` runs: a bump in the wire between two
-//! interfaces (both directions), or one interface that reflects.
-//!
-//! Rules (see [`rules`]) are split: what the kernel can decide exactly (drop and pass
-//! by destination prefix, protocol and destination port) is decided by the XDP program; the
-//! rest comes up to the pipeline. Each queue gets a worker thread with both interfaces'
-//! sockets on that queue, one pipeline, and its own frame pool, all on one
-//! UMEM, so forwarding moves descriptors and never copies.
-//!
-//! ```no_run
-//! use std::sync::atomic::AtomicBool;
-//! use std::time::Duration;
-//! use xskit_fwd::rules::RuleSet;
-//! use xskit_fwd::{ForwardConfig, Forwarder};
-//!
-//! let rules = RuleSet::from_toml("[[rule]]\nprotocol = \"udp\"\ndst_port = 53\naction = \"drop\"\n")?;
-//! let fwd = Forwarder::new(ForwardConfig::new(["eth1", "eth2"]).rules(rules))?;
-//! let stop = AtomicBool::new(false);
-//! let report = fwd.run(&stop, Duration::from_secs(1), |c| println!("{:?}", c.ports))?;
-//! println!("{} frames unaccounted", report.frames.unaccounted);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 
 pub mod abi;

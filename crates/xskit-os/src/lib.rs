@@ -1,17 +1,4 @@
-//! # xskit-os
-//!
-//! The system layer the xskit crates share: what talks to Linux without being AF_XDP. Every
-//! `unsafe` block here has its `// SAFETY:` line; the crates above it stay safe Rust.
-//!
-//! - [`SyscallError`]: which call failed, with the kernel's error.
-//! - Clocks ([`monotonic_ns`], [`process_cpu_ns`]), CPU placement ([`pin_current_thread`],
-//!   [`online_cpus`], [`allowed_cpus`]), privileges ([`effective_uid`], [`memlock_limit`]),
-//!   waiting on descriptors ([`poll`], [`poll_readable`]), signal masks
-//!   ([`with_stop_signals_held`]), interface ioctls ([`ifreq_named`], [`ioctl_socket`]).
-//! - [`Mmap`]: owned memory mappings.
-//! - [`packet`]: AF_PACKET sockets (a TPACKET_V3 ring, `sendmmsg`, a socket per ethertype)
-//!   and [`promisc`]uous mode held by a socket; [`tap`]: TAP devices.
-//! - [`sync::LockUnpoisoned`] and [`config_setters!`].
+#![doc = include_str!("../README.md")]
 
 mod calls;
 mod error;

@@ -1,36 +1,4 @@
-//! Vector packet processing (VPP's graph): a vector of frames enters a stage, the
-//! stage gives every frame a [`Next`], and the runtime splits the vector once into per-next
-//! vectors: drops, transmits per port, the kernel, or a later stage. Drop, transmit and
-//! pass-to-kernel never interleave per packet.
-//!
-//! ```
-//! use xskit_pipeline::{Next, Outputs, Pipeline, Stage, StageContext};
-//! use xskit::{Frame, Umem};
-//!
-//! /// Sends packets with an even first byte to port 1 and drops the rest.
-//! struct EvenToOne;
-//! impl Stage for EvenToOne {
-//!     fn name(&self) -> &'static str { "even-to-one" }
-//!     fn process(&mut self, _: &StageContext, umem: &Umem, frames: &mut [Frame], nexts: &mut [Next]) {
-//!         for (frame, next) in frames.iter().zip(nexts.iter_mut()) {
-//!             *next = match umem.data(frame).first() {
-//!                 Some(b) if b % 2 == 0 => Next::Tx(1),
-//!                 _ => Next::Drop,
-//!             };
-//!         }
-//!     }
-//! }
-//!
-//! let mut pipeline = Pipeline::new(2);
-//! pipeline.add_stage(Box::new(EvenToOne));
-//! # let umem = Umem::new(xskit::UmemConfig::default().frame_count(4))?;
-//! # let mut input = umem.take_frames().unwrap();
-//! # for (i, f) in input.iter_mut().enumerate() { umem.write(f, &[i as u8])?; }
-//! let mut out = Outputs::new(2);
-//! pipeline.process(&umem, StageContext::default(), &mut input, &mut out);
-//! assert_eq!((out.tx[1].len(), out.drop.len()), (2, 2));
-//! # Ok::<(), xskit_pipeline::Error>(())
-//! ```
+#![doc = include_str!("../README.md")]
 
 mod error;
 mod mem_port;

@@ -1,22 +1,4 @@
-//! Test hosts for xskit: network namespaces joined by veth links.
-//!
-//! A [`Testbed`] creates two namespaces and one veth pair between them, with as many queues as
-//! asked, addresses from 198.51.100.0/24 or 203.0.113.0/24, and names unique to the process, so
-//! tests can run in parallel. Everything is removed when the testbed is dropped (also while a
-//! panic unwinds), when the process gets SIGINT or SIGTERM, and, for a process that was killed
-//! outright, by the next testbed created on the machine.
-//!
-//! Code runs inside a namespace on a thread that has entered it ([`Netns::run`]); the rest of the
-//! process stays where it was. Network namespaces are per thread in Linux, so one process can
-//! hold sockets in both hosts at once.
-//!
-//! ```no_run
-//! use xskit_testbed::{Testbed, TestbedConfig};
-//! let bed = Testbed::new(&TestbedConfig::default())?;
-//! let ifindex = bed.b.ns.run(|| std::fs::read_to_string("/proc/self/net/dev"))??;
-//! # let _ = ifindex;
-//! # Ok::<(), std::io::Error>(())
-//! ```
+#![doc = include_str!("../README.md")]
 
 use std::fs::File;
 use std::io;

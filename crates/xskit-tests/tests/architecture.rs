@@ -1,5 +1,5 @@
-//! The README's dependency list against the crates' manifests: an arrow added in a
-//! `Cargo.toml` and not in the README, or the other way round, fails here.
+//! The guide's dependency list (docs/src/architecture.md) against the crates' manifests: an
+//! arrow added in a `Cargo.toml` and not in the guide, or the other way round, fails here.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,7 +14,7 @@ fn workspace() -> &'static Path {
         .unwrap()
 }
 
-/// The `[dependencies]` on other workspace crates, for each crate the README lists.
+/// The `[dependencies]` on other workspace crates, for each crate the guide lists.
 fn manifest_edges(crates: &BTreeSet<String>) -> Edges {
     let mut edges = Edges::new();
     for name in crates {
@@ -31,12 +31,12 @@ fn manifest_edges(crates: &BTreeSet<String>) -> Edges {
     edges
 }
 
-/// The lines `crate -> dep dep ...` of the README's first `text` block under "## Architecture".
+/// The lines `crate -> dep dep ...` of the guide's first `text` block under "# Architecture".
 fn readme_edges() -> (BTreeSet<String>, Edges) {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
-    let section = &readme[readme
-        .find("## Architecture")
-        .expect("an Architecture section")..];
+    let guide = std::fs::read_to_string(workspace().join("docs/src/architecture.md")).unwrap();
+    let section = &guide[guide
+        .find("# Architecture")
+        .expect("an Architecture chapter")..];
     let block = section.split("```text\n").nth(1).unwrap();
     let block = &block[..block.find("```").unwrap()];
     let (mut crates, mut edges) = (BTreeSet::new(), Edges::new());
@@ -51,14 +51,14 @@ fn readme_edges() -> (BTreeSet<String>, Edges) {
 }
 
 #[test]
-fn the_readme_lists_every_dependency_between_crates_and_no_other() {
+fn the_guide_lists_every_dependency_between_crates_and_no_other() {
     let (crates, listed) = readme_edges();
     let actual = manifest_edges(&crates);
     let missing: Vec<_> = actual.difference(&listed).collect();
     let extra: Vec<_> = listed.difference(&actual).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "in the manifests, not the README: {missing:?}; in the README, not the manifests: {extra:?}"
+        "in the manifests, not the guide: {missing:?}; in the guide, not the manifests: {extra:?}"
     );
 }
 
@@ -68,7 +68,7 @@ fn every_library_crate_is_listed() {
     for entry in std::fs::read_dir(workspace().join("crates")).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         if name != "xskit-tests" && name != "xskit-bpf-build" {
-            assert!(crates.contains(&name), "{name} is not in the README's list");
+            assert!(crates.contains(&name), "{name} is not in the guide's list");
         }
     }
 }

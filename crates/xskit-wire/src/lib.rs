@@ -1,29 +1,4 @@
-//! Typed, bounds-checked views over packet headers.
-//!
-//! Each protocol is a view `Packet<T: AsRef<[u8]>>` over a byte buffer (a frame in a UMEM, a
-//! slice, an array), in the style of smoltcp:
-//!
-//! - `Packet::new_unchecked(buf)` wraps without checking;
-//! - `Packet::check_len()` verifies the buffer holds the header and what its length fields
-//!   claim;
-//! - `Packet::new_checked(buf)` does both. After it succeeds no accessor panics, whatever the
-//!   bytes say.
-//!
-//! Getters need `T: AsRef<[u8]>`, setters `T: AsMut<[u8]>`. Nothing allocates. When *emitting*
-//! into a reused buffer, use `new_unchecked` and set every field: the stale bytes of an old
-//! packet must not be trusted as lengths.
-//!
-//! ```
-//! use xskit_wire::{ethernet, ipv4, udp, EtherType};
-//! let mut frame = [0u8; 64];
-//! let mut eth = ethernet::Frame::new_unchecked(&mut frame[..]);
-//! eth.set_ethertype(EtherType::Ipv4);
-//! let mut ip = ipv4::Packet::new_unchecked(eth.payload_mut());
-//! ip.init(20 + 8 + 8, 17, [198, 51, 100, 1], [198, 51, 100, 2]);
-//! let mut u = udp::Packet::new_unchecked(ip.payload_mut());
-//! u.set_src_port(9);
-//! # Ok::<(), xskit_wire::Error>(())
-//! ```
+#![doc = include_str!("../README.md")]
 #![no_std]
 #![deny(unsafe_code)]
 

@@ -1,30 +1,4 @@
-//! # xskit-zerocopy
-//!
-//! Zero-copy sends on kernel sockets (MSG_ZEROCOPY), with the bookkeeping done right, and
-//! io_uring SEND_ZC from registered buffers ([`UringZeroCopySender`]).
-//!
-//! With SO_ZEROCOPY the kernel pins the caller's pages instead of copying them, and later
-//! reports on the socket's error queue which sends are done with their pages, as inclusive
-//! ranges `[lo, hi]` of send numbers (u32, wrapping, often coalesced). A [`ZeroCopySender`]
-//! owns every buffer from `send` until its last send completes, then hands it back through
-//! [`ZeroCopySender::reap`], so a buffer is never reused while the kernel may still read it.
-//!
-//! If the kernel reports that it copied after all (`SO_EE_CODE_ZEROCOPY_COPIED`, as on
-//! delivery to a local socket), zero-copy only costs here: the sender switches it off for the
-//! socket and says so in its [`ZeroCopyStats`].
-//!
-//! ```no_run
-//! use xskit_zerocopy::{ZeroCopyConfig, ZeroCopySender};
-//! let stream = std::net::TcpStream::connect("198.51.100.2:9000")?;
-//! let mut sender = ZeroCopySender::new(stream, ZeroCopyConfig::default())?;
-//! let mut free = vec![vec![7u8; 64 * 1024]; 8];
-//! while let Some(buf) = free.pop() {
-//!     sender.send(buf)?;
-//!     sender.reap(&mut free)?; // buffers come back once the kernel is done with them
-//! }
-//! sender.flush(std::time::Duration::from_secs(5), &mut free)?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 
 use std::collections::VecDeque;

@@ -1,38 +1,4 @@
-//! # xskit
-//!
-//! Zero-copy packet I/O on Linux AF_XDP.
-//!
-//! - [`Umem`]: memory shared with the kernel, cut into [`Frame`]s that are unique handles.
-//! - [`FillRing`], [`CompletionRing`], [`RxRing`], [`TxRing`]: the four single-producer /
-//!   single-consumer rings, driven in batches with cached indices (the protocol of libxdp's
-//!   `xsk.h` and the kernel's `Documentation/networking/af_xdp.rst`).
-//! - [`Socket`]: an AF_XDP socket bound to one (interface, queue), copy or zero-copy, with
-//!   shared UMEM, multi-buffer, busy polling and the six kernel statistics.
-//! - [`XdpProgram`]: the program that steers each queue's packets to its socket, attached
-//!   through a bpf_link so it never outlives the process.
-//! - [`Port`]: all of the above for one queue, with a frame pool.
-//!
-//! Everything is safe Rust except the `sys` module, which holds every `unsafe` block of this
-//! crate; what is not AF_XDP's (system-call errors, memory mappings, poll, clocks, packet
-//! sockets) is the `xskit-os` crate's.
-//!
-//! The rest of xskit builds on this crate: `xskit-pipeline` (vectors, stages, a port trait),
-//! `xskit-fwd` (the forwarder and its rules), `xskit-traffic` (probes, generators,
-//! baselines) and `xskit-zerocopy` (MSG_ZEROCOPY and io_uring sends on kernel sockets).
-//!
-//! ```no_run
-//! use xskit::{Port, PortConfig};
-//! let mut port = Port::open("veth0", 0, &PortConfig::default())?;
-//! println!("running in {}", port.mode());
-//! let mut frames = Vec::with_capacity(64);
-//! let n = port.poll_receive(&mut frames, 64, Some(std::time::Duration::from_secs(1)))?;
-//! for frame in &frames {
-//!     println!("{} bytes", port.umem().data(frame).len());
-//! }
-//! port.recycle(&mut frames);
-//! # let _ = n;
-//! # Ok::<(), xskit::Error>(())
-//! ```
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 
 /// Clocks for measurements.
@@ -48,7 +14,6 @@ pub mod testing {
     };
 }
 #[cfg(feature = "tokio")]
-#[allow(unsafe_code)]
 mod async_port;
 pub mod capture;
 mod error;
