@@ -50,6 +50,8 @@ struct PacketHash {
 struct HashReport<'a> {
     policy: &'a str,
     members: u32,
+    /// One per packet, under `rows` as every command's list.
+    #[serde(rename = "rows")]
     packets: Vec<PacketHash>,
     per_member: Vec<u64>,
 }

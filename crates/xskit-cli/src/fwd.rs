@@ -70,7 +70,8 @@ pub(crate) struct FwdArgs {
     /// Packets per vector (1 to 256).
     #[arg(long, default_value_t = 64)]
     vector: usize,
-    /// Entries in each ring (the fill ring gets twice as many).
+    /// Entries in each ring (the fill ring gets twice as many). Half of gen's, recv's and
+    /// bench's 2048: fwd holds a set of rings per interface and queue, all on one UMEM.
     #[arg(long = "ring-size", default_value_t = 1024)]
     ring_size: u32,
     /// How checksums the hosts' own sockets left partial are finished: offload (the kernel,

@@ -70,7 +70,8 @@ pub(crate) struct GenArgs {
     /// Source MAC (default: the interface's).
     #[arg(long)]
     src_mac: Option<String>,
-    /// Destination MAC (default: broadcast).
+    /// Destination MAC (default: broadcast, so that any receiver takes the probes; `bench`'s
+    /// txpush sends to a MAC nobody owns instead, to be dropped at layer 2 as in xdpsock).
     #[arg(long)]
     dst_mac: Option<String>,
     /// Source address (default 198.51.100.1 or 2001:db8::1).

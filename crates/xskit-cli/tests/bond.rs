@@ -73,7 +73,11 @@ fn bond_hash_names_each_packets_member() {
     );
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(json["policy"], "layer3+4");
-    let packets = json["packets"].as_array().unwrap();
+    assert_eq!(
+        (&json["command"], &json["schema_version"]),
+        (&"bond".into(), &1.into())
+    );
+    let packets = json["rows"].as_array().unwrap();
     assert_eq!(packets.len(), 16);
     for (p, f) in packets.iter().zip(&frames) {
         let hash = xmit_hash(XmitHashPolicy::Layer34, f);
@@ -116,8 +120,8 @@ fn bond_hash_takes_dpdks_policies_named_apart() {
     // By hand: the addresses loaded little-endian, 0x016433c6 ^ 0x097100cb = 0x0815330d; the
     // ports 1000 and 53, 0xe803 ^ 0x3500 = 0xdd03; together 0x0815ee0e; ^ >> 16 gives
     // 0x0815e61b, ^ >> 8 gives 0x081df3fd.
-    assert_eq!(json["packets"][0]["hash"].as_u64().unwrap(), 0x081d_f3fd);
-    assert_eq!(json["packets"][0]["member"].as_u64().unwrap(), 1);
+    assert_eq!(json["rows"][0]["hash"].as_u64().unwrap(), 0x081d_f3fd);
+    assert_eq!(json["rows"][0]["member"].as_u64().unwrap(), 1);
 }
 
 #[test]

@@ -18,7 +18,7 @@ pub enum Error {
     /// No interface of that name in this network namespace.
     #[error(
         "no interface named '{name}' in this network namespace: check the name with `ip link`, \
-         or run xskit inside the namespace that holds it (`ip netns exec NS xskit ...`)"
+         or run the program inside the namespace that holds it (`ip netns exec NS ...`)"
     )]
     NoSuchInterface {
         /// The name asked for.
@@ -192,8 +192,9 @@ pub enum Error {
     #[error(
         "{iface} already has an XDP program attached ({mode} mode): id {id}, name '{name}'. xskit \
          will not replace it silently. Detach it first: `ip link set dev {iface} xdp off` (or \
-         `xdpgeneric off`) if it was attached with ip, or stop the process that holds its bpf_link \
-         (`bpftool link` shows it); then run xskit again"
+         `xdpgeneric off`) if it was attached with ip, `xdp-loader unload {iface} --all` if it is \
+         libxdp's dispatcher (xdp_dispatcher), or stop the process that holds its bpf_link \
+         (`bpftool link` shows it); then try again"
     )]
     ProgramAttached {
         /// The interface.

@@ -47,6 +47,10 @@ pub use sys::umem::{
 };
 pub use xskit_os::SyscallError;
 
+/// The aya that xskit loads programs with, whose map types [`XdpProgram::take_map`] returns:
+/// use these paths (`xskit::aya::maps::Array`) so that your types are the ones xskit built.
+pub use aya;
+
 /// Raw descriptor type of the rx and tx rings, for [`TxRing::send_raw`].
 pub use libc::xdp_desc as RawDesc;
 /// Descriptor option: the packet continues in the next descriptor (multi-buffer).
