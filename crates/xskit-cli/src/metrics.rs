@@ -7,7 +7,13 @@
 //!   on the metrics of its elements, which take a prefix (`rule_`, `member_`);
 //! - a nested object adds its key to the name (`bond_failovers`, `member_lacp_pdus_in`);
 //! - whole numbers are counters (`_total`) unless they are levels or identifiers, listed in
-//!   [`GAUGES`]; fractions and booleans are gauges; `_s` fields become `_seconds`;
+//!   [`GAUGES`]; fractions and booleans are gauges;
+//! - times are in seconds, Prometheus's base unit: `_s` fields become `_seconds`, and `_ms`,
+//!   `_us` and `_ns` fields are scaled to `_seconds` (latencies as gauges);
+//! - rates the command worked out from its counters (`_pps`, per packet or GB) are left out:
+//!   Prometheus computes rates from the counters; a configured rate (`rate_pps`) and a
+//!   benchmark cell's result (`mpps`) are gauges in packets per second;
+//! - each family's HELP says what it counts (`help.rs`);
 //! - an object's text fields go into an `_info` metric as labels (`xskit_rule_info{rule,
 //!   action}`), not onto every sample.
 
@@ -23,6 +29,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
+mod help;
 mod http;
 
 /// Whole-number fields that are levels or identifiers, not counts that only grow.
@@ -33,9 +40,18 @@ const GAUGES: &[&str] = &[
     "queue",
     "packet_size",
     "flows",
-    "rate_pps",
     "schema_version",
 ];
+
+/// The time units fields carry, by suffix, and how many make a second.
+const TIME_UNITS: &[(&str, f64)] = &[("_ms", 1e3), ("_us", 1e6), ("_ns", 1e9)];
+
+/// Fields that are rates or ratios the command worked out from its counters.
+fn is_computed_rate(key: &str) -> bool {
+    key.ends_with("_pps") && key != "rate_pps"
+        || key.contains("_per_packet")
+        || key.contains("_per_gb")
+}
 
 /// Objects whose numbers are all levels (gauges): where the frames are now.
 const LEVELS: &[&str] = &["frames"];
@@ -57,6 +73,8 @@ type Labels = Vec<(String, String)>;
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Sample {
     Counter(u64),
+    /// A counter of seconds (CPU time).
+    Seconds(f64),
     Gauge(f64),
     Info,
 }
@@ -87,6 +105,50 @@ fn push(families: &mut BTreeMap<String, Family>, name: String, labels: &Labels, 
         .push((labels.clone(), sample));
 }
 
+/// The metric a number field becomes, in base units, or `None` for a rate worked out from
+/// counters.
+fn number_metric(
+    prefix: &str,
+    key: &str,
+    n: &serde_json::Number,
+    levels: bool,
+) -> Option<(String, Sample)> {
+    if is_computed_rate(key) {
+        return None;
+    }
+    // A configured rate, and a benchmark cell's result: levels, in packets a second.
+    let per_second = match key {
+        "rate_pps" => Some(("rate_packets_per_second", 1.0)),
+        "mpps" => Some(("packets_per_second", 1e6)),
+        _ => None,
+    };
+    if let Some((stem, factor)) = per_second {
+        let name = metric_name(prefix, stem);
+        return Some((name, Sample::Gauge(n.as_f64().unwrap_or(0.0) * factor)));
+    }
+    if let Some((stem, per_second)) = TIME_UNITS
+        .iter()
+        .find_map(|(unit, n)| key.strip_suffix(unit).map(|stem| (stem, *n)))
+    {
+        let seconds = n.as_f64().unwrap_or(0.0) / per_second;
+        let name = metric_name(prefix, &format!("{stem}_seconds"));
+        let sample = if levels || stem.contains("latency") {
+            Sample::Gauge(seconds)
+        } else {
+            Sample::Seconds(seconds)
+        };
+        return Some((name, sample));
+    }
+    let name = metric_name(prefix, key);
+    let sample = match n.as_u64() {
+        Some(count) if !levels && !GAUGES.contains(&key) && !key.ends_with("_s") => {
+            Sample::Counter(count)
+        }
+        _ => Sample::Gauge(n.as_f64().unwrap_or(0.0)),
+    };
+    Some((name, sample))
+}
+
 /// Adds the metrics of `value` (a JSON object) to `families`, their names under `prefix`,
 /// its text fields to the `info` metric.
 fn flatten(
@@ -106,16 +168,9 @@ fn flatten(
     for (key, v) in fields {
         match v {
             Value::Number(n) => {
-                let name = metric_name(prefix, key);
-                let sample = match n.as_u64() {
-                    Some(count)
-                        if !levels && !GAUGES.contains(&key.as_str()) && !key.ends_with("_s") =>
-                    {
-                        Sample::Counter(count)
-                    }
-                    _ => Sample::Gauge(n.as_f64().unwrap_or(0.0)),
-                };
-                push(families, name, labels, sample);
+                if let Some((name, sample)) = number_metric(prefix, key, n, levels) {
+                    push(families, name, labels, sample);
+                }
             }
             Value::Bool(b) => push(
                 families,
@@ -203,11 +258,11 @@ impl Collector for Latest {
                 continue;
             };
             let kind = match first {
-                Sample::Counter(_) => MetricType::Counter,
+                Sample::Counter(_) | Sample::Seconds(_) => MetricType::Counter,
                 Sample::Gauge(_) => MetricType::Gauge,
                 Sample::Info => MetricType::Info,
             };
-            let help = format!("xskit's {name} (the --json field of that name)");
+            let help = help::text(name, kind);
             let mut metric = encoder.encode_descriptor(name, &help, None, kind)?;
             for (labels, sample) in &family.samples {
                 // A field has one type wherever it appears, so a family's samples share
@@ -215,6 +270,9 @@ impl Collector for Latest {
                 match *sample {
                     Sample::Counter(n) => {
                         ConstCounter::new(n).encode(metric.encode_family(labels)?)?
+                    }
+                    Sample::Seconds(x) => {
+                        ConstCounter::new(x).encode(metric.encode_family(labels)?)?
                     }
                     Sample::Gauge(x) => metric.encode_family(labels)?.encode_gauge(&x)?,
                     Sample::Info => metric.encode_info(labels)?,
@@ -301,6 +359,35 @@ mod tests {
             .find(|(l, _)| *l == want)
             .unwrap_or_else(|| panic!("{name} {want:?} in {:?}", f[name]))
             .1
+    }
+
+    #[test]
+    fn times_are_seconds_and_computed_rates_are_left_to_prometheus() {
+        let f = families(&serde_json::json!({
+            "latency_mean_us": 12.5,
+            "process_cpu_ns": 2_000_000_000u64,
+            "tx_pps": 5.0,
+            "rate_pps": 1000,
+            "cells": [{"name": "rxdrop", "mpps": 1.5, "cpu_ns_per_packet": 30.0}]
+        }));
+        assert_eq!(
+            sample(&f, "latency_mean_seconds", &[]),
+            Sample::Gauge(12.5e-6)
+        );
+        assert_eq!(sample(&f, "process_cpu_seconds", &[]), Sample::Seconds(2.0));
+        assert_eq!(
+            sample(&f, "rate_packets_per_second", &[]),
+            Sample::Gauge(1000.0)
+        );
+        assert_eq!(
+            sample(&f, "cell_packets_per_second", &[("cell", "rxdrop")]),
+            Sample::Gauge(1.5e6)
+        );
+        assert!(
+            !f.keys()
+                .any(|k| k.contains("pps") || k.contains("per_packet")),
+            "{f:?}"
+        );
     }
 
     #[test]
