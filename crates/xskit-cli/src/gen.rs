@@ -227,9 +227,27 @@ pub(crate) fn stats_json(s: &xskit::Statistics) -> serde_json::Value {
 }
 
 fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
+    let own_mac = match &args.src_mac {
+        Some(_) => [0; 6],
+        None => iface.link_info()?.mac.unwrap_or([0x02, 0, 0, 0, 0, 1]),
+    };
+    let t = template_from(args, own_mac)?;
+    if !t.numbered() {
+        note!(
+            "xskit gen: {}-byte frames are too short for a probe header ({} bytes with these \
+             options): they go out unnumbered, and recv counts them as other traffic",
+            t.len(),
+            Template::min_len(args.ipv6, args.vlan.is_some())
+        );
+    }
+    Ok(t)
+}
+
+/// The probe template the options describe, `own_mac` the source MAC unless --src-mac.
+fn template_from(args: &GenArgs, own_mac: [u8; 6]) -> Result<Template> {
     let src_mac = match &args.src_mac {
         Some(m) => parse_mac(m)?,
-        None => iface.link_info()?.mac.unwrap_or([0x02, 0, 0, 0, 0, 1]),
+        None => own_mac,
     };
     let dst_mac = match &args.dst_mac {
         Some(m) => parse_mac(m)?,
@@ -268,20 +286,35 @@ fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
         }
         other => other.into(),
     })?;
-    let t = match args.vlan_priority {
+    match args.vlan_priority {
         Some(pcp) => t
             .with_vlan_priority(pcp)
-            .map_err(|e| anyhow::anyhow!("--vlan-priority: {e}"))?,
-        None => t,
-    };
-    if !t.numbered() {
-        note!(
-            "xskit gen: {size}-byte frames are too short for a probe header ({} bytes with these \
-             options): they go out unnumbered, and recv counts them as other traffic",
-            Template::min_len(args.ipv6, args.vlan.is_some())
-        );
+            .map_err(|e| anyhow::anyhow!("--vlan-priority: {e}")),
+        None => Ok(t),
     }
-    Ok(t)
+}
+
+/// Every mistake in the options and the interface's name, each in its own words, so that one
+/// run reports them all rather than the first.
+fn mistakes(args: &GenArgs) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut check = |r: Result<()>| {
+        if let Err(e) = r {
+            found.push(format!("{e:#}"));
+        }
+    };
+    check(
+        args.port
+            .interface()
+            .and_then(|name| Ok(Interface::by_name(name).map(|_| ())?)),
+    );
+    if args.pcap.is_none() {
+        check(template_from(args, [0x02, 0, 0, 0, 0, 1]).map(|_| ()));
+    }
+    check(args.run.duration().map(|_| ()));
+    check(args.run.interval().map(|_| ()));
+    check(args.queues().map(|_| ()));
+    found
 }
 
 /// Writes packet `seq` into frames taken from the port: one frame, or a chain for packets
@@ -421,6 +454,11 @@ fn parse_gen_rate(s: &str) -> std::result::Result<GenRate, String> {
 }
 
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
+    match mistakes(args).as_slice() {
+        [] => {}
+        [one] => bail!("{one}"),
+        many => bail!("{} mistakes:\n  - {}", many.len(), many.join("\n  - ")),
+    }
     let ifname = args.port.interface()?.to_string();
     let iface = Interface::by_name(&ifname)?;
     // An interface deleted under a sender fails its next system call with the kernel's

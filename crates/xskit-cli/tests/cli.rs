@@ -372,3 +372,21 @@ fn the_help_of_commands_that_count_frames_says_sizes_exclude_the_fcs() {
         );
     }
 }
+
+#[test]
+fn gen_reports_every_mistake_of_a_run_at_once() {
+    let out = Command::new(XSKIT)
+        .args(["gen", "-i", "xskit-no-such-if", "-s", "20000", "-t", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("3 mistakes"), "{text}");
+    for mistake in [
+        "no interface named 'xskit-no-such-if'",
+        "packet size 20000",
+        "-t 0",
+    ] {
+        assert!(text.contains(mistake), "{mistake}: {text}");
+    }
+}
