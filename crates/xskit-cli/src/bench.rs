@@ -350,6 +350,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let Some(ifname) = args.port.interface.clone() else {
         return on_testbed(args);
     };
+    crate::opts::all_mistakes([
+        crate::opts::interface_exists(Ok(&ifname)),
+        interface_benchmark(args, &ifname).map(|_| ()),
+        args.run.duration().map(|_| ()),
+        args.run.interval().map(|_| ()),
+        args.port.config(false, false).map(|_| ()),
+    ])?;
     let kind = interface_benchmark(args, &ifname)?;
     let stop = stop_flag()?;
     let on = OnInterface {

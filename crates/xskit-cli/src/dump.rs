@@ -191,13 +191,28 @@ fn print_summary(args: &DumpArgs, report: &DumpReport) -> Result<()> {
     Ok(())
 }
 
+/// Every mistake of the command line at once, before anything is opened.
+fn all_mistakes(args: &DumpArgs) -> Result<()> {
+    crate::opts::all_mistakes([
+        crate::opts::interface_exists(Ok(&args.interface)),
+        match args.duration {
+            Some(d) if !(d > 0.0 && d < 1e6) => Err(anyhow::anyhow!(
+                "--duration {d} must be a positive number of seconds"
+            )),
+            _ => Ok(()),
+        },
+        match args.snaplen {
+            0 => Err(anyhow::anyhow!("-s 0: the snap length is at least 1 byte")),
+            _ => Ok(()),
+        },
+        compile_filter(&args.filter).map(|_| ()),
+    ])
+}
+
 pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
-    let duration = match args.duration {
-        Some(d) if !(d > 0.0 && d < 1e6) => {
-            bail!("--duration {d} must be a positive number of seconds")
-        }
-        d => d.map(Duration::from_secs_f64),
-    };
+    all_mistakes(args)?;
+    // Checked above: positive and finite.
+    let duration = args.duration.map(Duration::from_secs_f64);
     let to_stdout = args.write.as_deref() == Some(std::path::Path::new("-"));
     if to_stdout && args.json {
         bail!("-w - writes the capture to stdout, where --json would go too: drop one of them");

@@ -134,24 +134,24 @@ pub(crate) struct FwdArgs {
     #[arg(long = "arp-missed-max", value_name = "N", default_value_t = 2)]
     arp_missed_max: u32,
     /// 802.3ad: how often the partner is asked to send LACPDUs: slow (every 30 s, timed
-    /// out after 90 s) or fast (every second, timed out after 3 s). Default slow.
+    /// out after 90 s) or fast (every second, timed out after 3 s). [default: slow]
     #[arg(long = "lacp-rate", value_enum)]
     lacp_rate: Option<LacpRateArg>,
-    /// 802.3ad: on sends LACPDUs unasked; off only answers a partner's. Default on.
+    /// 802.3ad: on sends LACPDUs unasked; off only answers a partner's. [default: on]
     #[arg(long = "lacp-active", value_enum)]
     lacp_active: Option<OnOff>,
-    /// 802.3ad: the system priority (1 to 65535, lower is preferred). Default 65535.
+    /// 802.3ad: the system priority (1 to 65535, lower is preferred). [default: 65535]
     #[arg(long = "ad-actor-sys-prio", value_name = "N")]
     ad_actor_sys_prio: Option<u16>,
-    /// 802.3ad: the upper 10 bits of the members' key (0 to 1023). Default 0.
+    /// 802.3ad: the upper 10 bits of the members' key (0 to 1023). [default: 0]
     #[arg(long = "ad-user-port-key", value_name = "N")]
     ad_user_port_key: Option<u16>,
     /// 802.3ad: fewer members than this distributing, and the bond carries nothing.
-    /// Default 0.
+    /// [default: 0]
     #[arg(long = "min-links", value_name = "N")]
     min_links: Option<usize>,
     /// 802.3ad: how the active aggregator is chosen: stable (kept while it has members),
-    /// bandwidth or count (the most, chosen again on every change). Default stable.
+    /// bandwidth or count (the most, chosen again on every change). [default: stable]
     #[arg(long = "ad-select", value_enum)]
     ad_select: Option<AdSelectArg>,
     /// Write what the forwarder's XDP programs see to FILE (pcapng): an interface block per

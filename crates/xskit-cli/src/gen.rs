@@ -294,27 +294,16 @@ fn template_from(args: &GenArgs, own_mac: [u8; 6]) -> Result<Template> {
     }
 }
 
-/// Every mistake in the options and the interface's name, each in its own words, so that one
-/// run reports them all rather than the first.
-fn mistakes(args: &GenArgs) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut check = |r: Result<()>| {
-        if let Err(e) = r {
-            found.push(format!("{e:#}"));
-        }
-    };
-    check(
-        args.port
-            .interface()
-            .and_then(|name| Ok(Interface::by_name(name).map(|_| ())?)),
-    );
+/// The checks of the options and the interface's name that need nothing opened.
+fn checks(args: &GenArgs) -> Vec<Result<()>> {
+    let mut checks = vec![crate::opts::interface_exists(args.port.interface())];
     if args.pcap.is_none() {
-        check(template_from(args, [0x02, 0, 0, 0, 0, 1]).map(|_| ()));
+        checks.push(template_from(args, [0x02, 0, 0, 0, 0, 1]).map(|_| ()));
     }
-    check(args.run.duration().map(|_| ()));
-    check(args.run.interval().map(|_| ()));
-    check(args.queues().map(|_| ()));
-    found
+    checks.push(args.run.duration().map(|_| ()));
+    checks.push(args.run.interval().map(|_| ()));
+    checks.push(args.queues().map(|_| ()));
+    checks
 }
 
 /// Writes packet `seq` into frames taken from the port: one frame, or a chain for packets
@@ -454,11 +443,7 @@ fn parse_gen_rate(s: &str) -> std::result::Result<GenRate, String> {
 }
 
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
-    match mistakes(args).as_slice() {
-        [] => {}
-        [one] => bail!("{one}"),
-        many => bail!("{} mistakes:\n  - {}", many.len(), many.join("\n  - ")),
-    }
+    crate::opts::all_mistakes(checks(args))?;
     let ifname = args.port.interface()?.to_string();
     let iface = Interface::by_name(&ifname)?;
     // An interface deleted under a sender fails its next system call with the kernel's

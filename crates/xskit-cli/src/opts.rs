@@ -405,6 +405,26 @@ impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
     }
 }
 
+/// Passes, or fails with every mistake the checks found, each in its own words: so that one
+/// run reports all of a command line's mistakes rather than the first.
+pub(crate) fn all_mistakes(checks: impl IntoIterator<Item = Result<()>>) -> Result<()> {
+    let found: Vec<String> = checks
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+        .collect();
+    match found.as_slice() {
+        [] => Ok(()),
+        [one] => bail!("{one}"),
+        many => bail!("{} mistakes:\n  - {}", many.len(), many.join("\n  - ")),
+    }
+}
+
+/// A check that the interface is there (it needs no privileges).
+pub(crate) fn interface_exists(name: Result<&str>) -> Result<()> {
+    xskit::Interface::by_name(name?)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::seconds;

@@ -32,7 +32,7 @@ pub(crate) struct RecvArgs {
     #[arg(long, value_name = "N")]
     expect: Option<u64>,
     /// Loss allowed before the exit status is 1: a count (`10`) or a share of the probes
-    /// expected (`0.5%`). Default 0 with --expect.
+    /// expected (`0.5%`). [default: 0 with --expect]
     #[arg(long = "max-loss", value_name = "N|P%")]
     max_loss: Option<String>,
     /// Also write every packet received (whole, chains gathered) to FILE, as pcap.
@@ -77,6 +77,16 @@ struct RecvReport {
 }
 
 pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
+    crate::opts::all_mistakes([
+        crate::opts::interface_exists(args.port.interface()),
+        args.run.duration().map(|_| ()),
+        args.run.interval().map(|_| ()),
+        match args.expect {
+            Some(0) => Err(anyhow::anyhow!("--expect 0: expect at least one probe")),
+            _ => Ok(()),
+        },
+        allowed_loss(args.max_loss.as_deref(), 0).map(|_| ()),
+    ])?;
     let ifname = args.port.interface()?.to_string();
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;

@@ -374,19 +374,52 @@ fn the_help_of_commands_that_count_frames_says_sizes_exclude_the_fcs() {
 }
 
 #[test]
-fn gen_reports_every_mistake_of_a_run_at_once() {
-    let out = Command::new(XSKIT)
-        .args(["gen", "-i", "xskit-no-such-if", "-s", "20000", "-t", "0"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("3 mistakes"), "{text}");
-    for mistake in [
-        "no interface named 'xskit-no-such-if'",
-        "packet size 20000",
-        "-t 0",
+fn every_mistake_of_a_command_line_is_reported_at_once() {
+    let nosuch = "no interface named 'xskit-no-such-if'";
+    for (args, mistakes) in [
+        (
+            &["gen", "-i", "xskit-no-such-if", "-s", "20000", "-t", "0"][..],
+            &[nosuch, "packet size 20000", "-t 0"][..],
+        ),
+        (
+            &[
+                "recv",
+                "-i",
+                "xskit-no-such-if",
+                "--expect",
+                "0",
+                "--max-loss",
+                "200%",
+            ],
+            &[nosuch, "--expect 0", "--max-loss \"200%\""],
+        ),
+        (
+            &["dump", "-i", "xskit-no-such-if", "-s", "0", "port("],
+            &[nosuch, "-s 0", "not tcpdump's language"],
+        ),
+        (
+            &[
+                "bench",
+                "rxdrop",
+                "-i",
+                "xskit-no-such-if",
+                "-b",
+                "0",
+                "--runs",
+                "3",
+            ],
+            &[nosuch, "batch size 0", "--runs is for the testbed table"],
+        ),
     ] {
-        assert!(text.contains(mistake), "{mistake}: {text}");
+        let out = Command::new(XSKIT).args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");
+        assert!(
+            text.contains(&format!("{} mistakes", mistakes.len())),
+            "{text}"
+        );
+        for mistake in mistakes {
+            assert!(text.contains(mistake), "{args:?}: {mistake}: {text}");
+        }
     }
 }

@@ -24,6 +24,8 @@ pub struct PcapSource {
     reader: Reader,
     oversize: u64,
     done: bool,
+    /// Packets handed out so far, to say which one a damaged file broke at.
+    read: u64,
 }
 
 impl std::fmt::Debug for PcapSource {
@@ -32,6 +34,29 @@ impl std::fmt::Debug for PcapSource {
             .field("path", &self.path)
             .field("oversize", &self.oversize)
             .finish_non_exhaustive()
+    }
+}
+
+/// A damaged record, in words a reader of the capture can act on: a file cut short (a
+/// capture stopped while it was written, a partial copy) is told apart from a corrupt one.
+fn damaged(what: &str, packet: u64, e: &pcap_file::PcapError) -> String {
+    use pcap_file::PcapError as E;
+    let cut_short = match e {
+        E::IncompleteBuffer => true,
+        E::IoError(io) => io.kind() == std::io::ErrorKind::UnexpectedEof,
+        _ => false,
+    };
+    if cut_short {
+        format!(
+            "the file ends inside the {what} of packet {packet}: the capture was cut short \
+             (stopped while being written, or copied in part); the packets before it are whole"
+        )
+    } else {
+        let detail = match e {
+            E::IoError(io) => io.to_string(),
+            other => other.to_string(),
+        };
+        format!("the {what} of packet {packet} is corrupt ({detail})")
     }
 }
 
@@ -91,6 +116,7 @@ impl PcapSource {
             reader,
             oversize: 0,
             done: false,
+            read: 0,
         })
     }
 
@@ -119,27 +145,30 @@ impl PcapSource {
         match &mut self.reader {
             Reader::Pcap(r) => match r.next_packet() {
                 None => Ok(None),
-                Some(Ok(p)) => Ok(Some(f(p.timestamp, &p.data))),
-                Some(Err(e)) => Err(pcap_error(
-                    &self.path,
-                    format!("truncated or corrupt packet record: {e}"),
-                )),
+                Some(Ok(p)) => {
+                    self.read += 1;
+                    Ok(Some(f(p.timestamp, &p.data)))
+                }
+                Some(Err(e)) => Err(pcap_error(&self.path, damaged("record", self.read + 1, &e))),
             },
             Reader::PcapNg(r) => loop {
                 match r.next_block() {
                     None => break Ok(None),
-                    Some(Ok(Block::EnhancedPacket(p))) => break Ok(Some(f(p.timestamp, &p.data))),
-                    Some(Ok(Block::SimplePacket(p))) => break Ok(Some(f(Duration::ZERO, &p.data))),
+                    Some(Ok(Block::EnhancedPacket(p))) => {
+                        self.read += 1;
+                        break Ok(Some(f(p.timestamp, &p.data)));
+                    }
+                    Some(Ok(Block::SimplePacket(p))) => {
+                        self.read += 1;
+                        break Ok(Some(f(Duration::ZERO, &p.data)));
+                    }
                     Some(Ok(Block::InterfaceDescription(i))) => {
                         ethernet_only(&self.path, i.linktype)?;
                         continue;
                     }
                     Some(Ok(_)) => continue,
                     Some(Err(e)) => {
-                        break Err(pcap_error(
-                            &self.path,
-                            format!("truncated or corrupt block: {e}"),
-                        ))
+                        break Err(pcap_error(&self.path, damaged("block", self.read + 1, &e)))
                     }
                 }
             },

@@ -184,7 +184,12 @@ fn bad_files_get_clear_errors() {
         .receive(&umem, &mut pool, &mut frames, 8)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("truncated or corrupt"), "{err}");
+    assert!(
+        err.contains("ends inside the record of packet 1")
+            && err.contains("cut short")
+            && !err.contains("Error reading bytes"),
+        "{err}"
+    );
     for p in [garbage, truncated] {
         let _ = std::fs::remove_file(p);
     }

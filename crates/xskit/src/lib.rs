@@ -19,6 +19,9 @@ pub mod capture;
 mod error;
 mod interface;
 pub mod mode;
+/// The netlink queries behind [`Interface`], for xskit's own crates: not part of the API
+/// that semver covers (use [`Interface`]).
+#[doc(hidden)]
 pub mod netlink;
 mod packet;
 mod port;
