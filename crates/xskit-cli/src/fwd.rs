@@ -380,6 +380,38 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
     }
 }
 
+/// Every mistake of the command line at once, before anything is opened: the times, the
+/// rules file, and what the forwarder checks of its configuration.
+fn all_mistakes(args: &FwdArgs) -> Result<()> {
+    let mut checks = vec![
+        args.run.duration().map(|_| ()),
+        args.run.interval().map(|_| ()),
+    ];
+    let rules = match &args.rules {
+        Some(path) => load_rules(path),
+        None => Ok(RuleSet::with_default(Verdict::Forward)),
+    };
+    // A rules file that cannot be read leaves the rest to be checked with the default rules.
+    let rules = rules.unwrap_or_else(|e| {
+        checks.push(Err(e));
+        RuleSet::with_default(Verdict::Forward)
+    });
+    if !args.explain {
+        let mut rules = rules;
+        rules.set_forward_in_kernel(args.xdp_forward);
+        checks.push(forward_config(args, rules).and_then(|config| {
+            config.validate().map_err(|e| {
+                let flags = flags_for(&e);
+                anyhow::Error::new(e).context(format!(
+                    "forwarding on {}{flags}",
+                    args.interfaces.join(" and ")
+                ))
+            })
+        }));
+    }
+    crate::opts::all_mistakes(checks)
+}
+
 fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the rules file {}", path.display()))?;
@@ -659,6 +691,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         out!("{}", crate::help::RULES_REFERENCE.trim_end());
         return Ok(0);
     }
+    all_mistakes(args)?;
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     let mut rules = match &args.rules {

@@ -399,6 +399,24 @@ fn every_mistake_of_a_command_line_is_reported_at_once() {
         ),
         (
             &[
+                "fwd",
+                "-i",
+                "a",
+                "-i",
+                "a",
+                "-I",
+                "0",
+                "--rules",
+                "/nonexistent/rules.toml",
+            ],
+            &[
+                "--interval 0",
+                "reading the rules file",
+                "both interfaces are a",
+            ],
+        ),
+        (
+            &[
                 "bench",
                 "rxdrop",
                 "-i",
