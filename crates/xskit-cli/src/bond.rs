@@ -30,9 +30,17 @@ struct HashArgs {
     /// Members of the bond (1 to 255).
     #[arg(long, default_value_t = 2)]
     members: u32,
-    /// The capture to read (pcap or pcapng, Ethernet frames).
+    /// The capture to read (pcap or pcapng, Ethernet frames), as `bench plot` and `gen --pcap`
+    /// take theirs: given as FILE or with --pcap.
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "pcap",
+        conflicts_with = "pcap"
+    )]
+    file: Option<std::path::PathBuf>,
+    /// The capture to read, as FILE above.
     #[arg(long, value_name = "FILE")]
-    pcap: std::path::PathBuf,
+    pcap: Option<std::path::PathBuf>,
     /// Print one JSON object instead of a line per packet.
     #[arg(long)]
     json: bool,
@@ -70,7 +78,12 @@ fn hash(args: &HashArgs) -> Result<i32> {
         );
     }
     let policy = XmitHashPolicy::from(args.policy);
-    let mut source = PcapSource::open(&args.pcap).context("--pcap")?;
+    let path = args
+        .file
+        .as_ref()
+        .or(args.pcap.as_ref())
+        .context("name the capture: FILE")?;
+    let mut source = PcapSource::open(path).context("--pcap")?;
     let mut packets = Vec::new();
     let mut per_member = vec![0u64; args.members as usize];
     let mut index = 0;

@@ -154,7 +154,7 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
     (
         "bond hash",
         &[(
-            "xskit bond hash --policy layer3+4 --members 2 --pcap trace.pcap",
+            "xskit bond hash --policy layer3+4 --members 2 trace.pcap",
             "the member a Linux bond sends each packet of a capture on",
         )],
     ),
