@@ -148,3 +148,73 @@ fn own_program_steers_probes_to_the_socket_and_the_rest_to_the_kernel() {
         "the echo requests went to the kernel: {seen:?}"
     );
 }
+
+#[allow(dead_code)]
+#[path = "../../xskit-fwd/examples/bump_in_the_wire.rs"]
+mod bump_in_the_wire;
+
+/// The forwarder as a library, in the wire between hosts a and c: probes cross intact and in
+/// order, ping does not, and the rule counts the pings it dropped in the kernel.
+#[test]
+fn bump_in_the_wire_forwards_probes_and_drops_ping() {
+    if !privileged() {
+        return;
+    }
+    // a and c on one subnet, m not routing: they reach each other only through the bump.
+    let chain = xskit_testbed::Chain::bridged().unwrap();
+    let (ma, mc) = (chain.m_a.ifname.clone(), chain.m_c.ifname.clone());
+    let stop = AtomicBool::new(false);
+    let (running, wait_running) = std::sync::mpsc::channel();
+    let (report, ping, probes) = std::thread::scope(|s| {
+        let forwarder = s.spawn(|| {
+            chain.m_a.ns.run(|| {
+                // Its first tick: set up, rules installed, workers forwarding.
+                let on_tick = move |_: &xskit_fwd::Counters| {
+                    let _ = running.send(());
+                };
+                bump_in_the_wire::bump(&ma, &mc, &stop, on_tick).map_err(|e| e.to_string())
+            })
+        });
+        wait_running
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the forwarder set up and ran");
+        let ping = chain
+            .a
+            .ns
+            .command("ping")
+            .args(["-c", "3", "-i", "0.2", "-W", "1", &chain.c.ip.to_string()])
+            .output()
+            .unwrap();
+        let mut tx = open(&chain.a, 0, &PortConfig::default().tx_only(true)).unwrap();
+        let mut rx = open(&chain.c, 0, &PortConfig::default()).unwrap();
+        let (seen, done) = (AtomicU64::new(0), AtomicBool::new(false));
+        let probes = std::thread::scope(|p| {
+            let receiver = p.spawn(|| {
+                let options = ReceiveOptions::default().count(PROBES);
+                probe::receive(&mut rx, &options, &seen, &done).unwrap()
+            });
+            let send = SendOptions {
+                count: PROBES,
+                ..SendOptions::default()
+            };
+            let to_c = addrs(&chain.a, &chain.c);
+            probe::send(&mut tx, &to_c, &send, &seen, &done).unwrap();
+            receiver.join().unwrap()
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let report = forwarder.join().unwrap().unwrap().unwrap();
+        (report, ping, probes)
+    });
+    assert!(
+        !ping.status.success(),
+        "ping crossed a filter that drops it"
+    );
+    assert!(probes.check.is_perfect(PROBES), "{:?}", probes.check);
+    let rule = &report.counters.rules[0];
+    assert_eq!(rule.name, "no-ping");
+    assert!(
+        rule.in_kernel >= 3 && rule.packets == rule.in_kernel,
+        "{rule:?}"
+    );
+    assert_eq!(report.frames.unaccounted, 0, "{:?}", report.frames);
+}
