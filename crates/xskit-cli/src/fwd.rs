@@ -38,8 +38,9 @@ pub(crate) struct FwdArgs {
     /// interface: in zero-copy a frame received on one leaves the other as it is.
     #[arg(short = 'm', long, value_enum, default_value_t = ModeArg::Auto)]
     mode: ModeArg,
-    /// Queues to serve, a pinned worker each (default: every receive queue).
-    #[arg(short = 'Q', long)]
+    /// How many queues to serve, from queue 0, a worker each (default: every receive queue).
+    /// A count, where gen's --queues is a list of queues: --queues here is an old spelling.
+    #[arg(short = 'Q', long = "queue-count", value_name = "N", alias = "queues")]
     queues: Option<u32>,
     /// CPUs for the workers, in queue order, e.g. 0,1 (default: not pinned).
     #[arg(long, value_delimiter = ',')]
@@ -369,7 +370,7 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
         E::NowhereToForward { .. } => " (reflecting is --reflect)",
         E::XdpForwardConflict => " (--xdp-forward with --reflect, --respond or --tap)",
         E::NoSuchCpu { .. } | E::CpuNotAllowed { .. } => " (--cpus)",
-        E::TooManyFrames { .. } => " (--ring-size, --queues)",
+        E::TooManyFrames { .. } => " (--ring-size, --queue-count)",
         E::BondNotUsed { .. } => " (-i NAME for each --bond NAME=...)",
         E::BondXdpForward => " (--xdp-forward with --bond-mode broadcast)",
         E::PrimaryNotMember { .. } => " (--primary)",

@@ -368,7 +368,7 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
     let (ma, mc) = (chain.m_a.ifname.as_str(), chain.m_c.ifname.as_str());
     for (args, expected) in [
         (
-            vec!["fwd", "-i", ma, "-i", mc, "--queues", "2"],
+            vec!["fwd", "-i", ma, "-i", mc, "--queue-count", "2"],
             "queue 1 does not exist on xsk-ma",
         ),
         (
