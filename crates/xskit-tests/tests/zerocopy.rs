@@ -312,3 +312,48 @@ mod uring {
         assert!(sink.packets().unwrap() >= 300);
     }
 }
+
+#[allow(dead_code)]
+#[path = "../../xskit-zerocopy/examples/zc_send.rs"]
+mod zc_send;
+
+/// xskit-zerocopy's example, run between two hosts: every byte of its stream arrives as it
+/// wrote it, every buffer is released once, and the kernel's copy on local delivery is noticed.
+#[test]
+fn the_zc_send_example_delivers_its_stream_intact() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let addr = SocketAddr::new(bed.b.ip.into(), 9001);
+    let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
+    let receiver = hash_receiver(listener);
+    let chunks = 128;
+    let stats = bed
+        .a
+        .ns
+        .run(move || {
+            let stream = TcpStream::connect(addr).unwrap();
+            zc_send::send_stream(stream, chunks).map_err(|e| e.to_string())
+        })
+        .unwrap()
+        .unwrap();
+    let (received_hash, received) = receiver.join().unwrap();
+    let mut expected = std::collections::hash_map::DefaultHasher::new();
+    let stream: Vec<u8> = (0..chunks * zc_send::CHUNK)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    expected.write(&stream);
+    assert_eq!(received, stream.len() as u64);
+    assert_eq!(
+        received_hash,
+        expected.finish(),
+        "the stream arrived changed"
+    );
+    assert_eq!(stats.buffers, chunks as u64, "{stats:?}");
+    assert_eq!(stats.duplicate_completions, 0, "{stats:?}");
+    assert!(
+        stats.disabled.is_some(),
+        "local delivery copies, and says so: {stats:?}"
+    );
+}
