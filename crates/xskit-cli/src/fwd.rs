@@ -71,9 +71,8 @@ pub(crate) struct FwdArgs {
     /// Packets per vector (1 to 256).
     #[arg(long, default_value_t = 64)]
     vector: usize,
-    /// Entries in each ring (the fill ring gets twice as many). Half of gen's, recv's and
-    /// bench's 2048: fwd holds a set of rings per interface and queue, all on one UMEM.
-    #[arg(long = "ring-size", default_value_t = 1024)]
+    /// Entries in each ring (the fill ring gets twice as many), as in gen, recv and bench.
+    #[arg(long = "ring-size", default_value_t = 2048)]
     ring_size: u32,
     /// How checksums the hosts' own sockets left partial are finished: offload (the kernel,
     /// through AF_XDP transmit metadata; summed here where the kernel has none) or software.
