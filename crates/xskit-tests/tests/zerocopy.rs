@@ -25,6 +25,16 @@ fn fill(buf: &mut [u8], seq: u64) {
     }
 }
 
+/// A listener on host b's `port` and the thread that hashes the one connection it takes.
+fn hashing_listener(
+    bed: &xskit_testbed::Testbed,
+    port: u16,
+) -> (SocketAddr, std::thread::JoinHandle<(u64, u64)>) {
+    let addr = SocketAddr::new(bed.b.ip.into(), port);
+    let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
+    (addr, hash_receiver(listener))
+}
+
 /// Accepts one connection and returns the hash and length of everything it carried.
 fn hash_receiver(listener: TcpListener) -> std::thread::JoinHandle<(u64, u64)> {
     std::thread::spawn(move || {
@@ -53,9 +63,7 @@ fn tcp_local_delivery_reports_copied_and_stream_stays_intact() {
         return;
     }
     let bed = bed(TestbedConfig::default());
-    let addr = SocketAddr::new(bed.b.ip.into(), 9000);
-    let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
-    let receiver = hash_receiver(listener);
+    let (addr, receiver) = hashing_listener(&bed, 9000);
     let count = 400u64;
     let (sent_hash, stats) = bed
         .a
@@ -262,9 +270,7 @@ mod uring {
             return;
         }
         let bed = bed(TestbedConfig::default());
-        let addr = SocketAddr::new(bed.b.ip.into(), 9001);
-        let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
-        let receiver = hash_receiver(listener);
+        let (addr, receiver) = super::hashing_listener(&bed, 9001);
         let (sent, stats) = bed
             .a
             .ns
@@ -325,9 +331,7 @@ fn the_zc_send_example_delivers_its_stream_intact() {
         return;
     }
     let bed = bed(TestbedConfig::default());
-    let addr = SocketAddr::new(bed.b.ip.into(), 9001);
-    let listener = bed.b.ns.run(|| TcpListener::bind(addr)).unwrap().unwrap();
-    let receiver = hash_receiver(listener);
+    let (addr, receiver) = hashing_listener(&bed, 9001);
     let chunks = 128;
     let stats = bed
         .a
