@@ -221,11 +221,7 @@ pub(super) fn text(name: &str, kind: MetricType) -> String {
         _ => "level",
     };
     let words = rest.replace('_', " ");
-    let mut text = format!("The {what} '{words}'{per}");
-    if per.is_empty() && what != "facts" {
-        text.push_str(", per interface where labelled so");
-    }
-    text
+    format!("The {what} '{words}'{per}")
 }
 
 #[cfg(test)]
