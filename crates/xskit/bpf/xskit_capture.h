@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The capture hook of xskit's XDP programs, for `xskit dump`: while a reader
- * has switched it on (xskit_cap_cfg[0].enabled), every packet is copied,
+ * has switched it on (xskit_cap_cfg.enabled), every packet is copied,
  * up to the snap length, into the perf buffer of the CPU it arrived on,
  * after a small header; the packet itself goes on unchanged. Switched off,
- * it costs one array lookup and no call.
+ * it costs one load and no call.
  *
  * A reader that dies without switching it off leaves nobody listening: the
  * copy then fails with -ENOENT and the hook switches itself off.
@@ -47,12 +47,12 @@ struct xskit_capture_meta {
 	__u32 why;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xskit_capture_config);
-} xskit_cap_cfg SEC(".maps");
+/*
+ * The switch, a global in a data section of its own: the loader makes it a one-entry array
+ * named after the section, which user space writes as any map, and the program reads it
+ * at a fixed address, with no lookup.
+ */
+struct xskit_capture_config xskit_cap_cfg SEC(".data.xskit_cap");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -75,15 +75,13 @@ struct {
  */
 __attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx, __u32 verdict, __u32 why)
 {
-	__u32 zero = 0;
-	struct xskit_capture_config *cfg = bpf_map_lookup_elem(&xskit_cap_cfg, &zero);
+	struct xskit_capture_config *cfg = &xskit_cap_cfg;
 	struct xskit_capture_rate *rate;
+	__u32 zero = 0;
 	struct xskit_capture_meta meta;
 	__u64 caplen;
 	long err;
 
-	if (!cfg)
-		return 0;
 	meta.ktime_ns = bpf_ktime_get_ns();
 	if (cfg->max_per_cpu) {
 		rate = bpf_map_lookup_elem(&xskit_cap_rate, &zero);
@@ -115,16 +113,12 @@ __attribute__((noinline)) int xskit_capture_packet(struct xdp_md *ctx, __u32 ver
 }
 
 /*
- * What the programs call: the switch is looked at inline (an array lookup the
- * verifier turns into a load), so a program pays for the call only while a
- * capture runs.
+ * What the programs call: the switch is one load inline, so a program pays for
+ * the call only while a capture runs.
  */
 static __always_inline void xskit_capture_hook(struct xdp_md *ctx, __u32 verdict, __u32 why)
 {
-	__u32 zero = 0;
-	struct xskit_capture_config *cfg = bpf_map_lookup_elem(&xskit_cap_cfg, &zero);
-
-	if (cfg && cfg->enabled)
+	if (*(volatile __u32 *)&xskit_cap_cfg.enabled)
 		xskit_capture_packet(ctx, verdict, why);
 }
 

@@ -16,9 +16,10 @@ use crate::{Error, Interface, Mode};
 static DUMP_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xskit_dump.o"));
 
 /// The perf buffer's map and the switch, as the hook names them (kernel names are cut at 15
-/// characters).
+/// characters; the switch is a global whose data section the loader makes a map of that
+/// name).
 const BUFFER_MAP: &str = "xskit_capture";
-const SWITCH_MAP: &str = "xskit_cap_cfg";
+const SWITCH_MAP: &str = ".data.xskit_cap";
 const RATE_MAP: &str = "xskit_cap_rate";
 /// `struct xskit_capture_meta`: ktime_ns, len, caplen, ifindex, queue, verdict, why.
 const META_LEN: usize = 32;
