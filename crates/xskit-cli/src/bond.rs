@@ -83,13 +83,13 @@ fn hash(args: &HashArgs) -> Result<i32> {
         .as_ref()
         .or(args.pcap.as_ref())
         .context("name the capture: FILE")?;
-    let mut source = PcapSource::open(path).context("--pcap")?;
+    // Its errors, opening and reading, name the file.
+    let mut source = PcapSource::open(path)?;
     let mut packets = Vec::new();
     let mut per_member = vec![0u64; args.members as usize];
     let mut index = 0;
-    while let Some((len, hash)) = source
-        .next_packet_with(|data| (data.len(), xmit_hash(policy, data)))
-        .context("--pcap")?
+    while let Some((len, hash)) =
+        source.next_packet_with(|data| (data.len(), xmit_hash(policy, data)))?
     {
         let member = hash % args.members;
         per_member[member as usize] += 1;

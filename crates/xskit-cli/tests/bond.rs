@@ -163,7 +163,8 @@ fn bond_hash_bad_input_gets_clear_errors() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains(expected) && err.contains("--pcap"), "{err}");
+        let named = err.contains(&path.display().to_string());
+        assert!(err.contains(expected) && named, "{err}");
     }
     let _ = std::fs::remove_file(&file);
     let _ = std::fs::remove_file(&not_pcap);

@@ -65,6 +65,15 @@ fn tokio_reflect_sends_every_probe_back_in_order() {
 }
 
 /// The example's program, compiled as its header says a user compiles it.
+/// Three pings from `from` to `to`, a second's wait for each answer.
+fn ping(from: &xskit_testbed::Host, to: &xskit_testbed::Host) -> std::process::Output {
+    from.ns
+        .command("ping")
+        .args(["-c", "3", "-i", "0.2", "-W", "1", &to.ip.to_string()])
+        .output()
+        .unwrap()
+}
+
 fn own_program_object() -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("xskit-own-program-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -117,13 +126,7 @@ fn own_program_steers_probes_to_the_socket_and_the_rest_to_the_kernel() {
         wait_attached
             .recv_timeout(Duration::from_secs(10))
             .expect("the program attached and the socket registered");
-        let ping = bed
-            .a
-            .ns
-            .command("ping")
-            .args(["-c", "3", "-i", "0.2", "-W", "2", &bed.b.ip.to_string()])
-            .output()
-            .unwrap();
+        let ping = ping(&bed.a, &bed.b);
         assert!(
             ping.status.success(),
             "{}",
@@ -178,13 +181,7 @@ fn bump_in_the_wire_forwards_probes_and_drops_ping() {
         wait_running
             .recv_timeout(Duration::from_secs(20))
             .expect("the forwarder set up and ran");
-        let ping = chain
-            .a
-            .ns
-            .command("ping")
-            .args(["-c", "3", "-i", "0.2", "-W", "1", &chain.c.ip.to_string()])
-            .output()
-            .unwrap();
+        let ping = ping(&chain.a, &chain.c);
         let mut tx = open(&chain.a, 0, &PortConfig::default().tx_only(true)).unwrap();
         let mut rx = open(&chain.c, 0, &PortConfig::default()).unwrap();
         let (seen, done) = (AtomicU64::new(0), AtomicBool::new(false));
