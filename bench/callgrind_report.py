@@ -135,9 +135,13 @@ def fwd(out, name):
     with open(os.path.join(out, f"{name}.json")) as f:
         d = json.load(f)
     p = sum(port["rx_packets"] for port in d["counters"]["ports"])
+    if p == 0:
+        # Instructions over no packets is no figure: say so rather than print one.
+        sys.exit(f"callgrind_report.py: {name}: the forwarder received no packets in its run; "
+                 "was the generator running? (its errors are in the run's directory, KEEP=1)")
     cg = os.path.join(out, f"{name}.cg")
     t = total(cg)
-    return {"packets": p, "worker": t / max(p, 1), "top": top(functions(cg, False), t)}
+    return {"packets": p, "worker": t / p, "top": top(functions(cg, False), t)}
 
 
 def main():
