@@ -12,7 +12,7 @@ use xskit_os::sync::LockUnpoisoned;
 use crate::abi::{Slot, TxMode, TxSetting};
 use crate::error::{Error, Result};
 pub use crate::sys::filter::KernelRule;
-use crate::sys::filter::{ConfigRepr, CounterRepr, StateRepr};
+use crate::sys::filter::{CounterRepr, StateRepr};
 use crate::MAX_RULES;
 
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
@@ -146,14 +146,11 @@ impl FilterMaps {
 
     /// Writes the configuration with `rule_count` rules in force, and the rules as they are.
     fn configure(&mut self, rule_count: usize, default: Action) -> Result<()> {
-        self.written.config = ConfigRepr {
-            rule_count: rule_count as u32,
-            default_action: default as u32,
-            unclassifiable_action: self.unclassifiable as u32,
-            inactive: u32::from(self.inactive),
-            arp_targets: self.arp_target_count,
-            lacp: u32::from(self.lacp),
-        };
+        let config = &mut self.written.config;
+        config.rule_count = rule_count as u32;
+        config.default_action = default as u32;
+        config.unclassifiable_action = self.unclassifiable as u32;
+        config.set_duties(self.inactive, self.arp_target_count, self.lacp);
         self.write("writing the filter's configuration")
     }
 
@@ -311,10 +308,8 @@ impl XdpFilter {
         let mut maps = self.maps.lock_unpoisoned();
         edit(&mut maps);
         let maps = &mut *maps;
-        let config = &mut maps.written.config;
-        config.inactive = u32::from(maps.inactive);
-        config.arp_targets = maps.arp_target_count;
-        config.lacp = u32::from(maps.lacp);
+        let (inactive, arp_targets, lacp) = (maps.inactive, maps.arp_target_count, maps.lacp);
+        maps.written.config.set_duties(inactive, arp_targets, lacp);
         maps.write("writing the filter's configuration")
     }
 

@@ -28,6 +28,18 @@ pub(crate) struct ConfigRepr {
     pub(crate) arp_targets: u32,
     /// Non-zero on an 802.3ad bond's member: slow protocol frames go to the kernel.
     pub(crate) lacp: u32,
+    /// Non-zero when any of the three above is: no packet takes the program's plain path.
+    pub(crate) duties: u32,
+}
+
+impl ConfigRepr {
+    /// A bond member's settings, and `duties` that follows from them.
+    pub(crate) fn set_duties(&mut self, inactive: bool, arp_targets: u32, lacp: bool) {
+        self.inactive = u32::from(inactive);
+        self.arp_targets = arp_targets;
+        self.lacp = u32::from(lacp);
+        self.duties = u32::from(inactive || arp_targets > 0 || lacp);
+    }
 }
 
 /// `struct filter_state`: the configuration and the rules, the filter's one map value.
@@ -59,7 +71,7 @@ pub(crate) struct CounterRepr {
 // SAFETY: KernelRule is repr(C), has no padding (16+16+4+4 bytes, all fields naturally aligned)
 // and every bit pattern is a valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
-// SAFETY: five u32s, repr(C), no padding, any bit pattern valid.
+// SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
 // SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (24 and
 // 40 bytes, aligned to 4), so no padding, and any bit pattern valid.
@@ -194,6 +206,7 @@ mod tests {
                 ("inactive", offset_of!(ConfigRepr, inactive)),
                 ("arp_targets", offset_of!(ConfigRepr, arp_targets)),
                 ("lacp", offset_of!(ConfigRepr, lacp)),
+                ("duties", offset_of!(ConfigRepr, duties)),
             ],
         );
         assert_layout(
