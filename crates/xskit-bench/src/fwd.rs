@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use xskit_testbed::Chain;
+use xskit_testbed::{Chain, Host};
 
 use crate::procs::{
     command, finish, finish_any, interrupt, live_gen_args, rx_packets, set_gro, start, strings,
@@ -129,68 +129,105 @@ enum Forwarder {
     Fwd(Proc),
 }
 
-/// A DDoS filter's run: the attack dropped by a kernel rule and the native XDP_DROP ceiling,
-/// both in packets per second of the same generator, and the legitimate probes delivered.
+/// One DDoS run. The attack that `xskit fwd`'s kernel rule drops on m_a and the attack the
+/// bare XDP_DROP ceiling takes on the side link are measured at the same time, from two
+/// generators that share one CPU, so that the machine's drift (±10% over seconds here) falls
+/// on both alike. Each side's rate is in packets per second of its generator's own CPU time:
+/// on veth the receiver's XDP program runs in the sender's context and is charged to it, so
+/// a costlier program shows as fewer packets per CPU second.
 struct Ddos {
-    dropped_pps: f64,
-    ceiling_pps: f64,
+    dropped: Rates,
+    ceiling: Rates,
     legit_expected: u64,
     legit_valid: u64,
 }
 
-impl FwdRunner {
-    fn live_attack(&self, secs: f64) -> Result<Proc> {
-        // UDP to port 9, from the live-frames generator flat out (the rule below drops it).
+/// One generator's packets, per second of the run and per second of its CPU time.
+#[derive(Clone, Copy)]
+struct Rates {
+    pps: f64,
+    per_cpu_second: f64,
+}
+
+impl Rates {
+    /// `packets` over the generator's sending time and CPU share, from its JSON.
+    fn of(packets: u64, gen: &serde_json::Value) -> Rates {
+        let secs = gen["duration_s"].as_f64().unwrap_or(0.0).max(1e-3);
+        let share = gen["cpu_share"].as_f64().unwrap_or(0.0).max(1e-3);
+        let pps = packets as f64 / secs;
+        Rates {
+            pps,
+            per_cpu_second: pps / share,
+        }
+    }
+}
+
+/// The chain of the forwarding rows, and a second link from a to m for the ceiling.
+struct DdosRunner {
+    fwd: FwdRunner,
+    a2: Host,
+    m2: Host,
+}
+
+impl DdosRunner {
+    /// UDP to port 9 from `from`, the live-frames generator flat out (the rule drops it).
+    fn attack(&self, from: &Host) -> Result<Proc> {
+        let args = live_gen_args(from, "02:00:00:00:00:00", 64, self.fwd.secs);
+        start(&self.fwd.exe, from, GEN_CPU, &args)
+    }
+
+    /// `xskit bench xdp-drop` on `on`: the ceiling, for longer than the generators run.
+    fn ceiling(&self, on: &Host) -> Result<Proc> {
+        let args = strings(&["bench", "xdp-drop", "-i", &on.ifname, "-m", "drv", "--json"]);
+        let secs = format!("{}", self.fwd.secs + 3.0);
         start(
-            &self.exe,
-            &self.chain.a,
-            GEN_CPU,
-            &live_gen_args(&self.chain.a, "02:00:00:00:00:00", 64, secs),
+            &self.fwd.exe,
+            on,
+            BENCH_CPU,
+            &[args, vec!["-d".into(), secs]].concat(),
         )
     }
 
-    /// The generator's sending time, from its JSON.
-    fn gen_seconds(gen: &serde_json::Value) -> f64 {
-        gen["duration_s"].as_f64().unwrap_or(0.0).max(1e-3)
+    /// Both attack generators, started in the order given, so that runs can alternate it.
+    fn attacks(&self, filter_first: bool) -> Result<(Proc, Proc)> {
+        let (a, a2) = (&self.fwd.chain.a, &self.a2);
+        Ok(if filter_first {
+            let f = self.attack(a)?;
+            (f, self.attack(a2)?)
+        } else {
+            let c = self.attack(a2)?;
+            (self.attack(a)?, c)
+        })
     }
 
-    /// Legitimate probes at 20 kpps from a to c's port 5000 for the run, on the attack
-    /// generator's CPU: a sender on the other CPU would move part of the receive work (veth's
-    /// NAPI) there and change what is measured. Its JSON whatever its status: the attack's
-    /// drops on the same device count in the device counter it checks.
-    fn legit(&self, n: &str) -> Result<serde_json::Value> {
-        let (a, c) = (&self.chain.a, &self.chain.c);
+    /// Legitimate probes at 20 kpps, `n` of them, from `from` to c's port 5000, on the
+    /// attack generators' CPU: a sender on the other CPU would move part of the receive
+    /// work (veth's NAPI) there and change what is measured. Its JSON whatever its status:
+    /// the attack's drops on the same device count in the device counter it checks.
+    fn legit(&self, from: &Host, n: &str) -> Result<serde_json::Value> {
+        let (a, c) = (&self.fwd.chain.a, &self.fwd.chain.c);
         let mac: Vec<String> = c.mac.iter().map(|x| format!("{x:02x}")).collect();
-        let out = command(
-            &self.exe,
-            a,
-            GEN_CPU,
-            &strings(&[
-                "gen",
-                "-i",
-                &a.ifname,
-                "-m",
-                "drv",
-                "--dst-port",
-                "5000",
-                "-r",
-                "20000",
-                "--json",
-            ])
-            .into_iter()
-            .chain([
-                "-n".into(),
-                n.into(),
-                "--dst-mac".into(),
-                mac.join(":"),
-                "--src-ip".into(),
-                a.ip.to_string(),
-                "--dst-ip".into(),
-                c.ip.to_string(),
-            ])
-            .collect::<Vec<_>>(),
-        )
-        .output()?;
+        let args = strings(&[
+            "gen",
+            "-i",
+            &from.ifname,
+            "-m",
+            "drv",
+            "--dst-port",
+            "5000",
+            "-r",
+            "20000",
+            "--json",
+            "-n",
+            n,
+            "--dst-mac",
+            &mac.join(":"),
+            "--src-ip",
+            &a.ip.to_string(),
+            "--dst-ip",
+            &c.ip.to_string(),
+        ]);
+        let out = command(&self.fwd.exe, from, GEN_CPU, &args).output()?;
         serde_json::from_slice(&out.stdout).with_context(|| {
             format!(
                 "the legitimate generator failed: {}",
@@ -199,96 +236,60 @@ impl FwdRunner {
         })
     }
 
-    /// The attack flat out on UDP port 9, with the legitimate probes beside it when `legit`
-    /// (the mix), into a bare native XDP_DROP program on m's interface, the ceiling, and into
-    /// `xskit fwd` in DRV mode with a kernel rule dropping port 9, the probes forwarded to c
-    /// and checked there; in the order given, so that runs can alternate it and a drift of
-    /// the machine's speed over a run falls on both sides.
-    fn ddos(&self, ceiling_first: bool, legit: bool) -> Result<Ddos> {
-        set_gro(&self.chain.m_a, false)?;
-        set_gro(&self.chain.c, false)?;
-        let legit_expected = if legit {
-            (20_000.0 * self.secs) as u64
-        } else {
-            0
-        };
-        let (ceiling_pps, (dropped_pps, legit_valid)) = if ceiling_first {
-            let ceiling = self.ddos_ceiling(legit_expected)?;
-            (ceiling, self.ddos_filter(legit_expected)?)
-        } else {
-            let filter = self.ddos_filter(legit_expected)?;
-            (self.ddos_ceiling(legit_expected)?, filter)
-        };
-        Ok(Ddos {
-            dropped_pps,
-            ceiling_pps,
-            legit_expected,
-            legit_valid,
-        })
+    /// The probes on both links at once; the count sent towards the ceiling, which drops
+    /// them with the attack.
+    fn legit_both(&self, n: &str) -> Result<u64> {
+        let (a, a2) = (&self.fwd.chain.a, &self.a2);
+        let (filter, ceiling) = std::thread::scope(|s| {
+            let filter = s.spawn(|| self.legit(a, n));
+            let ceiling = self.legit(a2, n);
+            (filter.join(), ceiling)
+        });
+        filter.map_err(|_| anyhow::anyhow!("the legitimate generator's thread panicked"))??;
+        Ok(ceiling?["tx_packets"].as_u64().unwrap_or(0))
     }
 
-    /// The attack rate the bare XDP_DROP program takes, the legitimate probes (if any) beside
-    /// it.
-    fn ddos_ceiling(&self, legit_expected: u64) -> Result<f64> {
-        let m_a = &self.chain.m_a;
-        let n = legit_expected.to_string();
-        let bench = start(
-            &self.exe,
-            m_a,
-            BENCH_CPU,
-            &strings(&["bench", "xdp-drop", "-i", &m_a.ifname, "-m", "drv", "-d"])
-                .into_iter()
-                .chain([format!("{}", self.secs + 1.0), "--json".into()])
-                .collect::<Vec<_>>(),
-        )?;
-        std::thread::sleep(Duration::from_millis(300));
-        let attack = self.live_attack(self.secs)?;
-        let legit_sent = if legit_expected > 0 {
-            self.legit(&n)?["tx_packets"].as_u64().unwrap_or(0)
-        } else {
-            0
-        };
-        // Its status reports the frames the device dropped when the mix overflowed its ring.
-        let gen = finish_any(attack)?;
-        let all: serde_json::Value = finish(bench)?;
-        Ok(all["rx_packets"]
-            .as_u64()
-            .unwrap_or(0)
-            .saturating_sub(legit_sent) as f64
-            / Self::gen_seconds(&gen))
-    }
-
-    /// The attack rate `xskit fwd`'s kernel rule drops, and the legitimate probes (if any)
-    /// that reached c intact meanwhile.
-    fn ddos_filter(&self, legit_expected: u64) -> Result<(f64, u64)> {
-        let m_a = &self.chain.m_a;
-        let n = legit_expected.to_string();
+    /// `xskit fwd` on m_a and m_c in DRV mode, a kernel rule dropping UDP port 9.
+    fn start_fwd(&self) -> Result<Proc> {
         let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
         std::fs::write(
             &rules,
             "[[rule]]\nname = \"attack\"\nprotocol = \"udp\"\ndst_port = 9\naction = \"drop\"\n",
         )?;
-        let fwd = start(
-            &self.exe,
-            m_a,
-            BENCH_CPU,
-            &[
-                self.fwd_args("drv"),
-                vec!["--rules".into(), rules.display().to_string()],
-            ]
-            .concat(),
-        );
+        let args = [
+            self.fwd.fwd_args("drv"),
+            vec!["--rules".into(), rules.display().to_string()],
+        ]
+        .concat();
+        let fwd = start(&self.fwd.exe, &self.fwd.chain.m_a, BENCH_CPU, &args);
         let _ = std::fs::remove_file(&rules);
-        let fwd = fwd?;
-        // The receiver sleeps in poll(2) between packets, off the generator's CPU.
-        let recv = (legit_expected > 0)
-            .then(|| self.ddos_receiver(&n))
-            .transpose()?;
-        let attack = self.live_attack(self.secs)?;
-        if legit_expected > 0 {
-            self.legit(&n)?;
+        fwd
+    }
+
+    /// The attack on both links at once, the probes beside it when `legit` (the mix): into
+    /// `xskit fwd` (the rule drops it; the probes are forwarded to c and checked there) and
+    /// into the ceiling on the side link.
+    fn ddos(&self, filter_first: bool, legit: bool) -> Result<Ddos> {
+        let chain = &self.fwd.chain;
+        for host in [&chain.m_a, &chain.c, &self.m2] {
+            set_gro(host, false)?;
         }
-        let gen = finish_any(attack)?;
+        let legit_expected = if legit {
+            (20_000.0 * self.fwd.secs) as u64
+        } else {
+            0
+        };
+        let n = legit_expected.to_string();
+        let fwd = self.start_fwd()?;
+        // The receiver sleeps in poll(2) between packets, off the generators' CPU.
+        let recv = legit.then(|| self.fwd.ddos_receiver(&n)).transpose()?;
+        let ceiling = self.ceiling(&self.m2)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let (gen_f, gen_c) = self.attacks(filter_first)?;
+        let legit_to_ceiling = if legit { self.legit_both(&n)? } else { 0 };
+        // Their status reports the frames the device dropped when the mix overflowed a ring.
+        let (gen_f, gen_c) = (finish_any(gen_f)?, finish_any(gen_c)?);
+        let ceiling: serde_json::Value = finish(ceiling)?;
         let delivered = match recv {
             Some(recv) => finish_any(recv)?,
             None => serde_json::json!({ "valid": 0, "corrupt": 0 }),
@@ -298,18 +299,40 @@ impl FwdRunner {
         if report["frames"]["unaccounted"] != 0 {
             bail!("xskit fwd lost frames: {report}");
         }
-        let dropped = report["counters"]["rules"][0]["in_kernel"]
-            .as_u64()
-            .unwrap_or(0);
         if delivered["corrupt"] != 0 {
             bail!("legitimate probes arrived damaged: {delivered}");
         }
-        Ok((
-            dropped as f64 / Self::gen_seconds(&gen),
-            delivered["valid"].as_u64().unwrap_or(0),
-        ))
+        let dropped = report["counters"]["rules"][0]["in_kernel"]
+            .as_u64()
+            .unwrap_or(0);
+        let taken = ceiling["rx_packets"].as_u64().unwrap_or(0);
+        Ok(Ddos {
+            dropped: Rates::of(dropped, &gen_f),
+            ceiling: Rates::of(taken.saturating_sub(legit_to_ceiling), &gen_c),
+            legit_expected,
+            legit_valid: delivered["valid"].as_u64().unwrap_or(0),
+        })
     }
 
+    /// The method's own bias: the ceiling on both links at once, m_a's rate over the side
+    /// link's, per CPU second as the DDoS runs compute it (1.0 when the two are alike).
+    fn check(&self) -> Result<(Rates, Rates)> {
+        let chain = &self.fwd.chain;
+        for host in [&chain.m_a, &self.m2] {
+            set_gro(host, false)?;
+        }
+        let on_m_a = self.ceiling(&chain.m_a)?;
+        let on_m2 = self.ceiling(&self.m2)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let (gen_f, gen_c) = self.attacks(true)?;
+        let (gen_f, gen_c) = (finish_any(gen_f)?, finish_any(gen_c)?);
+        let count = |v: serde_json::Value| v["rx_packets"].as_u64().unwrap_or(0);
+        let (f, c) = (count(finish(on_m_a)?), count(finish(on_m2)?));
+        Ok((Rates::of(f, &gen_f), Rates::of(c, &gen_c)))
+    }
+}
+
+impl FwdRunner {
     /// The receiver at c that counts the legitimate probes.
     fn ddos_receiver(&self, n: &str) -> Result<Proc> {
         let c = &self.chain.c;
@@ -327,63 +350,79 @@ impl FwdRunner {
     }
 }
 
-/// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling of
-/// the same generator, with the legitimate traffic delivered intact meanwhile (the mix), and
-/// the attack alone (the drop rule's own cost: on veth the legitimate probes' delivery to c
-/// runs on the generator's CPU, and would count against the filter's attack rate).
+/// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling
+/// measured at the same time (see [`Ddos`]), with the legitimate traffic delivered intact
+/// meanwhile (the mix), and the attack alone (the drop rule's own cost: on veth the
+/// legitimate probes' delivery to c runs on the generators' CPU, and counts against the
+/// filter's attack rate); first, once, the method's check, the ceiling against itself.
 pub(crate) fn ddos_cells(
     exe: &str,
     secs: f64,
     runs: usize,
     observer: &mut dyn Observer,
 ) -> Result<(Vec<Cell>, f64)> {
-    let runner = FwdRunner {
-        exe: exe.to_string(),
-        secs,
-        chain: Chain::bridged().context("building the three-namespace testbed")?,
+    let chain = Chain::bridged().context("building the three-namespace testbed")?;
+    let (a2, m2) = chain
+        .side_link()
+        .context("adding the ceiling's link to the testbed")?;
+    let runner = DdosRunner {
+        fwd: FwdRunner {
+            exe: exe.to_string(),
+            secs,
+            chain,
+        },
+        a2,
+        m2,
     };
-    let cell = |bench: &str| Cell {
+    let mut cells = DDOS_CELLS.map(|bench| Cell {
         bench: bench.to_string(),
         mode: "drv".into(),
         size: 64,
         mpps: vec![],
         cpu_ns_per_packet: vec![],
+    });
+    let mut record = |at: usize, what: &str, x: Rates, p: Rates, tail: String| {
+        cells[at].mpps.push(x.per_cpu_second / 1e6);
+        cells[at + 1].mpps.push(p.per_cpu_second / 1e6);
+        observer.line(&format!(
+            "  {what:<18} {:>7.3} against {:>7.3} Mpps per CPU second ({:.3}x; {:.3}x per second of the run){tail}",
+            x.per_cpu_second / 1e6,
+            p.per_cpu_second / 1e6,
+            x.per_cpu_second / p.per_cpu_second.max(1.0),
+            x.pps / p.pps.max(1.0),
+        ));
     };
-    let mut cells = [
-        DDOS_MIX_DROPPED,
-        DDOS_MIX_CEILING,
-        DDOS_ALONE_DROPPED,
-        DDOS_ALONE_CEILING,
-    ]
-    .map(cell);
+    let (x, p) = runner.check()?;
+    record(4, "check: ceiling", x, p, String::new());
     let (mut valid, mut expected) = (0u64, 0u64);
     for run in 0..runs {
         for (legit, what) in [(true, "ddos mix"), (false, "ddos alone")] {
             let d = runner.ddos(run % 2 == 0, legit)?;
-            let at = if legit { 0 } else { 2 };
-            cells[at].mpps.push(d.dropped_pps / 1e6);
-            cells[at + 1].mpps.push(d.ceiling_pps / 1e6);
             valid += d.legit_valid;
             expected += d.legit_expected;
-            observer.line(&format!(
-                "  run {} {what:<10} attack dropped {:>7.3} Mpps, XDP_DROP ceiling {:>7.3} Mpps ({:.3}x), legitimate {}/{} intact",
-                run + 1,
-                d.dropped_pps / 1e6,
-                d.ceiling_pps / 1e6,
-                d.dropped_pps / d.ceiling_pps.max(1.0),
-                d.legit_valid,
-                d.legit_expected
-            ));
+            let tail = format!(", legitimate {}/{} intact", d.legit_valid, d.legit_expected);
+            let what = format!("run {} {what}", run + 1);
+            record(if legit { 0 } else { 2 }, &what, d.dropped, d.ceiling, tail);
         }
     }
     Ok((cells.into(), valid as f64 / expected.max(1) as f64))
 }
 
-/// The DDoS cells' names, which the table pairs into ratios.
+/// The DDoS cells' names, which the table pairs into ratios run by run.
 pub(crate) const DDOS_MIX_DROPPED: &str = "ddos: fwd drops in XDP";
 pub(crate) const DDOS_MIX_CEILING: &str = "ddos: XDP_DROP ceiling";
 pub(crate) const DDOS_ALONE_DROPPED: &str = "ddos alone: fwd drops in XDP";
 pub(crate) const DDOS_ALONE_CEILING: &str = "ddos alone: XDP_DROP ceiling";
+pub(crate) const DDOS_CHECK_M_A: &str = "ddos check: XDP_DROP on fwd's link";
+pub(crate) const DDOS_CHECK_SIDE: &str = "ddos check: XDP_DROP on the ceiling's link";
+const DDOS_CELLS: [&str; 6] = [
+    DDOS_MIX_DROPPED,
+    DDOS_MIX_CEILING,
+    DDOS_ALONE_DROPPED,
+    DDOS_ALONE_CEILING,
+    DDOS_CHECK_M_A,
+    DDOS_CHECK_SIDE,
+];
 
 /// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
 pub(crate) fn fwd_cells(

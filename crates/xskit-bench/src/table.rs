@@ -156,6 +156,15 @@ impl Table {
             .map(Cell::median)
     }
 
+    /// The median of `x`'s runs over `p`'s, run by run, where both were measured in the same
+    /// runs (side by side).
+    fn paired_ratio(&self, x: &str, p: &str) -> Option<f64> {
+        let cell = |bench| self.cells.iter().find(|c| c.bench == bench);
+        let (x, p) = (cell(x)?, cell(p)?);
+        let ratios: Vec<f64> = x.mpps.iter().zip(&p.mpps).map(|(x, p)| x / p).collect();
+        (!ratios.is_empty() && x.mpps.len() == p.mpps.len()).then(|| median(&ratios))
+    }
+
     /// Each benchmark against its peer or ceiling, where both were measured.
     fn add_ratios(&mut self, legit_share: Option<f64>) {
         let mut pairs: Vec<(String, CellName, CellName)> = vec![
@@ -191,22 +200,35 @@ impl Table {
                 ("xdp redirect (devmap)", mode),
             ));
         }
-        use crate::fwd::{
-            DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED, DDOS_MIX_CEILING, DDOS_MIX_DROPPED,
-        };
-        pairs.push((
-            "ddos drops in XDP / XDP_DROP ceiling".into(),
-            (DDOS_MIX_DROPPED, "drv"),
-            (DDOS_MIX_CEILING, "drv"),
-        ));
-        pairs.push((
-            "ddos rule alone / XDP_DROP ceiling".into(),
-            (DDOS_ALONE_DROPPED, "drv"),
-            (DDOS_ALONE_CEILING, "drv"),
-        ));
         for (name, (xb, xm), (pb, pm)) in pairs {
             if let (Some(x), Some(p)) = (self.median_of(xb, xm), self.median_of(pb, pm)) {
                 self.ratios.push((name, x / p));
+            }
+        }
+        use crate::fwd::{
+            DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED, DDOS_CHECK_M_A, DDOS_CHECK_SIDE,
+            DDOS_MIX_CEILING, DDOS_MIX_DROPPED,
+        };
+        // Measured side by side, run by run: the median of each run's ratio.
+        for (name, x, p) in [
+            (
+                "ddos drops in XDP / XDP_DROP ceiling",
+                DDOS_MIX_DROPPED,
+                DDOS_MIX_CEILING,
+            ),
+            (
+                "ddos rule alone / XDP_DROP ceiling",
+                DDOS_ALONE_DROPPED,
+                DDOS_ALONE_CEILING,
+            ),
+            (
+                "ddos method check: XDP_DROP / XDP_DROP",
+                DDOS_CHECK_M_A,
+                DDOS_CHECK_SIDE,
+            ),
+        ] {
+            if let Some(r) = self.paired_ratio(x, p) {
+                self.ratios.push((name.into(), r));
             }
         }
         if let Some(share) = legit_share {
@@ -500,5 +522,35 @@ mod tests {
             ]
         );
         assert!(table.lines().iter().any(|l| l.contains("4.00x")));
+    }
+
+    #[test]
+    fn side_by_side_cells_are_compared_run_by_run() {
+        use crate::fwd::{DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED};
+        let cell = |bench: &str, mpps: &[f64]| Cell {
+            mpps: mpps.to_vec(),
+            ..Cell::empty(bench, "drv", 64)
+        };
+        // Runs of 1.0, 0.8 and 2.0: their median is 1.0; the medians' ratio would be 2.0.
+        let mut table = Table {
+            seconds_per_cell: 1.0,
+            runs: 3,
+            cells: vec![
+                cell(DDOS_ALONE_DROPPED, &[1.0, 4.0, 2.0]),
+                cell(DDOS_ALONE_CEILING, &[1.0, 5.0, 1.0]),
+            ],
+            ratios: vec![],
+            machine: Machine::default(),
+        };
+        table.add_ratios(None);
+        assert_eq!(
+            table.ratios,
+            [("ddos rule alone / XDP_DROP ceiling".to_string(), 1.0)]
+        );
+        // Runs that do not pair up give no ratio.
+        table.cells[1].mpps.pop();
+        table.ratios.clear();
+        table.add_ratios(None);
+        assert!(table.ratios.is_empty());
     }
 }

@@ -254,6 +254,8 @@ fn testbed_table_and_plot() {
         ("ddos: XDP_DROP ceiling", "drv"),
         ("ddos alone: fwd drops in XDP", "drv"),
         ("ddos alone: XDP_DROP ceiling", "drv"),
+        ("ddos check: XDP_DROP on fwd's link", "drv"),
+        ("ddos check: XDP_DROP on the ceiling's link", "drv"),
     ] {
         let cell = cells
             .iter()
@@ -262,7 +264,7 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 12, "{ratios:?}");
+    assert_eq!(ratios.len(), 13, "{ratios:?}");
     assert!(
         ratios
             .iter()
@@ -275,6 +277,12 @@ fn testbed_table_and_plot() {
             .any(|r| r[0] == "ddos rule alone / XDP_DROP ceiling"),
         "{ratios:?}"
     );
+    // The side-by-side method's check: the ceiling against itself, a positive ratio.
+    let check = ratios
+        .iter()
+        .find(|r| r[0] == "ddos method check: XDP_DROP / XDP_DROP")
+        .unwrap();
+    assert!(check[1].as_f64().unwrap() > 0.0, "{check}");
     let legit = ratios
         .iter()
         .find(|r| r[0] == "ddos legitimate delivered intact")

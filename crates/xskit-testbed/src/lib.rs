@@ -540,6 +540,28 @@ impl Chain {
         std::mem::take(&mut guard.0);
         Ok(Chain { a, m_a, m_c, c })
     }
+
+    /// A second link between a and m (`xsk-a2` and `xsk-m2`, no addresses, up) beside the
+    /// chain: for a measurement on m that runs at the same time as one on `m_a`. It goes
+    /// with the namespaces when the chain is dropped.
+    pub fn side_link(&self) -> io::Result<(Host, Host)> {
+        let host = |ns: &Netns, ifname: &str, last: u8| Host {
+            ns: ns.clone(),
+            ifname: ifname.into(),
+            ip: Ipv4Addr::UNSPECIFIED,
+            ip6: None,
+            mac: [0x02, 0x58, 0x53, 0x4b, 0x02, last],
+        };
+        let (a2, m2) = (
+            host(&self.a.ns, "xsk-a2", 1),
+            host(&self.m_a.ns, "xsk-m2", 2),
+        );
+        veth_with_queues(&a2, &m2, 1)?;
+        for h in [&a2, &m2] {
+            address_host(h, None)?;
+        }
+        Ok((a2, m2))
+    }
 }
 
 impl Drop for Chain {
@@ -855,6 +877,62 @@ mod tests {
         assert!(
             names.iter().all(|n| !exists(n)),
             "all three namespaces removed"
+        );
+    }
+
+    #[test]
+    fn a_side_link_joins_a_and_m_and_goes_with_the_chain() {
+        if !have_privileges() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let chain = Chain::bridged().unwrap();
+        let (a2, m2) = chain.side_link().unwrap();
+        for h in [&a2, &m2] {
+            let out =
+                h.ns.command("ip")
+                    .args(["-j", "link", "show", "dev", &h.ifname])
+                    .output()
+                    .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("\"LOWER_UP\""), "{} up: {text}", h.ifname);
+        }
+        // A frame from a2 arrives at m2: its peer.
+        let rx = |h: &Host| {
+            let out =
+                h.ns.command("ip")
+                    .args(["-s", "-j", "link", "show", "dev", &h.ifname])
+                    .output()
+                    .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            v[0]["stats64"]["rx"]["packets"]
+                .as_u64()
+                .expect("rx packets")
+        };
+        let before = rx(&m2);
+        // One broadcast frame of the local experimental EtherType, through a packet socket.
+        let send = format!(
+            "import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); \
+             s.bind(('{}', 0)); s.send(b'\\xff' * 6 + bytes(6) + b'\\x88\\xb5' + bytes(46))",
+            a2.ifname
+        );
+        let out = a2
+            .ns
+            .command("python3")
+            .args(["-c", &send])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(rx(&m2) > before, "a2's frame reached m2");
+        let names = [a2.ns.clone(), m2.ns.clone()];
+        drop(chain);
+        assert!(
+            names.iter().all(|n| !exists(n)),
+            "the side link went with the chain"
         );
     }
 
