@@ -322,6 +322,7 @@ mod tests {
                 date: "2026-11-23T14:00:00Z".into(),
                 invocation: "xskit bench --runs 3 --plot x.svg".into(),
             },
+            ddos_method: None,
         }
     }
 

@@ -129,12 +129,8 @@ enum Forwarder {
     Fwd(Proc),
 }
 
-/// One DDoS run. The attack that `xskit fwd`'s kernel rule drops on m_a and the attack the
-/// bare XDP_DROP ceiling takes on the side link are measured at the same time, from two
-/// generators that share one CPU, so that the machine's drift (±10% over seconds here) falls
-/// on both alike. Each side's rate is in packets per second of its generator's own CPU time:
-/// on veth the receiver's XDP program runs in the sender's context and is charged to it, so
-/// a costlier program shows as fewer packets per CPU second.
+/// One DDoS run: the attack that `xskit fwd`'s kernel rule drops on m_a, and the attack the
+/// bare XDP_DROP ceiling takes on the side link, from two generators on one CPU.
 struct Ddos {
     dropped: Rates,
     ceiling: Rates,
@@ -142,7 +138,86 @@ struct Ddos {
     legit_valid: u64,
 }
 
-/// One generator's packets, per second of the run and per second of its CPU time.
+/// How the two sides of a DDoS run share the generators' CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Method {
+    /// Both generators at once, each side's rate in packets per second of its generator's
+    /// own CPU time, so that the machine's drift (±10% over seconds here) falls on both
+    /// alike. On veth the receiver's XDP program runs in softirq in the sender's context,
+    /// and a kernel that does not account interrupt time apart charges it to the sender: a
+    /// costlier program shows as fewer packets per CPU second.
+    SideBySide,
+    /// One generator after the other, each in packets per second of its run: where the
+    /// kernel accounts interrupt time apart (or does not say), the generators' CPU time
+    /// leaves the programs' work out, and side by side both would read alike.
+    OneAfterTheOther,
+}
+
+impl Method {
+    /// Side by side only where the kernel's configuration shows that the generators' CPU
+    /// time includes the softirq work it runs in their context.
+    fn for_kernel(irq_time_accounted: Option<bool>) -> Method {
+        match irq_time_accounted {
+            Some(false) => Method::SideBySide,
+            _ => Method::OneAfterTheOther,
+        }
+    }
+
+    /// The method `XSKIT_DDOS_METHOD` names, or the kernel's (see [`Method::for_kernel`]).
+    /// With what the lines and the table say of it, and why it was chosen.
+    pub(crate) fn from_env() -> Result<(Method, String)> {
+        let var = std::env::var(METHOD_VAR).ok().filter(|v| !v.is_empty());
+        let method = Method::chosen(var.as_deref())?;
+        let why = match &var {
+            Some(v) => format!("{METHOD_VAR}={v}"),
+            None => method.kernel_reason().to_string(),
+        };
+        Ok((method, format!("{} ({why})", method.describe())))
+    }
+
+    fn chosen(var: Option<&str>) -> Result<Method> {
+        match var {
+            None | Some("") => Ok(Method::for_kernel(irq_time_accounted())),
+            Some("side-by-side") => Ok(Method::SideBySide),
+            Some("one-after-the-other") => Ok(Method::OneAfterTheOther),
+            Some(other) => bail!(
+                "{METHOD_VAR}={other:?}: say side-by-side or one-after-the-other, or leave it \
+                 unset for what this kernel's CPU accounting allows"
+            ),
+        }
+    }
+
+    /// The rate this method compares.
+    fn rate(self, r: Rates) -> f64 {
+        match self {
+            Method::SideBySide => r.per_cpu_second,
+            Method::OneAfterTheOther => r.pps,
+        }
+    }
+
+    /// How the two sides were measured.
+    fn describe(self) -> &'static str {
+        match self {
+            Method::SideBySide => {
+                "side by side, in packets per second of each generator's CPU time"
+            }
+            Method::OneAfterTheOther => "one after the other, in packets per second",
+        }
+    }
+
+    /// Why the kernel's accounting picks this method.
+    fn kernel_reason(self) -> &'static str {
+        match self {
+            Method::SideBySide => "this kernel charges softirq work to the task it interrupts",
+            Method::OneAfterTheOther => {
+                "this kernel accounts interrupt time apart, or does not say: side by side, \
+                 CPU time would leave the XDP programs' work out"
+            }
+        }
+    }
+}
+
+/// One generator's packets, per second of its run and per second of its CPU time.
 #[derive(Clone, Copy)]
 struct Rates {
     pps: f64,
@@ -167,9 +242,24 @@ struct DdosRunner {
     fwd: FwdRunner,
     a2: Host,
     m2: Host,
+    method: Method,
+}
+
+/// What one side of a run sent: the attack generator's JSON, and the legitimate probes.
+struct Sent {
+    attack: serde_json::Value,
+    legit: u64,
 }
 
 impl DdosRunner {
+    /// Seconds the generators of a run take: one's length, or both in turn.
+    fn span(&self) -> f64 {
+        match self.method {
+            Method::SideBySide => self.fwd.secs,
+            Method::OneAfterTheOther => 2.0 * self.fwd.secs + 1.0,
+        }
+    }
+
     /// UDP to port 9 from `from`, the live-frames generator flat out (the rule drops it).
     fn attack(&self, from: &Host) -> Result<Proc> {
         let args = live_gen_args(from, "02:00:00:00:00:00", 64, self.fwd.secs);
@@ -179,7 +269,7 @@ impl DdosRunner {
     /// `xskit bench xdp-drop` on `on`: the ceiling, for longer than the generators run.
     fn ceiling(&self, on: &Host) -> Result<Proc> {
         let args = strings(&["bench", "xdp-drop", "-i", &on.ifname, "-m", "drv", "--json"]);
-        let secs = format!("{}", self.fwd.secs + 3.0);
+        let secs = format!("{}", self.span() + 3.0);
         start(
             &self.fwd.exe,
             on,
@@ -188,15 +278,43 @@ impl DdosRunner {
         )
     }
 
-    /// Both attack generators, started in the order given, so that runs can alternate it.
-    fn attacks(&self, filter_first: bool) -> Result<(Proc, Proc)> {
-        let (a, a2) = (&self.fwd.chain.a, &self.a2);
-        Ok(if filter_first {
-            let f = self.attack(a)?;
-            (f, self.attack(a2)?)
+    /// The attack from `from`, and `n` legitimate probes beside it (none for "0").
+    fn send(&self, from: &Host, n: &str) -> Result<Sent> {
+        let gen = self.attack(from)?;
+        let legit = if n != "0" {
+            self.legit(from, n)?["tx_packets"].as_u64().unwrap_or(0)
         } else {
-            let c = self.attack(a2)?;
-            (self.attack(a)?, c)
+            0
+        };
+        // Its status reports the frames the device dropped when the mix overflowed a ring.
+        Ok(Sent {
+            attack: finish_any(gen)?,
+            legit,
+        })
+    }
+
+    /// Both sides' traffic, in the order given, so that runs can alternate it; at once or
+    /// in turn, as the method says.
+    fn send_both(&self, filter_first: bool, n: &str) -> Result<(Sent, Sent)> {
+        let (a, a2) = (&self.fwd.chain.a, &self.a2);
+        let (first, second) = if filter_first { (a, a2) } else { (a2, a) };
+        let (first, second) = match self.method {
+            Method::OneAfterTheOther => (self.send(first, n)?, self.send(second, n)?),
+            Method::SideBySide => std::thread::scope(|s| {
+                let first = s.spawn(|| self.send(first, n));
+                // The second generator starts once the first has said it is sending.
+                std::thread::sleep(Duration::from_millis(50));
+                let second = self.send(second, n);
+                let first = first
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a generator's thread panicked"))?;
+                Ok::<_, anyhow::Error>((first?, second?))
+            })?,
+        };
+        Ok(if filter_first {
+            (first, second)
+        } else {
+            (second, first)
         })
     }
 
@@ -236,19 +354,6 @@ impl DdosRunner {
         })
     }
 
-    /// The probes on both links at once; the count sent towards the ceiling, which drops
-    /// them with the attack.
-    fn legit_both(&self, n: &str) -> Result<u64> {
-        let (a, a2) = (&self.fwd.chain.a, &self.a2);
-        let (filter, ceiling) = std::thread::scope(|s| {
-            let filter = s.spawn(|| self.legit(a, n));
-            let ceiling = self.legit(a2, n);
-            (filter.join(), ceiling)
-        });
-        filter.map_err(|_| anyhow::anyhow!("the legitimate generator's thread panicked"))??;
-        Ok(ceiling?["tx_packets"].as_u64().unwrap_or(0))
-    }
-
     /// `xskit fwd` on m_a and m_c in DRV mode, a kernel rule dropping UDP port 9.
     fn start_fwd(&self) -> Result<Proc> {
         let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
@@ -266,9 +371,9 @@ impl DdosRunner {
         fwd
     }
 
-    /// The attack on both links at once, the probes beside it when `legit` (the mix): into
-    /// `xskit fwd` (the rule drops it; the probes are forwarded to c and checked there) and
-    /// into the ceiling on the side link.
+    /// The attack on both links, the probes beside it when `legit` (the mix): into `xskit
+    /// fwd` (the rule drops it; the probes are forwarded to c and checked there) and into
+    /// the ceiling on the side link.
     fn ddos(&self, filter_first: bool, legit: bool) -> Result<Ddos> {
         let chain = &self.fwd.chain;
         for host in [&chain.m_a, &chain.c, &self.m2] {
@@ -282,13 +387,10 @@ impl DdosRunner {
         let n = legit_expected.to_string();
         let fwd = self.start_fwd()?;
         // The receiver sleeps in poll(2) between packets, off the generators' CPU.
-        let recv = legit.then(|| self.fwd.ddos_receiver(&n)).transpose()?;
+        let recv = legit.then(|| self.ddos_receiver(&n)).transpose()?;
         let ceiling = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
-        let (gen_f, gen_c) = self.attacks(filter_first)?;
-        let legit_to_ceiling = if legit { self.legit_both(&n)? } else { 0 };
-        // Their status reports the frames the device dropped when the mix overflowed a ring.
-        let (gen_f, gen_c) = (finish_any(gen_f)?, finish_any(gen_c)?);
+        let (to_filter, to_ceiling) = self.send_both(filter_first, &n)?;
         let ceiling: serde_json::Value = finish(ceiling)?;
         let delivered = match recv {
             Some(recv) => finish_any(recv)?,
@@ -307,15 +409,15 @@ impl DdosRunner {
             .unwrap_or(0);
         let taken = ceiling["rx_packets"].as_u64().unwrap_or(0);
         Ok(Ddos {
-            dropped: Rates::of(dropped, &gen_f),
-            ceiling: Rates::of(taken.saturating_sub(legit_to_ceiling), &gen_c),
+            dropped: Rates::of(dropped, &to_filter.attack),
+            ceiling: Rates::of(taken.saturating_sub(to_ceiling.legit), &to_ceiling.attack),
             legit_expected,
             legit_valid: delivered["valid"].as_u64().unwrap_or(0),
         })
     }
 
-    /// The method's own bias: the ceiling on both links at once, m_a's rate over the side
-    /// link's, per CPU second as the DDoS runs compute it (1.0 when the two are alike).
+    /// The method's own bias: the ceiling on both links, m_a's rate over the side link's
+    /// (1.0 when the two are measured alike).
     fn check(&self) -> Result<(Rates, Rates)> {
         let chain = &self.fwd.chain;
         for host in [&chain.m_a, &self.m2] {
@@ -324,34 +426,25 @@ impl DdosRunner {
         let on_m_a = self.ceiling(&chain.m_a)?;
         let on_m2 = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
-        let (gen_f, gen_c) = self.attacks(true)?;
-        let (gen_f, gen_c) = (finish_any(gen_f)?, finish_any(gen_c)?);
+        let (f, c) = self.send_both(true, "0")?;
         let count = |v: serde_json::Value| v["rx_packets"].as_u64().unwrap_or(0);
-        let (f, c) = (count(finish(on_m_a)?), count(finish(on_m2)?));
-        Ok((Rates::of(f, &gen_f), Rates::of(c, &gen_c)))
+        let (nf, nc) = (count(finish(on_m_a)?), count(finish(on_m2)?));
+        Ok((Rates::of(nf, &f.attack), Rates::of(nc, &c.attack)))
     }
-}
 
-impl FwdRunner {
     /// The receiver at c that counts the legitimate probes.
     fn ddos_receiver(&self, n: &str) -> Result<Proc> {
-        let c = &self.chain.c;
-        start(
-            &self.exe,
-            c,
-            BENCH_CPU,
-            &strings(&[
-                "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", n, "-d",
-            ])
-            .into_iter()
-            .chain([format!("{}", self.secs + 4.0), "--json".into()])
-            .collect::<Vec<_>>(),
-        )
+        let c = &self.fwd.chain.c;
+        let args = strings(&[
+            "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", n, "--json", "-d",
+        ]);
+        let secs = format!("{}", self.span() + 4.0);
+        start(&self.fwd.exe, c, BENCH_CPU, &[args, vec![secs]].concat())
     }
 }
 
-/// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling
-/// measured at the same time (see [`Ddos`]), with the legitimate traffic delivered intact
+/// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling's,
+/// measured as [`Method::for_kernel`] says, with the legitimate traffic delivered intact
 /// meanwhile (the mix), and the attack alone (the drop rule's own cost: on veth the
 /// legitimate probes' delivery to c runs on the generators' CPU, and counts against the
 /// filter's attack rate); first, once, the method's check, the ceiling against itself.
@@ -359,6 +452,7 @@ pub(crate) fn ddos_cells(
     exe: &str,
     secs: f64,
     runs: usize,
+    (method, description): (Method, &str),
     observer: &mut dyn Observer,
 ) -> Result<(Vec<Cell>, f64)> {
     let chain = Chain::bridged().context("building the three-namespace testbed")?;
@@ -373,6 +467,7 @@ pub(crate) fn ddos_cells(
         },
         a2,
         m2,
+        method,
     };
     let mut cells = DDOS_CELLS.map(|bench| Cell {
         bench: bench.to_string(),
@@ -381,15 +476,16 @@ pub(crate) fn ddos_cells(
         mpps: vec![],
         cpu_ns_per_packet: vec![],
     });
+    observer.line(&format!("  ddos: {description}"));
     let mut record = |at: usize, what: &str, x: Rates, p: Rates, tail: String| {
-        cells[at].mpps.push(x.per_cpu_second / 1e6);
-        cells[at + 1].mpps.push(p.per_cpu_second / 1e6);
+        let (x, p) = (method.rate(x), method.rate(p));
+        cells[at].mpps.push(x / 1e6);
+        cells[at + 1].mpps.push(p / 1e6);
         observer.line(&format!(
-            "  {what:<18} {:>7.3} against {:>7.3} Mpps per CPU second ({:.3}x; {:.3}x per second of the run){tail}",
-            x.per_cpu_second / 1e6,
-            p.per_cpu_second / 1e6,
-            x.per_cpu_second / p.per_cpu_second.max(1.0),
-            x.pps / p.pps.max(1.0),
+            "  {what:<18} {:>7.3} against {:>7.3} Mpps ({:.3}x){tail}",
+            x / 1e6,
+            p / 1e6,
+            x / p.max(1.0),
         ));
     };
     let (x, p) = runner.check()?;
@@ -406,6 +502,34 @@ pub(crate) fn ddos_cells(
         }
     }
     Ok((cells.into(), valid as f64 / expected.max(1) as f64))
+}
+
+/// Overrides the DDoS rows' method: `side-by-side` or `one-after-the-other`.
+const METHOD_VAR: &str = "XSKIT_DDOS_METHOD";
+
+/// Whether the running kernel accounts interrupt time apart from tasks, from its
+/// configuration where it publishes it (`/boot/config-RELEASE`, `/proc/config.gz`).
+fn irq_time_accounted() -> Option<bool> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let config = std::fs::read_to_string(format!("/boot/config-{}", release.trim()))
+        .ok()
+        .or_else(|| {
+            let out = std::process::Command::new("zcat")
+                .arg("/proc/config.gz")
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        })?;
+    Some(irq_time_in(&config))
+}
+
+/// Whether a kernel configuration accounts interrupt time apart from tasks.
+fn irq_time_in(config: &str) -> bool {
+    config
+        .lines()
+        .any(|l| l.trim() == "CONFIG_IRQ_TIME_ACCOUNTING=y")
 }
 
 /// The DDoS cells' names, which the table pairs into ratios run by run.
@@ -475,4 +599,39 @@ pub(crate) fn fwd_cells(
         }
     }
     Ok(cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn side_by_side_only_where_the_generators_cpu_time_holds_the_softirq_work() {
+        assert!(irq_time_in(
+            "# x\nCONFIG_IRQ_TIME_ACCOUNTING=y\nCONFIG_HZ=250\n"
+        ));
+        assert!(!irq_time_in("# CONFIG_IRQ_TIME_ACCOUNTING is not set\n"));
+        assert_eq!(Method::for_kernel(Some(false)), Method::SideBySide);
+        assert_eq!(Method::for_kernel(Some(true)), Method::OneAfterTheOther);
+        assert_eq!(Method::for_kernel(None), Method::OneAfterTheOther);
+        assert_eq!(
+            Method::chosen(Some("one-after-the-other")).unwrap(),
+            Method::OneAfterTheOther
+        );
+        assert_eq!(
+            Method::chosen(Some("side-by-side")).unwrap(),
+            Method::SideBySide
+        );
+        let e = Method::chosen(Some("both")).unwrap_err().to_string();
+        assert!(
+            e.contains("XSKIT_DDOS_METHOD=\"both\"") && e.contains("side-by-side"),
+            "{e}"
+        );
+        let r = Rates::of(
+            600,
+            &serde_json::json!({ "duration_s": 2.0, "cpu_share": 0.5 }),
+        );
+        assert_eq!(Method::SideBySide.rate(r), 600.0);
+        assert_eq!(Method::OneAfterTheOther.rate(r), 300.0);
+    }
 }

@@ -117,6 +117,9 @@ pub struct Table {
     /// Where and when it was measured, and how (for the chart's caption).
     #[serde(default)]
     pub machine: Machine,
+    /// How the DDoS rows' two sides shared the generators' CPU, where they were measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddos_method: Option<String>,
 }
 
 impl Table {
@@ -145,6 +148,9 @@ impl Table {
         }
         for note in crate::chart::generator_bound(self) {
             lines.push(format!("note: {note}"));
+        }
+        if let Some(method) = &self.ddos_method {
+            lines.push(format!("note: the ddos rows were measured {method}"));
         }
         lines
     }
@@ -288,6 +294,8 @@ fn check(request: &Request) -> Result<()> {
 /// and DDoS rows; then the ratios.
 pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
     check(request)?;
+    let with_fwd = request.only.is_none_or(|b| b == Bench::Fwd) && !request.sizes;
+    let ddos_method = with_fwd.then(crate::fwd::Method::from_env).transpose()?;
     let bed = Testbed::new(&TestbedConfig::default()).context("building the testbed")?;
     let runner = Runner {
         exe: request.exe.clone(),
@@ -308,7 +316,7 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
     );
     let mut cells = runner.measure_plan(&plan, request, observer)?;
     let mut legit_share = None;
-    if request.only.is_none_or(|b| b == Bench::Fwd) && !request.sizes {
+    if let Some((method, description)) = &ddos_method {
         let (exe, secs, runs) = (&request.exe, request.secs, request.runs);
         cells.extend(crate::fwd::fwd_cells(
             exe,
@@ -317,7 +325,8 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
             request.size,
             observer,
         )?);
-        let (ddos, share) = crate::fwd::ddos_cells(exe, secs, runs, observer)?;
+        let (ddos, share) =
+            crate::fwd::ddos_cells(exe, secs, runs, (*method, description), observer)?;
         cells.extend(ddos);
         legit_share = Some(share);
     }
@@ -327,6 +336,7 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
         cells,
         ratios: Vec::new(),
         machine: Machine::here(),
+        ddos_method: ddos_method.map(|(_, description)| description),
     };
     table.add_ratios(legit_share);
     Ok(table)
@@ -510,6 +520,7 @@ mod tests {
             ],
             ratios: vec![],
             machine: Machine::default(),
+            ddos_method: None,
         };
         table.add_ratios(Some(1.0));
         let names: Vec<_> = table.ratios.iter().map(|(n, r)| (n.as_str(), *r)).collect();
@@ -541,6 +552,7 @@ mod tests {
             ],
             ratios: vec![],
             machine: Machine::default(),
+            ddos_method: None,
         };
         table.add_ratios(None);
         assert_eq!(
