@@ -434,6 +434,26 @@ fn a_second_forwarder_is_refused_and_the_first_keeps_going() {
             "{args:?}"
         );
     }
+    // The two ends of one veth pair would loop every broadcast: refused, nothing attached.
+    ok(&run(
+        &chain.m_a,
+        "ip",
+        &[
+            "link", "add", "xsk-p0", "type", "veth", "peer", "name", "xsk-p1",
+        ],
+    ));
+    for end in ["xsk-p0", "xsk-p1"] {
+        ok(&run(&chain.m_a, "ip", &["link", "set", end, "up"]));
+    }
+    let out = run(&chain.m_a, XSKIT, &["fwd", "-i", "xsk-p0", "-i", "xsk-p1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("xsk-p0 and xsk-p1 are the two ends of one veth pair"),
+        "{err}"
+    );
+    let shown = ok(&run(&chain.m_a, "ip", &["-d", "link", "show"]));
+    assert!(!shown.contains("prog/xdp"), "{shown}");
 }
 
 #[test]

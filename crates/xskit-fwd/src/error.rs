@@ -85,6 +85,18 @@ pub enum Error {
         /// The interface.
         name: String,
     },
+    /// The two sides are the two ends of one veth pair.
+    #[error(
+        "{a} and {b} are the two ends of one veth pair: every frame forwarded out of one would \
+         come straight back in on the other, and broadcasts would go round forever; give two \
+         links that lead to different hosts (each veth's far end in another namespace)"
+    )]
+    OnePair {
+        /// One side's interface.
+        a: String,
+        /// The other side's.
+        b: String,
+    },
     /// A driver that receives on queues it added for XDP, where no socket can be bound.
     #[error(
         "{iface} receives on {total} queues with the forwarder's program attached, and {own} of \

@@ -26,6 +26,9 @@ pub(crate) struct LinkFacts {
     pub(crate) mtu: u32,
     /// None: not an Ethernet device.
     pub(crate) mac: Option<[u8; 6]>,
+    pub(crate) ifindex: u32,
+    /// A veth's peer, where it is in this namespace.
+    pub(crate) veth_peer: Option<u32>,
 }
 
 /// The kernel's share of the rules, as every filter gets it.
@@ -90,6 +93,11 @@ pub(crate) fn set_up<K: Kernel>(
     let links = kernel.links(&names)?;
     let named: Vec<(String, u32)> = links.iter().map(|l| (l.name.clone(), l.mtu)).collect();
     crate::plan::check_member_mtus(&sides, &bonds, &named)?;
+    let ends: Vec<(&str, u32, Option<u32>)> = links
+        .iter()
+        .map(|l| (l.name.as_str(), l.ifindex, l.veth_peer))
+        .collect();
+    crate::plan::check_not_one_pair(&sides, &ends)?;
     let macs = sides
         .iter()
         .map(|r| {
@@ -210,6 +218,10 @@ impl Kernel for RealKernel {
                 name: i.name.clone(),
                 mtu: i.mtu,
                 mac: i.mac,
+                ifindex: i.ifindex,
+                veth_peer: i
+                    .link
+                    .filter(|_| i.kind.as_deref() == Some("veth") && !i.link_elsewhere),
             })
             .collect())
     }
@@ -311,6 +323,8 @@ mod tests {
                         name: name.to_string(),
                         mtu: *mtu,
                         mac: Some([2, 0, 0, 0, 0, i as u8]),
+                        ifindex: 10 + i as u32,
+                        veth_peer: None,
                     })
                     .collect(),
                 auto_lands_in: AttachedMode::Drv,

@@ -240,6 +240,29 @@ pub(crate) fn check_member_mtus(
     Ok(())
 }
 
+/// The two sides must not be the two ends of one veth pair (a member of each, for bonds):
+/// what leaves one would come straight back in on the other, and a broadcast would go round
+/// forever. `links` are the interfaces' (name, ifindex, veth peer in this namespace), in order.
+pub(crate) fn check_not_one_pair(
+    sides: &[std::ops::Range<usize>],
+    links: &[(&str, u32, Option<u32>)],
+) -> Result<()> {
+    let [left, right] = sides else {
+        return Ok(());
+    };
+    for a in &links[left.clone()] {
+        for b in &links[right.clone()] {
+            if a.2 == Some(b.1) || b.2 == Some(a.1) {
+                return Err(Error::OnePair {
+                    a: a.0.to_string(),
+                    b: b.0.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether the sockets must take packets larger than a frame: links with an MTU above what
 /// one frame holds, and SKB mode, where the senders' GSO/GRO super-packets arrive whole.
 pub(crate) fn multi_buffer(mtus: &[usize], mode: Mode) -> bool {
@@ -508,5 +531,24 @@ mod tests {
         assert!(multi_buffer(&[1500], Mode::Skb));
         assert!(!multi_buffer(&[SINGLE_BUFFER_MAX - 18], Mode::Auto));
         assert!(multi_buffer(&[SINGLE_BUFFER_MAX - 17], Mode::Auto));
+    }
+
+    #[test]
+    fn the_two_ends_of_one_veth_pair_are_refused_as_the_two_sides() {
+        // a (3) and b (4) are one pair; c (5) leads elsewhere.
+        let (a, b, c) = (("a", 3, Some(4)), ("b", 4, Some(3)), ("c", 5, None));
+        let e = check_not_one_pair(&[0..1, 1..2], &[a, b]).unwrap_err();
+        assert!(
+            matches!(&e, Error::OnePair { a, b } if a == "a" && b == "b"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("one veth pair"), "{e}");
+        // Seen from either end alone, and among a bond's members.
+        assert!(check_not_one_pair(&[0..1, 1..2], &[("a", 3, Some(4)), ("b", 4, None)]).is_err());
+        assert!(check_not_one_pair(&[0..2, 2..3], &[c, a, b]).is_err());
+        // Two links that lead elsewhere, or one side (reflect), pass.
+        assert!(check_not_one_pair(&[0..1, 1..2], &[a, c]).is_ok());
+        let one_side = [std::ops::Range { start: 0, end: 2 }];
+        assert!(check_not_one_pair(&one_side, &[a, b]).is_ok());
     }
 }

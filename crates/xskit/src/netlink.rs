@@ -17,6 +17,7 @@ const IFF_LOWER_UP: u32 = 0x1_0000;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
 const IFLA_MASTER: u16 = 10;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_INFO_KIND: u16 = 1;
@@ -27,6 +28,7 @@ const IFLA_BOND_XMIT_HASH_POLICY: u16 = 14;
 const IFLA_STATS64: u16 = 23;
 const IFLA_NUM_TX_QUEUES: u16 = 31;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
+const IFLA_LINK_NETNSID: u16 = 37;
 const IFLA_XDP: u16 = 43;
 const IFLA_XDP_PROG_ID: u16 = 4;
 const IFLA_XDP_DRV_PROG_ID: u16 = 5;
@@ -101,6 +103,11 @@ pub struct LinkInfo {
     pub master: Option<u32>,
     /// The link's kind (`IFLA_INFO_KIND`: "veth", "bond", "bridge", ...), when it has one.
     pub kind: Option<String>,
+    /// The device this one is tied to (`IFLA_LINK`): a veth's peer, a VLAN's parent.
+    pub link: Option<u32>,
+    /// Whether `link` is in another network namespace (`IFLA_LINK_NETNSID` given), where
+    /// its ifindex names some other device.
+    pub link_elsewhere: bool,
     /// A kernel bond's settings, for a link of kind "bond".
     pub bond: Option<KernelBond>,
 }
@@ -479,6 +486,8 @@ fn parse_link(ifindex: u32, data: &[u8]) -> LinkInfo {
             IFLA_IFNAME => info.name = c_string(payload),
             IFLA_MTU => info.mtu = u32_of(payload).unwrap_or(0),
             IFLA_MASTER => info.master = u32_of(payload).filter(|&m| m != 0),
+            IFLA_LINK => info.link = u32_of(payload).filter(|&l| l != 0 && l != ifindex),
+            IFLA_LINK_NETNSID => info.link_elsewhere = true,
             IFLA_LINKINFO => parse_link_info(payload, &mut info),
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(payload).unwrap_or(0),
             IFLA_NUM_TX_QUEUES => info.tx_queues = u32_of(payload).unwrap_or(0),
