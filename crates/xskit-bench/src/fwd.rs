@@ -163,8 +163,8 @@ impl Method {
         }
     }
 
-    /// The method `XSKIT_DDOS_METHOD` names, or the kernel's (see [`Method::for_kernel`]).
-    /// With what the lines and the table say of it, and why it was chosen.
+    /// The method `XSKIT_DDOS_METHOD` names, or the kernel's (see [`Method::for_kernel`]),
+    /// and what the lines and the table say of it: how, and why.
     pub(crate) fn from_env() -> Result<(Method, String)> {
         let var = std::env::var(METHOD_VAR).ok().filter(|v| !v.is_empty());
         let method = Method::chosen(var.as_deref())?;
@@ -302,7 +302,7 @@ impl DdosRunner {
             Method::OneAfterTheOther => (self.send(first, n)?, self.send(second, n)?),
             Method::SideBySide => std::thread::scope(|s| {
                 let first = s.spawn(|| self.send(first, n));
-                // The second generator starts once the first has said it is sending.
+                // A moment apart, so that the order given is the order they start in.
                 std::thread::sleep(Duration::from_millis(50));
                 let second = self.send(second, n);
                 let first = first
