@@ -381,8 +381,9 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
 }
 
 /// Every mistake of the command line at once, before anything is opened: the times, the
-/// rules file, and what the forwarder checks of its configuration.
-fn all_mistakes(args: &FwdArgs) -> Result<()> {
+/// rules file, and what the forwarder checks of its configuration. The rules, read once, for
+/// the run.
+fn all_mistakes(args: &FwdArgs) -> Result<RuleSet> {
     let mut checks = vec![
         args.run.duration().map(|_| ()),
         args.run.interval().map(|_| ()),
@@ -396,10 +397,10 @@ fn all_mistakes(args: &FwdArgs) -> Result<()> {
         checks.push(Err(e));
         RuleSet::with_default(Verdict::Forward)
     });
+    let mut rules = rules;
+    rules.set_forward_in_kernel(args.xdp_forward);
     if !args.explain {
-        let mut rules = rules;
-        rules.set_forward_in_kernel(args.xdp_forward);
-        checks.push(forward_config(args, rules).and_then(|config| {
+        checks.push(forward_config(args, rules.clone()).and_then(|config| {
             config.validate().map_err(|e| {
                 let flags = flags_for(&e);
                 anyhow::Error::new(e).context(format!(
@@ -409,7 +410,8 @@ fn all_mistakes(args: &FwdArgs) -> Result<()> {
             })
         }));
     }
-    crate::opts::all_mistakes(checks)
+    crate::opts::all_mistakes(checks)?;
+    Ok(rules)
 }
 
 fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
@@ -691,14 +693,9 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         out!("{}", crate::help::RULES_REFERENCE.trim_end());
         return Ok(0);
     }
-    all_mistakes(args)?;
+    let rules = all_mistakes(args)?;
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
-    let mut rules = match &args.rules {
-        Some(path) => load_rules(path)?,
-        None => RuleSet::with_default(Verdict::Forward),
-    };
-    rules.set_forward_in_kernel(args.xdp_forward);
     if args.explain {
         explain(&rules);
         return Ok(0);
