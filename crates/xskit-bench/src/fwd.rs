@@ -278,10 +278,10 @@ impl DdosRunner {
         )
     }
 
-    /// The attack from `from`, and `n` legitimate probes beside it (none for "0").
-    fn send(&self, from: &Host, n: &str) -> Result<Sent> {
+    /// The attack from `from`, and `n` legitimate probes beside it.
+    fn send(&self, from: &Host, n: u64) -> Result<Sent> {
         let gen = self.attack(from)?;
-        let legit = if n != "0" {
+        let legit = if n > 0 {
             self.legit(from, n)?["tx_packets"].as_u64().unwrap_or(0)
         } else {
             0
@@ -295,7 +295,7 @@ impl DdosRunner {
 
     /// Both sides' traffic, in the order given, so that runs can alternate it; at once or
     /// in turn, as the method says.
-    fn send_both(&self, filter_first: bool, n: &str) -> Result<(Sent, Sent)> {
+    fn send_both(&self, filter_first: bool, n: u64) -> Result<(Sent, Sent)> {
         let (a, a2) = (&self.fwd.chain.a, &self.a2);
         let (first, second) = if filter_first { (a, a2) } else { (a2, a) };
         let (first, second) = match self.method {
@@ -322,9 +322,10 @@ impl DdosRunner {
     /// attack generators' CPU: a sender on the other CPU would move part of the receive
     /// work (veth's NAPI) there and change what is measured. Its JSON whatever its status:
     /// the attack's drops on the same device count in the device counter it checks.
-    fn legit(&self, from: &Host, n: &str) -> Result<serde_json::Value> {
+    fn legit(&self, from: &Host, n: u64) -> Result<serde_json::Value> {
         let (a, c) = (&self.fwd.chain.a, &self.fwd.chain.c);
         let mac: Vec<String> = c.mac.iter().map(|x| format!("{x:02x}")).collect();
+        let n = n.to_string();
         let args = strings(&[
             "gen",
             "-i",
@@ -337,7 +338,7 @@ impl DdosRunner {
             "20000",
             "--json",
             "-n",
-            n,
+            &n,
             "--dst-mac",
             &mac.join(":"),
             "--src-ip",
@@ -384,13 +385,14 @@ impl DdosRunner {
         } else {
             0
         };
-        let n = legit_expected.to_string();
         let fwd = self.start_fwd()?;
         // The receiver sleeps in poll(2) between packets, off the generators' CPU.
-        let recv = legit.then(|| self.ddos_receiver(&n)).transpose()?;
+        let recv = legit
+            .then(|| self.ddos_receiver(legit_expected))
+            .transpose()?;
         let ceiling = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
-        let (to_filter, to_ceiling) = self.send_both(filter_first, &n)?;
+        let (to_filter, to_ceiling) = self.send_both(filter_first, legit_expected)?;
         let ceiling: serde_json::Value = finish(ceiling)?;
         let delivered = match recv {
             Some(recv) => finish_any(recv)?,
@@ -426,17 +428,17 @@ impl DdosRunner {
         let on_m_a = self.ceiling(&chain.m_a)?;
         let on_m2 = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
-        let (f, c) = self.send_both(true, "0")?;
+        let (f, c) = self.send_both(true, 0)?;
         let count = |v: serde_json::Value| v["rx_packets"].as_u64().unwrap_or(0);
         let (nf, nc) = (count(finish(on_m_a)?), count(finish(on_m2)?));
         Ok((Rates::of(nf, &f.attack), Rates::of(nc, &c.attack)))
     }
 
     /// The receiver at c that counts the legitimate probes.
-    fn ddos_receiver(&self, n: &str) -> Result<Proc> {
-        let c = &self.fwd.chain.c;
+    fn ddos_receiver(&self, n: u64) -> Result<Proc> {
+        let (c, n) = (&self.fwd.chain.c, n.to_string());
         let args = strings(&[
-            "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", n, "--json", "-d",
+            "recv", "-i", &c.ifname, "-m", "drv", "-p", "--expect", &n, "--json", "-d",
         ]);
         let secs = format!("{}", self.span() + 4.0);
         start(&self.fwd.exe, c, BENCH_CPU, &[args, vec![secs]].concat())

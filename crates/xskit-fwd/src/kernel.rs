@@ -93,11 +93,7 @@ pub(crate) fn set_up<K: Kernel>(
     let links = kernel.links(&names)?;
     let named: Vec<(String, u32)> = links.iter().map(|l| (l.name.clone(), l.mtu)).collect();
     crate::plan::check_member_mtus(&sides, &bonds, &named)?;
-    let ends: Vec<(&str, u32, Option<u32>)> = links
-        .iter()
-        .map(|l| (l.name.as_str(), l.ifindex, l.veth_peer))
-        .collect();
-    crate::plan::check_not_one_pair(&sides, &ends)?;
+    crate::plan::check_not_one_pair(&sides, &links)?;
     let macs = sides
         .iter()
         .map(|r| {

@@ -242,20 +242,20 @@ pub(crate) fn check_member_mtus(
 
 /// The two sides must not be the two ends of one veth pair (a member of each, for bonds):
 /// what leaves one would come straight back in on the other, and a broadcast would go round
-/// forever. `links` are the interfaces' (name, ifindex, veth peer in this namespace), in order.
+/// forever.
 pub(crate) fn check_not_one_pair(
     sides: &[std::ops::Range<usize>],
-    links: &[(&str, u32, Option<u32>)],
+    links: &[crate::kernel::LinkFacts],
 ) -> Result<()> {
     let [left, right] = sides else {
         return Ok(());
     };
     for a in &links[left.clone()] {
         for b in &links[right.clone()] {
-            if a.2 == Some(b.1) || b.2 == Some(a.1) {
+            if a.veth_peer == Some(b.ifindex) || b.veth_peer == Some(a.ifindex) {
                 return Err(Error::OnePair {
-                    a: a.0.to_string(),
-                    b: b.0.to_string(),
+                    a: a.name.clone(),
+                    b: b.name.clone(),
                 });
             }
         }
@@ -535,20 +535,33 @@ mod tests {
 
     #[test]
     fn the_two_ends_of_one_veth_pair_are_refused_as_the_two_sides() {
+        let link = |name: &str, ifindex, veth_peer| crate::kernel::LinkFacts {
+            name: name.into(),
+            mtu: 1500,
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            ifindex,
+            veth_peer,
+        };
         // a (3) and b (4) are one pair; c (5) leads elsewhere.
-        let (a, b, c) = (("a", 3, Some(4)), ("b", 4, Some(3)), ("c", 5, None));
-        let e = check_not_one_pair(&[0..1, 1..2], &[a, b]).unwrap_err();
+        let (a, b, c) = (
+            link("a", 3, Some(4)),
+            link("b", 4, Some(3)),
+            link("c", 5, None),
+        );
+        let pair = [a.clone(), b.clone()];
+        let e = check_not_one_pair(&[0..1, 1..2], &pair).unwrap_err();
         assert!(
             matches!(&e, Error::OnePair { a, b } if a == "a" && b == "b"),
             "{e}"
         );
         assert!(e.to_string().contains("one veth pair"), "{e}");
         // Seen from either end alone, and among a bond's members.
-        assert!(check_not_one_pair(&[0..1, 1..2], &[("a", 3, Some(4)), ("b", 4, None)]).is_err());
-        assert!(check_not_one_pair(&[0..2, 2..3], &[c, a, b]).is_err());
+        let b_blind = link("b", 4, None);
+        assert!(check_not_one_pair(&[0..1, 1..2], &[a.clone(), b_blind]).is_err());
+        assert!(check_not_one_pair(&[0..2, 2..3], &[c.clone(), a.clone(), b]).is_err());
         // Two links that lead elsewhere, or one side (reflect), pass.
         assert!(check_not_one_pair(&[0..1, 1..2], &[a, c]).is_ok());
         let one_side = [std::ops::Range { start: 0, end: 2 }];
-        assert!(check_not_one_pair(&one_side, &[a, b]).is_ok());
+        assert!(check_not_one_pair(&one_side, &pair).is_ok());
     }
 }
