@@ -415,9 +415,7 @@ fn all_mistakes(args: &FwdArgs) -> Result<RuleSet> {
 }
 
 fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the rules file {}", path.display()))?;
-    RuleSet::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    RuleSet::from_file(path).context("--rules")
 }
 
 fn explain(rules: &RuleSet) {
@@ -694,6 +692,13 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         return Ok(0);
     }
     let rules = all_mistakes(args)?;
+    if let (Some(path), []) = (&args.rules, rules.rules()) {
+        note!(
+            "xskit fwd: {} has no rules: every packet takes the default ({})",
+            path.display(),
+            rules.default_verdict().name()
+        );
+    }
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     if args.explain {

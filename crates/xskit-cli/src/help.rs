@@ -251,6 +251,22 @@ mod tests {
     }
 
     #[test]
+    fn the_rules_reference_states_the_limits_the_code_holds() {
+        let limits = format!(
+            "Limits: at most {} rules; a name of 1 to {} characters",
+            xskit_fwd::MAX_RULES,
+            xskit_fwd::rules::MAX_RULE_NAME_CHARS
+        );
+        let one_line = RULES_REFERENCE
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(one_line.contains(&limits), "{limits}");
+        let mib = xskit_fwd::text_file::MAX_RULES_FILE_BYTES >> 20;
+        assert!(one_line.contains(&format!("a file of at most {mib} MiB")));
+    }
+
+    #[test]
     fn every_example_parses_as_the_command_it_illustrates() {
         for (path, examples) in EXAMPLES {
             assert!(!examples.is_empty(), "{path} has no example");

@@ -411,7 +411,7 @@ fn every_mistake_of_a_command_line_is_reported_at_once() {
             ],
             &[
                 "--interval 0",
-                "reading the rules file",
+                "--rules: /nonexistent/rules.toml",
                 "both interfaces are a",
             ],
         ),
@@ -440,4 +440,48 @@ fn every_mistake_of_a_command_line_is_reported_at_once() {
             assert!(text.contains(mistake), "{args:?}: {mistake}: {text}");
         }
     }
+}
+
+/// A rules file is read bounded: what is not a regular file is refused before a byte of it is
+/// read (a FIFO would block the start for ever, /dev/zero would exhaust memory), and a file
+/// with no rules is said at start.
+#[test]
+fn hostile_rules_files_are_refused_before_they_are_read() {
+    let dir = std::env::temp_dir().join(format!("xskit-cli-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let explain = |rules: &std::path::Path| {
+        let out = Command::new(XSKIT)
+            .args(["fwd", "-i", "lo", "-i", "lo", "--explain", "--rules"])
+            .arg(rules)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, text) = explain(std::path::Path::new("/dev/zero"));
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("/dev/zero: is a device, not a regular file"),
+        "{text}"
+    );
+    let (code, text) = explain(&fifo);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("is a FIFO, not a regular file"), "{text}");
+    let (code, text) = explain(&empty);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("has no rules: every packet takes the default (forward)"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }

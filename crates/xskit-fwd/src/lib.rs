@@ -23,6 +23,7 @@ mod stages;
 mod supervise;
 #[allow(unsafe_code)]
 mod sys;
+pub mod text_file;
 mod worker;
 mod worker_plan;
 

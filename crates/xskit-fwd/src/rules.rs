@@ -46,9 +46,11 @@ pub struct RulesError {
 
 impl RulesError {
     fn at(text: &str, offset: usize, message: String) -> Self {
-        let before = &text[..offset.min(text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let (line, column) = crate::text_file::line_and_column(&text[..offset]);
         RulesError {
             line,
             column,
@@ -208,7 +210,7 @@ impl RateLimiter {
 /// An address prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prefix {
-    /// The address (host bits are ignored).
+    /// The address (host bits are clear in a parsed prefix, and ignored by matching).
     pub addr: IpAddr,
     /// Prefix length.
     pub len: u8,
@@ -216,26 +218,52 @@ pub struct Prefix {
 
 impl Prefix {
     /// Parses `"198.51.100.0/24"`, `"2001:db8::/32"` or a lone address (a host prefix).
+    /// A prefix with host bits set (`"10.0.0.1/8"`) is refused, saying which network and
+    /// which host it could mean: a rule that silently widened a host to its network would
+    /// drop far more than its author wrote. So is white space around it.
     pub fn parse(s: &str) -> Result<Self, String> {
+        if s.trim() != s {
+            return Err(format!(
+                "{s:?} has white space around it: write {:?}",
+                s.trim()
+            ));
+        }
         let (a, l) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
         let addr: IpAddr = a
-            .trim()
             .parse()
             .map_err(|_| format!("{a:?} is not an IPv4 or IPv6 address"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match l {
             None => max,
             Some(l) => l
-                .trim()
                 .parse::<u8>()
                 .ok()
                 .filter(|&l| l <= max)
                 .ok_or_else(|| format!("prefix length {l:?} must be 0 to {max}"))?,
         };
-        Ok(Prefix { addr, len })
+        let prefix = Prefix { addr, len };
+        let network = prefix.network();
+        if network != addr {
+            return Err(format!(
+                "{s:?} has host bits set: write \"{network}/{len}\" for the network or \
+                 \"{addr}/{max}\" for the one host"
+            ));
+        }
+        Ok(prefix)
+    }
+
+    /// The prefix's address with its host bits cleared.
+    pub fn network(&self) -> IpAddr {
+        let (bits, _) = self.bits();
+        match self.addr {
+            IpAddr::V4(_) => {
+                IpAddr::from(<[u8; 4]>::try_from(&bits.to_be_bytes()[..4]).unwrap_or_default())
+            }
+            IpAddr::V6(_) => IpAddr::from(bits.to_be_bytes()),
+        }
     }
 
     fn family(&self) -> u8 {
@@ -707,7 +735,7 @@ struct FileRepr {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleRepr {
-    name: Option<String>,
+    name: Option<toml::Spanned<String>>,
     src: Option<toml::Spanned<String>>,
     dst: Option<toml::Spanned<String>>,
     protocol: Option<toml::Spanned<toml::Value>>,
@@ -741,7 +769,7 @@ fn parse_protocol(v: &toml::Value) -> Result<u8, String> {
             "icmp" => Ok(ip_protocol::ICMP),
             "icmpv6" => Ok(ip_protocol::ICMPV6),
             _ => Err(format!(
-                "protocol {s:?} is not tcp, udp, icmp or icmpv6 (or give a number 0-255)"
+                "protocol {s:?} is not tcp, udp, icmp or icmpv6 (or give a number 1-255)"
             )),
         },
         toml::Value::Integer(n) => u8::try_from(*n)
@@ -833,8 +861,15 @@ fn parse_rule(
     }
     let action = parse_verdict(r.action.get_ref(), true).map_err(|m| at(r.action.span(), m))?;
     let rate = parse_rate(text, r, action)?;
+    let name = match &r.name {
+        Some(n) => {
+            check_name(n.get_ref()).map_err(|m| at(n.span(), m))?;
+            n.get_ref().clone()
+        }
+        None => format!("rule{}", i + 1),
+    };
     Ok(RuleSpec {
-        name: r.name.clone().unwrap_or_else(|| format!("rule{}", i + 1)),
+        name,
         matcher: Match {
             src,
             dst,
@@ -896,6 +931,38 @@ fn parse_rate(text: &str, r: &RuleRepr, action: Verdict) -> Result<Option<Rate>,
     })
 }
 
+/// The longest rule name, in characters: it stands in every live line and metric.
+pub const MAX_RULE_NAME_CHARS: usize = 64;
+
+/// Whether `c` would change what a terminal or a log shows rather than show itself: control
+/// characters, and the marks that reorder text (a name must read as it is written).
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A rule name fit to print in live lines, logs and metrics.
+fn check_name(name: &str) -> Result<(), String> {
+    let chars = name.chars().count();
+    if chars == 0 {
+        return Err("a rule's name cannot be empty: give it one, or leave name out (ruleN)".into());
+    }
+    if chars > MAX_RULE_NAME_CHARS {
+        let start: String = name.chars().take(16).collect();
+        return Err(format!(
+            "the name {start:?}... is {chars} characters long: at most {MAX_RULE_NAME_CHARS}"
+        ));
+    }
+    if let Some(c) = name.chars().find(|&c| invisible(c)) {
+        return Err(format!(
+            "the name {name:?} holds the control character U+{:04X}: names are printed in live \
+             lines, logs and metrics, so give one of letters, digits and punctuation",
+            u32::from(c)
+        ));
+    }
+    Ok(())
+}
+
 /// Counters and metrics are kept by rule name, beside `default` and `unclassifiable`: two
 /// rules of one name would share them, so a name is refused where it is used the second time.
 fn unique_names(
@@ -903,8 +970,9 @@ fn unique_names(
     spans: &[toml::Spanned<RuleRepr>],
     rules: &[RuleSpec],
 ) -> Result<(), RulesError> {
+    let mut seen = std::collections::HashMap::with_capacity(rules.len());
     for (i, r) in rules.iter().enumerate() {
-        let earlier = rules[..i].iter().position(|e| e.name == r.name);
+        let earlier = seen.insert(r.name.as_str(), i);
         let clash = match earlier {
             Some(j) => format!("rule {} is named {:?} too", j + 1, r.name),
             None if matches!(r.name.as_str(), "default" | "unclassifiable") => {
@@ -923,13 +991,55 @@ fn unique_names(
     Ok(())
 }
 
+/// A rules file that could not be read or holds a mistake.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RulesFileError {
+    /// Not a regular file, too large, unreadable or not UTF-8.
+    #[error(transparent)]
+    Read(#[from] crate::text_file::TextFileError),
+    /// A mistake in the rules, with its line and column.
+    #[error("{}: {error}", path.display())]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The mistake.
+        error: RulesError,
+    },
+}
+
 impl RuleSet {
+    /// Rules from the file at `path`: a regular file of at most
+    /// [`MAX_RULES_FILE_BYTES`](crate::text_file::MAX_RULES_FILE_BYTES) of UTF-8.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, RulesFileError> {
+        let text = crate::text_file::read_bounded(path, crate::text_file::MAX_RULES_FILE_BYTES)?;
+        RuleSet::from_toml(&text).map_err(|error| RulesFileError::Invalid {
+            path: path.to_path_buf(),
+            error,
+        })
+    }
+
     /// Rules from a TOML text; errors give line and column.
     pub fn from_toml(text: &str) -> Result<Self, RulesError> {
         let file: FileRepr = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
-            RulesError::at(text, offset, e.message().trim().to_string())
+            let mut message = e.message().trim().to_string();
+            if text[offset.min(text.len())..].starts_with("[rule]") {
+                message += ": write each rule under [[rule]], in double brackets";
+            }
+            RulesError::at(text, offset, message)
         })?;
+        if file.rule.len() > crate::MAX_RULES {
+            return Err(RulesError::at(
+                text,
+                file.rule[crate::MAX_RULES].span().start,
+                format!(
+                    "{} rules; at most {} are supported",
+                    file.rule.len(),
+                    crate::MAX_RULES
+                ),
+            ));
+        }
         let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
         let default = match &file.default {
             Some(d) => parse_verdict(d.get_ref(), false).map_err(|m| at(d.span(), m))?,
@@ -948,17 +1058,6 @@ impl RuleSet {
             .map(|(i, spanned)| parse_rule(text, i, spanned))
             .collect::<Result<Vec<_>, _>>()?;
         unique_names(text, &file.rule, &rules)?;
-        if rules.len() > crate::MAX_RULES {
-            return Err(RulesError::at(
-                text,
-                file.rule[crate::MAX_RULES].span().start,
-                format!(
-                    "{} rules; at most {} are supported",
-                    rules.len(),
-                    crate::MAX_RULES
-                ),
-            ));
-        }
         Ok(RuleSet {
             fast: rules.iter().map(|r| FastMatch::new(&r.matcher)).collect(),
             rules,
@@ -1266,6 +1365,76 @@ rate = "10kpps"
         assert_eq!(k[2].action(), Action::Redirect);
         assert!(!rs.decided_in_kernel(0) && rs.decided_in_kernel(1));
         assert_eq!(rs.rules()[2].rate.unwrap().burst, 500);
+    }
+
+    #[test]
+    fn hostile_names_are_refused_where_they_stand() {
+        let rule = |name: &str| {
+            let name = toml::Value::String(name.into());
+            format!("[[rule]]\nname = {name}\naction = \"drop\"\n")
+        };
+        for (name, says) in [
+            ("", "cannot be empty"),
+            ("a\nb", "U+000A"),
+            ("a\rb", "U+000D"),
+            ("\u{1b}[2Jx", "U+001B"),
+            ("\u{202e}txt", "U+202E"),
+        ] {
+            let e = RuleSet::from_toml(&rule(name)).unwrap_err();
+            assert_eq!((e.line, e.column), (2, 8), "{e}");
+            assert!(e.message.contains(says), "{name:?}: {e}");
+        }
+        let long = "x".repeat(1 << 20);
+        let e = RuleSet::from_toml(&rule(&long)).unwrap_err();
+        assert!(
+            e.message.len() < 200,
+            "the message does not repeat a long name: {e}"
+        );
+        assert!(e.message.contains("at most 64"), "{e}");
+        let longest = "é".repeat(MAX_RULE_NAME_CHARS);
+        assert!(RuleSet::from_toml(&rule(&longest)).is_ok());
+    }
+
+    #[test]
+    fn a_prefix_says_what_it_means_or_is_refused() {
+        let dst =
+            |p: &str| RuleSet::from_toml(&format!("[[rule]]\ndst = {p:?}\naction = \"drop\"\n"));
+        let e = dst("10.0.0.1/8").unwrap_err();
+        assert!(
+            e.message
+                .contains("\"10.0.0.0/8\" for the network or \"10.0.0.1/32\""),
+            "{e}"
+        );
+        let e = dst("2001:db8::1/32").unwrap_err();
+        assert!(e.message.contains("\"2001:db8::/32\""), "{e}");
+        let e = dst(" 10.0.0.0/8").unwrap_err();
+        assert!(e.message.contains("white space"), "{e}");
+        assert!(dst("10.0.0.0/ 8").is_err());
+        for ok in [
+            "10.0.0.0/8",
+            "10.0.0.1",
+            "0.0.0.0/0",
+            "2001:db8::/32",
+            "::/0",
+        ] {
+            assert!(dst(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn a_single_bracketed_rule_is_explained() {
+        let e = RuleSet::from_toml("[rule]\naction = \"drop\"\n").unwrap_err();
+        assert!(e.message.contains("[[rule]]"), "{e}");
+    }
+
+    #[test]
+    fn too_many_rules_are_refused_before_any_is_read() {
+        // Each rule would be refused on its own (a duplicate name): the count comes first,
+        // so a huge file costs one pass of the TOML parser and no more.
+        let rule = "[[rule]]\nname = \"same\"\naction = \"drop\"\n";
+        let e = RuleSet::from_toml(&rule.repeat(50_000)).unwrap_err();
+        assert!(e.message.starts_with("50000 rules; at most 64"), "{e}");
+        assert_eq!(e.line, 3 * crate::MAX_RULES + 1);
     }
 
     #[test]
