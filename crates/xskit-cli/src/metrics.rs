@@ -283,7 +283,26 @@ impl Collector for Latest {
     }
 }
 
-/// Serves `/metrics` until dropped, on a fixed pool of threads with bounded connections
+/// File descriptors kept for the command itself (sockets, maps, captures) beside the
+/// endpoint's connections.
+const OWN_FILES: u64 = 256;
+
+/// How many connections the endpoint may hold: [`http::MAX_CONNECTIONS`], or what the
+/// open-files limit leaves (said, when that is fewer), after raising it as far as allowed.
+fn connection_limit() -> usize {
+    let files = xskit_os::raise_open_files_limit().unwrap_or(1024);
+    let left = usize::try_from(files.saturating_sub(OWN_FILES)).unwrap_or(usize::MAX);
+    if left < http::MAX_CONNECTIONS {
+        note!(
+            "xskit: --metrics: the open-files limit ({files}) allows {left} connections at once, \
+             not {}: raise it (ulimit -Hn, LimitNOFILE=) for more",
+            http::MAX_CONNECTIONS
+        );
+    }
+    left.clamp(1, http::MAX_CONNECTIONS)
+}
+
+/// Serves `/metrics` until dropped, on one event-loop thread with bounded connections
 /// ([`http`]).
 pub(crate) struct MetricsServer {
     latest: Arc<Mutex<Value>>,
@@ -317,7 +336,8 @@ impl MetricsServer {
             let mut text = String::new();
             prometheus_client::encoding::text::encode(&mut text, &registry).map(|()| text)
         };
-        let endpoint = http::Endpoint::start(listener, Arc::new(render))
+        let limit = connection_limit();
+        let endpoint = http::Endpoint::start(listener, Arc::new(render), limit)
             .map_err(|e| anyhow!("--metrics {addr}: cannot start serving ({e})"))?;
         Ok(MetricsServer { latest, endpoint })
     }

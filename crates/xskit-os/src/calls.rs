@@ -64,6 +64,31 @@ pub fn memlock_limit() -> Option<u64> {
     }
 }
 
+/// Raises the soft RLIMIT_NOFILE of this process to its hard limit (a process may always do
+/// so), and returns the soft limit now in force.
+pub fn raise_open_files_limit() -> Result<u64, SyscallError> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid, writable rlimit struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(SyscallError::last("getrlimit(RLIMIT_NOFILE)"));
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: raised is a valid rlimit struct, read by the kernel only.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(SyscallError::last("setrlimit(RLIMIT_NOFILE)"));
+        }
+        lim = raised;
+    }
+    Ok(lim.rlim_cur)
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -1,34 +1,37 @@
-//! The metrics endpoint's HTTP side, sized to stay small whoever connects: an exporter bound
-//! where Prometheus can reach it is reachable by others too.
+//! The metrics endpoint's HTTP side, sized to stay available whoever connects: an exporter
+//! bound where Prometheus can reach it is reachable by others too.
 //!
-//! - A fixed pool of [`WORKERS`] threads answers; [`QUEUED`] more connections may wait their
-//!   turn, and any past those are answered `503` and closed at once, as node_exporter's
-//!   `--web.max-requests` does. No thread or buffer is made per connection.
+//! - One thread runs an event loop ([`crate::serve::EventLoop`]): an idle or slow connection
+//!   costs a small task and its socket, never a thread, so a scrape is answered while a
+//!   thousand others are held open.
+//! - At most [`MAX_CONNECTIONS`] are open at once (fewer where the open-files limit is
+//!   lower). A connection past that makes room by closing the oldest one still waiting for
+//!   its request, which is told `503` and `Retry-After`; a scrape is answered in
+//!   milliseconds, so it is never the oldest waiting.
 //! - A request's head must arrive whole within [`REQUEST_TIME`] of the connection being
-//!   accepted (time spent queued counts), and be at most [`MAX_HEAD`] bytes: an idle or slow
-//!   client is closed, an oversized head refused (`431`).
+//!   accepted, and be at most [`MAX_HEAD`] bytes: an idle or slow client is closed, an
+//!   oversized head refused (`431`). Lines may end in CRLF or a bare LF.
 //! - Only `GET` of `/metrics` or `/` is answered (`405` for other methods, `404` for other
 //!   paths, `400` for what is not HTTP); one request per connection.
+//! - Stopping closes every connection at once: a held connection never delays shutdown.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Threads that answer requests.
-pub(crate) const WORKERS: usize = 2;
-/// Accepted connections that may wait for a worker.
-pub(crate) const QUEUED: usize = 16;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+/// The most connections open at once, where the open-files limit allows as many.
+pub(crate) const MAX_CONNECTIONS: usize = 4096;
 /// How long a connection has, from being accepted, to send its request's head.
 pub(crate) const REQUEST_TIME: Duration = Duration::from_secs(5);
+/// How long an answered connection is read from, its data thrown away, before it is closed.
+const LINGER: Duration = Duration::from_secs(1);
 /// The largest request head read.
 pub(crate) const MAX_HEAD: usize = 8 * 1024;
-/// How often the accepting thread looks whether it should stop.
-const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// What a request gets, decided from its head alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +43,8 @@ pub(crate) enum Answer {
     HeadTooLarge,
     /// The metrics could not be rendered.
     Failed,
+    /// Displaced by a newer connection when the endpoint was full.
+    Unavailable,
 }
 
 impl Answer {
@@ -51,6 +56,7 @@ impl Answer {
             Answer::BadRequest => "400 Bad Request",
             Answer::HeadTooLarge => "431 Request Header Fields Too Large",
             Answer::Failed => "500 Internal Server Error",
+            Answer::Unavailable => "503 Service Unavailable",
         }
     }
 }
@@ -75,25 +81,26 @@ pub(crate) fn answer_for(head: &[u8]) -> Answer {
     Answer::Metrics
 }
 
-/// Where the blank line that ends a request head is: the head's length.
+/// Where the blank line that ends a request head is: the head's length. Lines end in CRLF
+/// or, as many clients send, a bare LF.
 fn head_end(bytes: &[u8]) -> Option<usize> {
-    bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| at + 4)
+    bytes.iter().enumerate().find_map(|(i, &b)| {
+        let rest = &bytes[i..];
+        (b == b'\n').then_some(())?;
+        match rest.get(1..3) {
+            Some(b"\r\n") => Some(i + 3),
+            _ if rest.get(1) == Some(&b'\n') => Some(i + 2),
+            _ => None,
+        }
+    })
 }
 
-/// Reads a request head until `deadline`: `Ok(None)` when the client gave up, was too slow,
-/// or sent no head; the answer otherwise.
-fn read_head(stream: &mut TcpStream, deadline: Instant, buf: &mut Vec<u8>) -> Option<Answer> {
-    buf.clear();
+/// Reads a request head: `None` when the client gave up or sent no head; the answer
+/// otherwise. The caller bounds the time.
+async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Answer> {
     let mut chunk = [0u8; 1024];
     loop {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return None;
-        }
-        let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+        let n = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
         let before = buf.len().saturating_sub(3);
         let take = n.min(MAX_HEAD - buf.len());
         buf.extend_from_slice(&chunk[..take]);
@@ -106,149 +113,166 @@ fn read_head(stream: &mut TcpStream, deadline: Instant, buf: &mut Vec<u8>) -> Op
     }
 }
 
-fn respond(stream: &mut TcpStream, answer: Answer, body: &str, content_type: &str) {
+/// The response to `answer`: its head and body.
+fn response(answer: Answer, render: &Render) -> (String, String) {
+    let (answer, body, content_type) = match answer {
+        Answer::Metrics => match render() {
+            Ok(text) => (
+                answer,
+                text,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            ),
+            Err(_) => (Answer::Failed, "encoding failed\n".into(), "text/plain"),
+        },
+        Answer::NotFound => (answer, "xskit serves /metrics\n".into(), "text/plain"),
+        other => (other, "xskit answers GET /metrics\n".into(), "text/plain"),
+    };
     let allow = if answer == Answer::MethodNotAllowed {
         "Allow: GET\r\n"
     } else {
         ""
     };
+    let retry = if answer == Answer::Unavailable {
+        "Retry-After: 1\r\n"
+    } else {
+        ""
+    };
     let head = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
+        "HTTP/1.1 {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}{retry}Connection: close\r\n\r\n",
         answer.status(),
         body.len()
     );
-    // A client that stops reading is its own affair: the write gives up at its timeout.
-    let _ = stream.set_write_timeout(Some(REQUEST_TIME));
-    let _ = stream
-        .write_all(head.as_bytes())
-        .and_then(|()| stream.write_all(body.as_bytes()));
+    (head, body)
+}
+
+/// Writes a response and closes the connection the way that keeps it readable: the write
+/// side first, then what the client still sends is read and thrown away until it closes, so
+/// the kernel sends no reset that could destroy the response before the client reads it.
+async fn answer_and_close(stream: &mut TcpStream, answer: Answer, render: &Render) {
+    let (head, body) = response(answer, render);
+    let written = tokio::time::timeout(REQUEST_TIME, async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        return;
+    }
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(LINGER, async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// Renders the metrics text, or an error.
 pub(crate) type Render = dyn Fn() -> Result<String, std::fmt::Error> + Send + Sync;
 
-type Queue = Arc<Mutex<Receiver<(TcpStream, Instant)>>>;
+/// The connections waiting for their request's head, oldest first: the ones a newcomer may
+/// displace when the endpoint is full.
+#[derive(Default)]
+struct Waiting {
+    next: u64,
+    open: usize,
+    by_age: BTreeMap<u64, oneshot::Sender<()>>,
+}
 
-fn work(queue: &Queue, render: &Render) {
-    let mut buf = Vec::with_capacity(MAX_HEAD);
+type Shared = Arc<Mutex<Waiting>>;
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Waiting> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One connection: its request read within REQUEST_TIME of being accepted (or a 503 if a
+/// newcomer displaced it first), then answered.
+async fn serve_one(
+    mut stream: TcpStream,
+    id: u64,
+    displaced: oneshot::Receiver<()>,
+    shared: Shared,
+    render: Arc<Render>,
+) {
+    let mut buf = Vec::with_capacity(512);
+    let answer = tokio::select! {
+        head = tokio::time::timeout(REQUEST_TIME, read_head(&mut stream, &mut buf)) => head.ok().flatten(),
+        _ = displaced => Some(Answer::Unavailable),
+    };
+    lock(&shared).by_age.remove(&id);
+    if let Some(answer) = answer {
+        answer_and_close(&mut stream, answer, render.as_ref()).await;
+    }
+    lock(&shared).open -= 1;
+}
+
+/// Accepts connections for ever, making room as [`MAX_CONNECTIONS`] says.
+async fn accept_all(listener: TcpListener, render: Arc<Render>, limit: usize) {
+    let shared: Shared = Arc::default();
     loop {
-        // The lock is held only while waiting for the next connection.
-        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
-        let Ok((mut stream, accepted)) = next else {
-            return;
-        };
-        if stream.set_nonblocking(false).is_err() {
-            continue;
-        }
-        let Some(answer) = read_head(&mut stream, accepted + REQUEST_TIME, &mut buf) else {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors or a connection reset before it was taken: try again
+            // after the others have had a moment to close.
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        match answer {
-            Answer::Metrics => match render() {
-                Ok(text) => respond(
-                    &mut stream,
-                    answer,
-                    &text,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-                Err(_) => respond(
-                    &mut stream,
-                    Answer::Failed,
-                    "encoding failed\n",
-                    "text/plain",
-                ),
-            },
-            Answer::NotFound => {
-                respond(&mut stream, answer, "xskit serves /metrics\n", "text/plain")
+        let (tell, displaced) = oneshot::channel();
+        let id = {
+            let mut waiting = lock(&shared);
+            if waiting.open >= limit {
+                match waiting.by_age.pop_first() {
+                    Some((_, oldest)) => drop(oldest.send(())),
+                    None => {
+                        // Every connection is being answered: this one is told to come back,
+                        // with what fits in the socket's buffer now, and closed.
+                        let (head, body) = response(Answer::Unavailable, render.as_ref());
+                        let _ = stream.try_write(format!("{head}{body}").as_bytes());
+                        continue;
+                    }
+                }
             }
-            other => respond(
-                &mut stream,
-                other,
-                "xskit answers GET /metrics\n",
-                "text/plain",
-            ),
-        }
-    }
-}
-
-/// A connection no worker can take: told so, without waiting on it, and closed.
-fn refuse(mut stream: TcpStream) {
-    let _ = stream.set_nonblocking(true);
-    let _ = stream.write_all(
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-    );
-}
-
-fn accept(listener: &TcpListener, queue: &SyncSender<(TcpStream, Instant)>, stop: &AtomicBool) {
-    let mut scratch = xskit_os::PollSet::default();
-    while !stop.load(Ordering::Relaxed) {
-        let readable = xskit_os::poll_readable(&[listener.as_fd()], &mut scratch, Some(STOP_CHECK));
-        if !matches!(readable, Ok(true)) {
-            continue;
-        }
-        let Ok((stream, _)) = listener.accept() else {
-            continue;
+            waiting.open += 1;
+            waiting.next += 1;
+            let id = waiting.next;
+            waiting.by_age.insert(id, tell);
+            id
         };
-        match queue.try_send((stream, Instant::now())) {
-            Ok(()) => {}
-            Err(TrySendError::Full((stream, _))) => refuse(stream),
-            Err(TrySendError::Disconnected(_)) => return,
-        }
+        tokio::spawn(serve_one(
+            stream,
+            id,
+            displaced,
+            shared.clone(),
+            render.clone(),
+        ));
     }
 }
 
-/// The listening endpoint: its threads stop when it is dropped.
+/// The listening endpoint: it stops, closing every connection, when dropped.
 pub(crate) struct Endpoint {
-    stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
     addr: SocketAddr,
+    _events: crate::serve::EventLoop,
 }
 
 impl Endpoint {
-    /// Serves `render`'s text on `listener`.
-    pub(crate) fn start(listener: TcpListener, render: Arc<Render>) -> std::io::Result<Endpoint> {
+    /// Serves `render`'s text on `listener`, keeping at most `limit` connections open.
+    pub(crate) fn start(
+        listener: std::net::TcpListener,
+        render: Arc<Render>,
+        limit: usize,
+    ) -> std::io::Result<Endpoint> {
         let addr = listener.local_addr()?;
-        // A connection reset between poll(2) and accept(2) must not leave the acceptor
-        // blocked where it cannot see the stop flag.
         listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (sender, receiver) = sync_channel(QUEUED);
-        let queue: Queue = Arc::new(Mutex::new(receiver));
-        let mut endpoint = Endpoint {
-            stop: stop.clone(),
-            threads: Vec::with_capacity(WORKERS + 1),
+        let events = crate::serve::EventLoop::start("xskit-serve")?;
+        let listener = events.enter(|| TcpListener::from_std(listener))?;
+        events.spawn(accept_all(listener, render, limit));
+        Ok(Endpoint {
             addr,
-        };
-        for i in 0..WORKERS {
-            let (queue, render) = (queue.clone(), render.clone());
-            endpoint.threads.push(
-                std::thread::Builder::new()
-                    .name(format!("xskit-metrics-{i}"))
-                    .spawn(move || work(&queue, render.as_ref()))?,
-            );
-        }
-        endpoint.threads.push(
-            std::thread::Builder::new()
-                .name("xskit-metrics".into())
-                .spawn(move || accept(&listener, &sender, &stop))?,
-        );
-        Ok(endpoint)
+            _events: events,
+        })
     }
 
     /// Where it listens.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        // The acceptor stops within STOP_CHECK and drops the queue's sender, which ends the
-        // workers once each has finished its connection (REQUEST_TIME at most).
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }
 
@@ -285,6 +309,60 @@ mod tests {
         }
     }
 
+    fn render() -> Arc<Render> {
+        Arc::new(|| Ok("# EOF\n".to_string()))
+    }
+
+    fn scrape(addr: SocketAddr, request: &[u8]) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(request).unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// Reads what the server sends until it closes the connection.
+    fn until_closed(mut s: std::net::TcpStream) -> String {
+        let mut text = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[test]
+    fn a_full_endpoint_answers_a_scrape_by_closing_the_oldest_idle_connection_with_a_503() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = Endpoint::start(listener, render(), 4).unwrap();
+        let addr = endpoint.addr();
+        let idle: Vec<_> = (0..4)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        // Each idle connection is open on the server's side once a scrape after it is
+        // answered (connections are accepted in order).
+        let text = scrape(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        let mut idle = idle.into_iter();
+        let oldest = until_closed(idle.next().unwrap());
+        assert!(
+            oldest.starts_with("HTTP/1.1 503 Service Unavailable"),
+            "{oldest}"
+        );
+        assert!(oldest.contains("Retry-After: 1"), "{oldest}");
+        let text = scrape(addr, b"GET /metrics HTTP/1.1\n\n");
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK"),
+            "a bare-LF request: {text}"
+        );
+        drop(endpoint);
+        for held in idle {
+            assert_eq!(
+                until_closed(held),
+                "",
+                "stopping closes every connection at once"
+            );
+        }
+    }
+
     #[test]
     fn too_many_headers_is_too_large() {
         let mut head = b"GET /metrics HTTP/1.1\r\n".to_vec();
@@ -298,6 +376,13 @@ mod tests {
     #[test]
     fn a_head_ends_at_its_blank_line() {
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\n\nbody"), Some(16));
+        assert_eq!(head_end(b"GET / HTTP/1.1\nHost: x\r\n\r\n"), Some(26));
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+        assert_eq!(head_end(b"GET / HTTP/1.1\n"), None);
+        assert_eq!(
+            answer_for(b"GET /metrics HTTP/1.1\nHost: x\n\n"),
+            Answer::Metrics
+        );
     }
 }
