@@ -272,6 +272,10 @@ pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
         if let Some(e) = failure.take() {
             return Err(anyhow::Error::new(e).context("writing the capture"));
         }
+        if let Some(s) = sink.as_mut() {
+            s.flush_if_due(Instant::now())
+                .context("writing the capture")?;
+        }
     }
     if let Some(s) = sink {
         s.finish()?;

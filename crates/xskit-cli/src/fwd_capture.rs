@@ -133,7 +133,14 @@ fn capture(
     let indexes: Vec<u32> = captures.iter().map(|(i, _)| *i).collect();
     let mut tally = CaptureTally::default();
     let mut failed = None;
+    let mut flushed_at = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) && failed.is_none() {
+        // A forwarder killed at any moment leaves a file whole up to a second before.
+        if flushed_at.elapsed() >= xskit_pipeline::CAPTURE_FLUSH_EVERY {
+            std::io::Write::flush(writer.get_mut())
+                .map_err(|e| anyhow!("--capture {}: {e}", path.display()))?;
+            flushed_at = std::time::Instant::now();
+        }
         let mut seen = 0;
         for (_, c) in captures.iter_mut() {
             seen += c.poll(Some(Duration::ZERO), |p| {

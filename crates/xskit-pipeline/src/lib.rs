@@ -11,7 +11,7 @@ mod xsk_port;
 pub use error::{Error, Result};
 
 pub use mem_port::{mem_port_pair, MemPort};
-pub use pcap::{PcapSink, PcapSource};
+pub use pcap::{PcapSink, PcapSource, CAPTURE_FLUSH_EVERY};
 pub use pool::{FramePool, PoolStats, SharedFrames};
 pub use port::{PipelinePort, RingOccupancy};
 pub use wire::{wire, WireEnd, WirePort};

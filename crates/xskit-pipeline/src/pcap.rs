@@ -219,11 +219,46 @@ impl PcapSource {
     }
 }
 
+/// How often a capture being written reaches its file, at least: a run that is killed
+/// leaves a readable file up to then.
+pub const CAPTURE_FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// A buffered file that its pcap writer and its owner both hold: the owner flushes it on a
+/// clock, which the writer (owning what it writes to) has no way to be asked for.
+#[derive(Clone)]
+struct SharedFile(std::sync::Arc<std::sync::Mutex<BufWriter<File>>>);
+
+impl SharedFile {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BufWriter<File>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::io::Write for SharedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.lock().write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lock().flush()
+    }
+}
+
 /// A transmit port written to a pcap file.
 pub struct PcapSink {
     path: PathBuf,
-    writer: PcapWriter<BufWriter<File>>,
+    writer: PcapWriter<SharedFile>,
+    file: SharedFile,
     written: u64,
+    /// When the file last had everything written; whether anything was written since.
+    flushed_at: std::time::Instant,
+    unflushed: bool,
 }
 
 impl std::fmt::Debug for PcapSink {
@@ -241,11 +276,17 @@ impl PcapSink {
         let path = path.as_ref();
         let file =
             File::create(path).map_err(|e| pcap_error(path, format!("cannot create it ({e})")))?;
-        let writer = PcapWriter::new(BufWriter::new(file)).map_err(|e| pcap_error(path, e))?;
+        let file = SharedFile(std::sync::Arc::new(std::sync::Mutex::new(BufWriter::new(
+            file,
+        ))));
+        let writer = PcapWriter::new(file.clone()).map_err(|e| pcap_error(path, e))?;
         Ok(PcapSink {
             path: path.to_path_buf(),
             writer,
+            file,
             written: 0,
+            flushed_at: std::time::Instant::now(),
+            unflushed: false,
         })
     }
 
@@ -279,6 +320,19 @@ impl PcapSink {
             .write_packet(&PcapPacket::new(time, len.max(data.len() as u32), data))
             .map_err(|e| pcap_error(&self.path, e))?;
         self.written += 1;
+        self.unflushed = true;
+        Ok(())
+    }
+
+    /// Writes what is buffered to the file if [`CAPTURE_FLUSH_EVERY`] has passed since it was
+    /// last done (`now`): call it from the loop that writes, packets or not, so that a run
+    /// killed at any moment leaves a file whole up to a second before.
+    pub fn flush_if_due(&mut self, now: std::time::Instant) -> Result<()> {
+        if !self.unflushed || now.duration_since(self.flushed_at) < CAPTURE_FLUSH_EVERY {
+            return Ok(());
+        }
+        std::io::Write::flush(&mut self.file).map_err(|e| pcap_error(&self.path, e))?;
+        (self.flushed_at, self.unflushed) = (now, false);
         Ok(())
     }
 
