@@ -105,10 +105,19 @@ impl PortArgs {
     }
 
     pub(crate) fn config(&self, multi_buffer: bool, tx_only: bool) -> Result<PortConfig> {
+        let mut mistakes = Mistakes::default();
         if self.batch == 0 || self.batch > 4096 {
-            bail!("batch size {} is out of range: use 1 to 4096", self.batch);
+            mistakes.note(anyhow::anyhow!(
+                "batch size {} is out of range: use 1 to 4096",
+                self.batch
+            ));
         }
-        check_ring_size(self.ring_size, "batch size (-b)", self.batch)?;
+        mistakes.take(check_ring_size(
+            self.ring_size,
+            "batch size (-b)",
+            self.batch,
+        ));
+        mistakes.finish()?;
         Ok(PortConfig::default()
             .mode(self.mode())
             .umem(
@@ -408,14 +417,55 @@ impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
 /// Passes, or fails with every mistake the checks found, each in its own words: so that one
 /// run reports all of a command line's mistakes rather than the first.
 pub(crate) fn all_mistakes(checks: impl IntoIterator<Item = Result<()>>) -> Result<()> {
-    let found: Vec<String> = checks
-        .into_iter()
-        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
-        .collect();
-    match found.as_slice() {
-        [] => Ok(()),
-        [one] => bail!("{one}"),
-        many => bail!("{} mistakes:\n  - {}", many.len(), many.join("\n  - ")),
+    let mut mistakes = Mistakes::default();
+    for check in checks {
+        mistakes.take(check);
+    }
+    mistakes.finish()
+}
+
+/// The mistakes of a command line, gathered so that one run reports every one of them; a
+/// check that found several (a port's options) adds each of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Mistakes(Vec<String>);
+
+impl std::fmt::Display for Mistakes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_slice() {
+            [one] => write!(f, "{one}"),
+            many => write!(f, "{} mistakes:\n  - {}", many.len(), many.join("\n  - ")),
+        }
+    }
+}
+
+impl std::error::Error for Mistakes {}
+
+impl Mistakes {
+    /// `r`'s value, or `None` with its mistakes noted.
+    pub(crate) fn take<T>(&mut self, r: Result<T>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                match e.downcast_ref::<Mistakes>() {
+                    Some(inner) => self.0.extend(inner.0.iter().cloned()),
+                    None => self.0.push(format!("{e:#}")),
+                }
+                None
+            }
+        }
+    }
+
+    /// Notes a mistake.
+    pub(crate) fn note(&mut self, e: anyhow::Error) {
+        self.take::<()>(Err(e));
+    }
+
+    /// Every mistake noted, as one error; `Ok` if there was none.
+    pub(crate) fn finish(self) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        Err(self.into())
     }
 }
 

@@ -28,13 +28,17 @@ pub(crate) struct RecvArgs {
     /// The sender sends this many probes (sequence 0 to N-1): every one missing at the end
     /// counts as lost, probes numbered N or above count as foreign, and the exit status is 1
     /// if more are lost than --max-loss allows or any is corrupt. Stops after N probes unless
-    /// -n says otherwise.
+    /// -n says otherwise, or once no probe has come for --idle after the first.
     #[arg(long, value_name = "N")]
     expect: Option<u64>,
     /// Loss allowed before the exit status is 1: a count (`10`) or a share of the probes
-    /// expected (`0.5%`). [default: 0 with --expect]
-    #[arg(long = "max-loss", value_name = "N|P%")]
+    /// expected (`0.5%`). [default: 0]
+    #[arg(long = "max-loss", value_name = "N|P%", requires = "expect")]
     max_loss: Option<String>,
+    /// With --expect: stop when no probe has arrived for this long after the first one (the
+    /// rest of the stream was lost): seconds (2.5) or a duration (500ms, 1m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::opts::seconds, default_value = "2", requires = "expect")]
+    idle: f64,
     /// Also write every packet received (whole, chains gathered) to FILE, as pcap.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<std::path::PathBuf>,
@@ -76,25 +80,60 @@ struct RecvReport {
     statistics: serde_json::Value,
 }
 
-pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
-    crate::opts::all_mistakes([
-        crate::opts::interface_exists(args.port.interface()),
-        args.run.duration().map(|_| ()),
-        args.run.interval().map(|_| ()),
-        match args.expect {
-            Some(0) => Err(anyhow::anyhow!("--expect 0: expect at least one probe")),
-            _ => Ok(()),
-        },
-        allowed_loss(args.max_loss.as_deref(), 0).map(|_| ()),
-    ])?;
-    let ifname = args.port.interface()?.to_string();
-    let duration = args.run.duration()?;
-    let interval = args.run.interval()?;
-    if args.expect == Some(0) {
-        anyhow::bail!("--expect 0: expect at least one probe");
+/// What a command line asks of a run, checked: every mistake is found before this is made.
+struct RecvPlan {
+    ifname: String,
+    duration: Option<Duration>,
+    interval: Duration,
+    idle: Duration,
+    config: xskit::PortConfig,
+}
+
+impl RecvPlan {
+    /// Every mistake of the command line at once, before anything is opened.
+    fn new(args: &RecvArgs) -> Result<RecvPlan> {
+        let mut m = crate::opts::Mistakes::default();
+        let ifname = m.take(args.port.interface().and_then(|name| {
+            crate::opts::interface_exists(Ok(name))?;
+            Ok(name.to_string())
+        }));
+        let duration = m.take(args.run.duration());
+        let interval = m.take(args.run.interval());
+        if args.expect == Some(0) {
+            m.note(anyhow::anyhow!("--expect 0: expect at least one probe"));
+        }
+        m.take(allowed_loss(args.max_loss.as_deref(), 0));
+        let idle = m.take(match args.idle {
+            d if d > 0.0 && d < 1e6 => Ok(Duration::from_secs_f64(d)),
+            d => Err(anyhow::anyhow!(
+                "--idle {d} must be a positive number of seconds"
+            )),
+        });
+        let config = m.take(args.port.config(args.frags, false));
+        m.finish()?;
+        let (Some(ifname), Some(duration), Some(interval), Some(idle), Some(config)) =
+            (ifname, duration, interval, idle, config)
+        else {
+            unreachable!("a check that gave no value noted a mistake");
+        };
+        Ok(RecvPlan {
+            ifname,
+            duration,
+            interval,
+            idle,
+            config,
+        })
     }
-    allowed_loss(args.max_loss.as_deref(), 0)?;
-    let config = args.port.config(args.frags, false)?;
+}
+
+pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
+    let RecvPlan {
+        ifname,
+        duration,
+        interval,
+        idle,
+        config,
+    } = RecvPlan::new(args)?;
     let port = Port::open(&ifname, args.port.queue, &config).map_err(|e| {
         let flag = match e {
             xskit::Error::MtuNeedsMultiBuffer { .. } => " (multi-buffer is --frags)",
@@ -115,12 +154,29 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         args.port.queue,
         rx.port.mode()
     ));
+    // With --expect, the time the last probe came: a stream whose tail was lost ends.
+    let mut last_probe: Option<Instant> = None;
     while !stopped(&stop) && rx.check.probes() < limit {
         let now = Instant::now();
         if duration.is_some_and(|d| now - start >= d) {
             break;
         }
+        if args.expect.is_some() && last_probe.is_some_and(|t| now - t >= idle) {
+            note!(
+                "xskit recv: no probe for {:?} (--idle): the {} still missing count as lost",
+                idle,
+                thousands(rx.check.lost())
+            );
+            break;
+        }
+        let probes = rx.check.probes();
         rx.take_vector(args)?;
+        if let Some(c) = rx.capture.as_mut() {
+            c.flush_if_due(now)?;
+        }
+        if rx.check.probes() > probes {
+            last_probe = Some(now);
+        }
         if now - tick >= interval {
             rx.show(args, &ifname, &live, now - tick, rx.packets - at_tick);
             tick = now;
@@ -241,7 +297,7 @@ impl Receiver {
                 args.port.queue,
                 thousands((new_packets as f64 / since.as_secs_f64()) as u64),
                 thousands(self.packets),
-                check.lost(),
+                check.missing_so_far(),
                 check.corrupt
             );
         }
@@ -291,8 +347,8 @@ impl Receiver {
 
 /// 1 when --expect or --max-loss was given and more were lost (or any corrupt) than allowed.
 fn exit_status(args: &RecvArgs, report: &RecvReport) -> Result<i32> {
-    if args.expect.is_some() || args.max_loss.is_some() {
-        let span = args.expect.unwrap_or(report.valid + report.lost);
+    // --max-loss requires --expect.
+    if let Some(span) = args.expect {
         let allowed = allowed_loss(args.max_loss.as_deref(), span)?;
         if report.lost > allowed || report.corrupt > 0 {
             note!(

@@ -123,6 +123,18 @@ impl SequenceCheck {
         span.saturating_sub(self.valid)
     }
 
+    /// Probes missing from what has arrived so far: the gaps below the highest sequence
+    /// number seen (from 0 when `expected` is known). Unlike [`SequenceCheck::lost`], a
+    /// stream that has not started yet, or is still arriving, has lost nothing.
+    pub fn missing_so_far(&self) -> u64 {
+        let span = match (self.expected, self.first, self.highest) {
+            (Some(_), _, Some(hi)) => hi + 1,
+            (None, Some(lo), Some(hi)) => hi - lo + 1,
+            _ => 0,
+        };
+        span.saturating_sub(self.valid)
+    }
+
     /// Accounts for one received frame.
     pub fn observe(&mut self, frame: &[u8]) {
         self.observe_at(frame, None);
@@ -357,6 +369,18 @@ mod tests {
                 "len {len}"
             );
         }
+    }
+
+    #[test]
+    fn a_stream_not_yet_arrived_has_lost_nothing_so_far() {
+        let mut c = SequenceCheck::expecting(10);
+        assert_eq!((c.missing_so_far(), c.lost()), (0, 10));
+        let mut buf = [0u8; 128];
+        for seq in [0, 1, 4] {
+            let len = write(&mut buf, 128, seq, &A).unwrap();
+            c.observe(&buf[..len]);
+        }
+        assert_eq!((c.missing_so_far(), c.lost()), (2, 7));
     }
 
     #[test]
