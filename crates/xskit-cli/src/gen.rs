@@ -630,11 +630,23 @@ pub(crate) fn send_share(
         }
         tick(sent, port);
     }
-    // Unsent frames go back to the pool, then wait for the kernel to finish the rest.
+    // Unsent frames go back to the pool, then wait for the kernel to finish the rest: a
+    // packet counts as sent once the device has completed it.
     sent = n - count_packets(&pending);
     port.recycle(&mut pending);
-    port.finish_sending(Duration::from_secs(2))?;
-    Ok(sent)
+    let stuck = port.finish_sending(Duration::from_secs(2))?;
+    if stuck > 0 {
+        note!(
+            "xskit gen: {stuck} frame(s) still on the transmit ring 2 s after the device last \
+             completed one: it did not send them (link down, or a stalled queue)"
+        );
+    }
+    let frames_per_packet = if single_frame {
+        1
+    } else {
+        t.len().div_ceil(umem.room().max(1))
+    };
+    Ok(sent.saturating_sub(stuck.div_ceil(frames_per_packet) as u64))
 }
 
 /// A sender's progress every interval: a line of text, or a JSON Lines object and the

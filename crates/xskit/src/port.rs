@@ -381,20 +381,32 @@ impl Port {
         self.tx_pending
     }
 
-    /// Waits up to `timeout` for the kernel to send what is on the transmit ring (kicking it
-    /// where it asks), reaping the completions; returns the frames still in flight after it,
-    /// which a link that is down keeps.
-    pub fn finish_sending(&mut self, timeout: Duration) -> Result<usize> {
-        let deadline = std::time::Instant::now() + timeout;
-        while self.tx_pending > 0 && std::time::Instant::now() < deadline {
-            self.complete();
-            if let Some(tx) = self.socket.tx() {
-                tx.wakeup_if_needed()?;
+    /// Waits for the kernel to send what is on the transmit ring, reaping the completions,
+    /// and gives up once `idle` passes with none (a link that is down keeps its frames);
+    /// returns the frames still in flight then. It kicks the kernel while it waits whether
+    /// or not the ring asks for it: need_wakeup is a hint a driver keeps, and a driver that
+    /// stopped sending without asking would otherwise keep the frames for ever.
+    pub fn finish_sending(&mut self, idle: Duration) -> Result<usize> {
+        let mut progressed = std::time::Instant::now();
+        while self.tx_pending > 0 {
+            if self.complete() > 0 {
+                progressed = std::time::Instant::now();
+                continue;
             }
+            if progressed.elapsed() >= idle {
+                break;
+            }
+            if let Some(tx) = self.socket.tx() {
+                tx.wakeup()?;
+            }
+            std::thread::sleep(FINISH_KICK_EVERY);
         }
         Ok(self.tx_pending)
     }
 }
+
+/// How often [`Port::finish_sending`] kicks a transmit ring whose frames are not completing.
+const FINISH_KICK_EVERY: Duration = Duration::from_micros(200);
 
 /// Attaches the program a port of `config` needs to `iface`.
 fn attach_for(iface: &str, config: &PortConfig) -> Result<Arc<XdpProgram>> {
