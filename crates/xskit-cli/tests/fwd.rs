@@ -464,26 +464,30 @@ fn live_counters_per_interface_and_rule_every_interval() {
     let chain = Chain::bridged().unwrap();
     let rules =
         RulesFile::new("[[rule]]\nname = \"icmp\"\nprotocol = \"icmp\"\naction = \"forward\"\n");
-    let fwd = KillOnDrop::new(
-        chain
-            .m_a
-            .ns
-            .command(XSKIT)
-            .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
-            .args(["-m", "skb", "--rules", rules.path(), "-I", "0.5", "-d", "3"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let fwd = start_logged(
+        &chain.m_a,
+        &[
+            "fwd",
+            "-i",
+            &chain.m_a.ifname,
+            "-i",
+            &chain.m_c.ifname,
+            "-m",
+            "skb",
+            "--rules",
+            rules.path(),
+            "-I",
+            "0.5",
+            "-d",
+            "3",
+        ],
     );
-    std::thread::sleep(Duration::from_millis(500));
     ok(&run(
         &chain.a,
         "ping",
         &["-c", "4", "-i", "0.2", "-W", "2", "198.51.100.3"],
     ));
-    let out = fwd.take().wait_with_output().unwrap();
-    let text = ok(&out);
+    let text = fwd.finish();
     let ticks = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
     assert!(ticks("xsk-ma ") >= 4 && ticks("xsk-mc ") >= 4, "{text}");
     assert!(
@@ -896,9 +900,9 @@ fn proc_status(pid: u32, field: &str) -> u64 {
 
 /// `--metrics` under abuse, while the forwarder forwards: 300 connections opened and held
 /// without a request, and a client sending its request a byte every half second. The
-/// endpoint's threads and memory stay as they were (no thread per connection), connections
-/// past its small pool and queue are answered 503 at once, the held ones and the slow client
-/// are closed unanswered, forwarding goes on, and once they are gone a scrape is answered.
+/// endpoint's threads and memory stay as they were (no thread per connection), a scrape is
+/// answered while they are held (an idle connection takes no worker), the held ones and the
+/// slow client are closed unanswered at their deadline, and forwarding goes on.
 #[test]
 fn the_metrics_endpoint_stays_bounded_under_held_and_slow_connections() {
     use std::io::{Read, Write};
@@ -949,45 +953,30 @@ fn the_metrics_endpoint_stays_bounded_under_held_and_slow_connections() {
         grown < 16 * 1024,
         "RSS grew by {grown} kB under 300 connections"
     );
-    let (mut refused, mut closed) = (0, 0);
+    let samples = scrape(&chain.m_a, &url);
+    assert!(
+        samples
+            .iter()
+            .any(|(_, n, _, _)| n == "xskit_rx_packets_total"),
+        "a scrape while 300 connections are held: {samples:?}"
+    );
     for stream in &mut held {
         stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
+            .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
         let mut answer = String::new();
-        // Every connection ends: answered 503, or closed unanswered at its deadline.
+        // Every held connection ends, closed unanswered at its deadline.
         stream
             .read_to_string(&mut answer)
             .unwrap_or_else(|e| panic!("a held connection was never closed: {e}"));
-        if answer.starts_with("HTTP/1.1 503") {
-            refused += 1;
-        } else {
-            assert_eq!(answer, "", "a held connection got an answer");
-            closed += 1;
-        }
+        assert_eq!(answer, "", "a held connection got an answer");
     }
-    assert!(refused >= 300 - 20, "{refused} refused, {closed} closed");
     let slow_answer = slow_client.join().unwrap();
     assert!(
         !slow_answer.contains("200 OK"),
         "the slow client was answered: {slow_answer}"
     );
     drop(held);
-    let mut samples = Vec::new();
-    for _ in 0..20 {
-        // curl -f prints nothing on a 503: no samples.
-        samples = scrape(&chain.m_a, &url);
-        if !samples.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    assert!(
-        samples
-            .iter()
-            .any(|(_, n, _, _)| n == "xskit_rx_packets_total"),
-        "a scrape once the connections were gone: {samples:?}"
-    );
     let summary = interrupt(fwd);
     let out = summary["counters"]["ports"][1]["tx_packets"]
         .as_u64()

@@ -376,7 +376,7 @@ fn iperf3_runs_through_fwd() {
             .spawn()
             .expect("iperf3 (scripts/setup.sh installs it)"),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    wait_listening(&chain.c, "5202");
     let out = chain
         .a
         .ns

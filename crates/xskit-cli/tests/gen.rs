@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use std::io::{BufRead, BufReader};
 
 use std::process::{Child, Command};
 
@@ -600,22 +601,23 @@ fn two_threads_on_two_queues_send_every_number_once() {
         .b
         .ns
         .command("dumpcap")
-        .args([
-            "-q",
-            "-i",
-            &bed.b.ifname,
-            "-a",
-            "duration:4",
-            "-f",
-            "udp",
-            "-w",
-        ])
+        .args(["-i", &bed.b.ifname, "-c", "1000", "-a", "duration:120"])
+        .args(["-f", "udp", "-w"])
         .arg(&file)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // dumpcap says "Capturing on" once its capture is open.
+    let mut said = BufReader::new(dumpcap.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).unwrap() > 0,
+            "dumpcap did not start"
+        );
+    }
     let g = gen(&bed.a, &bed.b, &["-t", "2", "-n", "1000", "-r", "5000"]);
     assert_eq!(g["tx_packets"], 1000, "{g}");
     let queues = g["queues"].as_array().unwrap();

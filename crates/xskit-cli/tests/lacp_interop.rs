@@ -196,7 +196,7 @@ fn iperf3(from: &Host, to: &Host, port: &str, reverse: bool, secs: &str) -> u64 
             .spawn()
             .expect("iperf3 (scripts/setup.sh installs it)"),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    wait_listening(to, port);
     let mut client = from.ns.command("timeout");
     client
         .args(["20", "iperf3", "-c", &to.ip.to_string(), "-p", port])

@@ -48,6 +48,77 @@ pub fn start(host: &Host, args: &[&str]) -> Child {
     child
 }
 
+/// `xskit ARGS` started in `host`'s namespace with its header line come (its ports are open),
+/// the rest of its output kept for [`Logged::finish`].
+pub struct Logged {
+    child: KillOnDrop,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+pub fn start_logged(host: &Host, args: &[&str]) -> Logged {
+    let mut child = host
+        .ns
+        .command(XSKIT)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (header_tx, header_rx) = std::sync::mpsc::channel();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_line(&mut text);
+        let _ = header_tx.send(text.clone());
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let child = KillOnDrop::new(child);
+    let header = header_rx.recv().unwrap_or_default();
+    assert!(
+        !header.starts_with("xskit:") && !header.is_empty(),
+        "{args:?}: {header}"
+    );
+    Logged { child, stderr }
+}
+
+impl Logged {
+    /// Waits for the command to end; its stdout and stderr, once it has succeeded.
+    pub fn finish(self) -> String {
+        let out = self.child.take().wait_with_output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            self.stderr.join().unwrap()
+        );
+        assert!(out.status.success(), "{text}");
+        text
+    }
+}
+
+/// Waits until a TCP server in `host`'s namespace listens on `port` (an iperf3 server just
+/// started): a client started before would be refused.
+pub fn wait_listening(host: &Host, port: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = host
+            .ns
+            .command("ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .unwrap();
+        if !out.stdout.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on port {port} in {}",
+            host.ns.name()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Waits for a child and parses the one JSON object it printed.
 pub fn json_of(child: Child) -> serde_json::Value {
     let out = child.wait_with_output().unwrap();
@@ -241,7 +312,7 @@ pub fn iperf3(client: &Host, server: &Host, extra: &[&str]) -> serde_json::Value
                 .spawn()
                 .expect("iperf3 (scripts/setup.sh installs it)"),
         );
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        wait_listening(server, &port);
         let ip = server.ip.to_string();
         let out = client
             .ns
