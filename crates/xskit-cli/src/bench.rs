@@ -58,6 +58,21 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// Whether the testbed table (bench without -i) can run it; the others run only on an
+    /// interface.
+    pub(crate) fn in_testbed_table(self) -> bool {
+        matches!(
+            self,
+            Kind::Rxdrop
+                | Kind::Txpush
+                | Kind::L2fwd
+                | Kind::AfpacketRx
+                | Kind::AfpacketTx
+                | Kind::XdpDrop
+                | Kind::Fwd
+        )
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Rxdrop => "rxdrop",
@@ -352,7 +367,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     };
     crate::opts::all_mistakes([
         crate::opts::interface_exists(Ok(&ifname)),
-        interface_benchmark(args, &ifname).map(|_| ()),
+        interface_benchmark(args, &ifname).and_then(|kind| sent_frame_fits(args, kind)),
         args.run.duration().map(|_| ()),
         args.run.interval().map(|_| ()),
         args.port.config(false, false).map(|_| ()),
@@ -406,6 +421,23 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// A sending benchmark's frame (-s, --dst-mac) can be built and, for txpush, fits one frame:
+/// checked before anything is opened.
+fn sent_frame_fits(args: &BenchArgs, kind: Kind) -> Result<()> {
+    if !matches!(kind, Kind::Txpush | Kind::AfpacketTx) {
+        return Ok(());
+    }
+    probe_frame_from([2, 0, 0, 0, 0, 1], args.size, parse_mac(&args.dst_mac)?)?;
+    if kind == Kind::Txpush && args.size > args.port.frame_size as usize {
+        bail!(
+            "txpush sends single-frame packets: -s {} is larger than the frame size {} (-f)",
+            args.size,
+            args.port.frame_size
+        );
+    }
+    Ok(())
 }
 
 /// The benchmark to run on `ifname`, after refusing what does not apply to one interface.
@@ -634,6 +666,12 @@ fn on_testbed(args: &BenchArgs) -> Result<i32> {
 fn harness_missing(kind: Option<Kind>) -> String {
     let what = match kind {
         None => "the testbed table".to_string(),
+        Some(kind)
+            if !matches!(kind, Kind::Pipeline | Kind::Bond | Kind::Plot)
+                && !kind.in_testbed_table() =>
+        {
+            return not_in_table(kind);
+        }
         Some(kind) => format!("bench {}", kind.name()),
     };
     format!(
@@ -644,10 +682,27 @@ fn harness_missing(kind: Option<Kind>) -> String {
     )
 }
 
+/// Why `kind` cannot run without -i, with the harness or without it.
+pub(crate) fn not_in_table(kind: Kind) -> String {
+    format!(
+        "bench {} is not in the testbed table: run it on an interface (-i IF)",
+        kind.name()
+    )
+}
+
 /// The header: stdout normally, stderr under --json (a driver waits for it as "ready").
 fn probe_frame(iface: &Interface, size: usize, dst_mac: [u8; 6]) -> Result<Vec<u8>> {
+    probe_frame_from(
+        iface.link_info()?.mac.unwrap_or([2, 0, 0, 0, 0, 1]),
+        size,
+        dst_mac,
+    )
+}
+
+/// The frame a sending benchmark sends, from `src_mac`.
+fn probe_frame_from(src_mac: [u8; 6], size: usize, dst_mac: [u8; 6]) -> Result<Vec<u8>> {
     let addrs = ProbeAddrs {
-        src_mac: iface.link_info()?.mac.unwrap_or([2, 0, 0, 0, 0, 1]),
+        src_mac,
         dst_mac,
         src_ip: [198, 51, 100, 1],
         dst_ip: [198, 51, 100, 2],

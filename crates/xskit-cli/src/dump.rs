@@ -181,11 +181,17 @@ fn print_summary(args: &DumpArgs, report: &DumpReport) -> Result<()> {
     if args.json {
         crate::opts::print_json("dump", report)?;
     } else {
+        let lost = match report.lost {
+            0 => "none lost".to_string(),
+            n => format!(
+                "{} lost (the perf buffer was full: a slower rate or a narrower filter keeps up)",
+                thousands(n)
+            ),
+        };
         note!(
-            "{} packets captured, {} filtered out, {} lost (the perf buffer was full)",
+            "{} packets captured, {} filtered out, {lost}",
             thousands(report.captured),
             thousands(report.filtered_out),
-            thousands(report.lost)
         );
     }
     Ok(())

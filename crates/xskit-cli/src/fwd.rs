@@ -400,14 +400,33 @@ fn all_mistakes(args: &FwdArgs) -> Result<RuleSet> {
     let mut rules = rules;
     rules.set_forward_in_kernel(args.xdp_forward);
     if !args.explain {
-        checks.push(forward_config(args, rules.clone()).and_then(|config| {
-            config.validate().map_err(|e| {
-                let flags = flags_for(&e);
-                anyhow::Error::new(e).context(format!(
-                    "forwarding on {}{flags}",
-                    args.interfaces.join(" and ")
-                ))
+        // Every interface that is not there, each named once: the forwarder's own check
+        // stops at the first.
+        let mut devices: Vec<String> = args
+            .interfaces
+            .iter()
+            .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
+                Some((_, members)) => members.clone(),
+                None => vec![i.clone()],
             })
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        devices.retain(|d| seen.insert(d.clone()));
+        checks.extend(devices.iter().map(|d| crate::opts::interface_exists(Ok(d))));
+        checks.push(forward_config(args, rules.clone()).and_then(|config| {
+            config
+                .validate()
+                .or_else(|e| match e {
+                    xskit_fwd::Error::Xsk(xskit::Error::NoSuchInterface { .. }) => Ok(()),
+                    e => Err(e),
+                })
+                .map_err(|e| {
+                    let flags = flags_for(&e);
+                    anyhow::Error::new(e).context(format!(
+                        "forwarding on {}{flags}",
+                        args.interfaces.join(" and ")
+                    ))
+                })
         }));
     }
     crate::opts::all_mistakes(checks)?;
@@ -692,19 +711,18 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         return Ok(0);
     }
     let rules = all_mistakes(args)?;
-    if let (Some(path), []) = (&args.rules, rules.rules()) {
-        note!(
-            "xskit fwd: {} has no rules: every packet takes the default ({})",
-            path.display(),
-            rules.default_verdict().name()
-        );
-    }
     let duration = args.run.duration()?;
     let interval = args.run.interval()?;
     if args.explain {
+        note_no_rules(args, &rules);
         explain(&rules);
         return Ok(0);
     }
+    // Said after the header, which a driver waits for as the sign that the ports are open.
+    let no_rules = rules
+        .rules()
+        .is_empty()
+        .then(|| RuleSet::with_default(rules.default_verdict()));
     let config = forward_config(args, rules)?;
     let stop = stop_flag()?;
     let live = args.run.live("fwd")?;
@@ -716,6 +734,9 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         ))
     })?;
     live.announce(&header(args, &forwarder));
+    if let Some(empty) = &no_rules {
+        note_no_rules(args, empty);
+    }
     announce_setup(args, &forwarder);
     let capture = start_capture(args, &forwarder)?;
     if let Some(d) = duration {
@@ -818,6 +839,17 @@ fn header(args: &FwdArgs, forwarder: &Forwarder) -> String {
 }
 
 /// The bonds, the notes and the promiscuous interfaces, on stderr.
+/// A rules file with no rules is said.
+fn note_no_rules(args: &FwdArgs, rules: &RuleSet) {
+    if let (Some(path), []) = (&args.rules, rules.rules()) {
+        note!(
+            "xskit fwd: {} has no rules: every packet takes the default ({})",
+            path.display(),
+            rules.default_verdict().name()
+        );
+    }
+}
+
 fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {
     for (name, members) in &args.bonds {
         note!(

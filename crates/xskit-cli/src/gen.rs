@@ -276,6 +276,40 @@ fn template_from(args: &GenArgs, own_mac: [u8; 6]) -> Result<Template> {
     let size = args
         .size
         .unwrap_or_else(|| Template::min_len(args.ipv6, args.vlan.is_some()).max(64));
+    // What Template::new would refuse one at a time, said all at once.
+    let mut mistakes = crate::opts::Mistakes::default();
+    for (flag, n) in [
+        ("--flows", args.flows),
+        ("--src-ports", args.src_ports),
+        ("--dst-ports", args.dst_ports),
+        ("--src-ips", args.src_ips),
+        ("--dst-ips", args.dst_ips),
+        ("--src-macs", args.src_macs),
+    ] {
+        if n == Some(0) {
+            mistakes.note(anyhow::anyhow!(
+                "{flag} 0: a flow range needs at least one value"
+            ));
+        }
+    }
+    if ends.src_ip.is_ipv4() != ends.dst_ip.is_ipv4() || ends.dst_ip.is_ipv6() != args.ipv6 {
+        mistakes.note(anyhow::anyhow!(
+            "--src-ip {} and --dst-ip {} must both be IPv4, or both IPv6 with -6 (--ipv6)",
+            ends.src_ip,
+            ends.dst_ip
+        ));
+    } else {
+        // The size and the rest, with the flow ranges' own mistakes set aside.
+        let some = Flows {
+            src_macs: flows.src_macs.max(1),
+            src_ips: flows.src_ips.max(1),
+            dst_ips: flows.dst_ips.max(1),
+            src_ports: flows.src_ports.max(1),
+            dst_ports: flows.dst_ports.max(1),
+        };
+        mistakes.take(Template::new(ends, some, args.vlan, size).map_err(anyhow::Error::from));
+    }
+    mistakes.finish()?;
     let t = Template::new(ends, flows, args.vlan, size).map_err(|e| match e {
         xskit_traffic::Error::EmptyFlowRange { range } => {
             let flag = match range {
@@ -296,7 +330,10 @@ fn template_from(args: &GenArgs, own_mac: [u8; 6]) -> Result<Template> {
 
 /// The checks of the options and the interface's name that need nothing opened.
 fn checks(args: &GenArgs) -> Vec<Result<()>> {
-    let mut checks = vec![crate::opts::interface_exists(args.port.interface())];
+    let mut checks = vec![
+        crate::opts::interface_exists(args.port.interface()),
+        args.port.config(false, true).map(|_| ()),
+    ];
     if args.pcap.is_none() {
         checks.push(template_from(args, [0x02, 0, 0, 0, 0, 1]).map(|_| ()));
     }

@@ -373,62 +373,89 @@ fn the_help_of_commands_that_count_frames_says_sizes_exclude_the_fcs() {
     }
 }
 
+const NOSUCH: &str = "no interface named 'xskit-no-such-if'";
+
+/// Command lines with several mistakes, and what each mistake's message says.
+type Mistaken = (&'static [&'static str], &'static [&'static str]);
+
+const MISTAKEN: &[Mistaken] = &[
+    (
+        &["gen", "-i", "xskit-no-such-if", "-s", "20000", "-t", "0"],
+        &[NOSUCH, "packet size 20000", "-t 0"],
+    ),
+    (
+        &[
+            "recv",
+            "-i",
+            "xskit-no-such-if",
+            "--expect",
+            "0",
+            "--max-loss",
+            "200%",
+        ],
+        &[NOSUCH, "--expect 0", "--max-loss \"200%\""],
+    ),
+    (
+        &["dump", "-i", "xskit-no-such-if", "-s", "0", "port("],
+        &[NOSUCH, "-s 0", "not tcpdump's language"],
+    ),
+    (
+        &[
+            "fwd",
+            "-i",
+            "a",
+            "-i",
+            "a",
+            "-I",
+            "0",
+            "--rules",
+            "/nonexistent/rules.toml",
+        ],
+        &[
+            "--interval 0",
+            "--rules: /nonexistent/rules.toml",
+            "no interface named 'a'",
+            "both interfaces are a",
+        ],
+    ),
+    (
+        &["fwd", "-i", "xskit-no-such-if", "-i", "xskit-no-such-if2"],
+        &[NOSUCH, "no interface named 'xskit-no-such-if2'"],
+    ),
+    (
+        &["gen", "-i", "lo", "-b", "0", "-s", "10", "--flows", "0"],
+        &["batch size 0", "--flows 0", "packet size 10"],
+    ),
+    (
+        &["gen", "-i", "lo", "--dst-ip", "2001:db8::2", "-b", "0"],
+        &["batch size 0", "with -6 (--ipv6)"],
+    ),
+    (
+        &["recv", "-i", "lo", "--ring-size", "100", "-b", "0"],
+        &["batch size 0", "--ring-size 100"],
+    ),
+    (
+        &["bench", "txpush", "-i", "lo", "-s", "10", "-I", "0"],
+        &["packet size 10", "--interval 0"],
+    ),
+    (
+        &[
+            "bench",
+            "rxdrop",
+            "-i",
+            "xskit-no-such-if",
+            "-b",
+            "0",
+            "--runs",
+            "3",
+        ],
+        &[NOSUCH, "batch size 0", "--runs is for the testbed table"],
+    ),
+];
+
 #[test]
 fn every_mistake_of_a_command_line_is_reported_at_once() {
-    let nosuch = "no interface named 'xskit-no-such-if'";
-    for (args, mistakes) in [
-        (
-            &["gen", "-i", "xskit-no-such-if", "-s", "20000", "-t", "0"][..],
-            &[nosuch, "packet size 20000", "-t 0"][..],
-        ),
-        (
-            &[
-                "recv",
-                "-i",
-                "xskit-no-such-if",
-                "--expect",
-                "0",
-                "--max-loss",
-                "200%",
-            ],
-            &[nosuch, "--expect 0", "--max-loss \"200%\""],
-        ),
-        (
-            &["dump", "-i", "xskit-no-such-if", "-s", "0", "port("],
-            &[nosuch, "-s 0", "not tcpdump's language"],
-        ),
-        (
-            &[
-                "fwd",
-                "-i",
-                "a",
-                "-i",
-                "a",
-                "-I",
-                "0",
-                "--rules",
-                "/nonexistent/rules.toml",
-            ],
-            &[
-                "--interval 0",
-                "--rules: /nonexistent/rules.toml",
-                "both interfaces are a",
-            ],
-        ),
-        (
-            &[
-                "bench",
-                "rxdrop",
-                "-i",
-                "xskit-no-such-if",
-                "-b",
-                "0",
-                "--runs",
-                "3",
-            ],
-            &[nosuch, "batch size 0", "--runs is for the testbed table"],
-        ),
-    ] {
+    for &(args, mistakes) in MISTAKEN {
         let out = Command::new(XSKIT).args(args).output().unwrap();
         let text = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");

@@ -56,10 +56,7 @@ fn bench_of(kind: Option<Kind>) -> Result<Option<Bench>> {
         Some(Kind::AfpacketTx) => Bench::AfpacketTx,
         Some(Kind::XdpDrop) => Bench::XdpDrop,
         Some(Kind::Fwd) => Bench::Fwd,
-        Some(other) => bail!(
-            "bench {} is not in the testbed table: run it on an interface (-i IF)",
-            other.name()
-        ),
+        Some(other) => bail!("{}", super::not_in_table(other)),
     }))
 }
 
