@@ -84,15 +84,15 @@ impl FwdCapture {
     }
 }
 
-fn capture(
+type Writer = PcapNgWriter<BufWriter<File>>;
+
+/// Opens a capture on each interface and starts the file with a block per interface.
+fn open_all(
     file: File,
-    path: PathBuf,
-    interfaces: Vec<String>,
-    reasons: Reasons,
+    path: &std::path::Path,
+    interfaces: &[String],
     max_per_sec: u32,
-    stop: &AtomicBool,
-    ready: mpsc::SyncSender<Result<()>>,
-) -> Result<CaptureTally> {
+) -> Result<(Vec<(u32, Capture)>, Writer)> {
     let config = CaptureConfig::default().max_per_sec(max_per_sec);
     let opened: Result<Vec<(u32, Capture)>> = interfaces
         .iter()
@@ -104,9 +104,9 @@ fn capture(
         })
         .collect();
     let write_error = |e: pcap_file::PcapError| anyhow!("--capture {}: {e}", path.display());
-    let setup = opened.and_then(|captures| {
+    opened.and_then(|captures| {
         let mut writer = PcapNgWriter::new(BufWriter::new(file)).map_err(write_error)?;
-        for name in &interfaces {
+        for name in interfaces {
             let block = InterfaceDescriptionBlock {
                 linktype: DataLink::ETHERNET,
                 snaplen: config.snaplen,
@@ -119,7 +119,20 @@ fn capture(
             writer.write_pcapng_block(block).map_err(write_error)?;
         }
         Ok((captures, writer))
-    });
+    })
+}
+
+fn capture(
+    file: File,
+    path: PathBuf,
+    interfaces: Vec<String>,
+    reasons: Reasons,
+    max_per_sec: u32,
+    stop: &AtomicBool,
+    ready: mpsc::SyncSender<Result<()>>,
+) -> Result<CaptureTally> {
+    let write_error = |e: pcap_file::PcapError| anyhow!("--capture {}: {e}", path.display());
+    let setup = open_all(file, &path, &interfaces, max_per_sec);
     let (mut captures, mut writer) = match setup {
         Ok(s) => {
             let _ = ready.send(Ok(()));
