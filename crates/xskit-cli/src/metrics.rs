@@ -37,11 +37,14 @@ const GAUGES: &[&str] = &[
     "aggregator",
     "key",
     "state",
-    "queue",
     "packet_size",
     "flows",
     "schema_version",
 ];
+
+/// Whole-number fields that name a thing rather than measure it: labels of the `_info`
+/// metric, as text fields are.
+const IDENTIFIERS: &[&str] = &["queue"];
 
 /// The time units fields carry, by suffix, and how many make a second.
 const TIME_UNITS: &[(&str, f64)] = &[("_ms", 1e3), ("_us", 1e6), ("_ns", 1e9)];
@@ -167,6 +170,9 @@ fn flatten(
     let mut info = labels.clone();
     for (key, v) in fields {
         match v {
+            Value::Number(n) if IDENTIFIERS.contains(&key.as_str()) => {
+                info.push((key.clone(), n.to_string()));
+            }
             Value::Number(n) => {
                 if let Some((name, sample)) = number_metric(prefix, key, n, levels) {
                     push(families, name, labels, sample);
@@ -416,7 +422,7 @@ mod tests {
             "command": "fwd",
             "duration_s": 1.5,
             "ports": [
-                {"interface": "a", "mode": "xdp-skb", "rx_packets": 7, "bond": {
+                {"interface": "a", "mode": "xdp-skb", "queue": 0, "rx_packets": 7, "bond": {
                     "mode": "802.3ad", "failovers": 1, "aggregator": 2,
                     "members": [{"interface": "m0", "up": true, "lacp": {"pdus_in": 3, "key": 9}}]
                 }},
@@ -437,8 +443,16 @@ mod tests {
             Sample::Counter(5)
         );
         assert_eq!(
-            sample(&f, "port", &[("interface", "a"), ("mode", "xdp-skb")]),
+            sample(
+                &f,
+                "port",
+                &[("interface", "a"), ("mode", "xdp-skb"), ("queue", "0")]
+            ),
             Sample::Info
+        );
+        assert!(
+            !f.contains_key("queue"),
+            "a queue number is a label, not a gauge"
         );
         assert_eq!(
             sample(&f, "bond_failovers", &[("interface", "a")]),

@@ -7,6 +7,18 @@ use prometheus_client::metrics::MetricType;
 /// Families by name (without `xskit_`, and without `_total` for counters), what each is.
 const HELP: &[(&str, &str)] = &[
     (
+        "build",
+        "The xskit serving these metrics: its command and version as labels (always 1)",
+    ),
+    (
+        "port",
+        "Each port's facts as labels: its interface, queue and mode (always 1)",
+    ),
+    (
+        "rule",
+        "Each rule's facts as labels: its name and action (always 1)",
+    ),
+    (
         "rx_packets",
         "Packets received by xskit's sockets on the interface",
     ),
@@ -215,13 +227,12 @@ pub(super) fn text(name: &str, kind: MetricType) -> String {
     .iter()
     .find_map(|(prefix, per)| name.strip_prefix(prefix).map(|rest| (*per, rest)))
     .unwrap_or(("", name));
-    let what = match kind {
-        MetricType::Counter => "count",
-        MetricType::Info => "facts",
-        _ => "level",
-    };
     let words = rest.replace('_', " ");
-    format!("The {what} '{words}'{per}")
+    match kind {
+        MetricType::Counter => format!("The count '{words}'{per}"),
+        MetricType::Info => format!("Facts about the {words}{per}, as labels (always 1)"),
+        _ => format!("The level '{words}'{per}"),
+    }
 }
 
 #[cfg(test)]
