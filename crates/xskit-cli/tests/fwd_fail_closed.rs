@@ -182,6 +182,16 @@ fn unclassifiable_packets_never_fall_through_to_forward() {
         let u = r["counters"]["unclassifiable"]["packets"].as_u64().unwrap();
         assert_eq!(u as usize, frames.len(), "{extra:?}: each one counted: {r}");
         assert_eq!(r["counters"]["unclassifiable"]["action"], "drop", "{r}");
+        // Whether the kernel or user space found them unclassifiable, the ports say the
+        // same total as the unclassifiable rule.
+        let on_ports: u64 = (0..2)
+            .map(|p| {
+                r["counters"]["ports"][p]["unclassifiable"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(on_ports, u, "{extra:?}: {r}");
         // Packets the rules can classify still meet the rule.
         let (got, r) = run_case(extra, DROP_DNS, &control);
         assert_eq!(got, 0, "{extra:?}: {r}");

@@ -99,6 +99,9 @@ counters! {
     oversize_dropped drop "over-mtu";
     /// Packets dropped for want of free frames to build segments in.
     no_frames_dropped drop "no-free-frames";
+    /// Packets from this interface that user space could not classify (the rules' headers
+    /// unreadable; the XDP program's own are counted beside them in the port's total).
+    unclassifiable;
     /// Packets whose bytes xskit copied in user space on their way in or out of this
     /// interface: to or from the TAP device, flooded from the TAP device, cut into segments
     /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding

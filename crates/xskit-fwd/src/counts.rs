@@ -54,8 +54,9 @@ pub struct PortCount {
     /// transmit: dropped by the kernel (on veth: the far end has neither GRO nor an XDP
     /// program). Derived from the device's counter, so other traffic on it can hide some.
     pub xdp_forward_undelivered: u64,
-    /// Packets arriving here that the XDP filter could not classify (also counted under
-    /// [`Counters::unclassifiable`] with what was done with them).
+    /// Packets arriving here that could not be classified, by the XDP filter or in user
+    /// space (also counted under [`Counters::unclassifiable`], with what was done with them):
+    /// the same total as there.
     pub unclassifiable: u64,
     /// Whether the link can carry packets (up, with carrier; a bond: any member): while it
     /// cannot, what is sent to it waits in its tx rings, then is dropped as tx-ring-full.

@@ -102,6 +102,7 @@ pub(crate) fn counters(
 fn add_worker(out: &mut Counters, shape: &Shape<'_>, w: &WorkerSnapshot) {
     for (p, (user, count)) in w.ports.iter().zip(out.ports.iter_mut()).enumerate() {
         count.user += *user;
+        count.unclassifiable += user.unclassifiable;
         let first = shape.sides[p].start;
         for i in shape.sides[p].clone() {
             let s = w.sockets.get(i).copied().unwrap_or_default();
@@ -273,6 +274,7 @@ mod tests {
         w.ports[0].rx_packets = 7;
         w.rules[1].packets = 7; // from-a, decided in user space
         w.rules[3].packets = 2; // unclassifiable in user space (arrived undecided)
+        w.ports[0].unclassifiable = 2; // ... on port a
         w.sockets[1].rx_dropped = 4;
         let filters = [
             kernel([50, 0, 900], &[(Slot::Unclassifiable, 3)], 0),
@@ -287,10 +289,11 @@ mod tests {
             (c.unclassifiable.packets, c.unclassifiable.in_kernel),
             (5, 3)
         );
+        // The port's unclassifiable and the unclassifiable rule's are one number.
         let a = &c.ports[0];
         assert_eq!(
             (a.xdp_dropped, a.xdp_forwarded, a.unclassifiable),
-            (53, 900, 3)
+            (53, 900, 5)
         );
         assert_eq!(c.ports[1].socket_rx_dropped, 4);
         // 900 forwarded towards b in XDP, 880 left b's device, nothing from user space.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 
-use crate::counter::bump;
 pub(crate) use crate::counter::RuleCells;
+use crate::counter::{bump, PortCells};
 use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
 use xskit::{Frame, Umem};
 use xskit_pipeline::{Next, Stage, StageContext, StageId};
@@ -216,6 +216,8 @@ pub(crate) struct Rules {
     pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
     /// One per rule, then the default's, then unclassifiable packets'.
     pub(crate) cells: Arc<Vec<RuleCells>>,
+    /// The worker's per-port counts: unclassifiable packets are counted on their port too.
+    pub(crate) ports: Arc<Vec<PortCells>>,
     /// Counts gathered during one vector, flushed to `cells` at its end.
     pub(crate) local: Vec<[u64; 3]>,
     /// The port each input port forwards to.
@@ -298,6 +300,14 @@ impl Stage for Rules {
             // then leaves its headers alone.
             f.set_mark(settled && matches!(next, Next::Tx(_) | Next::Back));
             *n = next;
+        }
+        // A vector comes from one port: its unclassifiable packets are that port's.
+        let unclassifiable = self.local.last().map_or(0, |c| c[0]);
+        if let (true, Some(port)) = (
+            unclassifiable > 0,
+            self.ports.get(usize::from(context.input_port)),
+        ) {
+            bump(&port.unclassifiable, unclassifiable);
         }
         for (local, cell) in self.local.iter_mut().zip(self.cells.iter()) {
             if local[0] > 0 {

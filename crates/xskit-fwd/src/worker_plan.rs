@@ -104,7 +104,11 @@ impl WorkerPlan {
         Ok((worker, cell))
     }
 
-    pub(crate) fn pipeline(&self, rule_cells: &Arc<Vec<RuleCells>>) -> Result<Pipeline> {
+    pub(crate) fn pipeline(
+        &self,
+        rule_cells: &Arc<Vec<RuleCells>>,
+        port_cells: &Arc<Vec<PortCells>>,
+    ) -> Result<Pipeline> {
         let n = self.port_macs.len();
         let mut pipeline = Pipeline::new(n);
         pipeline.set_vector_size(self.vector)?;
@@ -124,6 +128,7 @@ impl WorkerPlan {
             rules: Arc::clone(&self.rules),
             limiters: Arc::clone(&self.limiters),
             cells: Arc::clone(rule_cells),
+            ports: Arc::clone(port_cells),
             local: vec![[0; 3]; self.rules.rules().len() + 2],
             outs: if n == 2 { vec![1, 0] } else { vec![0] },
             reflect: self.reflect,
@@ -166,7 +171,7 @@ impl WorkerPlan {
             cpu: (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()]),
             umem: umem.clone(),
             ports,
-            pipeline: self.pipeline(&rule_cells)?,
+            pipeline: self.pipeline(&rule_cells, &port_cells)?,
             pool,
             vector: self.vector,
             check: self.check,
