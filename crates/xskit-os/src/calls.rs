@@ -13,8 +13,35 @@ pub fn cvt(ret: libc::c_int, call: &'static str) -> Result<libc::c_int, SyscallE
     }
 }
 
-/// Sets a socket option from a plain value.
-pub fn setsockopt<T>(
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A type whose every byte is initialized whenever a value of it exists (integers, arrays of
+/// them, and C structs without padding): what the kernel reads of a socket option is then
+/// defined. Implemented here only, for the option types xskit passes.
+pub trait SockOptValue: sealed::Sealed + Copy {}
+
+macro_rules! sock_opt_values {
+    ($($t:ty),*) => {
+        $(impl sealed::Sealed for $t {} impl SockOptValue for $t {})*
+    };
+}
+
+sock_opt_values!(
+    libc::c_int,
+    u32,
+    [u32; 7],
+    libc::xdp_umem_reg,
+    libc::packet_mreq
+);
+
+// The structs have no padding: their sizes are the sums of their fields'.
+const _: () = assert!(std::mem::size_of::<libc::xdp_umem_reg>() == 8 + 8 + 4 * 4);
+const _: () = assert!(std::mem::size_of::<libc::packet_mreq>() == 4 + 2 + 2 + 8);
+
+/// Sets a socket option from a plain value (see [`SockOptValue`]).
+pub fn setsockopt<T: SockOptValue>(
     fd: std::os::fd::BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,
@@ -22,7 +49,8 @@ pub fn setsockopt<T>(
     call: &'static str,
 ) -> Result<(), SyscallError> {
     use std::os::fd::AsRawFd;
-    // SAFETY: value points to a live T of the size passed.
+    // SAFETY: value points to a live T of the size passed, every byte of it initialized
+    // (SockOptValue).
     let ret = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),

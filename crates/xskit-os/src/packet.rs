@@ -72,7 +72,7 @@ fn bind(fd: &OwnedFd, ifindex: u32, ethertype: u16) -> Result<(), SyscallError> 
     SyscallError::check(ret, "bind(AF_PACKET)").map(drop)
 }
 
-fn packet_opt<T>(
+fn packet_opt<T: crate::SockOptValue>(
     fd: &OwnedFd,
     name: libc::c_int,
     value: &T,

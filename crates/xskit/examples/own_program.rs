@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aya::maps::PerCpuArray;
+use xskit::maps::PerCpuArray;
 use xskit::{Interface, Mode, Port, PortConfig, ProgramObject, XdpProgram};
 
 /// What one run saw.

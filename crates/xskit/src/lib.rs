@@ -50,9 +50,16 @@ pub use sys::umem::{
 };
 pub use xskit_os::SyscallError;
 
-/// The aya that xskit loads programs with, whose map types [`XdpProgram::take_map`] returns:
-/// use these paths (`xskit::aya::maps::Array`) so that your types are the ones xskit built.
-pub use aya;
+/// The map types [`XdpProgram::take_map`] returns, from the aya that xskit loads programs
+/// with: name them through this module (`xskit::maps::Array`) so that your types are the
+/// ones xskit built. Only these are re-exported, not the whole of aya.
+pub mod maps {
+    pub use aya::maps::{
+        Array, DevMap, HashMap, LpmTrie, Map, MapData, MapError, PerCpuArray, PerCpuHashMap,
+        PerCpuValues, XskMap,
+    };
+    pub use aya::Pod;
+}
 
 /// Raw descriptor type of the rx and tx rings, for [`TxRing::send_raw`].
 pub use libc::xdp_desc as RawDesc;
