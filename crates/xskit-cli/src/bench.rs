@@ -676,7 +676,7 @@ fn harness_missing(kind: Option<Kind>) -> String {
     };
     format!(
         "{what} comes with the benchmark harness, which this xskit was built without: build \
-         it with `cargo install --path crates/xskit-cli --features bench-harness` (or run \
+         it with `cargo install --locked --path crates/xskit-cli --features bench-harness` (or run \
          `sudo bash scripts/setup.sh bench`); on your own interface, `xskit bench KIND -i IF` \
          needs no harness"
     )
