@@ -402,14 +402,7 @@ fn all_mistakes(args: &FwdArgs) -> Result<RuleSet> {
     if !args.explain {
         // Every interface that is not there, each named once: the forwarder's own check
         // stops at the first.
-        let mut devices: Vec<String> = args
-            .interfaces
-            .iter()
-            .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
-                Some((_, members)) => members.clone(),
-                None => vec![i.clone()],
-            })
-            .collect();
+        let mut devices = devices(args);
         let mut seen = std::collections::HashSet::new();
         devices.retain(|d| seen.insert(d.clone()));
         checks.extend(devices.iter().map(|d| crate::opts::interface_exists(Ok(d))));
@@ -871,6 +864,17 @@ fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {
     }
 }
 
+/// The devices the command line names: each interface, or a bond's members in its place.
+fn devices(args: &FwdArgs) -> Vec<String> {
+    args.interfaces
+        .iter()
+        .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
+            Some((_, members)) => members.clone(),
+            None => vec![i.clone()],
+        })
+        .collect()
+}
+
 /// With --capture: the capture thread, on every interface a program runs on.
 fn start_capture(
     args: &FwdArgs,
@@ -880,14 +884,7 @@ fn start_capture(
         return Ok(None);
     };
     // The programs run on the interfaces, and on a bond's members.
-    let interfaces: Vec<String> = args
-        .interfaces
-        .iter()
-        .flat_map(|i| match args.bonds.iter().find(|(name, _)| name == i) {
-            Some((_, members)) => members.clone(),
-            None => vec![i.clone()],
-        })
-        .collect();
+    let interfaces = devices(args);
     let capture = crate::fwd_capture::FwdCapture::start(
         path,
         interfaces,

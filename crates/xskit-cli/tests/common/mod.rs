@@ -26,17 +26,21 @@ pub fn ok(out: &Output) -> String {
     text
 }
 
-/// Starts `xskit ARGS` in `host`'s namespace and waits for its header line on stderr (printed
-/// once its port is open, or its error).
-pub fn start(host: &Host, args: &[&str]) -> Child {
-    let mut child = host
-        .ns
+/// `xskit ARGS` in `host`'s namespace, its stdout and stderr piped.
+fn spawn_piped(host: &Host, args: &[&str]) -> Child {
+    host.ns
         .command(XSKIT)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Starts `xskit ARGS` in `host`'s namespace and waits for its header line on stderr (printed
+/// once its port is open, or its error).
+pub fn start(host: &Host, args: &[&str]) -> Child {
+    let mut child = spawn_piped(host, args);
     let mut header = String::new();
     BufReader::new(child.stderr.take().unwrap())
         .read_line(&mut header)
@@ -56,14 +60,7 @@ pub struct Logged {
 }
 
 pub fn start_logged(host: &Host, args: &[&str]) -> Logged {
-    let mut child = host
-        .ns
-        .command(XSKIT)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(host, args);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let (header_tx, header_rx) = std::sync::mpsc::channel();
     let stderr = std::thread::spawn(move || {
