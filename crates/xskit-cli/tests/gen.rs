@@ -223,7 +223,7 @@ fn gen_errors_are_clear() {
         ),
         (
             vec!["gen", "-i", "lo", "-6", "--dst-ip", "198.51.100.2"],
-            "both be IPv4 or both IPv6",
+            "must both be IPv4, or both IPv6 with -6",
         ),
         (vec!["gen", "-i", "lo", "--vlan", "5000"], "VLAN id 5000"),
         (vec!["gen", "-i", "lo", "--duration=-1"], "--duration"),
