@@ -248,6 +248,11 @@ fn host_receives_what_the_guest_sends(running: &RunningGuest<'_>, k: usize, vari
             .args(["-INT", &recv.id().to_string()])
             .status();
     }
+    let link = ns
+        .command("ip")
+        .args(["-s", "-s", "-d", "link", "show", TAP])
+        .output()
+        .unwrap();
     let out = recv.take().wait_with_output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let intact = (
@@ -258,9 +263,12 @@ fn host_receives_what_the_guest_sends(running: &RunningGuest<'_>, k: usize, vari
     assert!(
         intact,
         "{variant}: the host received every probe the guest sent: the TAP device received \
-         {arrived} frames; the host's recv: {report} {}\nthe guest's gen: {} {}\nthe guest's \
-         device counters after it:\n{}\nthe guest's script:\n{}",
+         {arrived} frames; the host's recv: {report} {} {}\nthe TAP device then:\n{}\nthe \
+         guest's gen: {} {}\nthe guest's device counters after it:\n{}\nthe guest's \
+         script:\n{}",
         text(&out),
+        std::fs::read_to_string(running.share().join("host-recv.err")).unwrap_or_default(),
+        text(&link),
         shared("json"),
         shared("err"),
         shared("device"),
