@@ -256,7 +256,7 @@ impl XdpFilter {
     /// order; a bond's usable members, or one plain interface), picked by `spread`. Rewritten
     /// while the program runs: the members first, the count last, so a packet never sees a
     /// slot that is not written. None usable: forwarded packets are dropped and counted
-    /// ([`XdpFilter::no_member_counter`]).
+    /// ([`Slot::NoMember`]).
     pub fn set_forward_out(&self, usable: &[u32], spread: TxSpread) -> Result<()> {
         if usable.len() > xskit_bond::MAX_MEMBERS {
             return Err(Error::Bond(xskit_bond::Error::MemberCount {
@@ -290,7 +290,7 @@ impl XdpFilter {
     }
 
     /// Marks the interface as an active-backup bond's inactive member (everything arriving is
-    /// dropped first and counted, [`XdpFilter::inactive_counter`]), or not.
+    /// dropped first and counted, [`Slot::Inactive`]), or not.
     pub fn set_inactive(&self, inactive: bool) -> Result<()> {
         self.edit_config(|maps| maps.inactive = inactive)
     }
@@ -298,7 +298,7 @@ impl XdpFilter {
     /// Marks the interface as an 802.3ad bond's member: slow protocol frames (LACP and
     /// marker PDUs, EtherType 0x8809, untagged) go to the kernel, where the bond's control
     /// path reads them, before anything else and whether the member is active or not;
-    /// counted ([`XdpFilter::lacp_counter`]).
+    /// counted ([`Slot::Lacp`]).
     pub fn set_lacp(&self, lacp: bool) -> Result<()> {
         self.edit_config(|maps| maps.lacp = lacp)
     }
@@ -311,11 +311,6 @@ impl XdpFilter {
         let (inactive, arp_targets, lacp) = (maps.inactive, maps.arp_target_count, maps.lacp);
         maps.written.config.set_duties(inactive, arp_targets, lacp);
         maps.write("writing the filter's configuration")
-    }
-
-    /// Slow protocol frames (LACP) passed to the kernel on an 802.3ad bond's member.
-    pub fn lacp_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::Lacp.index())
     }
 
     /// ARP monitoring: counts ARP packets from `targets` (at most
@@ -347,16 +342,6 @@ impl XdpFilter {
         self.maps.lock_unpoisoned().read(Slot::ArpAlive.index())
     }
 
-    /// Packets to forward in XDP that found no usable member on the other side, dropped.
-    pub fn no_member_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::NoMember.index())
-    }
-
-    /// Packets that arrived while the interface was an inactive member, dropped.
-    pub fn inactive_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::Inactive.index())
-    }
-
     /// Packets the filter could not classify, whatever it then did with them.
     pub fn unclassifiable_counter(&self) -> Result<RuleCounter> {
         self.maps
@@ -370,13 +355,8 @@ impl XdpFilter {
         self.maps.lock_unpoisoned().read(Slot::Undecided.index())
     }
 
-    /// Packets a `forward` rule would have sent on in XDP whose TCP or UDP checksum was partial:
-    /// the filter sends them to user space, which finishes the checksum.
-    pub fn partial_checksum_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::PartialCsum.index())
-    }
-
-    /// The counter of `slot` (the named counters above are these).
+    /// The counter of `slot`: every counter the filter keeps beside its rules (the named
+    /// ones above are among these).
     pub fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {
         self.maps.lock_unpoisoned().read(slot.index())
     }
