@@ -15,9 +15,10 @@ use xskit_traffic::probe::{self, ProbeAddrs};
 use xskit_wire::{arp, ethernet, EtherType};
 
 use crate::bonded::SidePort;
-use crate::forward::{ForwardConfig, WorkerCells, WorkerPlan};
+use crate::config::ForwardConfig;
 use crate::rules::RuleSet;
 use crate::worker::{Clock, HostLink, TapPath, Worker};
+use crate::worker_plan::{WorkerCells, WorkerPlan};
 
 const A_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
@@ -71,10 +72,15 @@ impl VirtualClock {
 struct MemHost {
     received: Mutex<Vec<Vec<u8>>>,
     to_send: Mutex<VecDeque<Vec<u8>>>,
+    /// Its queue is full: every frame written is refused.
+    full: bool,
 }
 
 impl HostLink for Arc<MemHost> {
     fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
+        if self.full {
+            return Ok(false);
+        }
         self.received.lock_unpoisoned().push(frame.to_vec());
         Ok(true)
     }
@@ -391,6 +397,32 @@ fn the_host_gets_passed_and_broadcast_frames_and_its_own_go_where_learnt() {
     // the host, the host's frame to B_MAC, and the flooded copy.
     assert_eq!(bench.port(0, |c| &c.copies), 2);
     assert_eq!(bench.port(1, |c| &c.copies), 3);
+    bench.assert_all_frames_home();
+}
+
+#[test]
+fn a_broadcast_copy_the_host_refuses_is_counted_as_dropped_not_copied() {
+    let host = Arc::new(MemHost {
+        full: true,
+        ..MemHost::default()
+    });
+    let mut bench = Bench::with_host("default = \"forward\"\n", 2, |_| {}, Some(host));
+    let mut broadcast = udp(9, 1);
+    broadcast[..6].copy_from_slice(&[0xff; 6]);
+    bench.ends[0].inject(&broadcast);
+    bench.settle();
+    assert_eq!(
+        bench.ends[1].take(),
+        vec![broadcast],
+        "forwarded all the same"
+    );
+    assert_eq!(
+        (
+            bench.port(0, |c| &c.copies),
+            bench.port(0, |c| &c.to_kernel_dropped)
+        ),
+        (0, 1)
+    );
     bench.assert_all_frames_home();
 }
 

@@ -320,19 +320,22 @@ impl<P: SidePort> Worker<P> {
             bump(&cells.rx_bytes, bytes as u64);
             if let Some(tap) = &self.tap {
                 // Broadcast and multicast (ARP requests, neighbour discovery) are also
-                // the forwarding host's business: its kernel gets a copy.
-                let mut copied = 0;
+                // the forwarding host's business: its kernel gets a copy. The original is
+                // forwarded whatever becomes of the copy, so a copy the TAP device refused
+                // is a drop on the kernel's path, not the forwarder's end.
+                let (mut copied, mut refused) = (0, 0);
                 for f in self.input.iter() {
                     let data = self.umem.data(f);
                     if data.first().is_some_and(|b| b & 1 == 1) && !f.is_continued() {
                         tap.learn(data, p as u16);
-                        let _ = tap.link.write(data);
-                        copied += 1;
+                        match tap.link.write(data) {
+                            Ok(true) => copied += 1,
+                            Ok(false) | Err(_) => refused += 1,
+                        }
                     }
                 }
-                if copied > 0 {
-                    bump(&cells.copies, copied);
-                }
+                bump(&cells.copies, copied);
+                bump(&cells.to_kernel_dropped, refused);
             }
             let now = if self.needs_clock {
                 *now_ns.get_or_insert_with(|| clock.now_ns())
