@@ -7,7 +7,6 @@ use xskit::{Mode, SocketConfig};
 use xskit_pipeline::DEFAULT_VECTOR;
 
 use crate::bonded::BondConfig;
-use crate::error::Result;
 use crate::rules::{RuleSet, Verdict};
 
 /// How to forward: `ForwardConfig::new(interfaces)` and the setters for the rest.
@@ -125,14 +124,6 @@ xskit_os::config_setters!(ForwardConfig {
 });
 
 impl ForwardConfig {
-    /// Checks what [`crate::Forwarder::new`] checks before it opens anything (the interfaces'
-    /// count, the bonds, the CPUs, the rules against the mode), so that a caller can report
-    /// it beside mistakes of its own.
-    pub fn validate(&self) -> Result<()> {
-        let cpus = crate::config_check::CpuFacts::here()?;
-        crate::config_check::check_config(self, &cpus).map(|_| ())
-    }
-
     /// Forwards between `interfaces` (or reflects on one) with the defaults: every packet
     /// forwarded, every queue served, mode `Auto`.
     pub fn new<S: Into<String>>(interfaces: impl IntoIterator<Item = S>) -> Self {

@@ -3,9 +3,19 @@
 
 use std::collections::HashMap;
 
+use crate::config::ForwardConfig;
 use crate::error::{Error, Result};
-use crate::forward::ForwardConfig;
 use crate::rules::{RuleSet, Verdict};
+
+impl ForwardConfig {
+    /// Checks what [`crate::Forwarder::new`] checks before it opens anything (the interfaces'
+    /// count, the bonds, the CPUs, the rules against the mode), so that a caller can report
+    /// it beside mistakes of its own.
+    pub fn validate(&self) -> Result<()> {
+        let cpus = CpuFacts::here()?;
+        check_config(self, &cpus).map(|_| ())
+    }
+}
 
 /// The CPUs a worker may be pinned to.
 #[derive(Clone, Debug)]

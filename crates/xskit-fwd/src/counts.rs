@@ -6,7 +6,7 @@ use serde::Serialize;
 use xskit_pipeline::PoolStats;
 
 use crate::bonded::BondCount;
-pub use crate::counter::UserPortCounts;
+use crate::counter::UserPortCounts;
 
 /// One rule's counts (or the default's, last).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -12,9 +12,9 @@ use xskit_pipeline::{PoolStats, SharedFrames};
 use crate::abi::Slot;
 use crate::bond_runtime::{BondRuntime, RealBondIo};
 use crate::bonded::{gather_sides, BondConfig, BondCount, QueueSides, Side};
-pub use crate::config::{ChecksumMode, ForwardConfig};
+use crate::config::ForwardConfig;
 use crate::counter::PortCells;
-pub use crate::counts::*;
+use crate::counts::{Counters, FrameReport, LiveFrames, PortCount, Report, RuleCount};
 use crate::error::{Error, Result};
 use crate::filter::XdpFilter;
 use crate::kernel::Kernel;
@@ -22,7 +22,7 @@ use crate::report::{FilterSnapshot, WorkerSnapshot};
 use crate::rules::RuleSet;
 use crate::stages::{PortMacs, RuleCells};
 use crate::worker::{TapPath, Worker, WorkerEnd};
-pub(crate) use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
+use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
 use xskit_os::tap::TapFd;
 
 /// A kernel counter read; without `strict` a failed read counts nothing (a device that
@@ -83,8 +83,6 @@ fn bond_runtimes(
         })
         .collect()
 }
-
-pub(crate) use crate::bonded::BondStatsCell;
 
 /// Queue `q`'s sockets, one per interface, gathered into sides.
 fn queue_sides<K: Kernel>(

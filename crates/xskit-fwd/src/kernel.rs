@@ -16,20 +16,8 @@ use crate::config_check::CpuFacts;
 use crate::error::{Error, Result};
 use crate::filter::{Action, KernelRule, XdpFilter};
 use crate::filter_plan::FilterControl;
-use crate::plan::{LinkOffer, SocketAsk, SocketPlan};
+use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
 use crate::rules::{RuleSet, Verdict};
-
-/// What set-up needs to know of one interface.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct LinkFacts {
-    pub(crate) name: String,
-    pub(crate) mtu: u32,
-    /// None: not an Ethernet device.
-    pub(crate) mac: Option<[u8; 6]>,
-    pub(crate) ifindex: u32,
-    /// A veth's peer, where it is in this namespace.
-    pub(crate) veth_peer: Option<u32>,
-}
 
 /// The kernel's share of the rules, as every filter gets it.
 #[derive(Clone, Debug)]

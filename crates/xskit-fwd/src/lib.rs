@@ -28,8 +28,11 @@ mod worker;
 mod worker_plan;
 
 pub use bonded::{BondConfig, BondCount, FailOverMac, LacpEnd, MemberCount, MemberLacp};
+pub use config::{ChecksumMode, ForwardConfig};
+pub use counter::UserPortCounts;
+pub use counts::{Counters, FrameReport, LiveFrames, PortCount, Report, RuleCount};
 pub use error::{Error, Result};
-pub use forward::*;
+pub use forward::Forwarder;
 pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};
 
 pub use abi::MAX_RULES;

@@ -4,8 +4,20 @@
 use xskit::netlink::DeviceFeatures;
 use xskit::{AttachedMode, Mode, RxQueues};
 
+use crate::config::ChecksumMode;
 use crate::error::{Error, Result};
-use crate::forward::ChecksumMode;
+
+/// What set-up needs to know of one interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LinkFacts {
+    pub(crate) name: String,
+    pub(crate) mtu: u32,
+    /// None: not an Ethernet device.
+    pub(crate) mac: Option<[u8; 6]>,
+    pub(crate) ifindex: u32,
+    /// A veth's peer, where it is in this namespace.
+    pub(crate) veth_peer: Option<u32>,
+}
 
 /// What one link offers the forwarder's sockets, once its program is attached.
 #[derive(Clone, Debug)]
@@ -245,7 +257,7 @@ pub(crate) fn check_member_mtus(
 /// forever.
 pub(crate) fn check_not_one_pair(
     sides: &[std::ops::Range<usize>],
-    links: &[crate::kernel::LinkFacts],
+    links: &[LinkFacts],
 ) -> Result<()> {
     let [left, right] = sides else {
         return Ok(());
@@ -535,7 +547,7 @@ mod tests {
 
     #[test]
     fn the_two_ends_of_one_veth_pair_are_refused_as_the_two_sides() {
-        let link = |name: &str, ifindex, veth_peer| crate::kernel::LinkFacts {
+        let link = |name: &str, ifindex, veth_peer| LinkFacts {
             name: name.into(),
             mtu: 1500,
             mac: Some([2, 0, 0, 0, 0, 1]),

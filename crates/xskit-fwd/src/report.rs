@@ -12,8 +12,8 @@ use xskit_pipeline::PoolStats;
 
 use crate::abi::Slot;
 use crate::counter::{UserPortCounts, UserRuleCounts as RuleTally};
+use crate::counts::{Counters, PortCount, RuleCount};
 use crate::filter::RuleCounter;
-use crate::forward::{Counters, PortCount, RuleCount};
 use crate::rules::{RuleSet, Verdict};
 use crate::worker::FramesSeen;
 

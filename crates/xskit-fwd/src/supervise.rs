@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::counts::Counters;
 use crate::error::{Error, Result};
-use crate::forward::Counters;
 use crate::worker::Clock;
 
 /// How often a running forwarder checks that its interfaces and programs are still there.

@@ -11,9 +11,9 @@ use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, SharedFrames};
 
 use crate::bonded::{Side, SidePort};
 use crate::chains;
+use crate::config::ForwardConfig;
 use crate::counter::PortCells;
 use crate::error::Result;
-use crate::forward::ForwardConfig;
 use crate::rules::{RateLimiter, RuleSet};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
 use crate::worker::{TapPath, Worker, HOST_EVERY};
@@ -91,7 +91,7 @@ impl WorkerPlan {
         &self,
         q: u32,
         umem: &Umem,
-        sides: (Vec<Side>, Vec<Option<crate::forward::BondStatsCell>>),
+        sides: (Vec<Side>, Vec<Option<crate::bonded::BondStatsCell>>),
         shared: &SharedFrames,
     ) -> Result<(Worker<Side>, WorkerCells)> {
         let (mut ports, bond_stats) = sides;
