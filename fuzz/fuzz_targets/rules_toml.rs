@@ -10,12 +10,12 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     match RuleSet::from_toml(text) {
-        Ok(mut set) => {
+        Ok(set) => {
             for kernel_forward in [false, true] {
-                set.set_forward_in_kernel(kernel_forward);
+                let share = set.kernel_share(kernel_forward);
                 // A set too large for the kernel's map is refused with an error, not a panic.
-                let _ = set.kernel_rules();
-                let _ = set.kernel_unclassifiable();
+                let _ = share.kernel_rules();
+                let _ = share.kernel_unclassifiable();
             }
         }
         Err(e) => {

@@ -68,14 +68,14 @@ fuzz_target!(|data: &[u8]| {
         assert!(PacketKey::parse(frame).is_err());
         return;
     }
-    let mut set = RuleSet::from_toml(&text).unwrap();
-    set.set_forward_in_kernel(data.len() % 2 == 1);
+    let set = RuleSet::from_toml(&text).unwrap();
+    let share = set.kernel_share(data.len() % 2 == 1);
     let mut held = BENCH.lock().unwrap();
     let program = &held.get_or_insert_with(bench).filter;
-    let (rules, default) = set.kernel_rules().unwrap();
+    let (rules, default) = share.kernel_rules().unwrap();
     program.set_rules(&rules, default).unwrap();
     program
-        .set_unclassifiable(set.kernel_unclassifiable())
+        .set_unclassifiable(share.kernel_unclassifiable())
         .unwrap();
     let n = set.rules().len();
     let before = program.rule_counters().unwrap();
@@ -124,9 +124,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(hit.len(), 1, "one counter moves\n{why}");
     let kernel = hit[0];
     let decided = if kernel == n {
-        set.default_decided_in_kernel()
+        share.default_decided_in_kernel()
     } else {
-        set.decided_in_kernel(kernel)
+        share.decided_in_kernel(kernel)
     };
     match verdict {
         1 => assert!(decided && fate == Verdict::Drop, "dropped\n{why}"),

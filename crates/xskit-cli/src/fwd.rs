@@ -397,8 +397,6 @@ fn all_mistakes(args: &FwdArgs) -> Result<RuleSet> {
         checks.push(Err(e));
         RuleSet::with_default(Verdict::Forward)
     });
-    let mut rules = rules;
-    rules.set_forward_in_kernel(args.xdp_forward);
     if !args.explain {
         // Every interface that is not there, each named once: the forwarder's own check
         // stops at the first.
@@ -430,9 +428,10 @@ fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
     RuleSet::from_file(path).context("--rules")
 }
 
-fn explain(rules: &RuleSet) {
+fn explain(share: xskit_fwd::rules::KernelShare<'_>) {
+    let rules = share.rule_set();
     for (i, r) in rules.rules().iter().enumerate() {
-        let place = if rules.decided_in_kernel(i) {
+        let place = if share.decided_in_kernel(i) {
             "decided in the kernel (XDP)"
         } else if r.matcher.kernel_exact() {
             "matched in the kernel, carried out in user space"
@@ -452,7 +451,7 @@ fn explain(rules: &RuleSet) {
         "    {:<22} {:<10} {}",
         "default",
         default.name(),
-        if rules.default_decided_in_kernel() {
+        if share.default_decided_in_kernel() {
             "decided in the kernel, or in user space for packets a rule above sent up"
         } else {
             "carried out in user space"
@@ -708,7 +707,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let interval = args.run.interval()?;
     if args.explain {
         note_no_rules(args, &rules);
-        explain(&rules);
+        explain(rules.kernel_share(args.xdp_forward));
         return Ok(0);
     }
     // Said after the header, which a driver waits for as the sign that the ports are open.

@@ -73,8 +73,7 @@ pub(crate) fn check_config(config: &ForwardConfig, cpus: &CpuFacts) -> Result<Ru
     {
         return Err(Error::XdpForwardConflict);
     }
-    let mut rules = config.rules.clone();
-    rules.set_forward_in_kernel(config.xdp_forward);
+    let rules = config.rules.clone();
     let forwards = rules.default_verdict() == Verdict::Forward
         || rules
             .rules()
@@ -185,8 +184,8 @@ mod tests {
 
     #[test]
     fn a_plain_pair_passes_with_its_rules() {
-        let rules = check_config(&two().xdp_forward(true), &cpus()).unwrap();
-        assert!(rules.forward_in_kernel());
+        let config = two().xdp_forward(true);
+        assert_eq!(check_config(&config, &cpus()).unwrap(), config.rules);
     }
 
     #[test]

@@ -355,6 +355,12 @@ impl XdpFilter {
         self.maps.lock_unpoisoned().read(Slot::Undecided.index())
     }
 
+    /// Packets a `forward` rule would have sent on in XDP whose TCP or UDP checksum was partial:
+    /// the filter sends them to user space, which finishes the checksum.
+    pub fn partial_checksum_counter(&self) -> Result<RuleCounter> {
+        self.maps.lock_unpoisoned().read(Slot::PartialCsum.index())
+    }
+
     /// The counter of `slot`: every counter the filter keeps beside its rules (the named
     /// ones above are among these).
     pub fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {

@@ -321,7 +321,7 @@ impl Forwarder {
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder
     /// runs them (forwarding in XDP only where it does), for a capture's comments.
     pub fn capture_reasons(&self) -> crate::reasons::Reasons {
-        crate::reasons::Reasons::new(&self.rules)
+        crate::reasons::Reasons::new(self.rules.kernel_share(self.xdp_forward))
     }
 
     /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
@@ -415,7 +415,7 @@ impl Forwarder {
             .map(|i| self.filter_snapshot(i, strict))
             .collect::<Result<Vec<_>>>()?;
         let shape = crate::report::Shape {
-            rules: &self.rules,
+            rules: self.rules.kernel_share(self.xdp_forward),
             sides: &self.sides,
             umem_frames: self.total,
             shared_free: self.shared.len(),

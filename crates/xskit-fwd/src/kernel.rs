@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Action, KernelRule, XdpFilter};
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
-use crate::rules::{RuleSet, Verdict};
+use crate::rules::{KernelShare, RuleSet, Verdict};
 
 /// The kernel's share of the rules, as every filter gets it.
 #[derive(Clone, Debug)]
@@ -75,7 +75,7 @@ pub(crate) fn set_up<K: Kernel>(
     cpus: &CpuFacts,
     kernel_tx_metadata: bool,
 ) -> Result<SetUp<K::Filter>> {
-    let mut rules = crate::config_check::check_config(config, cpus)?;
+    let rules = crate::config_check::check_config(config, cpus)?;
     let mut warnings = Vec::new();
     let (names, sides, bonds) = crate::plan::sides(config);
     let links = kernel.links(&names)?;
@@ -92,7 +92,6 @@ pub(crate) fn set_up<K: Kernel>(
         })
         .collect::<Result<Vec<_>>>()?;
     let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
-    warn_about_user_pass(&rules, config.tap.is_some(), &mut warnings);
     let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus)?;
     let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
     let ask = SocketAsk {
@@ -104,12 +103,17 @@ pub(crate) fn set_up<K: Kernel>(
     };
     let sockets = crate::plan::socket_plan(&ask, &offers)?;
     warnings.extend(sockets.notes.iter().cloned());
-    rules.set_forward_in_kernel(sockets.xdp_forward);
-    let (kernel_rules, default) = rules.kernel_rules()?;
+    warn_about_user_pass(
+        rules.kernel_share(sockets.xdp_forward),
+        config.tap.is_some(),
+        &mut warnings,
+    );
+    let in_kernel = rules.kernel_share(sockets.xdp_forward);
+    let (kernel_rules, default) = in_kernel.kernel_rules()?;
     let share = KernelRules {
         rules: kernel_rules,
         default,
-        unclassifiable: rules.kernel_unclassifiable(),
+        unclassifiable: in_kernel.kernel_unclassifiable(),
     };
     for (filter, offer) in filters.iter().zip(&offers) {
         kernel.install(filter, &share)?;
@@ -156,12 +160,13 @@ fn attach<K: Kernel>(
 }
 
 /// Pass verdicts that user space decides reach the host only through a TAP device.
-fn warn_about_user_pass(rules: &RuleSet, tap: bool, warnings: &mut Vec<String>) {
+fn warn_about_user_pass(share: KernelShare<'_>, tap: bool, warnings: &mut Vec<String>) {
+    let rules = share.rule_set();
     let user_pass = rules
         .rules()
         .iter()
         .enumerate()
-        .any(|(i, r)| r.verdict() == Verdict::Pass && !rules.decided_in_kernel(i))
+        .any(|(i, r)| r.verdict() == Verdict::Pass && !share.decided_in_kernel(i))
         || (rules.default_verdict() == Verdict::Pass
             && rules.rules().iter().any(|r| !r.matcher.kernel_exact()));
     if user_pass && !tap {
@@ -514,7 +519,14 @@ mod tests {
         let config = ForwardConfig::new(["a0", "b0"]).xdp_forward(true);
         let setup = set_up(&mut kernel, &config, &cpus(), true).unwrap();
         assert!(setup.sockets.zero_copy && !setup.sockets.xdp_forward);
-        assert!(!setup.rules.forward_in_kernel());
+        assert!(
+            kernel
+                .calls()
+                .iter()
+                .any(|c| c.ends_with("default Redirect")),
+            "the filters send forwarded packets to user space: {:?}",
+            kernel.calls()
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use xskit::capture::XdpAction;
 
 use crate::abi::Slot;
-use crate::rules::{RuleSet, Verdict};
+use crate::rules::{KernelShare, Verdict};
 
 /// The filter's rules in order, then its counter slots ([`Slot`]), as the forwarder runs them.
 #[derive(Clone, Debug)]
@@ -20,9 +20,10 @@ pub struct Reasons {
 }
 
 impl Reasons {
-    /// The reasons of `rules`, with `forward` decided in XDP as
-    /// [`RuleSet::forward_in_kernel`] says (the forwarder sets it to what it runs).
-    pub fn new(rules: &RuleSet) -> Reasons {
+    /// The reasons of the rules as the kernel runs them (with `forward` decided in XDP or
+    /// not, as the forwarder runs it).
+    pub fn new(share: KernelShare<'_>) -> Reasons {
+        let rules = share.rule_set();
         Reasons {
             rules: rules
                 .rules()
@@ -31,7 +32,7 @@ impl Reasons {
                 .collect(),
             default: rules.default_verdict().name(),
             unclassifiable: rules.unclassifiable_verdict().name(),
-            xdp_forward: rules.forward_in_kernel(),
+            xdp_forward: share.forwards_in_xdp(),
         }
     }
 
@@ -94,7 +95,7 @@ mod tests {
     use super::*;
 
     fn reasons(xdp_forward: bool) -> Reasons {
-        Reasons::new(&crate::tests::dns_and_source_rules(xdp_forward))
+        Reasons::new(crate::tests::dns_and_source_rules().kernel_share(xdp_forward))
     }
 
     const DROP: Option<u32> = Some(XdpAction::Drop as u32);

@@ -14,7 +14,7 @@ use crate::abi::Slot;
 use crate::counter::{UserPortCounts, UserRuleCounts as RuleTally};
 use crate::counts::{Counters, PortCount, RuleCount};
 use crate::filter::RuleCounter;
-use crate::rules::{RuleSet, Verdict};
+use crate::rules::{KernelShare, Verdict};
 use crate::worker::FramesSeen;
 
 /// What one worker had published.
@@ -52,7 +52,7 @@ impl FilterSnapshot {
 /// The forwarder's shape: what the snapshots' indices mean.
 pub(crate) struct Shape<'a> {
     /// The rules as the workers and filters run them.
-    pub(crate) rules: &'a RuleSet,
+    pub(crate) rules: KernelShare<'a>,
     /// Which filters (and sockets) belong to each side.
     pub(crate) sides: &'a [Range<usize>],
     /// Frames in the UMEM.
@@ -181,22 +181,22 @@ fn add_filter(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapsho
         }
     }
     port.xdp_partial_checksums += f.slot(Slot::PartialCsum).packets;
-    let rules = shape.rules;
+    let (share, rules) = (shape.rules, shape.rules.rule_set());
     let u = f.slot(Slot::Unclassifiable);
     port.unclassifiable += u.packets;
-    if rules.unclassifiable_decided_in_kernel() {
+    if share.unclassifiable_decided_in_kernel() {
         add_kernel_decision(&mut out.unclassifiable, u);
         add_xdp_verdict(port, rules.unclassifiable_verdict(), u.packets);
     }
     let default = rules.rules().len();
     for (r, k) in f.rules.iter().enumerate() {
         let (index, verdict, decided) = if r < default {
-            (r, rules.rules()[r].verdict(), rules.decided_in_kernel(r))
+            (r, rules.rules()[r].verdict(), share.decided_in_kernel(r))
         } else {
             (
                 default,
                 rules.default_verdict(),
-                rules.default_decided_in_kernel(),
+                share.default_decided_in_kernel(),
             )
         };
         if decided {
@@ -209,11 +209,12 @@ fn add_filter(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapsho
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::RuleSet;
     use crate::{BondCount, MemberCount};
 
     /// A kernel drop rule on UDP 53, a user-space rule on a source, the default forward.
-    fn rules(xdp_forward: bool) -> RuleSet {
-        crate::tests::dns_and_source_rules(xdp_forward)
+    fn rules() -> RuleSet {
+        crate::tests::dns_and_source_rules()
     }
 
     fn blank(rules: &RuleSet, ports: usize) -> Counters {
@@ -262,10 +263,10 @@ mod tests {
 
     #[test]
     fn kernel_decisions_count_on_their_rule_and_their_port() {
-        let rules = rules(true);
+        let rules = rules();
         let sides = [0..1, 1..2];
         let shape = Shape {
-            rules: &rules,
+            rules: rules.kernel_share(true),
             sides: &sides,
             umem_frames: 4096,
             shared_free: 10,
@@ -306,10 +307,10 @@ mod tests {
     fn what_user_space_decides_is_not_counted_twice() {
         // Forward in user space: the kernel redirects the default's packets up, and its count
         // of them is not a decision.
-        let rules = rules(false);
+        let rules = rules();
         let sides = [0..1, 1..2];
         let shape = Shape {
-            rules: &rules,
+            rules: rules.kernel_share(false),
             sides: &sides,
             umem_frames: 64,
             shared_free: 0,
@@ -325,10 +326,10 @@ mod tests {
 
     #[test]
     fn a_bond_sides_members_get_their_own_and_the_other_sides_no_member_drops() {
-        let rules = rules(true);
+        let rules = rules();
         let sides = [0..2, 2..3];
         let shape = Shape {
-            rules: &rules,
+            rules: rules.kernel_share(true),
             sides: &sides,
             umem_frames: 64,
             shared_free: 0,

@@ -26,9 +26,9 @@ const PORT_MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]];
 const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
 
 /// A kernel drop rule on UDP 53, a user-space pass rule on a source address, the default
-/// forward and unclassifiable packets dropped; forwarding in XDP as `xdp_forward` says.
-pub(crate) fn dns_and_source_rules(xdp_forward: bool) -> RuleSet {
-    let mut rules = RuleSet::from_toml(
+/// forward and unclassifiable packets dropped.
+pub(crate) fn dns_and_source_rules() -> RuleSet {
+    RuleSet::from_toml(
         r#"
 default = "forward"
 unclassifiable = "drop"
@@ -43,9 +43,7 @@ action = "pass"
 src = "198.51.100.1/32"
 "#,
     )
-    .unwrap();
-    rules.set_forward_in_kernel(xdp_forward);
-    rules
+    .unwrap()
 }
 
 /// Time that moves only when a test says so; it counts how often it is read.

@@ -424,12 +424,12 @@ mod split {
                 &case,
                 |(rules, default, packets, xdp_forward, unclassifiable)| {
                     let text = rules_text(&rules, default, unclassifiable);
-                    let mut rs = RuleSet::from_toml(&text).unwrap();
-                    rs.set_forward_in_kernel(xdp_forward);
-                    let (kernel_rules, kernel_default) = rs.kernel_rules().unwrap();
+                    let rs = RuleSet::from_toml(&text).unwrap();
+                    let share = rs.kernel_share(xdp_forward);
+                    let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
                     program.set_rules(&kernel_rules, kernel_default).unwrap();
                     program
-                        .set_unclassifiable(rs.kernel_unclassifiable())
+                        .set_unclassifiable(share.kernel_unclassifiable())
                         .unwrap();
                     let n = rs.rules().len();
                     for (p, damage, at) in packets {
@@ -484,9 +484,9 @@ mod split {
                         // (n + 1): a later fragment at a rule with source ports.
                         let user = rs.decide(&parsed).0;
                         let decided = if kernel == n {
-                            rs.default_decided_in_kernel()
+                            share.default_decided_in_kernel()
                         } else {
-                            rs.decided_in_kernel(kernel)
+                            share.decided_in_kernel(kernel)
                         };
                         // What user space would do with the packet, had it seen it.
                         let fate = rs.decide(&parsed).1;

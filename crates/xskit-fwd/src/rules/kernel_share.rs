@@ -1,0 +1,108 @@
+//! The kernel's share of a rule set: what the XDP filter decides itself and what it sends to
+//! user space, for a forwarder that carries out `forward` verdicts in XDP or not. Whether it
+//! does is the forwarder's decision (it needs two interfaces and copy mode), so it is given
+//! here, not kept in the rule set.
+
+use super::{RuleSet, Verdict};
+use crate::filter::{Action, KernelRule};
+
+/// A rule set as the kernel runs it: [`RuleSet::kernel_share`].
+#[derive(Clone, Copy, Debug)]
+pub struct KernelShare<'a> {
+    rules: &'a RuleSet,
+    forward_in_xdp: bool,
+}
+
+impl RuleSet {
+    /// The kernel's share of these rules; with `forward_in_xdp` the kernel carries out the
+    /// `forward` verdicts it can decide (XDP_REDIRECT out of the other interface), so those
+    /// packets never reach user space.
+    pub fn kernel_share(&self, forward_in_xdp: bool) -> KernelShare<'_> {
+        KernelShare {
+            rules: self,
+            forward_in_xdp,
+        }
+    }
+}
+
+impl<'a> KernelShare<'a> {
+    /// The rules themselves.
+    pub fn rule_set(&self) -> &'a RuleSet {
+        self.rules
+    }
+
+    /// Whether the kernel carries out `forward` verdicts.
+    pub fn forwards_in_xdp(&self) -> bool {
+        self.forward_in_xdp
+    }
+
+    fn kernel_can(&self, v: Verdict) -> bool {
+        match v {
+            Verdict::Drop | Verdict::Pass => true,
+            Verdict::Forward => self.forward_in_xdp,
+            Verdict::RateLimit => false,
+        }
+    }
+
+    /// True if the kernel filter settles rule `i` itself: its match is exact there and its
+    /// action is drop or pass (or forward, forwarding in XDP). Such a rule's packets never
+    /// reach user space, unless an earlier rule that only user space can decide sent them up.
+    pub fn decided_in_kernel(&self, i: usize) -> bool {
+        self.rules
+            .rules()
+            .get(i)
+            .is_some_and(|r| r.matcher.kernel_exact() && self.kernel_can(r.verdict()))
+    }
+
+    /// True if the kernel settles unclassifiable packets itself.
+    pub fn unclassifiable_decided_in_kernel(&self) -> bool {
+        self.kernel_can(self.rules.unclassifiable_verdict())
+    }
+
+    /// True if the kernel settles packets no rule matches.
+    pub fn default_decided_in_kernel(&self) -> bool {
+        self.kernel_can(self.rules.default_verdict())
+    }
+
+    /// The kernel filter's action for unclassifiable packets.
+    pub fn kernel_unclassifiable(&self) -> Action {
+        self.kernel_action(self.rules.unclassifiable_verdict())
+    }
+
+    fn kernel_action(&self, v: Verdict) -> Action {
+        match v {
+            Verdict::Drop => Action::Drop,
+            Verdict::Pass => Action::Pass,
+            Verdict::Forward if self.forward_in_xdp => Action::Forward,
+            Verdict::Forward | Verdict::RateLimit => Action::Redirect,
+        }
+    }
+
+    /// The kernel filter's rules (one per rule, same order) and default action.
+    ///
+    /// A rule the kernel cannot match exactly (source prefix or port) becomes a redirect over
+    /// what the kernel can see of it (a superset of its packets), so no later kernel rule can
+    /// take a packet it might match; user space then evaluates the whole list again.
+    pub fn kernel_rules(&self) -> crate::Result<(Vec<KernelRule>, Action)> {
+        let rules = self
+            .rules
+            .rules()
+            .iter()
+            .map(|r| {
+                let m = &r.matcher;
+                let action = if m.kernel_exact() {
+                    self.kernel_action(r.verdict())
+                } else {
+                    Action::Redirect
+                };
+                KernelRule::new(
+                    m.dst.map(|p| (p.addr, p.len)),
+                    m.protocol,
+                    m.dst_ports,
+                    action,
+                )
+            })
+            .collect::<crate::Result<_>>()?;
+        Ok((rules, self.kernel_action(self.rules.default_verdict())))
+    }
+}

@@ -1,0 +1,159 @@
+//! Forwarding rules: an ordered list read from TOML, matched on prefixes, protocol and ports,
+//! split between the kernel (what XDP can decide) and user space (everything else), with
+//! token-bucket rate limits.
+//!
+//! ```
+//! use xskit_fwd::rules::{PacketKey, RuleSet, Verdict};
+//! let rules = RuleSet::from_toml(r#"
+//!     default = "forward"
+//!     [[rule]]
+//!     name = "no-dns"
+//!     protocol = "udp"
+//!     dst_port = 53
+//!     action = "drop"
+//! "#)?;
+//! let key = PacketKey { family: 4, protocol: 17, dst_port: 53, ..PacketKey::default() };
+//! assert_eq!(rules.classify(&key), Ok(Some(0)));
+//! assert_eq!(rules.rules()[0].verdict(), Verdict::Drop);
+//! # Ok::<(), xskit_fwd::rules::RulesError>(())
+//! ```
+//!
+//! Matching is the same in both places: a prefix matches only IP packets of its family; ports
+//! are TCP and UDP ports (a rule with ports needs `protocol = "tcp"` or `"udp"`), and only the
+//! first fragment of a packet carries them: a later fragment that reaches a rule with ports
+//! is unclassifiable (see [`RuleSet::classify`]).
+
+mod kernel_share;
+mod matching;
+mod packet_key;
+mod rate;
+mod syntax;
+#[cfg(test)]
+mod tests;
+
+pub use kernel_share::KernelShare;
+use matching::FastMatch;
+pub use matching::{Match, Prefix};
+pub use packet_key::{PacketKey, Unclassifiable, MAX_VLAN_TAGS};
+pub use rate::{Rate, RateLimiter, RateUnit};
+pub use syntax::{RulesError, RulesFileError, MAX_RULE_NAME_CHARS};
+
+/// What happens to a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Out of the other interface.
+    Forward,
+    /// Dropped.
+    Drop,
+    /// To the forwarding host's own kernel stack.
+    Pass,
+    /// Forwarded while within the rule's rate, dropped above it.
+    RateLimit,
+}
+
+impl Verdict {
+    /// The name used in rules files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Forward => "forward",
+            Verdict::Drop => "drop",
+            Verdict::Pass => "pass",
+            Verdict::RateLimit => "rate-limit",
+        }
+    }
+}
+
+/// One rule of a [`RuleSet`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// A name for counters.
+    pub name: String,
+    /// What it matches.
+    pub matcher: Match,
+    action: Verdict,
+    /// The rate, for [`Verdict::RateLimit`].
+    pub rate: Option<Rate>,
+}
+
+impl RuleSpec {
+    /// What the rule does.
+    pub fn verdict(&self) -> Verdict {
+        self.action
+    }
+}
+
+/// An ordered rule list and the verdict for packets no rule matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSet {
+    rules: Vec<RuleSpec>,
+    /// The rules' matches as the rules stage tries them, one per rule.
+    fast: Vec<FastMatch>,
+    default: Verdict,
+    unclassifiable: Verdict,
+}
+
+impl RuleSet {
+    /// A rule set with no rules: everything takes `default`.
+    pub fn with_default(default: Verdict) -> Self {
+        RuleSet {
+            rules: Vec::new(),
+            fast: Vec::new(),
+            default,
+            unclassifiable: Verdict::Drop,
+        }
+    }
+
+    /// The verdict for packets that cannot be classified ([`Unclassifiable`]): `drop` unless
+    /// the file's `unclassifiable` says otherwise.
+    pub fn unclassifiable_verdict(&self) -> Verdict {
+        self.unclassifiable
+    }
+
+    /// Sets the verdict for unclassifiable packets.
+    pub fn set_unclassifiable_verdict(&mut self, v: Verdict) {
+        self.unclassifiable = v;
+    }
+
+    /// The verdict for `frame`'s packet and the index of what decided it: a rule, the default
+    /// (`rules().len()`), or unclassifiable (`rules().len() + 1`).
+    pub fn decide(&self, key: &Result<PacketKey, Unclassifiable>) -> (usize, Verdict) {
+        match key.as_ref().map(|k| self.classify(k)) {
+            Ok(Ok(Some(i))) => (i, self.rules[i].action),
+            Ok(Ok(None)) => (self.rules.len(), self.default),
+            Err(_) | Ok(Err(_)) => (self.rules.len() + 1, self.unclassifiable),
+        }
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[RuleSpec] {
+        &self.rules
+    }
+
+    /// The verdict when no rule matches.
+    pub fn default_verdict(&self) -> Verdict {
+        self.default
+    }
+
+    /// The index of the first rule that matches, or `None` for the default. A later
+    /// fragment that reaches a rule with ports, its other fields matching, is unclassifiable:
+    /// whether that rule is its packet's cannot be told from it, and the rules after it (and
+    /// the default) must not take it for want of ports.
+    pub fn classify(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
+        let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
+        if !key.later_fragment {
+            return Ok(self.fast.iter().position(|m| m.matches(key, src, dst)));
+        }
+        for (i, m) in self.fast.iter().enumerate() {
+            if !m.matches_but_ports(key, src, dst) {
+                continue;
+            }
+            if m.has_ports() {
+                return Err(Unclassifiable(
+                    "a later fragment reached a rule with ports: its ports are not in it",
+                ));
+            }
+            return Ok(Some(i));
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,316 @@
+//! The fields of a packet the rules look at, read once from its headers.
+
+use xskit_wire::offload::L4Checksum;
+use xskit_wire::{checksum, ip_protocol, ipv4, ipv6, EtherType};
+
+/// The fields of a packet the rules look at. `family` is 0 for anything but IPv4 and IPv6.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketKey {
+    /// 4, 6, or 0.
+    pub family: u8,
+    /// Source address (IPv4 in the first 4 bytes).
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// IP protocol (after IPv6 extension headers).
+    pub protocol: u8,
+    /// TCP/UDP source port, else 0.
+    pub src_port: u16,
+    /// TCP/UDP destination port, else 0.
+    pub dst_port: u16,
+    /// A later fragment (an IPv4 or IPv6 fragment offset other than 0): its TCP or UDP
+    /// ports are in the first fragment, not here, and read as 0.
+    pub later_fragment: bool,
+}
+
+/// Why a packet could not be classified: its headers are cut short or lie, or the fields the
+/// rules look at lie behind more than xskit walks. Such a packet takes the rules file's
+/// `unclassifiable` verdict (drop unless it says otherwise), never a rule's or the default's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unclassifiable(pub &'static str);
+
+impl std::fmt::Display for Unclassifiable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// VLAN tags (802.1Q, 802.1ad) followed before a packet counts as unclassifiable.
+pub const MAX_VLAN_TAGS: usize = 2;
+
+impl PacketKey {
+    /// Reads the key from a whole Ethernet frame. The XDP filter applies the same checks
+    /// (bpf/xdp_filter.c), so the kernel and user space call the same packets unclassifiable:
+    ///
+    /// - fewer than 14 bytes, more than [`MAX_VLAN_TAGS`] tags, or a tag cut short;
+    /// - IPv4: a header cut short, version not 4, IHL below 5, a total length below the header
+    ///   or beyond the frame; IPv6: a header cut short, version not 6, a payload length of 0
+    ///   (a jumbogram) or beyond the frame, an extension chain cut short or longer than
+    ///   [`ipv6::MAX_EXT_HEADERS`];
+    /// - TCP or UDP (in a first fragment) without the 4 bytes of ports inside the IP length.
+    ///
+    /// Other EtherTypes (ARP, ...) are classifiable, with family 0: they match only rules
+    /// without address, protocol or port fields.
+    pub fn parse(frame: &[u8]) -> Result<PacketKey, Unclassifiable> {
+        Self::parse_first(frame, false)
+    }
+
+    /// [`PacketKey::parse`] on the first buffer of a multi-buffer packet (`continued`): the
+    /// rest of the packet is in further buffers, so lengths beyond this one are not lies.
+    pub fn parse_first(frame: &[u8], continued: bool) -> Result<PacketKey, Unclassifiable> {
+        Self::parse_headers(frame, continued).map(|(key, _)| key)
+    }
+
+    /// [`PacketKey::parse_first`], also telling whether the packet's TCP or UDP checksum is
+    /// settled, from the same read of its headers: true when the packet holds no partial
+    /// checksum (one its sender left for a device to finish, see [`L4Checksum`]) or nothing
+    /// [`L4Checksum::locate`] would find; false when this read cannot tell (a chain of
+    /// buffers, IPv6 extension headers, an unclassifiable packet), so that a later step looks
+    /// for itself.
+    #[inline]
+    pub fn parse_noting_checksum(
+        frame: &[u8],
+        continued: bool,
+    ) -> (Result<PacketKey, Unclassifiable>, bool) {
+        if !continued {
+            if let Some(done) = Self::plain_ipv4(frame) {
+                return done;
+            }
+        }
+        Self::parse_noting_checksum_slowly(frame, continued)
+    }
+
+    /// [`PacketKey::parse_noting_checksum`] by the general walk, which the fast path for the
+    /// commonest packets must agree with.
+    #[inline(never)]
+    pub(super) fn parse_noting_checksum_slowly(
+        frame: &[u8],
+        continued: bool,
+    ) -> (Result<PacketKey, Unclassifiable>, bool) {
+        match Self::parse_headers(frame, continued) {
+            Err(e) => (Err(e), false),
+            Ok((key, _)) if continued => (Ok(key), false),
+            Ok((key, l4)) => {
+                let settled = match (key.family, l4) {
+                    (0, _) => true,
+                    (_, Some(at)) => key.checksum_settled(frame, at),
+                    (_, None) => false,
+                };
+                (Ok(key), settled)
+            }
+        }
+    }
+
+    /// The commonest packet read straight from fixed offsets: an untagged IPv4 packet without
+    /// options, not a fragment, carrying TCP or UDP with a whole header inside a frame that
+    /// holds all the IP packet claims. `None` for anything else (or anything doubtful),
+    /// which the general walk then reads.
+    #[inline(always)]
+    pub(super) fn plain_ipv4(frame: &[u8]) -> Option<(Result<PacketKey, Unclassifiable>, bool)> {
+        let h: &[u8; 14 + 20 + 20] = frame.first_chunk()?;
+        if h[12..15] != [0x08, 0x00, 0x45] || h[20] & 0x3f != 0 || h[21] != 0 {
+            return None;
+        }
+        let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+        let (protocol, l4_len) = (h[23], total.checked_sub(20)?);
+        let (field, min) = match protocol {
+            ip_protocol::TCP => (14 + 20 + 16, 20),
+            ip_protocol::UDP => (14 + 20 + 6, 8),
+            _ => return None,
+        };
+        if l4_len < min || 14 + total > frame.len() {
+            return None;
+        }
+        let (src, dst) = ([h[26], h[27], h[28], h[29]], [h[30], h[31], h[32], h[33]]);
+        let mut key = PacketKey {
+            family: 4,
+            protocol,
+            src_port: u16::from_be_bytes([h[34], h[35]]),
+            dst_port: u16::from_be_bytes([h[36], h[37]]),
+            ..PacketKey::default()
+        };
+        key.src[..4].copy_from_slice(&src);
+        key.dst[..4].copy_from_slice(&dst);
+        let pseudo = checksum::fold(checksum::pseudo_header_v4(
+            src,
+            dst,
+            protocol,
+            l4_len as u16,
+        ));
+        let c = L4Checksum {
+            start: 14 + 20,
+            offset: field - 14 - 20,
+            len: l4_len,
+            pseudo,
+            udp: protocol == ip_protocol::UDP,
+        };
+        Some((Ok(key), !c.is_partial(frame)))
+    }
+
+    /// Whether the TCP or UDP checksum at `at` is anything but partial (see
+    /// [`PacketKey::parse_noting_checksum`]); the same checks as [`L4Checksum::locate`].
+    fn checksum_settled(&self, frame: &[u8], at: L4At) -> bool {
+        let (offset, udp) = match self.protocol {
+            ip_protocol::TCP if at.len >= 20 => (16, false),
+            ip_protocol::UDP if at.len >= 8 => (6, true),
+            _ => return true,
+        };
+        if at.fragment || at.start + offset + 2 > frame.len() {
+            return true;
+        }
+        let pseudo = if self.family == 4 {
+            let v4 = |a: &[u8; 16]| [a[0], a[1], a[2], a[3]];
+            checksum::pseudo_header_v4(v4(&self.src), v4(&self.dst), self.protocol, at.len as u16)
+        } else {
+            checksum::pseudo_header_v6(self.src, self.dst, self.protocol, at.len as u32)
+        };
+        let c = L4Checksum {
+            start: at.start,
+            offset,
+            len: at.len,
+            pseudo: checksum::fold(pseudo),
+            udp,
+        };
+        !c.is_partial(frame)
+    }
+
+    /// The key, and where the L4 header is when one read tells exactly (IPv4, or IPv6 without
+    /// extension headers).
+    fn parse_headers(
+        frame: &[u8],
+        continued: bool,
+    ) -> Result<(PacketKey, Option<L4At>), Unclassifiable> {
+        let mut k = PacketKey::default();
+        let (ethertype, l3) = skip_vlan_tags(frame)?;
+        let ip = &frame[l3..];
+        let mut l4_at = None;
+        // Bytes the IP packet may claim: the rest of the frame, or unknown for a chain.
+        let room = if continued { usize::MAX } else { ip.len() };
+        let l4 = match EtherType::from(ethertype) {
+            EtherType::Ipv4 => {
+                let (l4, at) = k.read_ipv4(ip, l3, room)?;
+                l4_at = Some(at);
+                l4
+            }
+            EtherType::Ipv6 => {
+                if ip.len() < 40 {
+                    return Err(Unclassifiable("IPv6 header cut short"));
+                }
+                let v = ipv6::Packet::new_unchecked(ip);
+                let plen = usize::from(v.payload_len());
+                if v.version() != 6 {
+                    return Err(Unclassifiable("IPv6 header with a bad version"));
+                }
+                if plen == 0 || 40 + plen > room {
+                    return Err(Unclassifiable("IPv6 payload length lies"));
+                }
+                k.family = 6;
+                k.src = v.src_addr();
+                k.dst = v.dst_addr();
+                let held = ip.len().min(40 + plen);
+                let (proto, rest, offset) = ipv6::Packet::new_unchecked(&ip[..held])
+                    .upper_layer_fragment()
+                    .map_err(|_| Unclassifiable("IPv6 extension headers cut short or too many"))?;
+                k.protocol = proto;
+                k.later_fragment = offset != 0;
+                let l4_len = 40 + plen - (held - rest.len());
+                if v.next_header() == proto {
+                    // No extension headers: nothing lies between the header and L4.
+                    l4_at = Some(L4At {
+                        start: l3 + 40,
+                        len: plen,
+                        fragment: false,
+                    });
+                }
+                (offset == 0).then_some((rest, l4_len))
+            }
+            _ => return Ok((k, None)),
+        };
+        if let Some((l4, l4_len)) = l4 {
+            if matches!(k.protocol, ip_protocol::TCP | ip_protocol::UDP) {
+                if l4.len() < 4 || l4_len < 4 {
+                    return Err(Unclassifiable("TCP or UDP ports cut short"));
+                }
+                k.src_port = u16::from_be_bytes([l4[0], l4[1]]);
+                k.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
+            }
+        }
+        Ok((k, l4_at))
+    }
+}
+
+/// The EtherType after up to [`MAX_VLAN_TAGS`] VLAN tags, and where the L3 header starts.
+fn skip_vlan_tags(frame: &[u8]) -> Result<(u16, usize), Unclassifiable> {
+    if frame.len() < 14 {
+        return Err(Unclassifiable("shorter than an Ethernet header"));
+    }
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    let mut l3 = 14;
+    for _ in 0..=MAX_VLAN_TAGS {
+        if ethertype != 0x8100 && ethertype != 0x88a8 {
+            break;
+        }
+        if l3 == 14 + 4 * MAX_VLAN_TAGS {
+            return Err(Unclassifiable("more VLAN tags than are followed"));
+        }
+        if frame.len() < l3 + 4 {
+            return Err(Unclassifiable("VLAN tag cut short"));
+        }
+        ethertype = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]);
+        l3 += 4;
+    }
+    Ok((ethertype, l3))
+}
+
+/// The L4 bytes a key reads ports from, and how long the IP header says L4 is; `None` for a
+/// fragment that carries no L4 header.
+type L4Bytes<'a> = Option<(&'a [u8], usize)>;
+
+impl PacketKey {
+    /// Fills in an IPv4 packet's fields from `ip` (at `l3` in the frame, `room` bytes it may
+    /// claim).
+    fn read_ipv4<'a>(
+        &mut self,
+        ip: &'a [u8],
+        l3: usize,
+        room: usize,
+    ) -> Result<(L4Bytes<'a>, L4At), Unclassifiable> {
+        if ip.len() < 20 {
+            return Err(Unclassifiable("IPv4 header cut short"));
+        }
+        let v = ipv4::Packet::new_unchecked(ip);
+        let hl = v.header_len();
+        if v.version() != 4 || hl < 20 {
+            return Err(Unclassifiable("IPv4 header with a bad version or length"));
+        }
+        if hl > ip.len() {
+            return Err(Unclassifiable("IPv4 options cut short"));
+        }
+        let total = usize::from(v.total_len());
+        if total < hl || total > room {
+            return Err(Unclassifiable("IPv4 total length lies"));
+        }
+        self.family = 4;
+        self.protocol = v.protocol();
+        self.later_fragment = v.frag_offset() != 0;
+        self.src[..4].copy_from_slice(&v.src_addr());
+        self.dst[..4].copy_from_slice(&v.dst_addr());
+        let at = L4At {
+            start: l3 + hl,
+            len: total - hl,
+            fragment: v.more_frags() || v.frag_offset() != 0,
+        };
+        Ok(((v.frag_offset() == 0).then(|| (&ip[hl..], total - hl)), at))
+    }
+}
+
+/// Where one read of a packet's headers found its L4 header.
+#[derive(Clone, Copy, Debug)]
+struct L4At {
+    /// Offset from the start of the frame.
+    start: usize,
+    /// Bytes of L4 header and payload, as the IP header says.
+    len: usize,
+    /// An IPv4 fragment, first or later (no checksum is finished on those).
+    fragment: bool,
+}
