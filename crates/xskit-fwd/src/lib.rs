@@ -18,6 +18,7 @@ mod kernel;
 mod plan;
 pub mod reasons;
 mod report;
+mod rule_state;
 pub mod rules;
 mod stages;
 mod supervise;

@@ -7,6 +7,7 @@ use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 
 pub(crate) use crate::counter::RuleCells;
 use crate::counter::{bump, PortCells};
+use crate::rule_state::ByRule;
 use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
 use xskit::{Frame, Umem};
 use xskit_pipeline::{Next, Stage, StageContext, StageId};
@@ -213,9 +214,9 @@ impl Stage for Respond {
 /// kernel, or forward within a rate.
 pub(crate) struct Rules {
     pub(crate) rules: Arc<RuleSet>,
-    pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
+    pub(crate) limiters: Arc<ByRule<Option<RateLimiter>>>,
     /// One per rule, then the default's, then unclassifiable packets'.
-    pub(crate) cells: Arc<Vec<RuleCells>>,
+    pub(crate) cells: Arc<ByRule<RuleCells>>,
     /// The worker's per-port counts: unclassifiable packets are counted on their port too.
     pub(crate) ports: Arc<Vec<PortCells>>,
     /// Counts gathered during one vector, flushed to `cells` at its end.

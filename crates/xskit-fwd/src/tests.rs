@@ -178,7 +178,7 @@ impl Bench {
     }
 
     fn rule(&self, r: usize) -> (u64, u64) {
-        let c = &self.cells.rules[r];
+        let c = self.cells.rules.get(r).expect("a rule");
         (
             c.packets.load(std::sync::atomic::Ordering::Relaxed),
             c.over_rate.load(std::sync::atomic::Ordering::Relaxed),

@@ -14,6 +14,7 @@ use crate::chains;
 use crate::config::ForwardConfig;
 use crate::counter::PortCells;
 use crate::error::Result;
+use crate::rule_state::ByRule;
 use crate::rules::{RateLimiter, RuleSet};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
 use crate::worker::{TapPath, Worker, HOST_EVERY};
@@ -29,7 +30,7 @@ pub(crate) struct ReplyCounters {
 /// What each worker publishes, kept here to read while it runs.
 pub(crate) struct WorkerCells {
     pub(crate) ports: Arc<Vec<PortCells>>,
-    pub(crate) rules: Arc<Vec<RuleCells>>,
+    pub(crate) rules: Arc<ByRule<RuleCells>>,
     pub(crate) pool: Arc<Mutex<PoolStats>>,
     /// Where the worker's frames were when it last published.
     pub(crate) frames: Arc<Mutex<crate::worker::FramesSeen>>,
@@ -44,7 +45,7 @@ pub(crate) struct WorkerCells {
 /// AF_XDP sockets and on in-memory devices.
 pub(crate) struct WorkerPlan {
     pub(crate) rules: Arc<RuleSet>,
-    pub(crate) limiters: Arc<Vec<Option<RateLimiter>>>,
+    pub(crate) limiters: Arc<ByRule<Option<RateLimiter>>>,
     pub(crate) respond: Option<Ipv4Addr>,
     pub(crate) reflect: bool,
     /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
@@ -61,13 +62,7 @@ pub(crate) struct WorkerPlan {
 impl WorkerPlan {
     pub(crate) fn new(config: &ForwardConfig, rules: RuleSet, macs: Vec<[u8; 6]>) -> Self {
         let rules = Arc::new(rules);
-        let limiters = Arc::new(
-            rules
-                .rules()
-                .iter()
-                .map(|r| r.rate.map(|rate| rate.limiter()))
-                .collect(),
-        );
+        let limiters = Arc::new(crate::rule_state::limiters(&rules, None));
         WorkerPlan {
             rules,
             limiters,
@@ -106,7 +101,7 @@ impl WorkerPlan {
 
     pub(crate) fn pipeline(
         &self,
-        rule_cells: &Arc<Vec<RuleCells>>,
+        rule_cells: &Arc<ByRule<RuleCells>>,
         port_cells: &Arc<Vec<PortCells>>,
     ) -> Result<Pipeline> {
         let n = self.port_macs.len();
@@ -129,7 +124,7 @@ impl WorkerPlan {
             limiters: Arc::clone(&self.limiters),
             cells: Arc::clone(rule_cells),
             ports: Arc::clone(port_cells),
-            local: vec![[0; 3]; self.rules.rules().len() + 2],
+            local: vec![[0; 3]; rule_cells.len()],
             outs: if n == 2 { vec![1, 0] } else { vec![0] },
             reflect: self.reflect,
             local_mac: self.tap.as_ref().map(|t| t.mac),
@@ -150,11 +145,7 @@ impl WorkerPlan {
         let n = ports.len();
         let port_cells: Arc<Vec<PortCells>> =
             Arc::new((0..n).map(|_| PortCells::default()).collect());
-        let rule_cells: Arc<Vec<RuleCells>> = Arc::new(
-            (0..self.rules.rules().len() + 2)
-                .map(|_| RuleCells::default())
-                .collect(),
-        );
+        let rule_cells = Arc::new(ByRule::fresh(&self.rules, |_| RuleCells::default()));
         let pool_stats = Arc::new(Mutex::new(PoolStats::default()));
         let frames_seen = Arc::new(Mutex::new(crate::worker::FramesSeen::default()));
         let cells = WorkerCells {

@@ -77,6 +77,7 @@ pub struct RateLimiter {
     unit: RateUnit,
     /// The most the arrival time may run ahead of now: the burst's worth of time.
     tolerance_ps: u64,
+    burst: u64,
 }
 
 const PS_PER_S: u128 = 1_000_000_000_000;
@@ -92,8 +93,18 @@ impl RateLimiter {
             tat_ps: AtomicU64::new(0),
             per_second: rate.per_second,
             unit: rate.unit,
+            burst: rate.burst,
             tolerance_ps: (u128::from(burst_units) * PS_PER_S / u128::from(rate.per_second))
                 .min(u128::from(u64::MAX / 4)) as u64,
+        }
+    }
+
+    /// The rate this bucket keeps.
+    pub fn rate(&self) -> Rate {
+        Rate {
+            per_second: self.per_second,
+            unit: self.unit,
+            burst: self.burst,
         }
     }
 

@@ -1,0 +1,163 @@
+//! What stays with a rule while the forwarder runs (its rate limiter's bucket, each
+//! worker's counters) is kept by the rule's identity, its name, not by its place in the
+//! list: rules built again from a changed list keep the state of every rule that kept its
+//! name, wherever it moved, and a new or renamed rule starts afresh.
+
+use std::sync::Arc;
+
+use crate::rules::{RateLimiter, RuleSet};
+
+/// Whose state it is: a rule, by name; or the default; or unclassifiable packets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RuleId {
+    Named(String),
+    Default,
+    Unclassifiable,
+}
+
+impl RuleId {
+    /// Every identity of `rules` in the order of [`RuleSet::decide`]'s index: the rules,
+    /// then the default, then unclassifiable packets.
+    fn all(rules: &RuleSet) -> Vec<RuleId> {
+        let named = rules.rules().iter().map(|r| RuleId::Named(r.name.clone()));
+        named
+            .chain([RuleId::Default, RuleId::Unclassifiable])
+            .collect()
+    }
+}
+
+/// One `T` per index of [`RuleSet::decide`], each held by its rule's identity.
+#[derive(Debug)]
+pub(crate) struct ByRule<T> {
+    ids: Vec<RuleId>,
+    items: Vec<Arc<T>>,
+}
+
+impl<T> ByRule<T> {
+    /// One item per identity of `rules`: `before`'s item of the same identity where there
+    /// is one and `keep(item, index)` accepts it, else `make(index)`.
+    pub(crate) fn carried(
+        rules: &RuleSet,
+        before: Option<&ByRule<T>>,
+        keep: impl Fn(&T, usize) -> bool,
+        make: impl Fn(usize) -> T,
+    ) -> Self {
+        let ids = RuleId::all(rules);
+        let items = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                before
+                    .and_then(|b| b.of(id))
+                    .filter(|old| keep(old, i))
+                    .map_or_else(|| Arc::new(make(i)), Arc::clone)
+            })
+            .collect();
+        ByRule { ids, items }
+    }
+
+    /// Fresh items for every identity of `rules`.
+    pub(crate) fn fresh(rules: &RuleSet, make: impl Fn(usize) -> T) -> Self {
+        Self::carried(rules, None, |_, _| false, make)
+    }
+
+    fn of(&self, id: &RuleId) -> Option<&Arc<T>> {
+        let at = self.ids.iter().position(|mine| mine == id)?;
+        self.items.get(at)
+    }
+
+    /// The item of decision index `i`.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        self.items.get(i).map(|item| &**item)
+    }
+
+    /// The items in decision order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.iter().map(|item| &**item)
+    }
+
+    /// How many identities: the rules, the default and unclassifiable packets.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+/// The rules' rate limiters, one bucket per rate-limited rule shared by every worker; a rule
+/// whose rate changed gets a new, full bucket.
+pub(crate) fn limiters(
+    rules: &RuleSet,
+    before: Option<&ByRule<Option<RateLimiter>>>,
+) -> ByRule<Option<RateLimiter>> {
+    let rate = |i: usize| rules.rules().get(i).and_then(|r| r.rate);
+    ByRule::carried(
+        rules,
+        before,
+        |old, i| old.as_ref().map(RateLimiter::rate) == rate(i),
+        |i| rate(i).map(|r| r.limiter()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::counter::RuleCells;
+
+    fn rules(text: &str) -> RuleSet {
+        RuleSet::from_toml(text).unwrap()
+    }
+
+    const AB: &str = "[[rule]]\nname = \"a\"\naction = \"drop\"\nprotocol = \"udp\"\n\
+                      [[rule]]\nname = \"b\"\naction = \"rate-limit\"\nrate = \"10pps\"\nburst = 1\n";
+
+    #[test]
+    fn a_rule_keeps_its_counters_and_bucket_where_it_moves_and_a_new_one_starts_afresh() {
+        let first = rules(AB);
+        let cells = ByRule::fresh(&first, |_| RuleCells::default());
+        cells.get(0).unwrap().packets.store(7, Ordering::Relaxed);
+        let buckets = limiters(&first, None);
+        assert!(buckets.get(1).unwrap().as_ref().unwrap().allow(0, 64));
+        assert!(
+            !buckets.get(1).unwrap().as_ref().unwrap().allow(0, 64),
+            "burst spent"
+        );
+        // b first, a renamed c: b keeps its spent bucket, c starts at zero.
+        let second = rules(
+            "[[rule]]\nname = \"b\"\naction = \"rate-limit\"\nrate = \"10pps\"\nburst = 1\n\
+             [[rule]]\nname = \"c\"\naction = \"drop\"\nprotocol = \"udp\"\n",
+        );
+        let cells = ByRule::carried(&second, Some(&cells), |_, _| true, |_| RuleCells::default());
+        let buckets = limiters(&second, Some(&buckets));
+        assert_eq!(
+            cells.get(1).unwrap().packets.load(Ordering::Relaxed),
+            0,
+            "c is new"
+        );
+        assert!(
+            !buckets.get(0).unwrap().as_ref().unwrap().allow(0, 64),
+            "b's bucket moved with it"
+        );
+        assert_eq!(cells.len(), 4, "two rules, the default, unclassifiable");
+        // Back to the first list: a is new again (its old cell was not carried through c).
+        let third = ByRule::carried(&first, Some(&cells), |_, _| true, |_| RuleCells::default());
+        assert_eq!(third.get(0).unwrap().packets.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_rule_whose_rate_changed_gets_a_full_bucket() {
+        let first = rules(AB);
+        let buckets = limiters(&first, None);
+        let b =
+            |set: &ByRule<Option<RateLimiter>>| set.get(1).unwrap().as_ref().unwrap().allow(0, 64);
+        assert!(b(&buckets));
+        let same = limiters(&first, Some(&buckets));
+        assert!(!b(&same), "the same rate: the same, spent bucket");
+        let faster = rules(&AB.replace("10pps", "20pps"));
+        assert!(
+            b(&limiters(&faster, Some(&same))),
+            "a new rate: a full bucket"
+        );
+    }
+}
