@@ -17,7 +17,8 @@ use xskit_wire::{arp, ethernet, EtherType};
 use crate::bonded::SidePort;
 use crate::config::ForwardConfig;
 use crate::rules::RuleSet;
-use crate::worker::{Clock, HostLink, TapPath, Worker};
+use crate::worker::host_path::HostLink;
+use crate::worker::{Clock, TapPath, Worker};
 use crate::worker_plan::{WorkerCells, WorkerPlan};
 
 const A_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];

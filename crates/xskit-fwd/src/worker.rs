@@ -2,7 +2,6 @@
 //! exact frame accounting. Generic over the pipeline's port trait, so the same logic runs on
 //! AF_XDP sockets and, in tests, on in-memory devices with virtual time.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,33 +18,12 @@ use std::os::fd::BorrowedFd;
 
 use xskit::{Frame, Umem};
 use xskit_os::sync::LockUnpoisoned;
-use xskit_os::SyscallError;
 use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, StageContext};
 
 use crate::error::{Error, Result};
 
-/// The host's side of the forwarder: where frames for the forwarding host's own kernel go,
-/// and where the kernel's frames come from (a TAP device; in tests, memory).
-pub(crate) trait HostLink: Send + Sync + std::fmt::Debug {
-    /// Hands a frame to the host; false when its queue is full (the frame is dropped).
-    fn write(&self, frame: &[u8]) -> Result<bool, SyscallError>;
-    /// Takes a frame from the host into `buf`; `None` when there is none.
-    fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError>;
-    /// A descriptor that turns readable when the host has a frame.
-    fn readiness(&self) -> Option<BorrowedFd<'_>>;
-}
-
-impl HostLink for xskit_os::tap::TapFd {
-    fn write(&self, frame: &[u8]) -> Result<bool, SyscallError> {
-        xskit_os::tap::TapFd::write(self, frame)
-    }
-    fn read(&self, buf: &mut [u8]) -> Result<Option<usize>, SyscallError> {
-        xskit_os::tap::TapFd::read(self, buf)
-    }
-    fn readiness(&self) -> Option<BorrowedFd<'_>> {
-        Some(std::os::fd::AsFd::as_fd(self))
-    }
-}
+pub(crate) mod host_path;
+pub(crate) use host_path::TapPath;
 
 /// Where a worker's time comes from: read once per busy round, never per packet.
 pub(crate) trait Clock {
@@ -59,26 +37,6 @@ pub(crate) struct MonotonicClock;
 impl Clock for MonotonicClock {
     fn now_ns(&self) -> u64 {
         xskit_os::monotonic_ns()
-    }
-}
-
-/// The host link and what it has learnt: which port each MAC address is behind.
-#[derive(Debug)]
-pub(crate) struct TapPath {
-    pub(crate) link: Box<dyn HostLink>,
-    pub(crate) mac: [u8; 6],
-    pub(crate) learnt: Mutex<HashMap<[u8; 6], u16>>,
-}
-
-impl TapPath {
-    fn learn(&self, frame: &[u8], port: u16) {
-        let Ok(eth) = ethernet::Frame::new_checked(frame) else {
-            return;
-        };
-        let src = eth.src_addr();
-        if src[0] & 1 == 0 {
-            self.learnt.lock_unpoisoned().insert(src, port);
-        }
     }
 }
 
@@ -187,8 +145,6 @@ const WAIT: Duration = Duration::from_millis(10);
 const SENDING_WAIT: Duration = Duration::from_millis(1);
 /// Rounds between looks at the clock for publishing the pool counters.
 const PUBLISH_ROUNDS: u32 = 1024;
-/// TAP frames read per visit.
-const TAP_BATCH: usize = 32;
 /// Rounds between visits to the TAP device (a system call), so control traffic costs the
 /// data path little.
 pub(crate) const HOST_EVERY: u32 = 16;
@@ -292,9 +248,6 @@ impl<P: SidePort> Worker<P> {
     /// One round: refill, then per port receive a vector and run it through the pipeline,
     /// hand the kernel its frames, read the host link now and then, transmit once per port,
     /// and reap completions. Returns the frames received.
-    // The per-vector hot path, kept in one piece: bench/callgrind.sh counts its instructions,
-    // and a split must not add any.
-    #[allow(clippy::too_many_lines)]
     pub(crate) fn round(&mut self, clock: &impl Clock) -> Result<usize> {
         self.rounds = self.rounds.wrapping_add(1);
         let nports = self.ports.len();
@@ -305,60 +258,7 @@ impl<P: SidePort> Worker<P> {
         let mut now_ns = None;
         let mut got = 0;
         for p in 0..nports {
-            let frames =
-                self.ports[p].receive(&self.umem, &mut self.pool, &mut self.raw, self.vector)?;
-            if frames == 0 {
-                continue;
-            }
-            got += frames;
-            let bytes: usize = self.raw.iter().map(Frame::len).sum();
-            let n =
-                self.chains
-                    .sort_received(p, &mut self.raw, &mut self.input, &mut self.out.drop);
-            let cells = &self.port_cells[p];
-            bump(&cells.rx_packets, n as u64);
-            bump(&cells.rx_bytes, bytes as u64);
-            if let Some(tap) = &self.tap {
-                // Broadcast and multicast (ARP requests, neighbour discovery) are also
-                // the forwarding host's business: its kernel gets a copy. The original is
-                // forwarded whatever becomes of the copy, so a copy the TAP device refused
-                // is a drop on the kernel's path, not the forwarder's end.
-                let (mut copied, mut refused) = (0, 0);
-                for f in self.input.iter() {
-                    let data = self.umem.data(f);
-                    if data.first().is_some_and(|b| b & 1 == 1) && !f.is_continued() {
-                        tap.learn(data, p as u16);
-                        match tap.link.write(data) {
-                            Ok(true) => copied += 1,
-                            Ok(false) | Err(_) => refused += 1,
-                        }
-                    }
-                }
-                bump(&cells.copies, copied);
-                bump(&cells.to_kernel_dropped, refused);
-            }
-            let now = if self.needs_clock {
-                *now_ns.get_or_insert_with(|| clock.now_ns())
-            } else {
-                0
-            };
-            self.pipeline.process(
-                &self.umem,
-                StageContext::new(p as u16, now),
-                &mut self.input,
-                &mut self.out,
-            );
-            // Drops go straight back to the fill ring they came from, whole.
-            self.chains.release_tails(&self.out.drop, &mut self.raw);
-            self.out.drop.append(&mut self.raw);
-            self.ports[p].recycle(&mut self.out.drop, &mut self.pool);
-            let mut kernel = std::mem::take(&mut self.out.kernel);
-            let handed = self.hand_to_kernel(p, &mut kernel);
-            self.out.kernel = kernel;
-            handed?;
-            if self.check {
-                self.check_accounting()?;
-            }
+            got += self.receive_vector(p, clock, &mut now_ns)?;
         }
         // Idle rounds count too, and a readable host link ends the wait in poll(2), so the
         // host's frames wait at most `host_every` short rounds.
@@ -367,38 +267,8 @@ impl<P: SidePort> Worker<P> {
         }
         // One transmit (and wakeup) per port per round.
         for p in 0..nports {
-            if self.out.tx[p].is_empty() {
-                continue;
-            }
-            let mut txq = std::mem::take(&mut self.txq);
-            let mut heads = std::mem::take(&mut self.out.tx[p]);
-            let prepared = self.prepare_tx(p, &mut heads, &mut txq);
-            self.out.tx[p] = heads;
-            let n = txq.len();
-            let bytes: usize = txq.iter().map(Frame::len).sum();
-            let packets = xskit::packets(&txq).count();
-            let sent = self.ports[p].send(&self.umem, &mut txq, &mut self.pool);
-            self.txq = txq;
-            let sent = sent?;
-            let cells = &self.port_cells[p];
-            let sent_packets = if sent == n {
-                packets
-            } else {
-                packets - (n - sent).min(packets)
-            };
-            bump(&cells.tx_packets, sent_packets as u64);
-            bump(&cells.tx_bytes, bytes as u64);
-            bump(&cells.tx_ring_full, (n - sent) as u64);
-            if prepared.offloaded + prepared.completed > 0 {
-                bump(&cells.checksums_offloaded, prepared.offloaded);
-                bump(&cells.checksums_completed, prepared.completed);
-            }
-            if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
-                bump(&cells.segmented, prepared.segmented);
-                bump(&cells.segments, prepared.segments);
-                bump(&cells.copies, prepared.segments);
-                bump(&cells.oversize_dropped, prepared.oversize);
-                bump(&cells.no_frames_dropped, prepared.no_frames);
+            if !self.out.tx[p].is_empty() {
+                self.transmit(p)?;
             }
         }
         for port in self.ports.iter_mut() {
@@ -408,6 +278,92 @@ impl<P: SidePort> Worker<P> {
             self.check_accounting()?;
         }
         Ok(got)
+    }
+
+    /// Port `p`'s vector: received, counted, run through the pipeline, its drops recycled
+    /// and the kernel's frames handed over. The clock is read once per round, when a rule
+    /// needs it. Returns the frames received.
+    // Inlined into the round, the per-vector hot path: bench/callgrind.sh counts it.
+    #[inline(always)]
+    fn receive_vector(
+        &mut self,
+        p: usize,
+        clock: &impl Clock,
+        now_ns: &mut Option<u64>,
+    ) -> Result<usize> {
+        let frames =
+            self.ports[p].receive(&self.umem, &mut self.pool, &mut self.raw, self.vector)?;
+        if frames == 0 {
+            return Ok(0);
+        }
+        let bytes: usize = self.raw.iter().map(Frame::len).sum();
+        let n = self
+            .chains
+            .sort_received(p, &mut self.raw, &mut self.input, &mut self.out.drop);
+        let cells = &self.port_cells[p];
+        bump(&cells.rx_packets, n as u64);
+        bump(&cells.rx_bytes, bytes as u64);
+        self.copy_group_frames_to_host(p);
+        let now = if self.needs_clock {
+            *now_ns.get_or_insert_with(|| clock.now_ns())
+        } else {
+            0
+        };
+        self.pipeline.process(
+            &self.umem,
+            StageContext::new(p as u16, now),
+            &mut self.input,
+            &mut self.out,
+        );
+        // Drops go straight back to the fill ring they came from, whole.
+        self.chains.release_tails(&self.out.drop, &mut self.raw);
+        self.out.drop.append(&mut self.raw);
+        self.ports[p].recycle(&mut self.out.drop, &mut self.pool);
+        let mut kernel = std::mem::take(&mut self.out.kernel);
+        let handed = self.hand_to_kernel(p, &mut kernel);
+        self.out.kernel = kernel;
+        handed?;
+        if self.check {
+            self.check_accounting()?;
+        }
+        Ok(frames)
+    }
+
+    /// Port `p`'s one transmit of the round: its frames prepared (checksums, segments),
+    /// sent, and counted.
+    #[inline(always)]
+    fn transmit(&mut self, p: usize) -> Result<()> {
+        let mut txq = std::mem::take(&mut self.txq);
+        let mut heads = std::mem::take(&mut self.out.tx[p]);
+        let prepared = self.prepare_tx(p, &mut heads, &mut txq);
+        self.out.tx[p] = heads;
+        let n = txq.len();
+        let bytes: usize = txq.iter().map(Frame::len).sum();
+        let packets = xskit::packets(&txq).count();
+        let sent = self.ports[p].send(&self.umem, &mut txq, &mut self.pool);
+        self.txq = txq;
+        let sent = sent?;
+        let cells = &self.port_cells[p];
+        let sent_packets = if sent == n {
+            packets
+        } else {
+            packets - (n - sent).min(packets)
+        };
+        bump(&cells.tx_packets, sent_packets as u64);
+        bump(&cells.tx_bytes, bytes as u64);
+        bump(&cells.tx_ring_full, (n - sent) as u64);
+        if prepared.offloaded + prepared.completed > 0 {
+            bump(&cells.checksums_offloaded, prepared.offloaded);
+            bump(&cells.checksums_completed, prepared.completed);
+        }
+        if prepared.segmented + prepared.oversize + prepared.no_frames > 0 {
+            bump(&cells.segmented, prepared.segmented);
+            bump(&cells.segments, prepared.segments);
+            bump(&cells.copies, prepared.segments);
+            bump(&cells.oversize_dropped, prepared.oversize);
+            bump(&cells.no_frames_dropped, prepared.no_frames);
+        }
+        Ok(())
     }
 
     /// What the pipeline still holds goes back to the pool (an error can leave a round half
@@ -670,116 +626,5 @@ impl<P: SidePort> Worker<P> {
             txq.push(f);
         }
         true
-    }
-
-    fn hand_to_kernel(&mut self, port: usize, frames: &mut Vec<Frame>) -> Result<()> {
-        if frames.is_empty() {
-            return Ok(());
-        }
-        let cells = &self.port_cells[port];
-        match &self.tap {
-            Some(tap) => {
-                for f in frames.iter_mut() {
-                    // The host's kernel reads bytes, not skb state: the packet goes whole, its
-                    // checksum finished.
-                    let data = match self.chains.take_tail(f) {
-                        Some(mut tail) => {
-                            self.gathered.clear();
-                            self.gathered.extend_from_slice(self.umem.data(f));
-                            for t in &tail {
-                                self.gathered.extend_from_slice(self.umem.data(t));
-                            }
-                            self.pool.free(&mut tail);
-                            self.chains.recycle_vec(tail);
-                            &mut self.gathered[..]
-                        }
-                        None => self.umem.data_mut(f),
-                    };
-                    if let Some(c) = L4Checksum::locate(data, data.len()) {
-                        if c.is_partial(data) {
-                            c.complete(data);
-                            bump(&cells.checksums_completed, 1);
-                        }
-                    }
-                    let data = &*data;
-                    tap.learn(data, port as u16);
-                    if tap.link.write(data).map_err(Error::Syscall)? {
-                        bump(&cells.to_kernel, 1);
-                        bump(&cells.copies, 1);
-                    } else {
-                        bump(&cells.to_kernel_dropped, 1);
-                    }
-                }
-            }
-            None => {
-                bump(&cells.to_kernel_dropped, frames.len() as u64);
-                self.chains.release_tails(frames, &mut self.raw);
-                frames.append(&mut self.raw);
-            }
-        }
-        self.ports[port].recycle(frames, &mut self.pool);
-        Ok(())
-    }
-
-    /// Frames the kernel sent through the TAP device go out of the port their destination was
-    /// learnt on, or every port when it is unknown or a group address.
-    fn send_kernel_frames(&mut self) -> Result<()> {
-        let out = &mut self.out;
-        let Some(tap) = self.tap.clone() else {
-            return Ok(());
-        };
-        let nports = self.ports.len();
-        for _ in 0..TAP_BATCH {
-            if self.pool.alloc(&mut self.tap_frames, 1) == 0 {
-                return Ok(());
-            }
-            let Some(mut f) = self.tap_frames.pop() else {
-                return Ok(());
-            };
-            let len = match tap.link.read(self.umem.buffer_mut(&mut f)) {
-                Ok(Some(len)) if len >= 14 => len,
-                Ok(_) => {
-                    self.pool.free_one(f);
-                    return Ok(());
-                }
-                Err(e) => {
-                    self.pool.free_one(f);
-                    return Err(Error::Syscall(e));
-                }
-            };
-            self.umem.set_len(&mut f, len)?;
-            let data = self.umem.data(&f);
-            // At least 14 bytes were read: the view cannot fail.
-            let dst = ethernet::Frame::new_checked(data).map_or([0xff; 6], |e| e.dst_addr());
-            let port = if dst[0] & 1 == 0 {
-                tap.learnt.lock_unpoisoned().get(&dst).copied()
-            } else {
-                None
-            };
-            match port {
-                Some(p) if usize::from(p) < nports => {
-                    let cells = &self.port_cells[usize::from(p)];
-                    bump(&cells.from_kernel, 1);
-                    bump(&cells.copies, 1);
-                    out.tx[usize::from(p)].push(f);
-                }
-                _ => {
-                    // Flood: a copy for every port after the first.
-                    for p in 1..nports {
-                        self.pool.alloc(&mut self.tap_frames, 1);
-                        if let Some(mut c) = self.tap_frames.pop() {
-                            self.umem.write(&mut c, self.umem.data(&f))?;
-                            bump(&self.port_cells[p].from_kernel, 1);
-                            bump(&self.port_cells[p].copies, 1);
-                            out.tx[p].push(c);
-                        }
-                    }
-                    bump(&self.port_cells[0].from_kernel, 1);
-                    bump(&self.port_cells[0].copies, 1);
-                    out.tx[0].push(f);
-                }
-            }
-        }
-        Ok(())
     }
 }
