@@ -203,15 +203,21 @@ struct Meter {
 const CLOCK_ROUNDS: u32 = 64;
 
 impl Meter {
-    fn new(label: String, args: &BenchArgs, stop: Arc<AtomicBool>, every: u32) -> Result<Self> {
+    fn new(
+        label: String,
+        args: &BenchArgs,
+        times: crate::opts::RunTimes,
+        stop: Arc<AtomicBool>,
+        every: u32,
+    ) -> Result<Self> {
         let now = Instant::now();
         Ok(Meter {
             label,
-            interval: args.run.interval()?,
+            interval: times.interval,
             every: every.max(1),
             rounds: 0,
             start: now,
-            deadline: args.run.duration()?.map(|d| now + d),
+            deadline: times.duration.map(|d| now + d),
             limit: args.count.unwrap_or(u64::MAX),
             stop,
             seen: 0,
@@ -365,20 +371,29 @@ pub(crate) fn run(args: &BenchArgs) -> Result<i32> {
     let Some(ifname) = args.port.interface.clone() else {
         return on_testbed(args);
     };
-    crate::opts::all_mistakes([
-        crate::opts::interface_exists(Ok(&ifname)),
-        interface_benchmark(args, &ifname).and_then(|kind| sent_frame_fits(args, kind)),
-        args.run.duration().map(|_| ()),
-        args.run.interval().map(|_| ()),
-        args.port.config(false, false).map(|_| ()),
-    ])?;
-    let kind = interface_benchmark(args, &ifname)?;
+    // Every mistake at once, each option read once.
+    let mut m = crate::opts::Mistakes::default();
+    m.take(crate::opts::interface_exists(Ok(&ifname)));
+    let kind = m.take(interface_benchmark(args, &ifname).and_then(|kind| {
+        sent_frame_fits(args, kind)?;
+        Ok(kind)
+    }));
+    let times = m.take(args.run.times());
+    let config = m.take(
+        args.port
+            .with_frames_filling_the_ring()
+            .config(false, false),
+    );
+    let (kind, times, config) =
+        m.finish_with(kind.zip(times).zip(config).map(|((k, t), c)| (k, t, c)))?;
     let stop = stop_flag()?;
     let on = OnInterface {
         args,
         ifname: &ifname,
         label: format!("{ifname}:{} {}", args.port.queue, kind.name()),
         stop,
+        times,
+        config,
     };
     let result = match kind {
         Kind::Rxdrop | Kind::Txpush | Kind::L2fwd => on.ring_loop(kind)?,
@@ -490,11 +505,20 @@ struct OnInterface<'a> {
     /// "IF:QUEUE KIND", the lines' prefix.
     label: String,
     stop: Arc<AtomicBool>,
+    times: crate::opts::RunTimes,
+    /// The socket's configuration for the ring loops.
+    config: xskit::PortConfig,
 }
 
 impl OnInterface<'_> {
     fn meter(&self, what: &str, every: u32) -> Result<Meter> {
-        let meter = Meter::new(self.label.clone(), self.args, self.stop.clone(), every)?;
+        let meter = Meter::new(
+            self.label.clone(),
+            self.args,
+            self.times,
+            self.stop.clone(),
+            every,
+        )?;
         meter.live.announce(&format!("{} {what}", self.label));
         Ok(meter)
     }
@@ -502,11 +526,7 @@ impl OnInterface<'_> {
     /// rxdrop, txpush or l2fwd on an AF_XDP socket, with the kernel's statistics.
     fn ring_loop(&self, kind: Kind) -> Result<BenchResult> {
         let (args, ifname, queue) = (self.args, self.ifname, self.args.port.queue);
-        let config = args
-            .port
-            .with_frames_filling_the_ring()
-            .config(false, false)?;
-        let mut port = Port::open(ifname, queue, &config)
+        let mut port = Port::open(ifname, queue, &self.config)
             .with_context(|| format!("opening {ifname} queue {queue}"))?;
         let mut meter = self.meter(&port.mode().to_string(), CLOCK_ROUNDS)?;
         let (rx, tx, empty) = match kind {

@@ -197,33 +197,30 @@ fn print_summary(args: &DumpArgs, report: &DumpReport) -> Result<()> {
     Ok(())
 }
 
-/// Every mistake of the command line at once, before anything is opened.
-fn all_mistakes(args: &DumpArgs) -> Result<()> {
-    crate::opts::all_mistakes([
-        crate::opts::interface_exists(Ok(&args.interface)),
-        match args.duration {
-            Some(d) if !(d > 0.0 && d < 1e6) => Err(anyhow::anyhow!(
-                "--duration {d} must be a positive number of seconds"
-            )),
-            _ => Ok(()),
-        },
-        match args.snaplen {
-            0 => Err(anyhow::anyhow!("-s 0: the snap length is at least 1 byte")),
-            _ => Ok(()),
-        },
-        compile_filter(&args.filter).map(|_| ()),
-    ])
+/// Every mistake of the command line at once, before anything is opened; the run's
+/// duration and compiled filter.
+fn checked(args: &DumpArgs) -> Result<(Option<Duration>, Option<pcap::BpfProgram>)> {
+    let mut m = crate::opts::Mistakes::default();
+    m.take(crate::opts::interface_exists(Ok(&args.interface)));
+    let duration = m.take(match args.duration {
+        Some(d) if !(d > 0.0 && d < 1e6) => Err(anyhow::anyhow!(
+            "--duration {d} must be a positive number of seconds"
+        )),
+        d => Ok(d.map(Duration::from_secs_f64)),
+    });
+    if args.snaplen == 0 {
+        m.note(anyhow::anyhow!("-s 0: the snap length is at least 1 byte"));
+    }
+    let filter = m.take(compile_filter(&args.filter));
+    m.finish_with(duration.zip(filter))
 }
 
 pub(crate) fn run(args: &DumpArgs) -> Result<i32> {
-    all_mistakes(args)?;
-    // Checked above: positive and finite.
-    let duration = args.duration.map(Duration::from_secs_f64);
+    let (duration, filter) = checked(args)?;
     let to_stdout = args.write.as_deref() == Some(std::path::Path::new("-"));
     if to_stdout && args.json {
         bail!("-w - writes the capture to stdout, where --json would go too: drop one of them");
     }
-    let filter = compile_filter(&args.filter)?;
     let iface = Interface::by_name(&args.interface)?;
     let config = CaptureConfig::default()
         .snaplen(args.snaplen)

@@ -380,48 +380,66 @@ fn flags_for(e: &xskit_fwd::Error) -> &'static str {
     }
 }
 
-/// Every mistake of the command line at once, before anything is opened: the times, the
-/// rules file, and what the forwarder checks of its configuration. The rules, read once, for
-/// the run.
-fn all_mistakes(args: &FwdArgs) -> Result<RuleSet> {
-    let mut checks = vec![
-        args.run.duration().map(|_| ()),
-        args.run.interval().map(|_| ()),
-    ];
-    let rules = match &args.rules {
-        Some(path) => load_rules(path),
-        None => Ok(RuleSet::with_default(Verdict::Forward)),
-    };
-    // A rules file that cannot be read leaves the rest to be checked with the default rules.
-    let rules = rules.unwrap_or_else(|e| {
-        checks.push(Err(e));
-        RuleSet::with_default(Verdict::Forward)
-    });
-    if !args.explain {
-        // Every interface that is not there, each named once: the forwarder's own check
-        // stops at the first.
-        let mut devices = devices(args);
-        let mut seen = std::collections::HashSet::new();
-        devices.retain(|d| seen.insert(d.clone()));
-        checks.extend(devices.iter().map(|d| crate::opts::interface_exists(Ok(d))));
-        checks.push(forward_config(args, rules.clone()).and_then(|config| {
-            config
-                .validate()
-                .or_else(|e| match e {
-                    xskit_fwd::Error::Xsk(xskit::Error::NoSuchInterface { .. }) => Ok(()),
-                    e => Err(e),
-                })
-                .map_err(|e| {
-                    let flags = flags_for(&e);
-                    anyhow::Error::new(e).context(format!(
-                        "forwarding on {}{flags}",
-                        args.interfaces.join(" and ")
-                    ))
-                })
-        }));
+/// A fwd command line, checked once (every mistake at once, before anything is opened)
+/// into what the run uses.
+struct FwdPlan {
+    rules: RuleSet,
+    times: crate::opts::RunTimes,
+    /// The forwarder's configuration; none under `--explain`, which opens nothing.
+    config: Option<ForwardConfig>,
+}
+
+impl FwdPlan {
+    /// The times, the rules file, and what the forwarder checks of its configuration.
+    fn new(args: &FwdArgs) -> Result<FwdPlan> {
+        let mut m = crate::opts::Mistakes::default();
+        let times = m.take(args.run.times());
+        let rules = match &args.rules {
+            Some(path) => load_rules(path),
+            None => Ok(RuleSet::with_default(Verdict::Forward)),
+        };
+        // A rules file that cannot be read leaves the rest to be checked with the default
+        // rules.
+        let rules = rules.unwrap_or_else(|e| {
+            m.note(e);
+            RuleSet::with_default(Verdict::Forward)
+        });
+        let config = if args.explain {
+            Some(None)
+        } else {
+            // Every interface that is not there, each named once: the forwarder's own check
+            // stops at the first.
+            let mut devices = devices(args);
+            let mut seen = std::collections::HashSet::new();
+            devices.retain(|d| seen.insert(d.clone()));
+            for d in &devices {
+                m.take(crate::opts::interface_exists(Ok(d)));
+            }
+            m.take(forward_config(args, rules.clone()).and_then(|c| validated(args, c)))
+                .map(Some)
+        };
+        let plan = times.zip(config).map(|(times, config)| FwdPlan {
+            rules,
+            times,
+            config,
+        });
+        m.finish_with(plan)
     }
-    crate::opts::all_mistakes(checks)?;
-    Ok(rules)
+}
+
+/// `config` if the forwarder would take it; a missing interface is left to the check that
+/// names every one.
+fn validated(args: &FwdArgs, config: ForwardConfig) -> Result<ForwardConfig> {
+    match config.validate() {
+        Ok(()) | Err(xskit_fwd::Error::Xsk(xskit::Error::NoSuchInterface { .. })) => Ok(config),
+        Err(e) => {
+            let flags = flags_for(&e);
+            Err(anyhow::Error::new(e).context(format!(
+                "forwarding on {}{flags}",
+                args.interfaces.join(" and ")
+            )))
+        }
+    }
 }
 
 fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
@@ -702,20 +720,22 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         out!("{}", crate::help::RULES_REFERENCE.trim_end());
         return Ok(0);
     }
-    let rules = all_mistakes(args)?;
-    let duration = args.run.duration()?;
-    let interval = args.run.interval()?;
-    if args.explain {
+    let FwdPlan {
+        rules,
+        times,
+        config,
+    } = FwdPlan::new(args)?;
+    let (duration, interval) = (times.duration, times.interval);
+    let Some(config) = config else {
         note_no_rules(args, &rules);
         explain(rules.kernel_share(args.xdp_forward));
         return Ok(0);
-    }
+    };
     // Said after the header, which a driver waits for as the sign that the ports are open.
     let no_rules = rules
         .rules()
         .is_empty()
         .then(|| RuleSet::with_default(rules.default_verdict()));
-    let config = forward_config(args, rules)?;
     let stop = stop_flag()?;
     let live = args.run.live("fwd")?;
     let forwarder = Forwarder::new(config).map_err(|e| {

@@ -226,12 +226,17 @@ pub(crate) fn stats_json(s: &xskit::Statistics) -> serde_json::Value {
     )
 }
 
-fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
-    let own_mac = match &args.src_mac {
-        Some(_) => [0; 6],
-        None => iface.link_info()?.mac.unwrap_or([0x02, 0, 0, 0, 0, 1]),
+/// The source MAC when --src-mac does not give one: `iface`'s, else a local address.
+fn own_mac(iface: Option<&Interface>) -> Result<[u8; 6]> {
+    let mac = match iface {
+        Some(iface) => iface.link_info()?.mac,
+        None => None,
     };
-    let t = template_from(args, own_mac)?;
+    Ok(mac.unwrap_or([0x02, 0, 0, 0, 0, 1]))
+}
+
+/// Says so when the template's frames are too short to carry a probe's number.
+fn note_if_unnumbered(args: &GenArgs, t: &Template) {
     if !t.numbered() {
         note!(
             "xskit gen: {}-byte frames are too short for a probe header ({} bytes with these \
@@ -240,7 +245,6 @@ fn template(args: &GenArgs, iface: &Interface) -> Result<Template> {
             Template::min_len(args.ipv6, args.vlan.is_some())
         );
     }
-    Ok(t)
 }
 
 /// The probe template the options describe, `own_mac` the source MAC unless --src-mac.
@@ -328,19 +332,51 @@ fn template_from(args: &GenArgs, own_mac: [u8; 6]) -> Result<Template> {
     }
 }
 
-/// The checks of the options and the interface's name that need nothing opened.
-fn checks(args: &GenArgs) -> Vec<Result<()>> {
-    let mut checks = vec![
-        crate::opts::interface_exists(args.port.interface()),
-        args.port.config(false, true).map(|_| ()),
-    ];
-    if args.pcap.is_none() {
-        checks.push(template_from(args, [0x02, 0, 0, 0, 0, 1]).map(|_| ()));
+/// A gen command line, checked once (every mistake at once) into what the run uses.
+struct GenPlan {
+    iface: Interface,
+    /// The probes' template; none when replaying a capture (`--pcap`).
+    template: Option<Template>,
+    config: xskit::PortConfig,
+    times: crate::opts::RunTimes,
+    queues: Vec<u32>,
+}
+
+impl GenPlan {
+    fn new(args: &GenArgs) -> Result<GenPlan> {
+        let mut m = crate::opts::Mistakes::default();
+        let iface = m.take(args.port.interface().and_then(|name| {
+            crate::opts::interface_exists(Ok(name))?;
+            Ok(Interface::by_name(name)?)
+        }));
+        let template = match &args.pcap {
+            Some(_) => Some(None),
+            None => m.take(match &args.src_mac {
+                Some(_) => template_from(args, [0; 6]).map(Some),
+                None => own_mac(iface.as_ref())
+                    .and_then(|mac| template_from(args, mac))
+                    .map(Some),
+            }),
+        };
+        let frame = args.port.frame_size as usize;
+        let multi_buffer = template
+            .as_ref()
+            .and_then(Option::as_ref)
+            .is_some_and(|t| t.len() > frame);
+        let config = m.take(args.port.config(multi_buffer, true));
+        let times = m.take(args.run.times());
+        let queues = m.take(args.queues());
+        let plan = (iface.zip(template).zip(config).zip(times).zip(queues)).map(
+            |((((iface, template), config), times), queues)| GenPlan {
+                iface,
+                template,
+                config,
+                times,
+                queues,
+            },
+        );
+        m.finish_with(plan)
     }
-    checks.push(args.run.duration().map(|_| ()));
-    checks.push(args.run.interval().map(|_| ()));
-    checks.push(args.queues().map(|_| ()));
-    checks
 }
 
 /// Writes packet `seq` into frames taken from the port: one frame, or a chain for packets
@@ -480,38 +516,55 @@ fn parse_gen_rate(s: &str) -> std::result::Result<GenRate, String> {
 }
 
 pub(crate) fn run(args: &GenArgs) -> Result<i32> {
-    crate::opts::all_mistakes(checks(args))?;
-    let ifname = args.port.interface()?.to_string();
-    let iface = Interface::by_name(&ifname)?;
+    let plan = GenPlan::new(args)?;
+    let iface = plan.iface.clone();
     // An interface deleted under a sender fails its next system call with the kernel's
     // words (ENXIO): say what happened instead.
-    run_on(args, &iface, &ifname).map_err(|e| match still_there(&iface, None) {
+    run_on(args, plan).map_err(|e| match still_there(&iface, None) {
         Err(gone) if !e.to_string().contains(GONE) => e.context(gone.to_string()),
         _ => e,
     })
 }
 
-fn run_on(args: &GenArgs, iface: &Interface, ifname: &str) -> Result<i32> {
-    let (iface, ifname) = (iface.clone(), ifname.to_string());
-    if let Some(path) = &args.pcap {
-        return replay::run(args, &iface, path);
-    }
-    let t = template(args, &iface)?;
+fn run_on(args: &GenArgs, plan: GenPlan) -> Result<i32> {
+    let GenPlan {
+        iface,
+        template,
+        config,
+        times,
+        queues,
+    } = plan;
+    let t = match (template, &args.pcap) {
+        (_, Some(path)) => return replay::run(args, &iface, path),
+        (Some(t), None) => t,
+        (None, None) => bail!("gen: neither probes nor a capture to send"),
+    };
+    note_if_unnumbered(args, &t);
     let rate = args.rate.pps(t.len());
     check_mtu(&iface, t.len(), args.vlan.is_some())?;
     let dropped_before = tx_dropped(&iface)?;
-    let duration = args.run.duration()?;
-    let interval = args.run.interval()?;
     if args.engine == Engine::Live {
-        return run_live(args, &iface, &t, duration, interval, rate);
+        return run_live(args, &iface, &t, times.duration, times.interval, rate);
     }
-    let multi_buffer = t.len() > args.port.frame_size as usize;
-    let config = args.port.config(multi_buffer, true)?;
-    let queues = args.queues()?;
     if queues.len() > 1 {
         return multi::run(args, &iface, &t, &config, &queues, rate, dropped_before);
     }
-    let mut port = Port::open(&ifname, args.port.queue, &config)
+    send_on_one_queue(args, &iface, &t, &config, times, (rate, dropped_before))
+}
+
+/// gen on one queue: its port opened, the probes sent at `rate`, the report printed; the
+/// exit status says whether the device dropped any (beyond `dropped_before`).
+fn send_on_one_queue(
+    args: &GenArgs,
+    iface: &Interface,
+    t: &Template,
+    config: &xskit::PortConfig,
+    times: crate::opts::RunTimes,
+    (rate, dropped_before): (u64, u64),
+) -> Result<i32> {
+    let ifname = iface.name().to_string();
+    let (duration, interval) = (times.duration, times.interval);
+    let mut port = Port::open(&ifname, args.port.queue, config)
         .with_context(|| format!("opening {ifname} queue {}", args.port.queue))?;
     let stop = stop_flag()?;
     let start = Instant::now();
@@ -534,7 +587,7 @@ fn run_on(args: &GenArgs, iface: &Interface, ifname: &str) -> Result<i32> {
     };
     let sent = send_share(
         &mut port,
-        &t,
+        t,
         share,
         args.port.batch,
         &stop,
@@ -544,7 +597,7 @@ fn run_on(args: &GenArgs, iface: &Interface, ifname: &str) -> Result<i32> {
     let elapsed = start.elapsed().as_secs_f64();
     let stats = port.statistics()?;
     let wakeups = port.socket().tx().map_or(0, |t| t.wakeups());
-    let dropped = tx_dropped(&iface)?.saturating_sub(dropped_before);
+    let dropped = tx_dropped(iface)?.saturating_sub(dropped_before);
     let report = GenReport {
         interface: ifname.clone(),
         queue: args.port.queue,
@@ -552,7 +605,7 @@ fn run_on(args: &GenArgs, iface: &Interface, ifname: &str) -> Result<i32> {
         wakeups,
         statistics: stats_json(&stats),
         device_tx_dropped: dropped,
-        ..GenReport::measured(&t, rate, sent, elapsed, cpu_start)
+        ..GenReport::measured(t, rate, sent, elapsed, cpu_start)
     };
     if args.run.json_output() {
         crate::opts::print_json("gen", &report)?;
@@ -569,7 +622,7 @@ fn run_on(args: &GenArgs, iface: &Interface, ifname: &str) -> Result<i32> {
     if args.count.is_some_and(|n| sent < n) && !stopped(&stop) && duration.is_none() {
         bail!("only {sent} of {} packets could be sent", limit);
     }
-    Ok(verdict_on_drops(&iface, sent, dropped))
+    Ok(verdict_on_drops(iface, sent, dropped))
 }
 
 /// One sender's part of a run: the packets numbered `first`, `first + stride`, ... (`count`

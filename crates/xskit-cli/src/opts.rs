@@ -319,6 +319,24 @@ impl RunArgs {
         }
         Ok(Duration::from_secs_f64(self.interval))
     }
+
+    /// `--duration` and `--interval`, checked once (both mistakes, if both are wrong).
+    pub(crate) fn times(&self) -> Result<RunTimes> {
+        let mut m = Mistakes::default();
+        let duration = m.take(self.duration());
+        let interval = m.take(self.interval());
+        let times = duration
+            .zip(interval)
+            .map(|(duration, interval)| RunTimes { duration, interval });
+        m.finish_with(times)
+    }
+}
+
+/// How long a run lasts (until stopped, without `--duration`) and how often it reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunTimes {
+    pub(crate) duration: Option<Duration>,
+    pub(crate) interval: Duration,
 }
 
 /// Set by SIGINT or SIGTERM: long-running commands stop cleanly, print their summary and drop
@@ -414,16 +432,6 @@ impl From<PolicyArg> for xskit_bond::XmitHashPolicy {
     }
 }
 
-/// Passes, or fails with every mistake the checks found, each in its own words: so that one
-/// run reports all of a command line's mistakes rather than the first.
-pub(crate) fn all_mistakes(checks: impl IntoIterator<Item = Result<()>>) -> Result<()> {
-    let mut mistakes = Mistakes::default();
-    for check in checks {
-        mistakes.take(check);
-    }
-    mistakes.finish()
-}
-
 /// The mistakes of a command line, gathered so that one run reports every one of them; a
 /// check that found several (a port's options) adds each of its own.
 #[derive(Debug, Default)]
@@ -467,6 +475,13 @@ impl Mistakes {
         }
         Err(self.into())
     }
+
+    /// `value`, made of what the checks gave, when they found no mistake.
+    pub(crate) fn finish_with<T>(self, value: Option<T>) -> Result<T> {
+        self.finish()?;
+        // `take` gives `None` only when it notes a mistake.
+        value.ok_or_else(|| anyhow::anyhow!("a check gave no value and noted no mistake"))
+    }
 }
 
 /// A check that the interface is there (it needs no privileges).
@@ -478,6 +493,30 @@ pub(crate) fn interface_exists(name: Result<&str>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::seconds;
+
+    #[test]
+    fn run_times_are_read_once_with_both_mistakes_said() {
+        let run = |duration, interval| super::RunArgs {
+            duration,
+            interval,
+            json: false,
+            json_lines: false,
+            metrics: None,
+        };
+        let times = run(Some(2.5), 0.5).times().unwrap();
+        assert_eq!(
+            (times.duration, times.interval),
+            (
+                Some(std::time::Duration::from_millis(2500)),
+                std::time::Duration::from_millis(500)
+            )
+        );
+        let e = run(Some(-1.0), 0.0).times().unwrap_err().to_string();
+        assert!(
+            e.contains("2 mistakes") && e.contains("--duration") && e.contains("--interval"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn durations_are_seconds_or_have_a_unit() {

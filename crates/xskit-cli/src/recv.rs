@@ -44,19 +44,35 @@ pub(crate) struct RecvArgs {
     write: Option<std::path::PathBuf>,
 }
 
-/// The loss allowed by `--max-loss` for a stream of `expected` probes (or of the span seen).
-fn allowed_loss(spec: Option<&str>, expected: u64) -> Result<u64> {
-    let Some(spec) = spec else { return Ok(0) };
-    let bad = || anyhow::anyhow!("--max-loss {spec:?} is not a count (10) or a share (0.5%)");
-    match spec.strip_suffix('%') {
-        Some(p) => {
-            let p: f64 = p.trim().parse().map_err(|_| bad())?;
-            if !(0.0..=100.0).contains(&p) {
-                return Err(bad());
-            }
-            Ok((expected as f64 * p / 100.0).floor() as u64)
+/// The loss `--max-loss` allows: a count of probes, or a share of those expected.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum MaxLoss {
+    Probes(u64),
+    Percent(f64),
+}
+
+impl MaxLoss {
+    /// `--max-loss` read once; none allowed without it.
+    fn parse(spec: Option<&str>) -> Result<MaxLoss> {
+        let Some(spec) = spec else {
+            return Ok(MaxLoss::Probes(0));
+        };
+        let bad = || anyhow::anyhow!("--max-loss {spec:?} is not a count (10) or a share (0.5%)");
+        match spec.strip_suffix('%') {
+            Some(p) => match p.trim().parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => Ok(MaxLoss::Percent(p)),
+                _ => Err(bad()),
+            },
+            None => spec.trim().parse().map(MaxLoss::Probes).map_err(|_| bad()),
         }
-        None => spec.trim().parse().map_err(|_| bad()),
+    }
+
+    /// The probes that may be lost of `expected`.
+    fn of(self, expected: u64) -> u64 {
+        match self {
+            MaxLoss::Probes(n) => n,
+            MaxLoss::Percent(p) => (expected as f64 * p / 100.0).floor() as u64,
+        }
     }
 }
 
@@ -87,6 +103,7 @@ struct RecvPlan {
     interval: Duration,
     idle: Duration,
     config: xskit::PortConfig,
+    max_loss: MaxLoss,
 }
 
 impl RecvPlan {
@@ -97,12 +114,11 @@ impl RecvPlan {
             crate::opts::interface_exists(Ok(name))?;
             Ok(name.to_string())
         }));
-        let duration = m.take(args.run.duration());
-        let interval = m.take(args.run.interval());
+        let times = m.take(args.run.times());
         if args.expect == Some(0) {
             m.note(anyhow::anyhow!("--expect 0: expect at least one probe"));
         }
-        m.take(allowed_loss(args.max_loss.as_deref(), 0));
+        let max_loss = m.take(MaxLoss::parse(args.max_loss.as_deref()));
         let idle = m.take(match args.idle {
             d if d > 0.0 && d < 1e6 => Ok(Duration::from_secs_f64(d)),
             d => Err(anyhow::anyhow!(
@@ -110,19 +126,17 @@ impl RecvPlan {
             )),
         });
         let config = m.take(args.port.config(args.frags, false));
-        m.finish()?;
-        let (Some(ifname), Some(duration), Some(interval), Some(idle), Some(config)) =
-            (ifname, duration, interval, idle, config)
-        else {
-            unreachable!("a check that gave no value noted a mistake");
-        };
-        Ok(RecvPlan {
-            ifname,
-            duration,
-            interval,
-            idle,
-            config,
-        })
+        let plan = ifname.zip(times).zip(idle).zip(config).zip(max_loss).map(
+            |((((ifname, times), idle), config), max_loss)| RecvPlan {
+                ifname,
+                duration: times.duration,
+                interval: times.interval,
+                idle,
+                config,
+                max_loss,
+            },
+        );
+        m.finish_with(plan)
     }
 }
 
@@ -133,6 +147,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
         interval,
         idle,
         config,
+        max_loss,
     } = RecvPlan::new(args)?;
     let port = Port::open(&ifname, args.port.queue, &config).map_err(|e| {
         let flag = match e {
@@ -206,7 +221,7 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
             stats
         );
     }
-    exit_status(args, &report)
+    exit_status(args, max_loss, &report)
 }
 
 /// The receiving side: the port, what it checks the probes with, and the capture.
@@ -346,10 +361,10 @@ impl Receiver {
 }
 
 /// 1 when --expect or --max-loss was given and more were lost (or any corrupt) than allowed.
-fn exit_status(args: &RecvArgs, report: &RecvReport) -> Result<i32> {
+fn exit_status(args: &RecvArgs, max_loss: MaxLoss, report: &RecvReport) -> Result<i32> {
     // --max-loss requires --expect.
     if let Some(span) = args.expect {
-        let allowed = allowed_loss(args.max_loss.as_deref(), span)?;
+        let allowed = max_loss.of(span);
         if report.lost > allowed || report.corrupt > 0 {
             note!(
                 "xskit recv: {} lost (at most {} allowed) and {} corrupt of {} probes expected",
@@ -362,4 +377,21 @@ fn exit_status(args: &RecvArgs, report: &RecvReport) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MaxLoss;
+
+    #[test]
+    fn max_loss_is_read_once_as_a_count_or_a_share() {
+        assert_eq!(MaxLoss::parse(None).unwrap().of(1000), 0);
+        assert_eq!(MaxLoss::parse(Some("10")).unwrap().of(1000), 10);
+        assert_eq!(MaxLoss::parse(Some("0.5%")).unwrap().of(1000), 5);
+        assert_eq!(MaxLoss::parse(Some("100%")).unwrap().of(7), 7);
+        for bad in ["-1", "ten", "101%", "%"] {
+            let e = MaxLoss::parse(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("not a count (10) or a share"), "{bad}: {e}");
+        }
+    }
 }
