@@ -437,12 +437,18 @@ fn without_a_host_link_passed_frames_are_dropped_and_counted() {
     bench.assert_all_frames_home();
 }
 
+/// Whatever the mode asked for, zero-copy included, a missing interface is named before
+/// anything is opened (how each mode is chosen and refused is kernel.rs's tests, on a fake
+/// kernel).
 #[test]
-fn zero_copy_is_a_mode_like_the_others_and_a_missing_interface_is_named() {
-    let config = ForwardConfig::new(["xsk-none0", "xsk-none1"]).mode(xskit::Mode::ZeroCopy);
-    match crate::Forwarder::new(config) {
-        Ok(_) => panic!("a forwarder was built on interfaces that do not exist"),
-        Err(e) => assert!(e.to_string().contains("xsk-none0"), "{e}"),
+fn a_missing_interface_is_named_in_every_mode() {
+    use xskit::Mode;
+    for mode in [Mode::Auto, Mode::Skb, Mode::Drv, Mode::ZeroCopy] {
+        let config = ForwardConfig::new(["xsk-none0", "xsk-none1"]).mode(mode);
+        match crate::Forwarder::new(config) {
+            Ok(_) => panic!("{mode}: a forwarder was built on interfaces that do not exist"),
+            Err(e) => assert!(e.to_string().contains("xsk-none0"), "{mode}: {e}"),
+        }
     }
 }
 
