@@ -93,8 +93,8 @@ impl L4Checksum {
             _ => return None,
         };
         let (offset, udp) = match proto {
-            TCP if len >= 20 => (16, false),
-            UDP if len >= 8 => (6, true),
+            TCP if len >= crate::tcp::HEADER_LEN => (crate::tcp::CHECKSUM_AT, false),
+            UDP if len >= crate::udp::HEADER_LEN => (crate::udp::CHECKSUM_AT, true),
             _ => return None,
         };
         if l4 + offset + 2 > frame.len() {

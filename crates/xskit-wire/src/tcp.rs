@@ -6,6 +6,9 @@ use crate::{get_u16, set_u16, Error, Result};
 /// Bytes of a TCP header without options.
 pub const HEADER_LEN: usize = 20;
 
+/// Where the checksum field lies in the header.
+pub const CHECKSUM_AT: usize = 16;
+
 /// TCP flag bits.
 pub mod flags {
     /// FIN.
@@ -72,7 +75,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 16)
+        get_u16(self.buffer.as_ref(), CHECKSUM_AT)
     }
     /// Options bytes (after `check_len`).
     pub fn options(&self) -> &[u8] {
@@ -124,9 +127,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
     /// Computes and stores the checksum over the whole buffer.
     pub fn fill_checksum(&mut self, pseudo: u32) {
-        set_u16(self.buffer.as_mut(), 16, 0);
+        set_u16(self.buffer.as_mut(), CHECKSUM_AT, 0);
         let c = !checksum::fold(checksum::accumulate(pseudo, self.buffer.as_ref()));
-        set_u16(self.buffer.as_mut(), 16, c);
+        set_u16(self.buffer.as_mut(), CHECKSUM_AT, c);
     }
 }
 

@@ -13,6 +13,9 @@ mod field {
 /// Bytes of a UDP header.
 pub const HEADER_LEN: usize = 8;
 
+/// Where the checksum field lies in the header.
+pub const CHECKSUM_AT: usize = field::CHECKSUM;
+
 view! {
     /// A view over a UDP datagram.
     Packet

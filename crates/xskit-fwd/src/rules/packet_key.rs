@@ -1,7 +1,7 @@
 //! The fields of a packet the rules look at, read once from its headers.
 
 use xskit_wire::offload::L4Checksum;
-use xskit_wire::{checksum, ip_protocol, ipv4, ipv6, EtherType};
+use xskit_wire::{checksum, ethernet, ip_protocol, ipv4, ipv6, tcp, udp, vlan, EtherType};
 
 /// The fields of a packet the rules look at. `family` is 0 for anything but IPv4 and IPv6.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -107,26 +107,37 @@ impl PacketKey {
     /// which the general walk then reads.
     #[inline(always)]
     pub(super) fn plain_ipv4(frame: &[u8]) -> Option<(Result<PacketKey, Unclassifiable>, bool)> {
-        let h: &[u8; 14 + 20 + 20] = frame.first_chunk()?;
-        if h[12..15] != [0x08, 0x00, 0x45] || h[20] & 0x3f != 0 || h[21] != 0 {
+        const L3: usize = ethernet::HEADER_LEN;
+        const L4: usize = L3 + ipv4::HEADER_LEN;
+        // Every view below reads inside these bytes, whose length the compiler knows: one
+        // bounds check for the lot.
+        let h: &[u8; L4 + tcp::HEADER_LEN] = frame.first_chunk()?;
+        let ip = ipv4::Packet::new_unchecked(&h[L3..L4]);
+        let plain = ethernet::Frame::new_unchecked(&h[..L3]).ethertype() == EtherType::Ipv4
+            && ip.version() == 4
+            && ip.header_len() == ipv4::HEADER_LEN
+            && !ip.more_frags()
+            && ip.frag_offset() == 0;
+        if !plain {
             return None;
         }
-        let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-        let (protocol, l4_len) = (h[23], total.checked_sub(20)?);
-        let (field, min) = match protocol {
-            ip_protocol::TCP => (14 + 20 + 16, 20),
-            ip_protocol::UDP => (14 + 20 + 6, 8),
+        let total = usize::from(ip.total_len());
+        let (protocol, l4_len) = (ip.protocol(), total.checked_sub(ipv4::HEADER_LEN)?);
+        let (offset, min) = match protocol {
+            ip_protocol::TCP => (tcp::CHECKSUM_AT, tcp::HEADER_LEN),
+            ip_protocol::UDP => (udp::CHECKSUM_AT, udp::HEADER_LEN),
             _ => return None,
         };
-        if l4_len < min || 14 + total > frame.len() {
+        if l4_len < min || L3 + total > frame.len() {
             return None;
         }
-        let (src, dst) = ([h[26], h[27], h[28], h[29]], [h[30], h[31], h[32], h[33]]);
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        let (src_port, dst_port) = ports(protocol, &h[L4..]);
         let mut key = PacketKey {
             family: 4,
             protocol,
-            src_port: u16::from_be_bytes([h[34], h[35]]),
-            dst_port: u16::from_be_bytes([h[36], h[37]]),
+            src_port,
+            dst_port,
             ..PacketKey::default()
         };
         key.src[..4].copy_from_slice(&src);
@@ -138,8 +149,8 @@ impl PacketKey {
             l4_len as u16,
         ));
         let c = L4Checksum {
-            start: 14 + 20,
-            offset: field - 14 - 20,
+            start: L4,
+            offset,
             len: l4_len,
             pseudo,
             udp: protocol == ip_protocol::UDP,
@@ -151,8 +162,8 @@ impl PacketKey {
     /// [`PacketKey::parse_noting_checksum`]); the same checks as [`L4Checksum::locate`].
     fn checksum_settled(&self, frame: &[u8], at: L4At) -> bool {
         let (offset, udp) = match self.protocol {
-            ip_protocol::TCP if at.len >= 20 => (16, false),
-            ip_protocol::UDP if at.len >= 8 => (6, true),
+            ip_protocol::TCP if at.len >= tcp::HEADER_LEN => (tcp::CHECKSUM_AT, false),
+            ip_protocol::UDP if at.len >= udp::HEADER_LEN => (udp::CHECKSUM_AT, true),
             _ => return true,
         };
         if at.fragment || at.start + offset + 2 > frame.len() {
@@ -186,7 +197,7 @@ impl PacketKey {
         let mut l4_at = None;
         // Bytes the IP packet may claim: the rest of the frame, or unknown for a chain.
         let room = if continued { usize::MAX } else { ip.len() };
-        let l4 = match EtherType::from(ethertype) {
+        let l4 = match ethertype {
             EtherType::Ipv4 => {
                 let (l4, at) = k.read_ipv4(ip, l3, room)?;
                 l4_at = Some(at);
@@ -231,33 +242,42 @@ impl PacketKey {
                 if l4.len() < 4 || l4_len < 4 {
                     return Err(Unclassifiable("TCP or UDP ports cut short"));
                 }
-                k.src_port = u16::from_be_bytes([l4[0], l4[1]]);
-                k.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
+                (k.src_port, k.dst_port) = ports(k.protocol, l4);
             }
         }
         Ok((k, l4_at))
     }
 }
 
-/// The EtherType after up to [`MAX_VLAN_TAGS`] VLAN tags, and where the L3 header starts.
-fn skip_vlan_tags(frame: &[u8]) -> Result<(u16, usize), Unclassifiable> {
-    if frame.len() < 14 {
-        return Err(Unclassifiable("shorter than an Ethernet header"));
+/// The TCP or UDP ports at the start of `l4` (at least their 4 bytes).
+#[inline(always)]
+fn ports(protocol: u8, l4: &[u8]) -> (u16, u16) {
+    if protocol == ip_protocol::TCP {
+        let t = tcp::Packet::new_unchecked(l4);
+        (t.src_port(), t.dst_port())
+    } else {
+        let u = udp::Packet::new_unchecked(l4);
+        (u.src_port(), u.dst_port())
     }
-    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-    let mut l3 = 14;
+}
+
+/// The EtherType after up to [`MAX_VLAN_TAGS`] VLAN tags, and where the L3 header starts.
+fn skip_vlan_tags(frame: &[u8]) -> Result<(EtherType, usize), Unclassifiable> {
+    let eth = ethernet::Frame::new_checked(frame)
+        .map_err(|_| Unclassifiable("shorter than an Ethernet header"))?;
+    let mut ethertype = eth.ethertype();
+    let mut l3 = ethernet::HEADER_LEN;
     for _ in 0..=MAX_VLAN_TAGS {
-        if ethertype != 0x8100 && ethertype != 0x88a8 {
+        if !matches!(ethertype, EtherType::Vlan | EtherType::QinQ) {
             break;
         }
-        if l3 == 14 + 4 * MAX_VLAN_TAGS {
+        if l3 == ethernet::HEADER_LEN + vlan::HEADER_LEN * MAX_VLAN_TAGS {
             return Err(Unclassifiable("more VLAN tags than are followed"));
         }
-        if frame.len() < l3 + 4 {
-            return Err(Unclassifiable("VLAN tag cut short"));
-        }
-        ethertype = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]);
-        l3 += 4;
+        let tag = vlan::Tag::new_checked(&frame[l3..])
+            .map_err(|_| Unclassifiable("VLAN tag cut short"))?;
+        ethertype = tag.ethertype();
+        l3 += vlan::HEADER_LEN;
     }
     Ok((ethertype, l3))
 }
