@@ -10,46 +10,7 @@ use crate::procs::{
     finish, finish_any, interrupt, live_gen_args, set_gro, start, strings, Proc, BENCH_CPU, GEN_CPU,
 };
 use crate::stats::{median, spread};
-use crate::Observer;
-
-/// The benchmarks of the testbed table, by the names `xskit bench` gives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bench {
-    /// AF_XDP receive and drop.
-    Rxdrop,
-    /// AF_XDP transmit.
-    Txpush,
-    /// AF_XDP receive, swap MACs, send back.
-    L2fwd,
-    /// AF_PACKET's TPACKET_V3 receive ring, the baseline.
-    AfpacketRx,
-    /// AF_PACKET's sendmmsg, the baseline.
-    AfpacketTx,
-    /// XDP_DROP, the kernel's ceiling.
-    XdpDrop,
-    /// `xskit fwd` against the kernel's bridge, and the DDoS mix.
-    Fwd,
-}
-
-impl Bench {
-    /// The benchmark's name on `xskit bench`'s command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Bench::Rxdrop => "rxdrop",
-            Bench::Txpush => "txpush",
-            Bench::L2fwd => "l2fwd",
-            Bench::AfpacketRx => "afpacket-rx",
-            Bench::AfpacketTx => "afpacket-tx",
-            Bench::XdpDrop => "xdp-drop",
-            Bench::Fwd => "fwd",
-        }
-    }
-
-    /// Measured on the sending side (its own rate), not fed by the generator.
-    fn transmits(self) -> bool {
-        matches!(self, Bench::Txpush | Bench::AfpacketTx)
-    }
-}
+use crate::{Benchmark, Observer};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -57,7 +18,7 @@ pub struct Request {
     /// The `xskit` binary the benchmark processes run.
     pub exe: String,
     /// One benchmark, or (None) all of them.
-    pub only: Option<Bench>,
+    pub only: Option<Benchmark>,
     /// The txpush rows by frame size (64, 512, 1024, 1500) instead of the table.
     pub sizes: bool,
     /// Frame length without the FCS.
@@ -245,18 +206,18 @@ impl Table {
 }
 
 /// The (benchmark, mode, size) cells a request measures on the two-host testbed, in order.
-pub fn plan(request: &Request) -> Vec<(Bench, &'static str, usize)> {
-    let wanted = |b: Bench| request.only.is_none_or(|w| w == b);
+pub fn plan(request: &Request) -> Vec<(Benchmark, &'static str, usize)> {
+    let wanted = |b: Benchmark| request.only.is_none_or(|w| w == b);
     let mut plan = Vec::new();
     if request.sizes {
         for size in [64, 512, 1024, 1500] {
             for mode in ["skb", "drv"] {
-                plan.push((Bench::Txpush, mode, size));
+                plan.push((Benchmark::Txpush, mode, size));
             }
         }
         return plan;
     }
-    for bench in [Bench::Rxdrop, Bench::Txpush, Bench::L2fwd] {
+    for bench in [Benchmark::Rxdrop, Benchmark::Txpush, Benchmark::L2fwd] {
         for mode in ["skb", "drv"] {
             if wanted(bench) {
                 plan.push((bench, mode, request.size));
@@ -264,9 +225,9 @@ pub fn plan(request: &Request) -> Vec<(Bench, &'static str, usize)> {
         }
     }
     for (bench, mode) in [
-        (Bench::AfpacketRx, "skb"),
-        (Bench::AfpacketTx, "skb"),
-        (Bench::XdpDrop, "drv"),
+        (Benchmark::AfpacketRx, "skb"),
+        (Benchmark::AfpacketTx, "skb"),
+        (Benchmark::XdpDrop, "drv"),
     ] {
         if wanted(bench) {
             plan.push((bench, mode, request.size));
@@ -280,7 +241,7 @@ fn check(request: &Request) -> Result<()> {
     if request.runs == 0 || request.runs > 20 {
         bail!("--runs {} is out of range: use 1 to 20", request.runs);
     }
-    if request.sizes && request.only.is_some_and(|b| b != Bench::Txpush) {
+    if request.sizes && request.only.is_some_and(|b| b != Benchmark::Txpush) {
         bail!("--sizes is the txpush table: give no benchmark, or txpush");
     }
     if !xskit_testbed::have_privileges() {
@@ -294,7 +255,7 @@ fn check(request: &Request) -> Result<()> {
 /// and DDoS rows; then the ratios.
 pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
     check(request)?;
-    let with_fwd = request.only.is_none_or(|b| b == Bench::Fwd) && !request.sizes;
+    let with_fwd = request.only.is_none_or(|b| b == Benchmark::Fwd) && !request.sizes;
     let ddos_method = with_fwd.then(crate::fwd::Method::from_env).transpose()?;
     let bed = Testbed::new(&TestbedConfig::default()).context("building the testbed")?;
     let runner = Runner {
@@ -353,7 +314,7 @@ impl Runner {
         start(&self.exe, host, cpu, args)
     }
 
-    fn bench_args(&self, bench: Bench, host: &Host, mode: &str, size: usize) -> Vec<String> {
+    fn bench_args(&self, bench: Benchmark, host: &Host, mode: &str, size: usize) -> Vec<String> {
         strings(&[
             "bench",
             bench.name(),
@@ -373,12 +334,12 @@ impl Runner {
     /// JSON and the generator's rate.
     fn receive_side(
         &self,
-        bench: Bench,
+        bench: Benchmark,
         mode: &str,
         size: usize,
     ) -> Result<(serde_json::Value, f64)> {
         let (a, b) = (&self.bed.a, &self.bed.b);
-        set_gro(b, bench == Bench::AfpacketRx || mode == "skb")?;
+        set_gro(b, bench == Benchmark::AfpacketRx || mode == "skb")?;
         let receiver = self.start(b, BENCH_CPU, &self.bench_args(bench, b, mode, size))?;
         let mac: Vec<String> = b.mac.iter().map(|x| format!("{x:02x}")).collect();
         let gen_args = live_gen_args(a, &mac.join(":"), size, self.secs + 2.0);
@@ -391,7 +352,12 @@ impl Runner {
     }
 
     /// A transmit-side benchmark on a.
-    fn transmit_side(&self, bench: Bench, mode: &str, size: usize) -> Result<serde_json::Value> {
+    fn transmit_side(
+        &self,
+        bench: Benchmark,
+        mode: &str,
+        size: usize,
+    ) -> Result<serde_json::Value> {
         let a = &self.bed.a;
         finish(self.start(a, GEN_CPU, &self.bench_args(bench, a, mode, size))?)
     }
@@ -400,7 +366,7 @@ impl Runner {
     /// mode (what a receive cell can reach at most).
     fn measure_plan(
         &self,
-        plan: &[(Bench, &'static str, usize)],
+        plan: &[(Benchmark, &'static str, usize)],
         request: &Request,
         observer: &mut dyn Observer,
     ) -> Result<Vec<Cell>> {
@@ -420,7 +386,7 @@ impl Runner {
                 } else {
                     self.receive_side(bench, mode, size)?
                 };
-                let rate = if bench.transmits() || bench == Bench::L2fwd {
+                let rate = if bench.transmits() || bench == Benchmark::L2fwd {
                     "tx_pps"
                 } else {
                     "rx_pps"
@@ -432,7 +398,7 @@ impl Runner {
                 cells[i]
                     .cpu_ns_per_packet
                     .extend(result["cpu_ns_per_packet"].as_f64());
-                if gen_pps > 0.0 && bench == Bench::Rxdrop {
+                if gen_pps > 0.0 && bench == Benchmark::Rxdrop {
                     if let Some(g) = generators.iter_mut().find(|g| g.mode == mode) {
                         g.mpps.push(gen_pps / 1e6);
                     }
@@ -470,7 +436,7 @@ fn progress(done: usize, total: usize, cells: &[Cell]) -> serde_json::Value {
 mod tests {
     use super::*;
 
-    fn request(only: Option<Bench>, sizes: bool) -> Request {
+    fn request(only: Option<Benchmark>, sizes: bool) -> Request {
         Request {
             exe: "xskit".into(),
             only,
@@ -485,13 +451,13 @@ mod tests {
     fn the_plan_covers_both_modes_and_the_baselines() {
         let all = plan(&request(None, false));
         assert_eq!(all.len(), 9);
-        assert!(all.contains(&(Bench::Rxdrop, "skb", 60)));
-        assert!(all.contains(&(Bench::XdpDrop, "drv", 60)));
-        assert_eq!(plan(&request(Some(Bench::L2fwd), false)).len(), 2);
-        assert!(plan(&request(Some(Bench::Fwd), false)).is_empty());
+        assert!(all.contains(&(Benchmark::Rxdrop, "skb", 60)));
+        assert!(all.contains(&(Benchmark::XdpDrop, "drv", 60)));
+        assert_eq!(plan(&request(Some(Benchmark::L2fwd), false)).len(), 2);
+        assert!(plan(&request(Some(Benchmark::Fwd), false)).is_empty());
         let sizes = plan(&request(None, true));
         assert_eq!(sizes.len(), 8);
-        assert!(sizes.iter().all(|(b, _, _)| *b == Bench::Txpush));
+        assert!(sizes.iter().all(|(b, _, _)| *b == Benchmark::Txpush));
     }
 
     #[test]
@@ -499,7 +465,7 @@ mod tests {
         let mut r = request(None, false);
         r.runs = 0;
         assert!(check(&r).unwrap_err().to_string().contains("--runs 0"));
-        let r = request(Some(Bench::Rxdrop), true);
+        let r = request(Some(Benchmark::Rxdrop), true);
         assert!(check(&r).unwrap_err().to_string().contains("--sizes"));
     }
 

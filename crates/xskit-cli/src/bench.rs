@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde::Serialize;
 use xskit::clock::process_cpu_ns;
 use xskit::{Interface, Port, Statistics};
@@ -21,75 +21,8 @@ use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunA
 #[cfg(feature = "bench-harness")]
 mod harness;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum Kind {
-    /// Receive and drop (recycle every frame to the fill ring).
-    Rxdrop,
-    /// Transmit pre-built frames as fast as possible.
-    Txpush,
-    /// Receive, swap MACs, send back on the same socket.
-    L2fwd,
-    /// Baseline: AF_PACKET TPACKET_V3 receive ring.
-    AfpacketRx,
-    /// Baseline: AF_PACKET sendmmsg with qdisc bypass.
-    AfpacketTx,
-    /// Kernel ceiling: an XDP program that counts and drops.
-    XdpDrop,
-    /// Kernel ceiling for l2fwd: an XDP program that swaps MACs and sends back (XDP_TX),
-    /// counting; on a bond the packets leave through the bond's hash.
-    XdpTx,
-    /// Kernel ceiling for forwarding: an XDP program that redirects every packet to `--to
-    /// IFACE` through a devmap (the kernel's xdp_redirect_map path), counting.
-    XdpRedirect,
-    /// In memory, no interface: verdict mixes through the pipeline, pool against per-packet
-    /// allocation.
-    Pipeline,
-    /// Testbed only: `xskit fwd` between two namespaces, against the kernel's bridge.
-    Fwd,
-    /// Testbed only: XDP_DROP and XDP_TX through xskit's bond programs (a bond of 1 and of 2
-    /// members) against the plain programs, and an AF_XDP l2fwd through a bond port, as in
-    /// the table of Jussi Maki's XDP bonding patch ("net, bonding: Add XDP support to the
-    /// bonding driver").
-    Bond,
-    /// Redraw the chart of a table saved with `xskit bench --json > RESULTS.json`, measuring
-    /// nothing: `xskit bench plot RESULTS.json [--plot OUT.svg]` (default RESULTS.svg).
-    Plot,
-}
-
-impl Kind {
-    /// Whether the testbed table (bench without -i) can run it; the others run only on an
-    /// interface.
-    pub(crate) fn in_testbed_table(self) -> bool {
-        matches!(
-            self,
-            Kind::Rxdrop
-                | Kind::Txpush
-                | Kind::L2fwd
-                | Kind::AfpacketRx
-                | Kind::AfpacketTx
-                | Kind::XdpDrop
-                | Kind::Fwd
-        )
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kind::Rxdrop => "rxdrop",
-            Kind::Txpush => "txpush",
-            Kind::L2fwd => "l2fwd",
-            Kind::AfpacketRx => "afpacket-rx",
-            Kind::AfpacketTx => "afpacket-tx",
-            Kind::XdpDrop => "xdp-drop",
-            Kind::XdpTx => "xdp-tx",
-            Kind::XdpRedirect => "xdp-redirect",
-            Kind::Pipeline => "pipeline",
-            Kind::Fwd => "fwd",
-            Kind::Bond => "bond",
-            Kind::Plot => "plot",
-        }
-    }
-}
+/// The benchmarks, their names and help, as xskit-bench lists them.
+pub(crate) use xskit_bench::Benchmark as Kind;
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {

@@ -5,7 +5,7 @@ use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use xskit_bench::table::{Bench, Request};
+use xskit_bench::table::Request;
 use xskit_bench::Observer;
 
 use super::{BenchArgs, Kind};
@@ -46,18 +46,11 @@ fn render(args: &BenchArgs, json: &impl serde::Serialize, lines: Vec<String>) ->
 }
 
 /// The benchmark of the testbed table that `kind` names (None: all of them).
-fn bench_of(kind: Option<Kind>) -> Result<Option<Bench>> {
-    Ok(Some(match kind {
-        None => return Ok(None),
-        Some(Kind::Rxdrop) => Bench::Rxdrop,
-        Some(Kind::Txpush) => Bench::Txpush,
-        Some(Kind::L2fwd) => Bench::L2fwd,
-        Some(Kind::AfpacketRx) => Bench::AfpacketRx,
-        Some(Kind::AfpacketTx) => Bench::AfpacketTx,
-        Some(Kind::XdpDrop) => Bench::XdpDrop,
-        Some(Kind::Fwd) => Bench::Fwd,
-        Some(other) => bail!("{}", super::not_in_table(other)),
-    }))
+fn bench_of(kind: Option<Kind>) -> Result<Option<Kind>> {
+    match kind {
+        Some(k) if !k.in_testbed_table() => bail!("{}", super::not_in_table(k)),
+        k => Ok(k),
+    }
 }
 
 /// `xskit bench [KIND]` without -i: the testbed table.
