@@ -153,6 +153,9 @@ impl<P: SidePort> Worker<P> {
     /// Forwards until `stop` (or an error), then drains (once `drain` is set) and reports where
     /// the frames are. `failed` is set when this worker stops on an error, so the others stop
     /// too.
+    // Called once per thread; kept a function of its own so that bench/callgrind.sh can count
+    // the instructions inside it.
+    #[inline(never)]
     pub(crate) fn run(
         mut self,
         stop: &AtomicBool,

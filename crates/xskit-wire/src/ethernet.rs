@@ -20,6 +20,7 @@ view! {
 
 impl<T: AsRef<[u8]>> Frame<T> {
     /// Checks the buffer holds a whole header.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             Err(Error)
@@ -29,6 +30,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// Destination MAC.
+    #[inline]
     pub fn dst_addr(&self) -> [u8; 6] {
         let mut a = [0; 6];
         a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
@@ -36,6 +38,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// Source MAC.
+    #[inline]
     pub fn src_addr(&self) -> [u8; 6] {
         let mut a = [0; 6];
         a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
@@ -43,6 +46,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// The EtherType (the first one; see [`crate::vlan`] for tags).
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         get_u16(self.buffer.as_ref(), field::ETHERTYPE.start).into()
     }
@@ -61,6 +65,7 @@ pub struct Untagged<'a> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
     /// Follows up to two VLAN tags (802.1ad outer, 802.1Q inner).
+    #[inline]
     pub fn untagged(&self) -> Result<Untagged<'a>> {
         let mut ethertype = self.ethertype();
         let mut rest = self.payload();
@@ -85,6 +90,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
     }
 
     /// The bytes after the header.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[field::PAYLOAD]
     }
@@ -92,16 +98,19 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Frame<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// Sets the destination MAC.
+    #[inline]
     pub fn set_dst_addr(&mut self, a: [u8; 6]) {
         self.buffer.as_mut()[field::DESTINATION].copy_from_slice(&a);
     }
 
     /// Sets the source MAC.
+    #[inline]
     pub fn set_src_addr(&mut self, a: [u8; 6]) {
         self.buffer.as_mut()[field::SOURCE].copy_from_slice(&a);
     }
 
     /// Swaps source and destination MACs in place (l2fwd).
+    #[inline]
     pub fn swap_addrs(&mut self) {
         let b = self.buffer.as_mut();
         for i in 0..6 {
@@ -110,11 +119,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     }
 
     /// Sets the EtherType.
+    #[inline]
     pub fn set_ethertype(&mut self, t: EtherType) {
         set_u16(self.buffer.as_mut(), field::ETHERTYPE.start, t.into());
     }
 
     /// The bytes after the header, writable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[field::PAYLOAD]
     }

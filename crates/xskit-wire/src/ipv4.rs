@@ -27,6 +27,7 @@ view! {
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks version 4, a header length of at least 20 that fits, and a total length that
     /// covers the header and fits in the buffer.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN || self.version() != 4 {
@@ -40,67 +41,82 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
     /// The version field.
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VER_IHL] >> 4
     }
     /// Header length in bytes (IHL * 4), options included.
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
     /// DSCP and ECN byte.
+    #[inline]
     pub fn dscp_ecn(&self) -> u8 {
         self.buffer.as_ref()[field::DSCP_ECN]
     }
     /// Total length (header plus payload).
+    #[inline]
     pub fn total_len(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::LENGTH)
     }
     /// Identification.
+    #[inline]
     pub fn ident(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::IDENT)
     }
     /// Don't-fragment flag.
+    #[inline]
     pub fn dont_frag(&self) -> bool {
         get_u16(self.buffer.as_ref(), field::FLG_OFF) & 0x4000 != 0
     }
     /// More-fragments flag.
+    #[inline]
     pub fn more_frags(&self) -> bool {
         get_u16(self.buffer.as_ref(), field::FLG_OFF) & 0x2000 != 0
     }
     /// Fragment offset in bytes.
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
         (get_u16(self.buffer.as_ref(), field::FLG_OFF) & 0x1fff) * 8
     }
     /// Time to live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[field::TTL]
     }
     /// The payload's protocol number.
+    #[inline]
     pub fn protocol(&self) -> u8 {
         self.buffer.as_ref()[field::PROTOCOL]
     }
     /// The header checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> [u8; 4] {
         let mut a = [0; 4];
         a.copy_from_slice(&self.buffer.as_ref()[field::SRC_ADDR]);
         a
     }
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> [u8; 4] {
         let mut a = [0; 4];
         a.copy_from_slice(&self.buffer.as_ref()[field::DST_ADDR]);
         a
     }
     /// The options bytes (after `check_len`).
+    #[inline]
     pub fn options(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         &b[HEADER_LEN..self.header_len().clamp(HEADER_LEN, b.len())]
     }
     /// True if the header checksum is right (after `check_len`).
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         let b = self.buffer.as_ref();
         checksum::fold(checksum::accumulate(
@@ -109,6 +125,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         )) == 0xffff
     }
     /// The pseudo-header sum for the payload's checksum.
+    #[inline]
     pub fn pseudo_header(&self) -> u32 {
         let payload_len = usize::from(self.total_len()).saturating_sub(self.header_len());
         checksum::pseudo_header_v4(
@@ -122,6 +139,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload, as far as the total length says (after `check_len`).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         let b = self.buffer.as_ref();
         let start = (usize::from(b[field::VER_IHL] & 0x0f) * 4).min(b.len());
@@ -133,6 +151,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Writes a fresh option-less header: version 4, IHL 5, DF set, TTL 64, the given total
     /// length, protocol and addresses, and a correct checksum.
+    #[inline]
     pub fn init(&mut self, total_len: u16, protocol: u8, src: [u8; 4], dst: [u8; 4]) {
         let b = self.buffer.as_mut();
         b[..HEADER_LEN].copy_from_slice(&[
@@ -145,30 +164,37 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.fill_checksum();
     }
     /// Sets the total length.
+    #[inline]
     pub fn set_total_len(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::LENGTH, v);
     }
     /// Sets the identification.
+    #[inline]
     pub fn set_ident(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::IDENT, v);
     }
     /// Sets the TTL.
+    #[inline]
     pub fn set_ttl(&mut self, v: u8) {
         self.buffer.as_mut()[field::TTL] = v;
     }
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, a: [u8; 4]) {
         self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a);
     }
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, a: [u8; 4]) {
         self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a);
     }
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::CHECKSUM, v);
     }
     /// Recomputes the header checksum.
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let hl = self
@@ -178,6 +204,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_checksum(c);
     }
     /// The payload, writable (after `check_len`, or once the header is written).
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let b = self.buffer.as_mut();
         let start = (usize::from(b[field::VER_IHL] & 0x0f) * 4).min(b.len());

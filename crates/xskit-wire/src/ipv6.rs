@@ -23,6 +23,7 @@ view! {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks version 6 and a payload length that fits in the buffer.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN || self.version() != 6 {
@@ -34,39 +35,47 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
     /// The version field.
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[0] >> 4
     }
     /// The flow label.
+    #[inline]
     pub fn flow_label(&self) -> u32 {
         let b = &self.buffer.as_ref()[field::VER_TC_FLOW];
         u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x000f_ffff
     }
     /// The payload length field.
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::LENGTH)
     }
     /// The next header.
+    #[inline]
     pub fn next_header(&self) -> u8 {
         self.buffer.as_ref()[field::NXT_HDR]
     }
     /// The hop limit.
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.buffer.as_ref()[field::HOP_LIMIT]
     }
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> [u8; 16] {
         let mut a = [0; 16];
         a.copy_from_slice(&self.buffer.as_ref()[field::SRC_ADDR]);
         a
     }
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> [u8; 16] {
         let mut a = [0; 16];
         a.copy_from_slice(&self.buffer.as_ref()[field::DST_ADDR]);
         a
     }
     /// The pseudo-header sum for an upper-layer checksum directly after this header.
+    #[inline]
     pub fn pseudo_header(&self) -> u32 {
         checksum::pseudo_header_v6(
             self.src_addr(),
@@ -97,6 +106,7 @@ pub const MAX_EXT_HEADERS: usize = 8;
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The upper-layer protocol and its bytes, after walking the extension headers (hop-by-hop,
     /// routing, fragment, destination options, AH). Errors on truncated or too many headers.
+    #[inline]
     pub fn upper_layer(&self) -> Result<(u8, &'a [u8])> {
         self.upper_layer_fragment()
             .map(|(proto, rest, _)| (proto, rest))
@@ -105,6 +115,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// As [`Packet::upper_layer`], with the fragment offset (in 8-byte units) of a fragment
     /// header on the way, 0 if none: a packet with a non-zero offset carries the middle of
     /// a datagram, and its "upper layer" bytes are payload, not headers.
+    #[inline]
     pub fn upper_layer_fragment(&self) -> Result<(u8, &'a [u8], u16)> {
         let mut next = self.next_header();
         let mut rest = self.payload();
@@ -131,6 +142,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     }
 
     /// The payload, as far as the payload length says (after `check_len`).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         let b = self.buffer.as_ref();
         let end = (HEADER_LEN + usize::from(get_u16(b, field::LENGTH))).min(b.len());
@@ -140,6 +152,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Writes a fresh header: version 6, no traffic class, `flow_label`, hop limit 64.
+    #[inline]
     pub fn init(
         &mut self,
         payload_len: u16,
@@ -158,18 +171,22 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         b[field::DST_ADDR].copy_from_slice(&dst);
     }
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, a: [u8; 16]) {
         self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a);
     }
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, a: [u8; 16]) {
         self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a);
     }
     /// Sets the hop limit.
+    #[inline]
     pub fn set_hop_limit(&mut self, v: u8) {
         self.buffer.as_mut()[field::HOP_LIMIT] = v;
     }
     /// The payload, writable (after `check_len`, or once the header is written).
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let b = self.buffer.as_mut();
         let end = (HEADER_LEN + usize::from(get_u16(b, field::LENGTH))).min(b.len());

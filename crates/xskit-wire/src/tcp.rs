@@ -34,6 +34,7 @@ fn get_u32(b: &[u8], at: usize) -> u32 {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks a data offset of at least 5 words that fits in the buffer.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
@@ -46,43 +47,53 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
     /// Source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), 0)
     }
     /// Destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), 2)
     }
     /// Sequence number.
+    #[inline]
     pub fn seq(&self) -> u32 {
         get_u32(self.buffer.as_ref(), 4)
     }
     /// Acknowledgement number.
+    #[inline]
     pub fn ack(&self) -> u32 {
         get_u32(self.buffer.as_ref(), 8)
     }
     /// Header length in bytes (data offset * 4).
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[12] >> 4) * 4
     }
     /// The flag byte ([`flags`]).
+    #[inline]
     pub fn flags(&self) -> u8 {
         self.buffer.as_ref()[13]
     }
     /// Window.
+    #[inline]
     pub fn window(&self) -> u16 {
         get_u16(self.buffer.as_ref(), 14)
     }
     /// Checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         get_u16(self.buffer.as_ref(), CHECKSUM_AT)
     }
     /// Options bytes (after `check_len`).
+    #[inline]
     pub fn options(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         &b[HEADER_LEN..self.header_len().clamp(HEADER_LEN, b.len())]
     }
     /// Verifies the checksum over the whole buffer given the pseudo-header sum.
+    #[inline]
     pub fn verify_checksum(&self, pseudo: u32) -> bool {
         checksum::fold(checksum::accumulate(pseudo, self.buffer.as_ref())) == 0xffff
     }
@@ -90,6 +101,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload (after `check_len`).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         let b = self.buffer.as_ref();
         &b[(usize::from(b[12] >> 4) * 4).clamp(HEADER_LEN, b.len())..]
@@ -98,34 +110,42 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
+    #[inline]
     pub fn set_src_port(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), 0, v);
     }
     /// Sets the destination port.
+    #[inline]
     pub fn set_dst_port(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), 2, v);
     }
     /// Sets the sequence number.
+    #[inline]
     pub fn set_seq(&mut self, v: u32) {
         self.buffer.as_mut()[4..8].copy_from_slice(&v.to_be_bytes());
     }
     /// Sets the acknowledgement number.
+    #[inline]
     pub fn set_ack(&mut self, v: u32) {
         self.buffer.as_mut()[8..12].copy_from_slice(&v.to_be_bytes());
     }
     /// Sets the header length in bytes (a multiple of 4, 20..60).
+    #[inline]
     pub fn set_header_len(&mut self, len: usize) {
         self.buffer.as_mut()[12] = ((len / 4) as u8) << 4;
     }
     /// Sets the flags.
+    #[inline]
     pub fn set_flags(&mut self, f: u8) {
         self.buffer.as_mut()[13] = f;
     }
     /// Sets the window.
+    #[inline]
     pub fn set_window(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), 14, v);
     }
     /// Computes and stores the checksum over the whole buffer.
+    #[inline]
     pub fn fill_checksum(&mut self, pseudo: u32) {
         set_u16(self.buffer.as_mut(), CHECKSUM_AT, 0);
         let c = !checksum::fold(checksum::accumulate(pseudo, self.buffer.as_ref()));

@@ -23,6 +23,7 @@ view! {
 
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the buffer holds the header and as many bytes as the length field says.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
@@ -35,26 +36,32 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
     /// Source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::SRC_PORT)
     }
     /// Destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::DST_PORT)
     }
     /// The length field (header plus payload).
+    #[inline]
     pub fn len(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::LENGTH)
     }
     /// True when the length field says there is no payload.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         usize::from(self.len()) <= HEADER_LEN
     }
     /// The checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         get_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
     /// Verifies the checksum given the pseudo-header sum (0 means "not computed" over IPv4).
+    #[inline]
     pub fn verify_checksum(&self, pseudo: u32) -> bool {
         if self.checksum() == 0 {
             return true;
@@ -66,6 +73,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload, as far as the length field says (after `check_len`).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         let b = self.buffer.as_ref();
         let end = usize::from(get_u16(b, field::LENGTH)).clamp(HEADER_LEN, b.len());
@@ -75,23 +83,28 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
+    #[inline]
     pub fn set_src_port(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::SRC_PORT, v);
     }
     /// Sets the destination port.
+    #[inline]
     pub fn set_dst_port(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::DST_PORT, v);
     }
     /// Sets the length field.
+    #[inline]
     pub fn set_len(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::LENGTH, v);
     }
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::CHECKSUM, v);
     }
     /// Computes and stores the checksum over header and payload (as the length field says),
     /// given the pseudo-header sum. A result of 0 is sent as 0xffff (RFC 768).
+    #[inline]
     pub fn fill_checksum(&mut self, pseudo: u32) {
         self.set_checksum(0);
         let b = self.buffer.as_ref();
@@ -100,6 +113,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_checksum(if c == 0 { 0xffff } else { c });
     }
     /// The payload, writable (after `check_len`, or once the length field is set).
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let b = self.buffer.as_mut();
         let end = usize::from(get_u16(b, field::LENGTH)).clamp(HEADER_LEN, b.len());

@@ -13,6 +13,7 @@ view! {
 
 impl<T: AsRef<[u8]>> Tag<T> {
     /// Checks the buffer holds a whole tag.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             Err(Error)
@@ -21,14 +22,17 @@ impl<T: AsRef<[u8]>> Tag<T> {
         }
     }
     /// Priority code point (0..8).
+    #[inline]
     pub fn priority(&self) -> u8 {
         (get_u16(self.buffer.as_ref(), 0) >> 13) as u8
     }
     /// VLAN id (0..4096).
+    #[inline]
     pub fn vid(&self) -> u16 {
         get_u16(self.buffer.as_ref(), 0) & 0x0fff
     }
     /// The EtherType of what follows the tag.
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         get_u16(self.buffer.as_ref(), 2).into()
     }
@@ -36,6 +40,7 @@ impl<T: AsRef<[u8]>> Tag<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Tag<&'a T> {
     /// The bytes after the tag.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
@@ -43,6 +48,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Tag<&'a T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
     /// Sets priority and VLAN id (values are masked to their widths).
+    #[inline]
     pub fn set_tci(&mut self, priority: u8, vid: u16) {
         set_u16(
             self.buffer.as_mut(),
@@ -51,10 +57,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
         );
     }
     /// Sets the inner EtherType.
+    #[inline]
     pub fn set_ethertype(&mut self, t: EtherType) {
         set_u16(self.buffer.as_mut(), 2, t.into());
     }
     /// The bytes after the tag, writable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[HEADER_LEN..]
     }
