@@ -44,11 +44,7 @@ fn send(tx: &mut Port, t: &Template, first: u64, n: u64) {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while tx.tx_in_flight() > 0 && Instant::now() < deadline {
-        tx.complete();
-        tx.socket().tx().unwrap().wakeup_if_needed().unwrap();
-    }
+    tx.finish_sending(Duration::from_secs(2)).unwrap();
 }
 
 /// Receives until `n` probes arrived or a second passed; returns how many were valid.

@@ -42,10 +42,8 @@ fn send_jumbo(tx: &mut Port, addrs: &probe::ProbeAddrs, count: u64, seen: &Atomi
             tx.send(&mut chain).unwrap();
         }
     }
-    while tx.tx_in_flight() > 0 && Instant::now() < deadline {
-        tx.complete();
-        tx.socket().tx().unwrap().wakeup_if_needed().unwrap();
-    }
+    tx.finish_sending(deadline.saturating_duration_since(Instant::now()))
+        .unwrap();
 }
 
 /// Receives frame chains and checks each reassembled packet.

@@ -254,13 +254,7 @@ pub fn send(
     }
     let sent = seq - batch.len() as u64;
     tx.recycle(&mut batch);
-    let deadline = Instant::now() + opts.idle_timeout;
-    while tx.tx_in_flight() > 0 && Instant::now() < deadline {
-        tx.complete();
-        if let Some(ring) = tx.socket().tx() {
-            ring.wakeup_if_needed()?;
-        }
-    }
+    tx.finish_sending(opts.idle_timeout)?;
     Ok(sent)
 }
 
