@@ -883,7 +883,8 @@ fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {
     }
 }
 
-/// The devices the command line names: each interface, or a bond's members in its place.
+/// The devices the command line names: each interface, or a bond's members in its place (to
+/// check before anything is opened; the forwarder's own list is [`Forwarder::devices`]).
 fn devices(args: &FwdArgs) -> Vec<String> {
     args.interfaces
         .iter()
@@ -902,11 +903,9 @@ fn start_capture(
     let Some(path) = &args.capture else {
         return Ok(None);
     };
-    // The programs run on the interfaces, and on a bond's members.
-    let interfaces = devices(args);
     let capture = crate::fwd_capture::FwdCapture::start(
         path,
-        interfaces,
+        forwarder.devices(),
         forwarder.capture_reasons(),
         args.capture_rate,
     )?;

@@ -346,6 +346,15 @@ impl Forwarder {
             .collect()
     }
 
+    /// Every interface a program of the forwarder runs on: each side's, a bond's members in
+    /// its place, in order.
+    pub fn devices(&self) -> Vec<String> {
+        self.filters
+            .iter()
+            .map(|f| f.program().interface().name().to_string())
+            .collect()
+    }
+
     /// The attach mode of each side's program (a bond's first member's).
     pub fn modes(&self) -> Vec<String> {
         self.sides
