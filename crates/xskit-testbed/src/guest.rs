@@ -501,8 +501,9 @@ impl Guest {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "the guest's script did not print {marker:?} within {timeout:?}; it \
+                    "the guest's script did not print {marker:?} within {timeout:?} ({}); it \
                      printed:\n{output}\n--- console ---\n{}",
+                    running.qemu_state(),
                     tail(&console, 40)
                 ),
             ));
@@ -705,6 +706,25 @@ impl RunningGuest<'_> {
         std::fs::read_to_string(self.guest.job.join("share/output"))
             .unwrap_or_default()
             .contains(marker)
+    }
+
+    /// What became of QEMU: still running (an empty console then means a slow boot, not a
+    /// failed one), or its exit status and what it said.
+    fn qemu_state(&mut self) -> String {
+        let Some(child) = self.child.as_mut() else {
+            return "QEMU was stopped".into();
+        };
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut said = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = io::Read::read_to_string(&mut e, &mut said);
+                }
+                format!("QEMU exited, {status}, saying: {}", said.trim())
+            }
+            Ok(None) => format!("QEMU still running after {:?}", self.started.elapsed()),
+            Err(e) => format!("QEMU's state unknown: {e}"),
+        }
     }
 
     /// Whether QEMU has exited (reaping it if so).
