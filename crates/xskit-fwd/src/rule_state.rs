@@ -3,6 +3,7 @@
 //! list: rules built again from a changed list keep the state of every rule that kept its
 //! name, wherever it moved, and a new or renamed rule starts afresh.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::rules::{RateLimiter, RuleSet};
@@ -43,14 +44,17 @@ impl<T> ByRule<T> {
         make: impl Fn(usize) -> T,
     ) -> Self {
         let ids = RuleId::all(rules);
+        // Looked up by identity once each: a list of thousands of rules rebuilds in linear time.
+        let old: HashMap<&RuleId, &Arc<T>> = before
+            .map(|b| b.ids.iter().zip(&b.items).collect())
+            .unwrap_or_default();
         let items = ids
             .iter()
             .enumerate()
             .map(|(i, id)| {
-                before
-                    .and_then(|b| b.of(id))
-                    .filter(|old| keep(old, i))
-                    .map_or_else(|| Arc::new(make(i)), Arc::clone)
+                old.get(id)
+                    .filter(|item| keep(item, i))
+                    .map_or_else(|| Arc::new(make(i)), |item| Arc::clone(item))
             })
             .collect();
         ByRule { ids, items }
@@ -59,11 +63,6 @@ impl<T> ByRule<T> {
     /// Fresh items for every identity of `rules`.
     pub(crate) fn fresh(rules: &RuleSet, make: impl Fn(usize) -> T) -> Self {
         Self::carried(rules, None, |_, _| false, make)
-    }
-
-    fn of(&self, id: &RuleId) -> Option<&Arc<T>> {
-        let at = self.ids.iter().position(|mine| mine == id)?;
-        self.items.get(at)
     }
 
     /// The item of decision index `i`.
