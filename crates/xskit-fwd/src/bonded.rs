@@ -342,16 +342,28 @@ impl<P: PipelinePort> Side<P> {
     }
 }
 
-impl Side<XskPort> {
+/// A port whose socket's kernel counters the forwarder reads.
+pub(crate) trait SocketPort: PipelinePort {
+    /// The socket, if the port is one (an in-memory port is not).
+    fn socket_handle(&mut self) -> Option<xskit::SocketHandle>;
+}
+
+impl SocketPort for XskPort {
+    fn socket_handle(&mut self) -> Option<xskit::SocketHandle> {
+        Some(self.socket().handle())
+    }
+}
+
+impl<P: SocketPort> Side<P> {
     /// The member ports' sockets, in member order.
     pub(crate) fn sockets(&mut self) -> Vec<xskit::SocketHandle> {
         match self {
-            Side::One(p) => vec![p.socket().handle()],
+            Side::One(p) => p.socket_handle().into_iter().collect(),
             Side::Bond(b) => {
                 let mut out = Vec::new();
                 let mut i = 0;
                 while let Some(p) = b.port.member(i) {
-                    out.push(p.socket().handle());
+                    out.extend(p.socket_handle());
                     i += 1;
                 }
                 out

@@ -1,29 +1,32 @@
 //! The forwarder: set-up, the workers' threads, the supervisor and the report.
+//!
+//! [`Forwarding`] is the forwarder over any [`Kernel`]: production hands it the real one
+//! ([`Forwarder`]), the tests a fake of in-memory devices, through the same constructor and
+//! the same supervisor.
 
-use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xskit::{Interface, Mode, SocketConfig, Umem, UmemConfig};
+use xskit::{Mode, SocketConfig, Umem, UmemConfig};
 use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{PoolStats, SharedFrames};
 
 use crate::abi::Slot;
-use crate::bond_runtime::{BondRuntime, RealBondIo};
+use crate::bond_runtime::BondRuntime;
 use crate::bonded::{gather_sides, BondConfig, BondCount, QueueSides, Side};
 use crate::config::ForwardConfig;
+use crate::config_check::CpuFacts;
 use crate::counter::PortCells;
 use crate::counts::{Counters, FrameReport, LiveFrames, PortCount, Report, RuleCount};
 use crate::error::{Error, Result};
-use crate::filter::XdpFilter;
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, RealKernel, RunningFilter, SetUp};
 use crate::report::{FilterSnapshot, WorkerSnapshot};
 use crate::rules::RuleSet;
 use crate::stages::{PortMacs, RuleCells};
-use crate::worker::{TapPath, Worker, WorkerEnd};
+use crate::worker::{Worker, WorkerEnd};
 use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
-use xskit_os::tap::TapFd;
 
 /// A kernel counter read; without `strict` a failed read counts nothing (a device that
 /// vanished while the forwarder stops).
@@ -54,29 +57,31 @@ fn worker_snapshot(w: &WorkerCells, strict: bool) -> Result<WorkerSnapshot> {
     })
 }
 
+/// A side's bond and its controller.
+type BondSide<K> = (BondConfig, BondRuntime<<K as Kernel>::BondIo>);
+
 /// Each side's bond and its controller; ARP monitoring's targets are set in the members'
 /// filters first, since they count the targets' answers from the first probe on.
-fn bond_runtimes(
-    devices: &Devices,
-    filters: &[XdpFilter],
+fn bond_runtimes<K: Kernel>(
+    kernel: &K,
+    setup: &SetUp<K::Filter>,
     respond: Option<std::net::Ipv4Addr>,
-) -> Result<Vec<Option<(BondConfig, BondRuntime)>>> {
-    for (bond, range) in devices.bonds.iter().zip(&devices.sides) {
+) -> Result<Vec<Option<BondSide<K>>>> {
+    for (bond, range) in setup.bonds.iter().zip(&setup.sides) {
         if let Some(arp) = bond.as_ref().and_then(|b| b.arp.as_ref()) {
-            for filter in &filters[range.clone()] {
+            for filter in &setup.filters[range.clone()] {
                 filter.set_arp_targets(&arp.targets)?;
             }
         }
     }
-    devices
+    setup
         .bonds
         .iter()
-        .zip(&devices.sides)
+        .zip(&setup.sides)
         .map(|(bond, range)| {
             bond.as_ref()
                 .map(|b| {
-                    let members = &devices.ifaces[range.clone()];
-                    let io = RealBondIo::open(b, members)?;
+                    let io = kernel.open_bond(b, range.clone())?;
                     Ok((b.clone(), BondRuntime::new(b, io, respond)?))
                 })
                 .transpose()
@@ -88,9 +93,8 @@ fn bond_runtimes(
 fn queue_sides<K: Kernel>(
     kernel: &K,
     q: u32,
-    filters: &[K::Filter],
-    sides: &[std::ops::Range<usize>],
-    bonds: &[Option<(BondConfig, BondRuntime)>],
+    setup: &SetUp<K::Filter>,
+    bonds: &[Option<BondSide<K>>],
     (umem, socket_config): (&Umem, &SocketConfig),
 ) -> Result<QueueSides<K::Port>> {
     let bonds: Vec<_> = bonds
@@ -100,22 +104,100 @@ fn queue_sides<K: Kernel>(
                 .map(|(config, runtime)| (config, &runtime.control))
         })
         .collect();
-    gather_sides(sides, &bonds, |i| {
-        kernel.open_port(&filters[i], q, umem, socket_config)
+    gather_sides(&setup.sides, &bonds, |i| {
+        kernel.open_port(&setup.filters[i], q, umem, socket_config)
     })
 }
 
 /// A forwarder, set up and ready to run.
-pub struct Forwarder {
+pub struct Forwarder(Forwarding<RealKernel>);
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("interfaces", &self.0.names)
+            .field("queues", &self.0.queues)
+            .field("frames", &self.0.total)
+            .finish()
+    }
+}
+
+impl Forwarder {
+    /// Attaches the programs, installs the kernel's share of the rules, opens every socket and
+    /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
+    /// detaches everything.
+    pub fn new(config: ForwardConfig) -> Result<Self> {
+        let cpus = CpuFacts::here()?;
+        let tx_metadata = xskit::kernel_supports_tx_metadata();
+        Forwarding::new(RealKernel::default(), config, &cpus, tx_metadata).map(Forwarder)
+    }
+
+    /// What the filter's verdict and reason numbers mean for the rules as this forwarder
+    /// runs them (forwarding in XDP only where it does), for a capture's comments.
+    pub fn capture_reasons(&self) -> crate::reasons::Reasons {
+        crate::reasons::Reasons::new(self.0.rules.kernel_share(self.0.xdp_forward))
+    }
+
+    /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
+    /// rules without a TAP device).
+    pub fn warnings(&self) -> &[String] {
+        &self.0.warnings
+    }
+
+    /// Whether the sockets are zero-copy: a received frame leaves the other interface as the
+    /// same UMEM frame, by descriptor.
+    pub fn zero_copy(&self) -> bool {
+        self.0.zero_copy
+    }
+
+    /// The interfaces (a bond's members) held in promiscuous mode while the forwarder lives,
+    /// so that unicast frames for the hosts on the other side reach it through a NIC's MAC
+    /// filter ([`ForwardConfig::promiscuous`]).
+    pub fn promiscuous(&self) -> Vec<String> {
+        self.0.promiscuous.clone()
+    }
+
+    /// Every interface a program of the forwarder runs on: each side's, a bond's members in
+    /// its place, in order.
+    pub fn devices(&self) -> Vec<String> {
+        self.0.devices()
+    }
+
+    /// The attach mode of each side's program (a bond's first member's).
+    pub fn modes(&self) -> Vec<String> {
+        self.0.modes()
+    }
+
+    /// The counters now (the kernel's rule counters and socket statistics are read by system
+    /// calls: call this about once a second, not per packet).
+    pub fn counters(&self) -> Result<Counters> {
+        self.0.counters()
+    }
+
+    /// Forwards until `stop` is set, calling `on_tick` with the counters every `interval`;
+    /// then stops redirecting, drains the rings, and reports. Everything is detached when it
+    /// returns, whether it succeeds or not.
+    pub fn run(
+        self,
+        stop: &AtomicBool,
+        interval: Duration,
+        on_tick: impl FnMut(&Counters),
+    ) -> Result<Report> {
+        self.0.run(stop, interval, on_tick)
+    }
+}
+
+/// The forwarder over the kernel `K`.
+pub(crate) struct Forwarding<K: Kernel> {
     rules: Arc<RuleSet>,
     /// One per interface: every side's, a bond's members in order.
-    filters: Vec<XdpFilter>,
+    filters: Vec<K::Filter>,
     /// The sides' names (a bond's is its own).
     names: Vec<String>,
     /// Which filters (and sockets) belong to each side.
-    sides: Vec<std::ops::Range<usize>>,
+    sides: Vec<Range<usize>>,
     /// Each side's bond and its controller, if it is one.
-    bonds: Vec<Option<(BondConfig, BondRuntime)>>,
+    bonds: Vec<Option<BondSide<K>>>,
     /// Whether the filters forward in XDP (out of the other side's usable members).
     xdp_forward: bool,
     /// The sides' MAC addresses as the respond stage uses them.
@@ -123,7 +205,7 @@ pub struct Forwarder {
     shared: SharedFrames,
     total: usize,
     queues: u32,
-    workers: Vec<Worker<Side>>,
+    workers: Vec<Worker<Side<K::Port>>>,
     cells: Vec<WorkerCells>,
     replies: ReplyCounters,
     warnings: Vec<String>,
@@ -134,39 +216,10 @@ pub struct Forwarder {
     /// Per interface (a bond's members too): whether its link was up at the last look, and
     /// how often that changed.
     links: Vec<(bool, u64)>,
-    /// Every interface (a bond's members) held in promiscuous mode while the forwarder lives.
-    promiscuous: Vec<xskit::Promiscuous>,
-}
-
-impl std::fmt::Debug for Forwarder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Forwarder")
-            .field("interfaces", &self.names)
-            .field("queues", &self.queues)
-            .field("frames", &self.total)
-            .finish()
-    }
-}
-
-/// The interfaces, as the kernel describes them: every side's, a bond's members in order.
-struct Devices {
-    ifaces: Vec<Interface>,
-    infos: Vec<xskit::netlink::LinkInfo>,
-    /// Which of `ifaces` belong to each side.
-    sides: Vec<std::ops::Range<usize>>,
-    /// Each side's bond, if it is one.
-    bonds: Vec<Option<BondConfig>>,
-}
-
-impl Devices {
-    /// Every interface promiscuous while the returned guards live.
-    fn hold_promiscuous(&self) -> Result<Vec<xskit::Promiscuous>> {
-        Ok(self
-            .ifaces
-            .iter()
-            .map(Interface::promiscuous)
-            .collect::<std::result::Result<Vec<_>, _>>()?)
-    }
+    /// The interfaces (a bond's members) the kernel holds in promiscuous mode.
+    promiscuous: Vec<String>,
+    /// Last, so that what it holds (promiscuous mode) outlives everything set up through it.
+    _kernel: K,
 }
 
 /// The UMEM of `frames` frames, with transmit metadata room when checksums are offloaded.
@@ -183,103 +236,102 @@ fn make_umem(frames: u32, csum_offload: bool) -> Result<Umem> {
     )?)
 }
 
-/// The TAP device, when one is asked for, with its MAC address.
-fn open_tap(name: &str) -> Result<Arc<TapPath>> {
-    let fd = TapFd::open(name).map_err(|e| Error::Tap {
-        name: name.to_string(),
-        reason: format!(
-            "{e}: the name must be a free interface name of at most 15 characters, and \
-             creating one needs CAP_NET_ADMIN"
-        ),
-    })?;
-    let mac = Interface::by_name(fd.name())?
-        .link_info()?
-        .mac
-        .ok_or_else(|| Error::Tap {
-            name: name.to_string(),
-            reason: "it has no MAC address".into(),
-        })?;
-    Ok(Arc::new(TapPath {
-        link: Box::new(fd),
-        mac,
-        learnt: Mutex::new(HashMap::new()),
-    }))
+/// The workers, one per queue, each primed with its sockets' frames.
+struct Workers<P: crate::bonded::SocketPort> {
+    workers: Vec<Worker<Side<P>>>,
+    cells: Vec<WorkerCells>,
+    shared: SharedFrames,
+    total: usize,
 }
 
-impl Forwarder {
-    /// Attaches the programs, installs the kernel's share of the rules, opens every socket and
-    /// builds the workers. Nothing runs until [`Forwarder::run`]; dropping the forwarder
-    /// detaches everything.
-    pub fn new(config: ForwardConfig) -> Result<Self> {
-        let mut kernel = crate::kernel::RealKernel::default();
-        let cpus = crate::config_check::CpuFacts::here()?;
-        let tx_metadata = xskit::kernel_supports_tx_metadata();
-        let setup = crate::kernel::set_up(&mut kernel, &config, &cpus, tx_metadata)?;
-        let devices = Devices {
-            ifaces: std::mem::take(&mut kernel.ifaces),
-            infos: std::mem::take(&mut kernel.infos),
-            sides: setup.sides,
-            bonds: setup.bonds,
-        };
+impl<K: Kernel> Forwarding<K> {
+    /// Sets up on `kernel`: attaches the filters, installs the kernel's share of the rules,
+    /// opens every socket and builds the workers. Nothing runs until [`Forwarding::run`].
+    pub(crate) fn new(
+        mut kernel: K,
+        config: ForwardConfig,
+        cpus: &CpuFacts,
+        kernel_tx_metadata: bool,
+    ) -> Result<Self> {
+        let setup = crate::kernel::set_up(&mut kernel, &config, cpus, kernel_tx_metadata)?;
         let promiscuous = if config.promiscuous {
-            devices.hold_promiscuous()?
+            kernel.hold_promiscuous()?
         } else {
             Vec::new()
         };
-        let (filters, socket_plan, queues) = (setup.filters, setup.sockets, setup.queues);
-        let warnings = setup.warnings;
-        let csum_offload = socket_plan.csum_offload;
+        let mut plan = WorkerPlan::new(&config, Arc::clone(&setup.rules), &setup.macs);
+        plan.mtus = setup.mtus.clone();
+        plan.csum_offload = setup.sockets.csum_offload;
+        plan.tap = config
+            .tap
+            .as_deref()
+            .map(|n| kernel.open_tap(n))
+            .transpose()?;
+        let bonds = bond_runtimes(&kernel, &setup, config.respond)?;
+        let built = Self::workers(&kernel, &config, &setup, &plan, &bonds)?;
+        let links = setup
+            .filters
+            .iter()
+            .map(RunningFilter::link)
+            .collect::<Result<Vec<_>>>()?;
+        let forwarding = Forwarding {
+            rules: plan.rules,
+            filters: setup.filters,
+            names: config.interfaces.clone(),
+            sides: setup.sides,
+            bonds,
+            xdp_forward: setup.sockets.xdp_forward,
+            port_macs: Arc::clone(&plan.port_macs),
+            shared: built.shared,
+            total: built.total,
+            queues: setup.queues,
+            workers: built.workers,
+            cells: built.cells,
+            replies: plan.replies,
+            warnings: setup.warnings,
+            device_tx_base: links.iter().map(|l| l.tx_packets).collect(),
+            zero_copy: setup.sockets.zero_copy,
+            links: links.iter().map(|l| (l.up, 0)).collect(),
+            promiscuous,
+            _kernel: kernel,
+        };
+        forwarding.program_filters()?;
+        forwarding.publish_bond_macs();
+        Ok(forwarding)
+    }
+
+    /// The UMEM and a primed worker per queue, over the sockets each opens.
+    fn workers(
+        kernel: &K,
+        config: &ForwardConfig,
+        setup: &SetUp<K::Filter>,
+        plan: &WorkerPlan,
+        bonds: &[Option<BondSide<K>>],
+    ) -> Result<Workers<K::Port>> {
         let mut socket_config = config.socket;
         socket_config.multi_buffer = setup.multi_buffer;
-        socket_config.mode = if socket_plan.zero_copy {
+        socket_config.mode = if setup.sockets.zero_copy {
             Mode::ZeroCopy
         } else {
             Mode::Drv
         };
-        let umem = make_umem(setup.umem_frames, csum_offload)?;
+        let umem = make_umem(setup.umem_frames, setup.sockets.csum_offload)?;
         let total = umem.config().frame_count as usize;
-        let shared = SharedFrames::new(umem.take_frames().ok_or_else(|| Error::FramesTaken)?);
-        let mut plan = WorkerPlan::new(&config, setup.rules, setup.macs);
-        plan.mtus = setup.mtus;
-        plan.csum_offload = csum_offload;
-        plan.tap = config.tap.as_deref().map(open_tap).transpose()?;
-        let bonds = bond_runtimes(&devices, &filters, config.respond)?;
-        let mut workers = Vec::with_capacity(queues as usize);
-        let mut cells = Vec::with_capacity(queues as usize);
-        for q in 0..queues {
-            let sockets = (&umem, &socket_config);
-            let sides = queue_sides(&kernel, q, &filters, &devices.sides, &bonds, sockets)?;
+        let shared = SharedFrames::new(umem.take_frames().ok_or(Error::FramesTaken)?);
+        let mut workers = Vec::with_capacity(setup.queues as usize);
+        let mut cells = Vec::with_capacity(setup.queues as usize);
+        for q in 0..setup.queues {
+            let sides = queue_sides(kernel, q, setup, bonds, (&umem, &socket_config))?;
             let (worker, cell) = plan.primed_worker(q, &umem, sides, &shared)?;
             workers.push(worker);
             cells.push(cell);
         }
-        let forwarder = Forwarder {
-            rules: plan.rules,
-            filters,
-            names: config.interfaces.clone(),
-            sides: devices.sides,
-            bonds,
-            xdp_forward: socket_plan.xdp_forward,
-            port_macs: Arc::clone(&plan.port_macs),
-            shared,
-            total,
-            queues,
+        Ok(Workers {
             workers,
             cells,
-            replies: plan.replies,
-            warnings,
-            device_tx_base: devices.infos.iter().map(|i| i.stats.tx_packets).collect(),
-            zero_copy: socket_plan.zero_copy,
-            promiscuous,
-            links: devices
-                .infos
-                .iter()
-                .map(|i| (i.admin_up && i.carrier, 0))
-                .collect(),
-        };
-        forwarder.program_filters()?;
-        forwarder.publish_bond_macs();
-        Ok(forwarder)
+            shared,
+            total,
+        })
     }
 
     /// A bond's MAC as its controller says (under fail_over_mac active it follows the active
@@ -305,7 +357,7 @@ impl Forwarder {
             .map(|(range, bond)| crate::filter_plan::SideState {
                 ifindexes: self.filters[range.clone()]
                     .iter()
-                    .map(|f| f.program().interface().index())
+                    .map(RunningFilter::ifindex)
                     .collect(),
                 bond: bond
                     .as_ref()
@@ -318,48 +370,17 @@ impl Forwarder {
             .collect()
     }
 
-    /// What the filter's verdict and reason numbers mean for the rules as this forwarder
-    /// runs them (forwarding in XDP only where it does), for a capture's comments.
-    pub fn capture_reasons(&self) -> crate::reasons::Reasons {
-        crate::reasons::Reasons::new(self.rules.kernel_share(self.xdp_forward))
-    }
-
-    /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
-    /// rules without a TAP device).
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
-    }
-
-    /// Whether the sockets are zero-copy: a received frame leaves the other interface as the
-    /// same UMEM frame, by descriptor.
-    pub fn zero_copy(&self) -> bool {
-        self.zero_copy
-    }
-
-    /// The interfaces (a bond's members) held in promiscuous mode while the forwarder lives,
-    /// so that unicast frames for the hosts on the other side reach it through a NIC's MAC
-    /// filter ([`ForwardConfig::promiscuous`]).
-    pub fn promiscuous(&self) -> Vec<String> {
-        self.promiscuous
-            .iter()
-            .map(|p| p.interface().name().to_string())
-            .collect()
-    }
-
     /// Every interface a program of the forwarder runs on: each side's, a bond's members in
     /// its place, in order.
-    pub fn devices(&self) -> Vec<String> {
-        self.filters
-            .iter()
-            .map(|f| f.program().interface().name().to_string())
-            .collect()
+    fn devices(&self) -> Vec<String> {
+        self.filters.iter().map(|f| f.name().to_string()).collect()
     }
 
     /// The attach mode of each side's program (a bond's first member's).
-    pub fn modes(&self) -> Vec<String> {
+    fn modes(&self) -> Vec<String> {
         self.sides
             .iter()
-            .map(|r| self.filters[r.start].program().mode().to_string())
+            .map(|r| self.filters[r.start].mode().to_string())
             .collect()
     }
 
@@ -367,7 +388,7 @@ impl Forwarder {
     /// member says which bond it belonged to.
     fn lost(&self) -> Option<String> {
         self.filters.iter().enumerate().find_map(|(i, f)| {
-            let what = f.program().lost()?;
+            let what = f.lost()?;
             Some(match &self.bonds[self.side_of(i)] {
                 Some((bond, _)) => format!(
                     "{what} (a member of bond {}: a bond that loses a member stops rather than \
@@ -382,10 +403,9 @@ impl Forwarder {
     /// Looks at each interface's link (up, with carrier) and counts the changes.
     fn watch_links(&mut self) {
         for (filter, link) in self.filters.iter().zip(self.links.iter_mut()) {
-            if let Ok(info) = filter.program().interface().link_info() {
-                let up = info.admin_up && info.carrier;
-                if up != link.0 {
-                    *link = (up, link.1 + 1);
+            if let Ok(now) = filter.link() {
+                if now.up != link.0 {
+                    *link = (now.up, link.1 + 1);
                 }
             }
         }
@@ -404,7 +424,7 @@ impl Forwarder {
 
     /// The counters now (the kernel's rule counters and socket statistics are read by system
     /// calls: call this about once a second, not per packet).
-    pub fn counters(&self) -> Result<Counters> {
+    fn counters(&self) -> Result<Counters> {
         self.collect_counters(true)
     }
 
@@ -440,14 +460,7 @@ impl Forwarder {
     /// What filter `i` and its device counted.
     fn filter_snapshot(&self, i: usize, strict: bool) -> Result<FilterSnapshot> {
         let filter = &self.filters[i];
-        let device_tx = lenient(
-            strict,
-            filter
-                .program()
-                .interface()
-                .link_info()
-                .map(|l| l.stats.tx_packets),
-        )?;
+        let device_tx = lenient(strict, filter.link().map(|l| l.tx_packets))?;
         Ok(FilterSnapshot {
             device_tx: device_tx.saturating_sub(self.device_tx_base[i]),
             rules: lenient(strict, filter.rule_counters())?,
@@ -517,7 +530,7 @@ impl Forwarder {
             if runtime.arp_due() {
                 let alive = self.filters[self.sides[side].clone()]
                     .iter()
-                    .map(|f| f.arp_alive_counter().map(|c| c.packets))
+                    .map(RunningFilter::arp_alive)
                     .collect::<Result<Vec<u64>>>()?;
                 changed |= runtime.arp_check(&alive);
             }
@@ -535,7 +548,7 @@ impl Forwarder {
     /// Forwards until `stop` is set, calling `on_tick` with the counters every `interval`;
     /// then stops redirecting, drains the rings, and reports. Everything is detached when it
     /// returns, whether it succeeds or not.
-    pub fn run(
+    pub(crate) fn run(
         mut self,
         stop: &AtomicBool,
         interval: Duration,
@@ -608,26 +621,24 @@ impl Forwarder {
     /// settle and the workers can account for every frame.
     fn stop_redirecting(&self) {
         for filter in &self.filters {
-            for q in 0..self.queues {
-                let _ = filter.program().unregister(q);
-            }
+            filter.stop_redirecting(self.queues);
         }
     }
 }
 
 /// The supervisor's view of the forwarder: its inherent methods, over the kernel.
-impl crate::supervise::Supervised for Forwarder {
+impl<K: Kernel> crate::supervise::Supervised for Forwarding<K> {
     fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
-        Forwarder::watch_bonds(self, timeout)
+        Forwarding::watch_bonds(self, timeout)
     }
     fn lost(&self) -> Option<String> {
-        Forwarder::lost(self)
+        Forwarding::lost(self)
     }
     fn watch_links(&mut self) {
-        Forwarder::watch_links(self);
+        Forwarding::watch_links(self);
     }
     fn counters(&self) -> Result<Counters> {
-        Forwarder::counters(self)
+        Forwarding::counters(self)
     }
 }
 
@@ -667,46 +678,4 @@ fn account_frames(
 }
 
 #[cfg(test)]
-mod tests {
-    use xskit_pipeline::RingOccupancy;
-
-    use super::*;
-
-    fn end(fill: usize, rx: usize, tx: usize, ledger: usize) -> Result<WorkerEnd> {
-        Ok(WorkerEnd {
-            ledger_in_kernel: ledger,
-            rings: RingOccupancy { fill, rx, tx },
-            error: None,
-        })
-    }
-
-    #[test]
-    fn every_frame_is_found_in_the_pool_the_rings_or_the_kernel() {
-        let (frames, error) =
-            account_frames(100, 60, vec![end(20, 5, 5, 35), end(4, 0, 1, 5)]).unwrap();
-        assert_eq!(
-            (frames.fill, frames.rx, frames.tx, frames.kernel_held),
-            (24, 5, 6, 5)
-        );
-        assert_eq!(frames.unaccounted, 0);
-        assert!(error.is_none());
-    }
-
-    #[test]
-    fn a_missing_frame_and_a_ledger_short_of_the_rings_are_both_unaccounted() {
-        let (frames, _) =
-            account_frames(100, 59, vec![end(20, 5, 5, 35), end(4, 0, 1, 5)]).unwrap();
-        assert_eq!(frames.unaccounted, 1);
-        let (frames, _) = account_frames(10, 0, vec![end(6, 2, 2, 8)]).unwrap();
-        assert_eq!((frames.kernel_held, frames.unaccounted), (0, 2));
-    }
-
-    #[test]
-    fn a_workers_error_is_kept_and_a_failed_worker_fails_the_account() {
-        let mut stopped = end(0, 0, 0, 0).unwrap();
-        stopped.error = Some(Error::FramesTaken);
-        let (_, error) = account_frames(0, 0, vec![Ok(stopped)]).unwrap();
-        assert!(matches!(error, Some(Error::FramesTaken)));
-        assert!(account_frames(0, 0, vec![Err(Error::FramesTaken)]).is_err());
-    }
-}
+mod tests;

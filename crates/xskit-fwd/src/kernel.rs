@@ -4,20 +4,26 @@
 //! the queues, zero-copy, the kernel/user rule split, the UMEM's size, the warnings) is
 //! [`set_up`], which the tests run on a fake kernel that records what it was asked.
 
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use xskit::{AttachedMode, Interface, Mode, SocketConfig, Umem};
-use xskit_pipeline::{PipelinePort, XskPort};
+use xskit_os::tap::TapFd;
+use xskit_pipeline::XskPort;
 
-use crate::bonded::BondConfig;
+use crate::abi::Slot;
+use crate::bond_runtime::{BondIo, RealBondIo};
+use crate::bonded::{BondConfig, SocketPort};
 use crate::config::{ChecksumMode, ForwardConfig};
 use crate::config_check::CpuFacts;
 use crate::error::{Error, Result};
-use crate::filter::{Action, KernelRule, XdpFilter};
+use crate::filter::{Action, KernelRule, RuleCounter, XdpFilter};
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
 use crate::rules::{KernelShare, RuleSet, Verdict};
+use crate::worker::TapPath;
 
 /// The kernel's share of the rules, as every filter gets it.
 #[derive(Clone, Debug)]
@@ -27,12 +33,47 @@ pub(crate) struct KernelRules {
     pub(crate) unclassifiable: Action,
 }
 
-/// What set-up asks of the kernel.
+/// A device's link as the running forwarder watches it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LinkNow {
+    /// Administratively up, with carrier.
+    pub(crate) up: bool,
+    /// Frames the device has transmitted since it was created.
+    pub(crate) tx_packets: u64,
+}
+
+/// What the running forwarder asks of one interface's filter and its device.
+pub(crate) trait RunningFilter: FilterControl {
+    /// The interface's name.
+    fn name(&self) -> &str;
+    /// The interface's index.
+    fn ifindex(&self) -> u32;
+    /// The mode the program is attached in.
+    fn mode(&self) -> AttachedMode;
+    /// The interface deleted or moved, or the program detached from outside, in words.
+    fn lost(&self) -> Option<String>;
+    /// The interface's link now.
+    fn link(&self) -> Result<LinkNow>;
+    /// The ARP monitor's targets, whose answers the filter counts.
+    fn set_arp_targets(&self, targets: &[Ipv4Addr]) -> Result<()>;
+    /// ARP packets from the monitored targets so far (a sign of life).
+    fn arp_alive(&self) -> Result<u64>;
+    /// Packets and bytes per kernel rule, then the default action's.
+    fn rule_counters(&self) -> Result<Vec<RuleCounter>>;
+    /// The counter of `slot`.
+    fn slot_counter(&self, slot: Slot) -> Result<RuleCounter>;
+    /// Queues `0..queues` are no longer redirected to sockets.
+    fn stop_redirecting(&self, queues: u32);
+}
+
+/// What the forwarder asks of the kernel, to set up and while it runs.
 pub(crate) trait Kernel {
     /// A filter attached to one interface.
-    type Filter: FilterControl;
+    type Filter: RunningFilter;
     /// A socket on one interface's queue, as a worker's port.
-    type Port: PipelinePort;
+    type Port: SocketPort + Send;
+    /// What a bond's controller watches and sends through.
+    type BondIo: BondIo;
     /// The facts of the interfaces `names`, in order.
     fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>>;
     /// A filter on every interface (looked up by [`Kernel::links`]), in the same order.
@@ -49,11 +90,19 @@ pub(crate) trait Kernel {
         umem: &Umem,
         config: &SocketConfig,
     ) -> Result<Self::Port>;
+    /// What the controller of `config`'s bond needs, over its members: the interfaces
+    /// `members` of those [`Kernel::links`] looked up.
+    fn open_bond(&self, config: &BondConfig, members: Range<usize>) -> Result<Self::BondIo>;
+    /// Puts every interface in promiscuous mode for as long as the kernel value lives;
+    /// returns their names.
+    fn hold_promiscuous(&mut self) -> Result<Vec<String>>;
+    /// The TAP device `name`, created if need be, as the host's path.
+    fn open_tap(&self, name: &str) -> Result<Arc<TapPath>>;
 }
 
 /// Everything set-up decided, and the filters it attached.
 pub(crate) struct SetUp<F> {
-    pub(crate) rules: RuleSet,
+    pub(crate) rules: Arc<RuleSet>,
     pub(crate) filters: Vec<F>,
     /// Which filters (and sockets) belong to each side, and each side's bond.
     pub(crate) sides: Vec<Range<usize>>,
@@ -123,7 +172,7 @@ pub(crate) fn set_up<K: Kernel>(
     }
     let umem_frames = crate::plan::umem_frames(config, names.len() as u32, queues)?;
     Ok(SetUp {
-        rules,
+        rules: Arc::new(rules),
         filters,
         sides,
         bonds,
@@ -182,26 +231,27 @@ fn warn_about_user_pass(share: KernelShare<'_>, tap: bool, warnings: &mut Vec<St
 /// The kernel itself: interfaces looked up by name, the forwarder's XDP filter on each.
 #[derive(Default)]
 pub(crate) struct RealKernel {
-    pub(crate) ifaces: Vec<Interface>,
-    pub(crate) infos: Vec<xskit::netlink::LinkInfo>,
+    ifaces: Vec<Interface>,
+    /// Every interface held in promiscuous mode while the kernel value lives.
+    promiscuous: Vec<xskit::Promiscuous>,
 }
 
 impl Kernel for RealKernel {
     type Filter = XdpFilter;
     type Port = XskPort;
+    type BondIo = RealBondIo;
 
     fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>> {
         self.ifaces = names
             .iter()
             .map(|name| Interface::by_name(name))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        self.infos = self
+        let infos = self
             .ifaces
             .iter()
             .map(Interface::link_info)
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(self
-            .infos
+        Ok(infos
             .iter()
             .map(|i| LinkFacts {
                 name: i.name.clone(),
@@ -264,167 +314,104 @@ impl Kernel for RealKernel {
             config,
         )?)
     }
+
+    fn open_bond(&self, config: &BondConfig, members: Range<usize>) -> Result<RealBondIo> {
+        RealBondIo::open(config, &self.ifaces[members])
+    }
+
+    fn hold_promiscuous(&mut self) -> Result<Vec<String>> {
+        self.promiscuous = self
+            .ifaces
+            .iter()
+            .map(Interface::promiscuous)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(self.ifaces.iter().map(|i| i.name().to_string()).collect())
+    }
+
+    fn open_tap(&self, name: &str) -> Result<Arc<TapPath>> {
+        let fd = TapFd::open(name).map_err(|e| Error::Tap {
+            name: name.to_string(),
+            reason: format!(
+                "{e}: the name must be a free interface name of at most 15 characters, and \
+                 creating one needs CAP_NET_ADMIN"
+            ),
+        })?;
+        let mac = Interface::by_name(fd.name())?
+            .link_info()?
+            .mac
+            .ok_or_else(|| Error::Tap {
+                name: name.to_string(),
+                reason: "it has no MAC address".into(),
+            })?;
+        Ok(Arc::new(TapPath {
+            link: Box::new(fd),
+            mac,
+            learnt: Mutex::new(HashMap::new()),
+        }))
+    }
+}
+
+impl RunningFilter for XdpFilter {
+    fn name(&self) -> &str {
+        self.program().interface().name()
+    }
+
+    fn ifindex(&self) -> u32 {
+        self.program().interface().index()
+    }
+
+    fn mode(&self) -> AttachedMode {
+        self.program().mode()
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.program().lost()
+    }
+
+    fn link(&self) -> Result<LinkNow> {
+        let info = self.program().interface().link_info()?;
+        Ok(LinkNow {
+            up: info.admin_up && info.carrier,
+            tx_packets: info.stats.tx_packets,
+        })
+    }
+
+    fn set_arp_targets(&self, targets: &[Ipv4Addr]) -> Result<()> {
+        XdpFilter::set_arp_targets(self, targets)
+    }
+
+    fn arp_alive(&self) -> Result<u64> {
+        Ok(self.arp_alive_counter()?.packets)
+    }
+
+    fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
+        XdpFilter::rule_counters(self)
+    }
+
+    fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {
+        XdpFilter::slot_counter(self, slot)
+    }
+
+    fn stop_redirecting(&self, queues: u32) {
+        for q in 0..queues {
+            // A queue never registered, or a device already gone, has nothing to stop.
+            let _ = self.program().unregister(q);
+        }
+    }
 }
 
 #[cfg(test)]
+pub(crate) mod fake;
+
+#[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-    use std::rc::Rc;
+    use xskit::netlink::xdp_act;
+    use xskit::UmemConfig;
+    use xskit_pipeline::WirePort;
 
-    use xskit::netlink::{xdp_act, DeviceFeatures};
-    use xskit::{RxQueues, UmemConfig};
-    use xskit_pipeline::{wire, WirePort};
-
+    use super::fake::{Fake, Recorded};
     use super::*;
     use crate::bonded::Side;
-    use crate::filter_plan::FilterSettings;
-
-    /// A filter that records what it was told.
-    struct Recorded {
-        index: usize,
-        calls: Rc<RefCell<Vec<String>>>,
-    }
-
-    impl FilterControl for Recorded {
-        fn apply(&self, _settings: &FilterSettings) -> Result<()> {
-            Ok(())
-        }
-    }
-
-    /// A kernel of interfaces given by the test: their facts, the mode auto lands in, their
-    /// features; it records every call.
-    struct Fake {
-        links: Vec<LinkFacts>,
-        auto_lands_in: AttachedMode,
-        features: DeviceFeatures,
-        /// An interface's queue already held by another socket.
-        busy: Option<(&'static str, u32)>,
-        calls: Rc<RefCell<Vec<String>>>,
-    }
-
-    impl Fake {
-        fn new(names: &[(&str, u32)]) -> Fake {
-            Fake {
-                links: names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (name, mtu))| LinkFacts {
-                        name: name.to_string(),
-                        mtu: *mtu,
-                        mac: Some([2, 0, 0, 0, 0, i as u8]),
-                        ifindex: 10 + i as u32,
-                        veth_peer: None,
-                    })
-                    .collect(),
-                auto_lands_in: AttachedMode::Drv,
-                features: DeviceFeatures {
-                    xdp_features: xdp_act::BASIC | xdp_act::REDIRECT,
-                    ..DeviceFeatures::default()
-                },
-                busy: None,
-                calls: Rc::default(),
-            }
-        }
-
-        fn calls(&self) -> Vec<String> {
-            self.calls.borrow().clone()
-        }
-    }
-
-    impl Kernel for Fake {
-        type Filter = Recorded;
-        type Port = WirePort;
-
-        fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>> {
-            self.calls
-                .borrow_mut()
-                .push(format!("links {}", names.join(",")));
-            names
-                .iter()
-                .map(|n| {
-                    self.links
-                        .iter()
-                        .find(|l| &l.name == n)
-                        .cloned()
-                        .ok_or_else(|| xskit::Error::NoSuchInterface { name: n.clone() }.into())
-                })
-                .collect()
-        }
-
-        fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<Recorded>> {
-            self.calls
-                .borrow_mut()
-                .push(format!("attach {mode:?} multi-buffer {multi_buffer}"));
-            let n = self
-                .calls
-                .borrow()
-                .iter()
-                .filter(|c| c.starts_with("links"))
-                .count();
-            assert_eq!(n, 1, "links are looked up once, before attaching");
-            Ok((0..self.links.len())
-                .map(|index| Recorded {
-                    index,
-                    calls: Rc::clone(&self.calls),
-                })
-                .collect())
-        }
-
-        fn offers(&self, filters: &[Recorded]) -> Vec<LinkOffer> {
-            let multi = self
-                .calls
-                .borrow()
-                .last()
-                .is_some_and(|c| c.ends_with("true"));
-            filters
-                .iter()
-                .map(|f| LinkOffer {
-                    name: self.links[f.index].name.clone(),
-                    attached: if multi {
-                        AttachedMode::Skb
-                    } else {
-                        self.auto_lands_in
-                    },
-                    features: Some(self.features),
-                    rx_queues: RxQueues {
-                        own: 1,
-                        total: 1,
-                        max_combined: Some(1),
-                    },
-                    fallback: (self.auto_lands_in == AttachedMode::Skb)
-                        .then(|| "native XDP refused".to_string()),
-                })
-                .collect()
-        }
-
-        fn install(&self, filter: &Recorded, rules: &KernelRules) -> Result<()> {
-            filter.calls.borrow_mut().push(format!(
-                "install {} rules in {}, default {:?}",
-                rules.rules.len(),
-                self.links[filter.index].name,
-                rules.default
-            ));
-            Ok(())
-        }
-
-        fn open_port(
-            &self,
-            filter: &Recorded,
-            queue: u32,
-            _umem: &Umem,
-            _config: &SocketConfig,
-        ) -> Result<WirePort> {
-            let name = &self.links[filter.index].name;
-            self.calls
-                .borrow_mut()
-                .push(format!("open {name} queue {queue}"));
-            if self.busy == Some((name.as_str(), queue)) {
-                let iface = name.clone();
-                return Err(xskit::Error::QueueBusy { iface, queue }.into());
-            }
-            Ok(wire().0)
-        }
-    }
 
     /// The set-up of a plain pair a0, b0 on `kernel`.
     fn set_up_pair(kernel: &mut Fake) -> SetUp<Recorded> {

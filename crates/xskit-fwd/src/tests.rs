@@ -123,7 +123,7 @@ impl Bench {
             .check(true);
         edit(&mut config);
         let rules = config.rules.clone();
-        let mut plan = WorkerPlan::new(&config, rules, PORT_MACS[..ports].to_vec());
+        let mut plan = WorkerPlan::new(&config, Arc::new(rules), &PORT_MACS[..ports]);
         plan.tap = host.map(|h| {
             Arc::new(TapPath {
                 link: Box::new(h),
@@ -198,7 +198,7 @@ impl Bench {
     }
 }
 
-fn udp(dst_port: u16, seq: u64) -> Vec<u8> {
+pub(crate) fn udp(dst_port: u16, seq: u64) -> Vec<u8> {
     let addrs = ProbeAddrs {
         src_mac: A_MAC,
         dst_mac: B_MAC,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use xskit::{SocketHandle, Umem};
 use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, SharedFrames};
 
-use crate::bonded::{Side, SidePort};
+use crate::bonded::{QueueSides, Side, SidePort, SocketPort};
 use crate::chains;
 use crate::config::ForwardConfig;
 use crate::counter::PortCells;
@@ -60,8 +60,7 @@ pub(crate) struct WorkerPlan {
 }
 
 impl WorkerPlan {
-    pub(crate) fn new(config: &ForwardConfig, rules: RuleSet, macs: Vec<[u8; 6]>) -> Self {
-        let rules = Arc::new(rules);
+    pub(crate) fn new(config: &ForwardConfig, rules: Arc<RuleSet>, macs: &[[u8; 6]]) -> Self {
         let limiters = Arc::new(crate::rule_state::limiters(&rules, None));
         WorkerPlan {
             rules,
@@ -69,7 +68,7 @@ impl WorkerPlan {
             respond: config.respond,
             reflect: config.reflect,
             mtus: vec![1500; macs.len()],
-            port_macs: Arc::new(PortMacs::new(&macs)),
+            port_macs: Arc::new(PortMacs::new(macs)),
             tap: None,
             vector: config.vector,
             check: config.check,
@@ -82,13 +81,13 @@ impl WorkerPlan {
     /// The pipeline: respond (when asked), then the rules.
     /// Queue `q`'s worker over its `sides` (and where their bonds publish), its fill rings
     /// stocked, with a pool of its own from `shared`.
-    pub(crate) fn primed_worker(
+    pub(crate) fn primed_worker<P: SocketPort>(
         &self,
         q: u32,
         umem: &Umem,
-        sides: (Vec<Side>, Vec<Option<crate::bonded::BondStatsCell>>),
+        sides: QueueSides<P>,
         shared: &SharedFrames,
-    ) -> Result<(Worker<Side>, WorkerCells)> {
+    ) -> Result<(Worker<Side<P>>, WorkerCells)> {
         let (mut ports, bond_stats) = sides;
         let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
         let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
