@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use xskit::clock::{monotonic_ns, process_cpu_ns};
-use xskit::{Frame, Interface, Port};
+use xskit::clock::process_cpu_ns;
+use xskit::{Interface, Port};
 use xskit_traffic::probe::{Endpoints, Flows, Template};
+use xskit_traffic::sender;
 
 use crate::opts::{parse_mac, stop_flag, stopped, thousands, Live, PortArgs, RunArgs};
 
@@ -379,73 +380,6 @@ impl GenPlan {
     }
 }
 
-/// Writes packet `seq` into frames taken from the port: one frame, or a chain for packets
-/// larger than a frame. Returns false if the pool had too few frames.
-fn build(
-    port: &mut Port,
-    t: &Template,
-    seq: u64,
-    now: u64,
-    scratch: &mut [u8],
-    out: &mut Vec<Frame>,
-) -> Result<bool> {
-    let umem = port.umem().clone();
-    let first = out.len();
-    if port.alloc(out, 1) == 0 {
-        return Ok(false);
-    }
-    if t.len() <= umem.capacity(&out[first]) {
-        let frame = &mut out[first];
-        let len = t
-            .write(umem.buffer_mut(frame), seq, now)
-            .context("frame too small")?;
-        umem.set_len(frame, len)?;
-        return Ok(true);
-    }
-    let len = t.write(scratch, seq, now).context("scratch too small")?;
-    // The frame taken above starts the chain.
-    chain_into(port, &umem, &scratch[..len], first, out)
-}
-
-/// Copies `data` into frames from the port: one, or a chain when it is larger than a frame.
-/// Returns false (nothing added) if the pool had too few frames.
-fn push_bytes(port: &mut Port, data: &[u8], out: &mut Vec<Frame>) -> Result<bool> {
-    let umem = port.umem().clone();
-    let first = out.len();
-    if port.alloc(out, 1) == 0 {
-        return Ok(false);
-    }
-    chain_into(port, &umem, data, first, out)
-}
-
-/// Writes `data` from the frame at `out[first]` on, taking more frames as it needs them;
-/// gives the partial chain back (false) when the pool runs dry.
-fn chain_into(
-    port: &mut Port,
-    umem: &xskit::Umem,
-    data: &[u8],
-    first: usize,
-    out: &mut Vec<Frame>,
-) -> Result<bool> {
-    let mut rest = data;
-    loop {
-        let frame = out.last_mut().expect("allocated above");
-        let take = rest.len().min(umem.capacity(frame));
-        umem.write(frame, &rest[..take])?;
-        rest = &rest[take..];
-        frame.set_continued(!rest.is_empty());
-        if rest.is_empty() {
-            return Ok(true);
-        }
-        if port.alloc(out, 1) == 0 {
-            // Give the partial chain back; the caller retries after completions.
-            let mut partial: Vec<Frame> = out.drain(first..).collect();
-            port.recycle(&mut partial);
-            return Ok(false);
-        }
-    }
-}
-
 /// Refuses frames the device would drop for their size: the IP packet (the frame less its
 /// Ethernet header and VLAN tag) must fit the MTU.
 fn check_mtu(iface: &Interface, frame_len: usize, vlan: bool) -> Result<()> {
@@ -637,7 +571,7 @@ pub(crate) struct Share {
 
 /// Sends `share` of the probes of `t` through `port` until it is sent, `stop` is set or the
 /// run's (start, duration) is over; `tick` hears the packets sent so far after each transmit.
-/// Returns the packets the kernel took (waiting up to 2 s for the last completions).
+/// Returns the packets the device completed (waiting up to 2 s for the last completions).
 pub(crate) fn send_share(
     port: &mut Port,
     t: &Template,
@@ -645,98 +579,27 @@ pub(crate) fn send_share(
     batch: usize,
     stop: &std::sync::atomic::AtomicBool,
     (start, duration): (Instant, Option<Duration>),
-    mut tick: impl FnMut(u64, &Port),
+    tick: impl FnMut(u64, &Port),
 ) -> Result<u64> {
-    let mut pending: Vec<Frame> = Vec::with_capacity(batch * 8);
-    let mut scratch = vec![0u8; t.len()];
-    // `n` counts this share's packets; packet n is numbered first + n * stride.
-    let (mut n, mut sent) = (0u64, 0u64);
-    let seq = |n: u64| share.first + n * share.stride;
-    // Packets that fit a frame are built a batch at a time: one allocation (and one look at
-    // the completion ring) per batch, not per packet.
-    let umem = port.umem().clone();
-    let single_frame = {
-        port.alloc(&mut pending, 1);
-        let fits = pending.first().is_some_and(|f| t.len() <= umem.capacity(f));
-        port.recycle(&mut pending);
-        fits
+    let numbers = sender::Share {
+        first: share.first,
+        stride: share.stride,
+        count: share.count,
     };
-    let rate = share.rate;
-    loop {
-        let now = Instant::now();
-        if stopped(stop) || duration.is_some_and(|d| now - start >= d) {
-            break;
-        }
-        if pending.is_empty() && n >= share.count {
-            break;
-        }
-        if pending.is_empty() {
-            let mut budget = batch as u64;
-            if rate > 0 {
-                let allowed = (rate as f64 * (now - start).as_secs_f64()) as u64 + 1;
-                budget = budget.min(allowed.saturating_sub(n));
-                if budget == 0 {
-                    port.complete();
-                    // Sleep until the next packet is due rather than spin: a paced sender
-                    // should leave its CPU to others (a 20 kpps stream spinning between its
-                    // 50 us gaps took half of a CPU it shared with a flood). Only the last
-                    // few microseconds are spun; a late wake-up sends what fell due as one
-                    // batch, so the rate holds on average.
-                    let due = Duration::from_secs_f64(n as f64 / rate as f64);
-                    let wait = due.saturating_sub(now - start);
-                    if wait > PACE_SPIN {
-                        std::thread::sleep(wait - PACE_SPIN);
-                    }
-                    continue;
-                }
-            }
-            budget = budget.min(share.count - n);
-            let stamp = monotonic_ns();
-            if single_frame {
-                port.alloc(&mut pending, budget as usize);
-                for frame in pending.iter_mut() {
-                    let len = t
-                        .write(umem.buffer_mut(frame), seq(n), stamp)
-                        .context("frame too small")?;
-                    umem.set_len(frame, len)?;
-                    n += 1;
-                }
-            } else {
-                for _ in 0..budget {
-                    if !build(port, t, seq(n), stamp, &mut scratch, &mut pending)? {
-                        break;
-                    }
-                    n += 1;
-                }
-            }
-        }
-        let before = pending.len();
-        port.send(&mut pending)?;
-        if before > pending.len() {
-            // Count whole packets: a chain is one packet.
-            sent = n - count_packets(&pending);
-        } else {
-            port.complete();
-        }
-        tick(sent, port);
-    }
-    // Unsent frames go back to the pool, then wait for the kernel to finish the rest: a
-    // packet counts as sent once the device has completed it.
-    sent = n - count_packets(&pending);
-    port.recycle(&mut pending);
-    let stuck = port.finish_sending(Duration::from_secs(2))?;
-    if stuck > 0 {
+    let plan = sender::SendPlan {
+        batch,
+        until: duration.map(|d| start + d),
+        ..sender::SendPlan::new(numbers, sender::Pace::Rate(share.rate))
+    };
+    let sent = sender::send(port, t, &plan, stop, tick)?;
+    if sent.stuck_frames > 0 {
         note!(
-            "xskit gen: {stuck} frame(s) still on the transmit ring 2 s after the device last \
-             completed one: it did not send them (link down, or a stalled queue)"
+            "xskit gen: {} frame(s) still on the transmit ring 2 s after the device last \
+             completed one: it did not send them (link down, or a stalled queue)",
+            sent.stuck_frames
         );
     }
-    let frames_per_packet = if single_frame {
-        1
-    } else {
-        t.len().div_ceil(umem.room().max(1))
-    };
-    Ok(sent.saturating_sub(stuck.div_ceil(frames_per_packet) as u64))
+    Ok(sent.packets)
 }
 
 /// A sender's progress every interval: a line of text, or a JSON Lines object and the
@@ -798,14 +661,6 @@ impl TxProgress {
         self.at_tick = sent;
     }
 }
-
-/// Packets among `frames`: a chain counts once.
-fn count_packets(frames: &[Frame]) -> u64 {
-    xskit::packets(frames).count() as u64
-}
-
-/// A paced sender spins only this close to its next packet's time, and sleeps before it.
-const PACE_SPIN: Duration = Duration::from_micros(10);
 
 /// Frames per live-frames call, flat out: the smallest, the largest, and the time a call aims at.
 const LIVE_MIN_CHUNK: u64 = 65_536;

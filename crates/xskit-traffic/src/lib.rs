@@ -5,6 +5,7 @@ mod error;
 mod live;
 mod packet;
 pub mod probe;
+pub mod sender;
 
 pub use error::{Error, Result};
 pub use live::{LiveFrames, XdpCounter};

@@ -10,7 +10,8 @@ pub use crate::packet::{
     PORT,
 };
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::sender::{Pace, SendPlan, Share};
 use xskit::Port;
 use xskit_os::monotonic_ns;
 
@@ -211,8 +212,9 @@ impl Default for SendOptions {
 }
 
 /// Sends `opts.count` probes numbered from 0 through `tx`, never more than `opts.window`
-/// ahead of `seen` (which the receiver updates), until done or `stop` is set. Waits for the
-/// last completions, then returns how many probes were handed to the kernel.
+/// ahead of `seen` (which the receiver updates), until done, `stop` is set or nothing moves
+/// for `opts.idle_timeout`. Waits for the last completions, then returns how many probes the
+/// device completed.
 pub fn send(
     tx: &mut Port,
     addrs: &ProbeAddrs,
@@ -220,42 +222,18 @@ pub fn send(
     seen: &AtomicU64,
     stop: &AtomicBool,
 ) -> Result<u64> {
-    let umem = tx.umem().clone();
     let template = addrs.template(opts.size)?;
-    let mut batch = Vec::with_capacity(opts.batch);
-    let mut seq = 0u64;
-    let mut last_progress = Instant::now();
-    while (seq < opts.count || !batch.is_empty()) && !stop.load(Ordering::Relaxed) {
-        if batch.is_empty() {
-            let ahead = seq.saturating_sub(seen.load(Ordering::Acquire));
-            let room = opts
-                .window
-                .saturating_sub(ahead)
-                .min(opts.count - seq)
-                .min(opts.batch as u64);
-            tx.alloc(&mut batch, room as usize);
-            let now = monotonic_ns();
-            for frame in batch.iter_mut() {
-                let len = template
-                    .write(umem.buffer_mut(frame), seq, now)
-                    .ok_or(Error::Xsk(xskit::Error::FrameOverflow {
-                        len: opts.size,
-                        capacity: umem.capacity(frame),
-                    }))?;
-                umem.set_len(frame, len)?;
-                seq += 1;
-            }
-        }
-        if tx.send(&mut batch)? > 0 {
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > opts.idle_timeout {
-            break;
-        }
-    }
-    let sent = seq - batch.len() as u64;
-    tx.recycle(&mut batch);
-    tx.finish_sending(opts.idle_timeout)?;
-    Ok(sent)
+    let pace = Pace::Window {
+        seen,
+        window: opts.window,
+    };
+    let plan = SendPlan {
+        batch: opts.batch,
+        idle_timeout: Some(opts.idle_timeout),
+        finish_timeout: opts.idle_timeout,
+        ..SendPlan::new(Share::all(opts.count), pace)
+    };
+    Ok(crate::sender::send(tx, &template, &plan, stop, |_, _| {})?.packets)
 }
 
 /// How [`receive`] waits for a probe stream: `ReceiveOptions::default().count(n)` and so on.

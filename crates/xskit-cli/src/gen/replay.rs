@@ -11,7 +11,9 @@ use xskit::clock::process_cpu_ns;
 use xskit::{Frame, Interface, Port};
 use xskit_pipeline::PcapSource;
 
-use super::{count_packets, push_bytes, stats_json, tx_dropped, Engine, GenArgs, TxProgress};
+use xskit_traffic::sender::{count_packets, push_bytes};
+
+use super::{stats_json, tx_dropped, Engine, GenArgs, TxProgress};
 use crate::opts::{stop_flag, stopped, thousands};
 
 /// The most a capture may hold to be replayed: it is read into memory first, so that the
