@@ -192,11 +192,16 @@ fn every_socket_path_runs_in_zero_copy_with_every_frame_counted() {
     }
     // Every variant runs before any is judged: what the later ones saw tells a lost
     // transmission from a lost link.
-    let missed: Vec<String> = GEN_VARIANTS
-        .iter()
-        .enumerate()
-        .filter_map(|(k, variant)| host_receives_what_the_guest_sends(&running, k, variant).err())
-        .collect();
+    let mut missed: Vec<String> = Vec::new();
+    for (k, variant) in GEN_VARIANTS.iter().enumerate() {
+        // Once a variant missed, the next ones run with QEMU's writes traced.
+        let trace = (!missed.is_empty()).then(|| QemuTrace::start(&running.share()));
+        let result = host_receives_what_the_guest_sends(&running, k, variant);
+        let traced = trace.flatten().map(QemuTrace::finish);
+        if let Err(e) = result {
+            missed.push(format!("{e}\nQEMU's writes meanwhile: {traced:?}"));
+        }
+    }
     assert!(missed.is_empty(), "{}", missed.join("\n\n"));
     wait_for(&running, "RXDROP");
     let out = host_xskit(&ns, &["gen", "-i", TAP, "-n", "3000", "-r", "3000"]);
@@ -288,16 +293,78 @@ fn host_receives_what_the_guest_sends(
     ))
 }
 
+/// QEMU's system calls that hand frames to the kernel, traced while a transmit variant
+/// runs: whether QEMU writes the guest's frames to the TAP device at all, and what the
+/// kernel answers.
+struct QemuTrace {
+    strace: KillOnDrop,
+    file: std::path::PathBuf,
+}
+
+impl QemuTrace {
+    /// Traces the guest's QEMU (None where strace is missing).
+    fn start(share: &Path) -> Option<QemuTrace> {
+        let pids = qemu_pids(share);
+        let file = share.with_file_name("qemu-writes.trace");
+        let strace = std::process::Command::new("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-e",
+                "trace=write,writev,sendmsg",
+                "-e",
+                "signal=none",
+            ])
+            .args(["-o", &file.to_string_lossy()])
+            .args(pids.iter().flat_map(|p| ["-p", p]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        Some(QemuTrace {
+            strace: KillOnDrop::new(strace),
+            file,
+        })
+    }
+
+    /// How many writes of each kind and result the trace holds, and its first lines.
+    fn finish(self) -> String {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &self.strace.id().to_string()])
+            .status();
+        let _ = self.strace.take().wait();
+        let trace = std::fs::read_to_string(&self.file).unwrap_or_default();
+        let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+        for line in trace.lines() {
+            let call = line.split_whitespace().nth(1).unwrap_or("");
+            let call = call.split(',').next().unwrap_or(call);
+            let result = line.rsplit("= ").next().unwrap_or("");
+            *kinds.entry(format!("{call} = {result}")).or_default() += 1;
+        }
+        let head: Vec<&str> = trace.lines().take(12).collect();
+        format!("{kinds:?}\n{}", head.join("\n"))
+    }
+}
+
+/// The guest's QEMU processes (found by its share directory on their command lines).
+fn qemu_pids(share: &Path) -> Vec<String> {
+    std::process::Command::new("pgrep")
+        .args(["-f", &share.to_string_lossy()])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What the kernel says of every TAP file the guest's QEMU holds (`iff:` names the device it
 /// is attached to): a QEMU whose file came loose from the TAP device writes into nothing.
 fn tun_files(share: &Path) -> String {
-    let pids = std::process::Command::new("pgrep")
-        .args(["-f", &share.to_string_lossy()])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
     let mut out = String::new();
-    for pid in pids.split_whitespace() {
+    for pid in qemu_pids(share) {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };

@@ -492,7 +492,9 @@ impl Guest {
             let console = running.console();
             if running.panicked_before_script(&console) && boot < BOOTS {
                 eprintln!(
-                    "xskit-testbed: booting the guest again: its kernel panicked while booting"
+                    "xskit-testbed: booting the guest again: its kernel panicked while \
+                     booting:\n{}",
+                    panic_lines(&console)
                 );
                 continue;
             }
@@ -881,6 +883,16 @@ fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The console's lines around its kernel panic: what panicked, and the lines before.
+fn panic_lines(console: &str) -> String {
+    let lines: Vec<&str> = console.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("Kernel panic"))
+        .unwrap_or(lines.len());
+    lines[at.saturating_sub(8)..(at + 4).min(lines.len())].join("\n")
 }
 
 impl Drop for RunningGuest<'_> {
