@@ -4,26 +4,28 @@
 //! milliseconds; the testbed tests (crates/xskit-cli/tests/fwd*.rs) keep what needs the kernel.
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use xskit::{Umem, UmemConfig};
 use xskit_os::sync::LockUnpoisoned;
 use xskit_os::SyscallError;
-use xskit_pipeline::{wire, SharedFrames, WireEnd, WirePort};
+use xskit_pipeline::{SharedFrames, WireEnd, WirePort};
 use xskit_traffic::probe::{self, ProbeAddrs};
 use xskit_wire::{arp, ethernet, EtherType};
 
-use crate::bonded::SidePort;
+use crate::bonded::Side;
 use crate::config::ForwardConfig;
+use crate::config_check::CpuFacts;
+use crate::forward::Forwarding;
+use crate::kernel::fake::Fake;
 use crate::rules::RuleSet;
 use crate::worker::host_path::HostLink;
-use crate::worker::{Clock, TapPath, Worker};
-use crate::worker_plan::{WorkerCells, WorkerPlan};
+use crate::worker::{Clock, Worker};
+use crate::worker_plan::{ReplyCounters, WorkerCells};
 
 const A_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
-const PORT_MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1]];
 const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
 
 /// A kernel drop rule on UDP 53, a user-space pass rule on a source address, the default
@@ -94,17 +96,18 @@ impl HostLink for Arc<MemHost> {
     }
 }
 
-impl SidePort for WirePort {}
-
-/// A worker between two in-memory devices (or one, reflecting), with its far ends.
+/// A worker between two in-memory devices (or one, reflecting), with its far ends: set up
+/// by the forwarder's own constructor on a fake kernel, then driven round by round.
 struct Bench {
-    worker: Worker<WirePort>,
+    worker: Worker<Side<WirePort>>,
     cells: WorkerCells,
     ends: Vec<WireEnd>,
+    /// The devices' MAC addresses, as the fake kernel gives them.
+    macs: Vec<[u8; 6]>,
     clock: VirtualClock,
     shared: SharedFrames,
     total: usize,
-    plan: WorkerPlan,
+    replies: ReplyCounters,
 }
 
 impl Bench {
@@ -118,42 +121,42 @@ impl Bench {
         edit: impl FnOnce(&mut ForwardConfig),
         host: Option<Arc<MemHost>>,
     ) -> Self {
-        let mut config = ForwardConfig::default()
+        let names = &["a0", "b0"][..ports];
+        let kernel = Fake::new(&[("a0", 1500), ("b0", 1500)][..ports]);
+        let mut config = ForwardConfig::new(names.iter().copied())
             .rules(RuleSet::from_toml(rules).expect("rules"))
-            .check(true);
+            .check(true)
+            .frames(Some(256));
+        if let Some(host) = host {
+            *kernel.host.borrow_mut() = Some(Box::new(host));
+            config = config.tap(Some("xsk-tap0".into()));
+        }
         edit(&mut config);
-        let rules = config.rules.clone();
-        let mut plan = WorkerPlan::new(&config, Arc::new(rules), &PORT_MACS[..ports]);
-        plan.tap = host.map(|h| {
-            Arc::new(TapPath {
-                link: Box::new(h),
-                mac: HOST_MAC,
-                learnt: Mutex::new(HashMap::new()),
-            })
-        });
-        let total = 256;
-        let umem = Umem::new(
-            UmemConfig::default()
-                .frame_count(total as u32)
-                .frame_size(2048),
-        )
-        .expect("anonymous memory");
-        let shared = SharedFrames::new(umem.take_frames().expect("frames"));
-        let (wires, ends): (Vec<WirePort>, Vec<WireEnd>) = (0..ports).map(|_| wire()).unzip();
-        let pool = shared.pool(64);
-        let (mut worker, cells) = plan.worker(0, 0, &umem, wires, pool).expect("worker");
+        let macs = kernel.links.iter().filter_map(|l| l.mac).collect();
+        let devices = Rc::clone(&kernel.devices);
+        let cpus = CpuFacts {
+            online: 1,
+            allowed: vec![0],
+        };
+        let forwarding = Forwarding::new(kernel, config, &cpus, false).expect("set up");
+        let mut parts = forwarding.into_parts();
+        let ends = (0..ports)
+            .map(|i| devices.borrow().ends[&(i, 0)].clone())
+            .collect();
+        let mut worker = parts.workers.pop().expect("one queue");
         worker.host_every = 1;
         Bench {
             worker,
-            cells,
+            cells: parts.cells.pop().expect("its cells"),
             ends,
+            macs,
             clock: VirtualClock {
                 now_ns: Cell::new(1_000_000_000),
                 reads: Cell::new(0),
             },
-            shared,
-            total,
-            plan,
+            shared: parts.shared,
+            total: parts.total,
+            replies: parts.replies,
         }
     }
 
@@ -344,15 +347,11 @@ fn respond_answers_arp_from_the_mac_of_the_port_asked() {
     let reply = bench.ends[1].take();
     assert_eq!(reply.len(), 1);
     let eth = ethernet::Frame::new_checked(&reply[0][..]).unwrap();
-    assert_eq!((eth.src_addr(), eth.dst_addr()), (PORT_MACS[1], A_MAC));
+    assert_eq!((eth.src_addr(), eth.dst_addr()), (bench.macs[1], A_MAC));
     let a = arp::Packet::new_checked(eth.payload()).unwrap();
     assert_eq!(a.operation(), arp::operation::REPLY);
     assert_eq!(
-        bench
-            .plan
-            .replies
-            .arp
-            .load(std::sync::atomic::Ordering::Relaxed),
+        bench.replies.arp.load(std::sync::atomic::Ordering::Relaxed),
         1
     );
     bench.assert_all_frames_home();

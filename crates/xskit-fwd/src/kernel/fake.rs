@@ -24,6 +24,7 @@ use crate::error::Result;
 use crate::filter::RuleCounter;
 use crate::filter_plan::{FilterControl, FilterSettings};
 use crate::plan::{LinkFacts, LinkOffer};
+use crate::worker::host_path::HostLink;
 use crate::worker::TapPath;
 
 impl SocketPort for WirePort {
@@ -115,6 +116,9 @@ pub(crate) struct Fake {
     pub(crate) busy: Option<(&'static str, u32)>,
     pub(crate) calls: Rc<RefCell<Vec<String>>>,
     pub(crate) devices: Rc<RefCell<Devices>>,
+    /// The host behind the TAP device, when the test gives one (else one that takes every
+    /// frame and sends none).
+    pub(crate) host: RefCell<Option<Box<dyn HostLink>>>,
 }
 
 impl Fake {
@@ -145,6 +149,7 @@ impl Fake {
             busy: None,
             calls: Rc::default(),
             devices: Rc::new(RefCell::new(devices)),
+            host: RefCell::new(None),
         }
     }
 
@@ -282,7 +287,7 @@ impl Kernel for Fake {
     fn open_tap(&self, name: &str) -> Result<Arc<TapPath>> {
         self.calls.borrow_mut().push(format!("open tap {name}"));
         Ok(Arc::new(TapPath {
-            link: Box::new(NoHost),
+            link: self.host.take().unwrap_or_else(|| Box::new(NoHost)),
             mac: [2, 0, 0, 0, 0, 0x99],
             learnt: Mutex::new(HashMap::new()),
         }))
@@ -293,7 +298,7 @@ impl Kernel for Fake {
 #[derive(Debug)]
 struct NoHost;
 
-impl crate::worker::host_path::HostLink for NoHost {
+impl HostLink for NoHost {
     fn write(&self, _frame: &[u8]) -> std::result::Result<bool, xskit_os::SyscallError> {
         Ok(true)
     }
