@@ -451,10 +451,8 @@ fn explain(share: xskit_fwd::rules::KernelShare<'_>) {
     for (i, r) in rules.rules().iter().enumerate() {
         let place = if share.decided_in_kernel(i) {
             "decided in the kernel (XDP)"
-        } else if r.matcher.kernel_exact() {
-            "matched in the kernel, carried out in user space"
         } else {
-            "decided in user space (source address or port): the kernel sends up what could match"
+            "matched in the kernel, carried out in user space"
         };
         out!(
             "{:>3} {:<22} {:<10} {}",
@@ -728,7 +726,11 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let (duration, interval) = (times.duration, times.interval);
     let Some(config) = config else {
         note_no_rules(args, &rules);
-        explain(rules.kernel_share(args.xdp_forward));
+        explain(
+            rules
+                .kernel_share(args.xdp_forward)
+                .passing_to_tap(args.tap.is_some()),
+        );
         return Ok(0);
     };
     // Said after the header, which a driver waits for as the sign that the ports are open.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Stage 0 of an xskit pipeline, in the kernel: ordered rules matched on the
- * destination IPv4/IPv6 prefix, the protocol and the destination port range
- * decide each packet before user space sees it: pass to the kernel stack,
+ * source and destination IPv4/IPv6 prefixes, the protocol and the source and
+ * destination port ranges decide each packet before user space sees it: pass to the kernel stack,
  * drop (DoS), redirect to the AF_XDP socket of the packet's queue, or forward
  * it out of the other side (tx_ports, a devmap of its usable members: one for
  * a plain interface, a bond's picked by its mode and transmit hash as
@@ -67,15 +67,32 @@
 #define ETH_P_SLOW_PROTOCOLS 0x8809
 
 struct rule {
-	__u32 addr[4];  /* network byte order; IPv4 uses addr[0] */
+	__u32 addr[4];  /* destination prefix, network byte order; IPv4 uses addr[0] */
 	__u32 mask[4];
+	__u32 saddr[4]; /* source prefix, as the destination's */
+	__u32 smask[4];
 	__u8 family;    /* 4, 6, or 0 for any */
 	__u8 protocol;  /* 0 for any */
 	__u8 action;
 	__u8 pad;
-	__u16 port_lo;  /* host byte order; 0..65535 for any */
+	__u16 port_lo;  /* destination ports, host byte order; 0..65535 for any */
 	__u16 port_hi;
+	__u16 sport_lo; /* source ports, as the destination's */
+	__u16 sport_hi;
 };
+
+/* True when rule r names a port range: a packet without ports cannot be matched to it. */
+static __always_inline int has_ports(const struct rule *r)
+{
+	return r->port_lo != 0 || r->port_hi != 0xffff || r->sport_lo != 0 || r->sport_hi != 0xffff;
+}
+
+/* True when both ports are in r's ranges. */
+static __always_inline int ports_match(const struct rule *r, __u16 sport, __u16 dport)
+{
+	return dport >= r->port_lo && dport <= r->port_hi && sport >= r->sport_lo &&
+	       sport <= r->sport_hi;
+}
 
 struct counter {
 	__u64 packets;
@@ -340,8 +357,9 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
  * user space if the rule is user space's to decide, and is PORTS_UNKNOWN otherwise, so that
  * no later rule or the default takes it for want of ports (RuleSet::classify does the same).
  */
-static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto, __u32 daddr,
-					     __u16 dport, int later, __u32 *action)
+static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto, __u32 saddr,
+					     __u32 daddr, __u16 sport, __u16 dport, int later,
+					     __u32 *action)
 {
 	__u32 i;
 
@@ -351,13 +369,13 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (!r)
 			break;
 		if ((r->family | 4) != 4 || (r->protocol && r->protocol != proto) ||
-		    (daddr & r->mask[0]) != r->addr[0])
+		    (daddr & r->mask[0]) != r->addr[0] || (saddr & r->smask[0]) != r->saddr[0])
 			continue;
-		if (later && (r->port_lo != 0 || r->port_hi != 0xffff)) {
+		if (later && has_ports(r)) {
 			*action = ACTION_REDIRECT;
 			return r->action == ACTION_REDIRECT ? i : PORTS_UNKNOWN;
 		}
-		if (dport < r->port_lo || dport > r->port_hi)
+		if (!ports_match(r, sport, dport))
 			continue;
 		*action = r->action;
 		return i;
@@ -366,9 +384,17 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 	return COUNTER_DEFAULT;
 }
 
+/* True when the address `a` (four words) is in the prefix (`addr`, `mask`). */
+static __always_inline int in_prefix(const __u32 *a, const __u32 *addr, const __u32 *mask)
+{
+	return (a[0] & mask[0]) == addr[0] && (a[1] & mask[1]) == addr[1] &&
+	       (a[2] & mask[2]) == addr[2] && (a[3] & mask[3]) == addr[3];
+}
+
 /* The first rule any other packet matches (family 6, or 0 when not IP), as first_rule_ipv4. */
 static __always_inline __u32 first_rule(struct filter_state *st, __u8 family, __u8 proto,
-					const __u32 *dst, __u16 dport, __u32 *action)
+					const __u32 *src, const __u32 *dst, __u16 sport,
+					__u16 dport, __u32 *action)
 {
 	__u32 i;
 
@@ -381,10 +407,9 @@ static __always_inline __u32 first_rule(struct filter_state *st, __u8 family, __
 			continue;
 		if (r->protocol && r->protocol != proto)
 			continue;
-		if ((dst[0] & r->mask[0]) != r->addr[0] || (dst[1] & r->mask[1]) != r->addr[1] ||
-		    (dst[2] & r->mask[2]) != r->addr[2] || (dst[3] & r->mask[3]) != r->addr[3])
+		if (!in_prefix(dst, r->addr, r->mask) || !in_prefix(src, r->saddr, r->smask))
 			continue;
-		if (dport < r->port_lo || dport > r->port_hi)
+		if (!ports_match(r, sport, dport))
 			continue;
 		*action = r->action;
 		return i;
@@ -416,7 +441,7 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 				       void *end, __u32 room, __u64 pkt_len, __u32 *why)
 {
 	__u32 hl, total, hit, action;
-	__u16 dport = 0;
+	__u16 sport = 0, dport = 0;
 	void *l4 = 0;
 
 	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
@@ -433,10 +458,11 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 		if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
 			if (l4 + 4 > end || total - hl < 4)
 				return -1;
+			sport = bpf_ntohs(*(__u16 *)l4);
 			dport = bpf_ntohs(*(__u16 *)(l4 + 2));
 		}
 	}
-	hit = first_rule_ipv4(st, ip->protocol, ip->daddr, dport,
+	hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport,
 			      (ip->frag_off & bpf_htons(0x1fff)) != 0, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
@@ -455,9 +481,9 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 				       struct ipv6hdr *ip6, void *end, __u32 room, __u64 pkt_len,
 				       __u32 *why)
 {
-	__u32 plen, dst[4], hit, action;
+	__u32 plen, src[4], dst[4], hit, action;
 	__u8 proto;
-	__u16 dport = 0;
+	__u16 sport = 0, dport = 0;
 	void *l4 = ip6 + 1;
 
 	if ((void *)(ip6 + 1) > end || ip6->version != 6)
@@ -474,10 +500,12 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
 		if (l4 + 4 > end || plen < 4)
 			return -1;
+		sport = bpf_ntohs(*(__u16 *)l4);
 		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
 	}
+	__builtin_memcpy(src, &ip6->saddr, 16);
 	__builtin_memcpy(dst, &ip6->daddr, 16);
-	hit = first_rule(st, 6, proto, dst, dport, &action);
+	hit = first_rule(st, 6, proto, src, dst, sport, dport, &action);
 	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
 	return settle(ctx, why, hit, action, pkt_len);
 }
@@ -513,7 +541,7 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	struct iphdr *ip = data + sizeof(struct ethhdr);
 	__u32 hit, action;
 	__u64 total;
-	__u16 dport;
+	__u16 sport, dport;
 	void *l4;
 
 	l4 = ip + 1;
@@ -524,8 +552,9 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	total = bpf_ntohs(ip->tot_len);
 	if (total < sizeof(*ip) + 4 || total > pkt_len - sizeof(struct ethhdr))
 		return -1;
+	sport = bpf_ntohs(*(__u16 *)l4);
 	dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-	hit = first_rule_ipv4(st, ip->protocol, ip->daddr, dport, 0, &action);
+	hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport, 0, &action);
 	if (action == ACTION_FORWARD)
 		return forward_plain(ctx, hit, pkt_len, why);
 	return settle(ctx, why, hit, action, pkt_len);
@@ -587,7 +616,7 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 		verdict = decide_ipv6(ctx, st, l3, end, room, pkt_len, why);
 	else {
 		/* Not IP: no family, protocol, address or port to match but "any". */
-		hit = first_rule(st, 0, 0, none, 0, &action);
+		hit = first_rule(st, 0, 0, none, none, 0, 0, &action);
 		return settle(ctx, why, hit, action, pkt_len);
 	}
 	if (verdict >= 0)

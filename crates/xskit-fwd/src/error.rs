@@ -172,7 +172,12 @@ pub enum Error {
         /// The allowed CPUs, comma-separated.
         allowed: String,
     },
-    /// A kernel rule's destination port range runs backwards.
+    /// A kernel rule's source and destination prefixes are of different families.
+    #[error(
+        "a rule's source and destination prefixes are of different families: no packet can match"
+    )]
+    MixedFamilies,
+    /// A kernel rule's port range runs backwards.
     #[error("port range {lo}-{hi} is empty: give the lower port first")]
     EmptyPortRange {
         /// The first port.

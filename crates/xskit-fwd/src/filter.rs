@@ -1,6 +1,7 @@
 //! The kernel half of the forwarder: an XDP program that applies the rules it can decide
-//! exactly (destination prefix, protocol, destination ports) before a packet reaches user
-//! space, counts every rule, and redirects the rest to the queue's AF_XDP socket.
+//! (source and destination prefixes, protocol, source and destination ports) before a packet
+//! reaches user space, counts every rule, and redirects the rest to the queue's AF_XDP
+//! socket.
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -40,6 +41,57 @@ pub enum TxSpread {
 
 pub use crate::abi::Action;
 
+/// What a kernel rule compares; `None` matches anything. Prefixes of the two families in
+/// one rule match nothing and are refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelMatch {
+    /// Source prefix: an address and its length.
+    pub src: Option<(IpAddr, u8)>,
+    /// Destination prefix.
+    pub dst: Option<(IpAddr, u8)>,
+    /// IP protocol.
+    pub protocol: Option<u8>,
+    /// Source port range, inclusive.
+    pub src_ports: Option<(u16, u16)>,
+    /// Destination port range, inclusive.
+    pub dst_ports: Option<(u16, u16)>,
+}
+
+/// A prefix as the program compares it: its family, and four address and mask words in
+/// network byte order (IPv4 in the first).
+fn prefix_words((addr, len): (IpAddr, u8)) -> Result<(u8, [u32; 4], [u32; 4])> {
+    let (bytes, max): (Vec<u8>, u8) = match addr {
+        IpAddr::V4(a) => (a.octets().to_vec(), 32),
+        IpAddr::V6(a) => (a.octets().to_vec(), 128),
+    };
+    if len > max {
+        return Err(Error::PrefixTooLong { len, max });
+    }
+    let (mut words, mut masks) = ([0u32; 4], [0u32; 4]);
+    for (i, chunk) in bytes.chunks(4).enumerate() {
+        let word_bits = u32::from(len).saturating_sub(i as u32 * 32).min(32);
+        let mask = if word_bits == 0 {
+            0
+        } else {
+            u32::MAX << (32 - word_bits)
+        };
+        let word = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        // The program compares words as loaded from the packet: network byte order.
+        masks[i] = mask.to_be();
+        words[i] = (word & mask).to_be();
+    }
+    Ok((if max == 32 { 4 } else { 6 }, words, masks))
+}
+
+/// A port range as the program compares it: every port when `None`.
+fn port_range(ports: Option<(u16, u16)>) -> Result<(u16, u16)> {
+    match ports {
+        Some((lo, hi)) if lo > hi => Err(Error::EmptyPortRange { lo, hi }),
+        Some(range) => Ok(range),
+        None => Ok((0, u16::MAX)),
+    }
+}
+
 impl KernelRule {
     /// A rule matching a destination prefix, an IP protocol and a destination port range
     /// (inclusive); `None` matches anything.
@@ -49,40 +101,34 @@ impl KernelRule {
         dst_ports: Option<(u16, u16)>,
         action: Action,
     ) -> Result<Self> {
+        let m = KernelMatch {
+            dst,
+            protocol,
+            dst_ports,
+            ..KernelMatch::default()
+        };
+        KernelRule::matching(&m, action)
+    }
+
+    /// A rule matching every field of `m`.
+    pub fn matching(m: &KernelMatch, action: Action) -> Result<Self> {
         let mut r = KernelRule {
             action: action as u8,
-            protocol: protocol.unwrap_or(0),
-            port_lo: 0,
-            port_hi: u16::MAX,
+            protocol: m.protocol.unwrap_or(0),
             ..KernelRule::default()
         };
-        if let Some((lo, hi)) = dst_ports {
-            if lo > hi {
-                return Err(Error::EmptyPortRange { lo, hi });
-            }
-            (r.port_lo, r.port_hi) = (lo, hi);
+        (r.port_lo, r.port_hi) = port_range(m.dst_ports)?;
+        (r.sport_lo, r.sport_hi) = port_range(m.src_ports)?;
+        if let Some(dst) = m.dst {
+            (r.family, r.addr, r.mask) = prefix_words(dst)?;
         }
-        if let Some((addr, len)) = dst {
-            let (bytes, max): (Vec<u8>, u8) = match addr {
-                IpAddr::V4(a) => (a.octets().to_vec(), 32),
-                IpAddr::V6(a) => (a.octets().to_vec(), 128),
-            };
-            if len > max {
-                return Err(Error::PrefixTooLong { len, max });
+        if let Some(src) = m.src {
+            let family;
+            (family, r.saddr, r.smask) = prefix_words(src)?;
+            if r.family != 0 && r.family != family {
+                return Err(Error::MixedFamilies);
             }
-            r.family = if max == 32 { 4 } else { 6 };
-            for (i, chunk) in bytes.chunks(4).enumerate() {
-                let word_bits = u32::from(len).saturating_sub(i as u32 * 32).min(32);
-                let mask = if word_bits == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - word_bits)
-                };
-                let word = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-                // The program compares words as loaded from the packet: network byte order.
-                r.mask[i] = mask.to_be();
-                r.addr[i] = (word & mask).to_be();
-            }
+            r.family = family;
         }
         Ok(r)
     }
@@ -90,11 +136,6 @@ impl KernelRule {
     /// What the filter does on a match.
     pub fn action(&self) -> Action {
         Action::from_index(self.action.into()).unwrap_or(Action::Redirect)
-    }
-
-    /// True when the rule matches every destination address.
-    pub fn any_destination(&self) -> bool {
-        self.family == 0
     }
 }
 

@@ -135,7 +135,7 @@ impl Forwarder {
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder
     /// runs them (forwarding in XDP only where it does), for a capture's comments.
     pub fn capture_reasons(&self) -> crate::reasons::Reasons {
-        crate::reasons::Reasons::new(self.0.rules.kernel_share(self.0.xdp_forward))
+        crate::reasons::Reasons::new(self.0.kernel_share())
     }
 
     /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
@@ -200,6 +200,8 @@ pub(crate) struct Forwarding<K: Kernel> {
     bonds: Vec<Option<BondSide<K>>>,
     /// Whether the filters forward in XDP (out of the other side's usable members).
     xdp_forward: bool,
+    /// Whether `pass` verdicts go to the TAP device (through user space).
+    pass_to_tap: bool,
     /// The sides' MAC addresses as the respond stage uses them.
     port_macs: Arc<PortMacs>,
     shared: SharedFrames,
@@ -291,6 +293,7 @@ impl<K: Kernel> Forwarding<K> {
             sides: setup.sides,
             bonds,
             xdp_forward: setup.sockets.xdp_forward,
+            pass_to_tap: config.tap.is_some(),
             port_macs: Arc::clone(&plan.port_macs),
             shared: built.shared,
             total: built.total,
@@ -354,6 +357,13 @@ impl<K: Kernel> Forwarding<K> {
             shared,
             total,
         })
+    }
+
+    /// The rules as the filters run them.
+    fn kernel_share(&self) -> crate::rules::KernelShare<'_> {
+        self.rules
+            .kernel_share(self.xdp_forward)
+            .passing_to_tap(self.pass_to_tap)
     }
 
     /// A bond's MAC as its controller says (under fail_over_mac active it follows the active
@@ -466,7 +476,7 @@ impl<K: Kernel> Forwarding<K> {
             .map(|i| self.filter_snapshot(i, strict))
             .collect::<Result<Vec<_>>>()?;
         let shape = crate::report::Shape {
-            rules: self.rules.kernel_share(self.xdp_forward),
+            rules: self.kernel_share(),
             sides: &self.sides,
             umem_frames: self.total,
             shared_free: self.shared.len(),

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Action, KernelRule, RuleCounter, XdpFilter};
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
-use crate::rules::{KernelShare, RuleSet, Verdict};
+use crate::rules::RuleSet;
 use crate::worker::TapPath;
 
 /// The kernel's share of the rules, as every filter gets it.
@@ -152,12 +152,9 @@ pub(crate) fn set_up<K: Kernel>(
     };
     let sockets = crate::plan::socket_plan(&ask, &offers)?;
     warnings.extend(sockets.notes.iter().cloned());
-    warn_about_user_pass(
-        rules.kernel_share(sockets.xdp_forward),
-        config.tap.is_some(),
-        &mut warnings,
-    );
-    let in_kernel = rules.kernel_share(sockets.xdp_forward);
+    let in_kernel = rules
+        .kernel_share(sockets.xdp_forward)
+        .passing_to_tap(config.tap.is_some());
     let (kernel_rules, default) = in_kernel.kernel_rules()?;
     let share = KernelRules {
         rules: kernel_rules,
@@ -206,26 +203,6 @@ fn attach<K: Kernel>(
         return Ok((again, true, offers));
     }
     Ok((attached, multi_buffer, offers))
-}
-
-/// Pass verdicts that user space decides reach the host only through a TAP device.
-fn warn_about_user_pass(share: KernelShare<'_>, tap: bool, warnings: &mut Vec<String>) {
-    let rules = share.rule_set();
-    let user_pass = rules
-        .rules()
-        .iter()
-        .enumerate()
-        .any(|(i, r)| r.verdict() == Verdict::Pass && !share.decided_in_kernel(i))
-        || (rules.default_verdict() == Verdict::Pass
-            && rules.rules().iter().any(|r| !r.matcher.kernel_exact()));
-    if user_pass && !tap {
-        warnings.push(
-            "some packets are passed to the kernel from user space (a pass rule on a source \
-             address or port); without a TAP device they are dropped and counted: add a TAP \
-             device"
-                .into(),
-        );
-    }
 }
 
 /// The kernel itself: interfaces looked up by name, the forwarder's XDP filter on each.

@@ -12,7 +12,7 @@ use crate::rules::{KernelShare, Verdict};
 pub struct Reasons {
     /// Per rule: its name, its action, and whether the kernel matches it exactly (if not, it
     /// sends the packets it might match to user space, which evaluates the list again).
-    rules: Vec<(String, &'static str, bool)>,
+    rules: Vec<(String, &'static str)>,
     default: &'static str,
     unclassifiable: &'static str,
     /// Whether `forward` verdicts are carried out in XDP.
@@ -28,7 +28,7 @@ impl Reasons {
             rules: rules
                 .rules()
                 .iter()
-                .map(|r| (r.name.clone(), r.verdict().name(), r.matcher.kernel_exact()))
+                .map(|r| (r.name.clone(), r.verdict().name()))
                 .collect(),
             default: rules.default_verdict().name(),
             unclassifiable: rules.unclassifiable_verdict().name(),
@@ -36,23 +36,21 @@ impl Reasons {
         }
     }
 
-    /// The reason `why` as (its words, the action it stands for or "-", matched exactly).
-    fn reason(&self, why: u32) -> (String, &'static str, bool) {
+    /// The reason `why` as (its words, the action it stands for or "-").
+    fn reason(&self, why: u32) -> (String, &'static str) {
         if why < crate::MAX_RULES as u32 {
             return match self.rules.get(why as usize) {
-                Some((name, action, exact)) => (format!("rule {name}"), *action, *exact),
-                None => (format!("rule #{why}"), "?", true),
+                Some((name, action)) => (format!("rule {name}"), *action),
+                None => (format!("rule #{why}"), "?"),
             };
         }
         match Slot::at(why) {
-            None => ("an unknown reason".to_string(), "-", true),
-            Some(Slot::Default) => (Slot::Default.describe().into(), self.default, true),
-            Some(Slot::Unclassifiable) => (
-                Slot::Unclassifiable.describe().into(),
-                self.unclassifiable,
-                true,
-            ),
-            Some(slot) => (slot.describe().into(), "-", true),
+            None => ("an unknown reason".to_string(), "-"),
+            Some(Slot::Default) => (Slot::Default.describe().into(), self.default),
+            Some(Slot::Unclassifiable) => {
+                (Slot::Unclassifiable.describe().into(), self.unclassifiable)
+            }
+            Some(slot) => (slot.describe().into(), "-"),
         }
     }
 
@@ -62,21 +60,14 @@ impl Reasons {
         let Some(why) = why else {
             return "xskit fwd: no verdict recorded".to_string();
         };
-        let (reason, action, exact) = self.reason(why);
+        let (reason, action) = self.reason(why);
         let forward = Verdict::Forward.name();
         let what = match verdict.map(|v| (v, XdpAction::from_code(v))) {
             Some((_, Some(XdpAction::Drop))) => "dropped in XDP".to_string(),
             Some((_, Some(XdpAction::Pass))) => "passed to the kernel stack".to_string(),
             Some((_, Some(XdpAction::Tx))) => "sent back out (XDP_TX)".to_string(),
-            Some((_, Some(XdpAction::Redirect)))
-                if action == forward && self.xdp_forward && exact =>
-            {
+            Some((_, Some(XdpAction::Redirect))) if action == forward && self.xdp_forward => {
                 "forwarded in XDP".to_string()
-            }
-            Some((_, Some(XdpAction::Redirect))) if !exact => {
-                "to user space, which evaluates the rules again (the kernel cannot match this \
-                 rule exactly)"
-                    .to_string()
             }
             Some((_, Some(XdpAction::Redirect))) => "to xskit fwd in user space".to_string(),
             Some((other, _)) => format!("XDP action {other}"),
@@ -116,9 +107,11 @@ mod tests {
             r.comment(DROP, Some(Slot::Unclassifiable.index())),
             "xskit fwd: dropped in XDP: unclassifiable (drop)"
         );
-        assert!(r
-            .comment(REDIRECT, Some(1))
-            .contains("the kernel cannot match this rule exactly"));
+        assert_eq!(
+            r.comment(Some(XdpAction::Pass as u32), Some(1)),
+            "xskit fwd: passed to the kernel stack: rule from-a (pass)",
+            "a rule on a source address is decided in the kernel as any other"
+        );
         assert_eq!(r.comment(None, None), "xskit fwd: no verdict recorded");
         assert_eq!(
             r.comment(Some(9), Some(0)),

@@ -4,13 +4,14 @@
 //! here, not kept in the rule set.
 
 use super::{RuleSet, Verdict};
-use crate::filter::{Action, KernelRule};
+use crate::filter::{Action, KernelMatch, KernelRule};
 
 /// A rule set as the kernel runs it: [`RuleSet::kernel_share`].
 #[derive(Clone, Copy, Debug)]
 pub struct KernelShare<'a> {
     rules: &'a RuleSet,
     forward_in_xdp: bool,
+    pass_to_tap: bool,
 }
 
 impl RuleSet {
@@ -21,6 +22,7 @@ impl RuleSet {
         KernelShare {
             rules: self,
             forward_in_xdp,
+            pass_to_tap: false,
         }
     }
 }
@@ -31,6 +33,16 @@ impl<'a> KernelShare<'a> {
         self.rules
     }
 
+    /// With `pass_to_tap`, `pass` verdicts are carried out in user space, which writes the
+    /// packets to the forwarder's TAP device, where the host's own addresses are (an
+    /// XDP_PASS would hand them to the stack of the interface they arrived on).
+    pub fn passing_to_tap(self, pass_to_tap: bool) -> Self {
+        KernelShare {
+            pass_to_tap,
+            ..self
+        }
+    }
+
     /// Whether the kernel carries out `forward` verdicts.
     pub fn forwards_in_xdp(&self) -> bool {
         self.forward_in_xdp
@@ -38,20 +50,21 @@ impl<'a> KernelShare<'a> {
 
     fn kernel_can(&self, v: Verdict) -> bool {
         match v {
-            Verdict::Drop | Verdict::Pass => true,
+            Verdict::Drop => true,
+            Verdict::Pass => !self.pass_to_tap,
             Verdict::Forward => self.forward_in_xdp,
             Verdict::RateLimit => false,
         }
     }
 
-    /// True if the kernel filter settles rule `i` itself: its match is exact there and its
-    /// action is drop or pass (or forward, forwarding in XDP). Such a rule's packets never
-    /// reach user space, unless an earlier rule that only user space can decide sent them up.
+    /// True if the kernel filter settles rule `i` itself: its action is drop or pass (or
+    /// forward, forwarding in XDP). Such a rule's packets never reach user space, unless an
+    /// earlier rule that only user space can decide sent them up.
     pub fn decided_in_kernel(&self, i: usize) -> bool {
         self.rules
             .rules()
             .get(i)
-            .is_some_and(|r| r.matcher.kernel_exact() && self.kernel_can(r.verdict()))
+            .is_some_and(|r| self.kernel_can(r.verdict()))
     }
 
     /// True if the kernel settles unclassifiable packets itself.
@@ -72,17 +85,16 @@ impl<'a> KernelShare<'a> {
     fn kernel_action(&self, v: Verdict) -> Action {
         match v {
             Verdict::Drop => Action::Drop,
-            Verdict::Pass => Action::Pass,
+            Verdict::Pass if !self.pass_to_tap => Action::Pass,
             Verdict::Forward if self.forward_in_xdp => Action::Forward,
-            Verdict::Forward | Verdict::RateLimit => Action::Redirect,
+            Verdict::Pass | Verdict::Forward | Verdict::RateLimit => Action::Redirect,
         }
     }
 
-    /// The kernel filter's rules (one per rule, same order) and default action.
-    ///
-    /// A rule the kernel cannot match exactly (source prefix or port) becomes a redirect over
-    /// what the kernel can see of it (a superset of its packets), so no later kernel rule can
-    /// take a packet it might match; user space then evaluates the whole list again.
+    /// The kernel filter's rules (one per rule, same order, matching every field the rule
+    /// names) and default action. A rule whose verdict only user space carries out (a rate
+    /// limit; a forward, not forwarding in XDP) redirects its packets to user space, which
+    /// then evaluates the whole list again.
     pub fn kernel_rules(&self) -> crate::Result<(Vec<KernelRule>, Action)> {
         let rules = self
             .rules
@@ -90,17 +102,14 @@ impl<'a> KernelShare<'a> {
             .iter()
             .map(|r| {
                 let m = &r.matcher;
-                let action = if m.kernel_exact() {
-                    self.kernel_action(r.verdict())
-                } else {
-                    Action::Redirect
+                let fields = KernelMatch {
+                    src: m.src.map(|p| (p.addr, p.len)),
+                    dst: m.dst.map(|p| (p.addr, p.len)),
+                    protocol: m.protocol,
+                    src_ports: m.src_ports,
+                    dst_ports: m.dst_ports,
                 };
-                KernelRule::new(
-                    m.dst.map(|p| (p.addr, p.len)),
-                    m.protocol,
-                    m.dst_ports,
-                    action,
-                )
+                KernelRule::matching(&fields, self.kernel_action(r.verdict()))
             })
             .collect::<crate::Result<_>>()?;
         Ok((rules, self.kernel_action(self.rules.default_verdict())))

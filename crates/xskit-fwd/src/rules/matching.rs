@@ -108,12 +108,6 @@ impl Match {
         let (src, dst) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
         FastMatch::new(self).matches(k, src, dst)
     }
-
-    /// True if the kernel filter can decide this match exactly (it sees destination prefix,
-    /// protocol and destination port only).
-    pub fn kernel_exact(&self) -> bool {
-        self.src.is_none() && self.src_ports.is_none()
-    }
 }
 
 /// A [`Match`] as masks and ranges, compared with a key's addresses taken as 128-bit

@@ -149,10 +149,13 @@ rate = "10kpps"
     let share = rs.kernel_share(false);
     let (k, default) = share.kernel_rules().unwrap();
     assert_eq!(default, Action::Drop);
-    // The source rule is a redirect of everything, so the kernel drop below cannot
-    // take packets from .7.
-    assert!(k[0].any_destination());
-    assert_eq!(k[0].action(), Action::Redirect);
+    // The source rule is the kernel's as the others are: its source, any destination.
+    assert_eq!(
+        (k[0].family, k[0].mask, k[0].smask[0]),
+        (4, [0; 4], u32::MAX)
+    );
+    assert_eq!(k[0].saddr[0], u32::from_be_bytes([198, 51, 100, 7]).to_be());
+    assert_eq!(k[0].action(), Action::Redirect, "forward, not in XDP");
     assert_eq!(k[1].action(), Action::Drop);
     assert_eq!(k[2].action(), Action::Redirect);
     assert!(!share.decided_in_kernel(0) && share.decided_in_kernel(1));

@@ -7,12 +7,16 @@
 pub struct KernelRule {
     pub(crate) addr: [u32; 4],
     pub(crate) mask: [u32; 4],
+    pub(crate) saddr: [u32; 4],
+    pub(crate) smask: [u32; 4],
     pub(crate) family: u8,
     pub(crate) protocol: u8,
     pub(crate) action: u8,
     pub(crate) pad: u8,
     pub(crate) port_lo: u16,
     pub(crate) port_hi: u16,
+    pub(crate) sport_lo: u16,
+    pub(crate) sport_hi: u16,
 }
 
 /// `struct config`.
@@ -68,13 +72,14 @@ pub(crate) struct CounterRepr {
     pub(crate) bytes: u64,
 }
 
-// SAFETY: KernelRule is repr(C), has no padding (16+16+4+4 bytes, all fields naturally aligned)
+// SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 4 + 4 bytes, all fields naturally
+// aligned)
 // and every bit pattern is a valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
-// SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (24 and
-// 40 bytes, aligned to 4), so no padding, and any bit pattern valid.
+// SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (28 and
+// 76 bytes, aligned to 4), so no padding, and any bit pattern valid.
 unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -184,12 +189,16 @@ mod tests {
             &[
                 ("addr", offset_of!(KernelRule, addr)),
                 ("mask", offset_of!(KernelRule, mask)),
+                ("saddr", offset_of!(KernelRule, saddr)),
+                ("smask", offset_of!(KernelRule, smask)),
                 ("family", offset_of!(KernelRule, family)),
                 ("protocol", offset_of!(KernelRule, protocol)),
                 ("action", offset_of!(KernelRule, action)),
                 ("pad", offset_of!(KernelRule, pad)),
                 ("port_lo", offset_of!(KernelRule, port_lo)),
                 ("port_hi", offset_of!(KernelRule, port_hi)),
+                ("sport_lo", offset_of!(KernelRule, sport_lo)),
+                ("sport_hi", offset_of!(KernelRule, sport_hi)),
             ],
         );
         assert_layout(
