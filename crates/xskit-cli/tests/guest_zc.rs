@@ -149,7 +149,7 @@ k=0
 for v in {gen}; do
     echo "GEN $k"; wait_for go-gen-$k || exit 1
     {XSKIT} gen -i eth0 $v -n {PROBES} -r 5000 --json > $j/gen-$k.json 2> $j/gen-$k.err
-    ethtool -S eth0 > $j/gen-$k.device 2>&1
+    {{ ethtool -S eth0; ip -s -d link show eth0; }} > $j/gen-$k.device 2>&1
     echo "GEN-DONE $k"; k=$((k + 1))
 done
 {XSKIT} bench rxdrop -i eth0 -m zc -d 8 --json > $j/rxdrop.json 2> $j/rxdrop.err &
@@ -281,7 +281,7 @@ fn host_receives_what_the_guest_sends(
         "{variant}: the host received every probe the guest sent: the TAP device received \
          {arrived} frames; the host's recv: {report} {} {}\nthe TAP device then:\n{}\nthe \
          guest's gen: {} {}\nthe guest's device counters after it:\n{}\nthe guest's \
-         script:\n{}\nQEMU's TAP files:\n{}",
+         script:\n{}\nQEMU's TAP files:\n{}\nQEMU's view:\n{}",
         text(&out),
         std::fs::read_to_string(running.share().join("host-recv.err")).unwrap_or_default(),
         text(&link),
@@ -290,7 +290,29 @@ fn host_receives_what_the_guest_sends(
         shared("device"),
         running.output(),
         tun_files(&running.share()),
+        qemu_view(running),
     ))
+}
+
+/// What QEMU's monitor says of the guest's network: its clients and their links, and each
+/// virtio NIC's status and first transmit queue.
+fn qemu_view(running: &RunningGuest<'_>) -> String {
+    let ask = |command: &str| {
+        running
+            .monitor(command)
+            .unwrap_or_else(|e| format!("({command}: {e})"))
+    };
+    let mut out = ask("info network");
+    let devices = ask("info virtio");
+    let nics = devices
+        .lines()
+        .filter(|l| l.ends_with("[virtio-net]"))
+        .filter_map(|l| l.split_whitespace().next());
+    for path in nics {
+        out += &ask(&format!("info virtio-status {path}"));
+        out += &ask(&format!("info virtio-queue-status {path} 1"));
+    }
+    out
 }
 
 /// QEMU's system calls that hand frames to the kernel, traced while a transmit variant

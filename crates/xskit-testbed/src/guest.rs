@@ -381,6 +381,8 @@ impl Guest {
             "none",
             "-monitor",
             "none",
+            "-qmp",
+            &format!("unix:{job}/qmp.sock,server=on,wait=off"),
             "-no-reboot",
             "-nodefaults",
         ]
@@ -756,6 +758,40 @@ impl RunningGuest<'_> {
     /// capture, a report) is read here.
     pub fn share(&self) -> PathBuf {
         self.guest.share()
+    }
+
+    /// What QEMU's human monitor answers to `command` (`info network`, `info virtio-status
+    /// PATH`, ...), through QEMU's QMP socket: the emulated devices' own view, for a test
+    /// that finds a device doing what it should not.
+    pub fn monitor(&self, command: &str) -> io::Result<String> {
+        use std::io::{BufRead, BufReader, Write};
+        let socket = std::os::unix::net::UnixStream::connect(self.guest.job.join("qmp.sock"))?;
+        socket.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut lines = BufReader::new(socket.try_clone()?).lines();
+        let mut writer = socket;
+        let mut next = || {
+            lines
+                .next()
+                .unwrap_or_else(|| Err(io::Error::other("QMP closed the connection")))
+        };
+        next()?;
+        writer.write_all(b"{\"execute\": \"qmp_capabilities\"}\n")?;
+        next()?;
+        let request = serde_json::json!({
+            "execute": "human-monitor-command",
+            "arguments": {"command-line": command},
+        });
+        writer.write_all(format!("{request}\n").as_bytes())?;
+        // Events may come before the answer.
+        loop {
+            let reply: serde_json::Value = serde_json::from_str(&next()?)?;
+            if let Some(text) = reply.get("return") {
+                return Ok(text.as_str().unwrap_or_default().to_string());
+            }
+            if let Some(error) = reply.get("error") {
+                return Err(io::Error::other(error.to_string()));
+            }
+        }
     }
 
     /// Tells the script to go on: creates `name` in the job share, where the script sees it
