@@ -41,25 +41,9 @@ pub enum TxSpread {
 
 pub use crate::abi::Action;
 
-/// What a kernel rule compares; `None` matches anything. Prefixes of the two families in
-/// one rule match nothing and are refused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelMatch {
-    /// Source prefix: an address and its length.
-    pub src: Option<(IpAddr, u8)>,
-    /// Destination prefix.
-    pub dst: Option<(IpAddr, u8)>,
-    /// IP protocol.
-    pub protocol: Option<u8>,
-    /// Source port range, inclusive.
-    pub src_ports: Option<(u16, u16)>,
-    /// Destination port range, inclusive.
-    pub dst_ports: Option<(u16, u16)>,
-}
-
 /// A prefix as the program compares it: its family, and four address and mask words in
 /// network byte order (IPv4 in the first).
-fn prefix_words((addr, len): (IpAddr, u8)) -> Result<(u8, [u32; 4], [u32; 4])> {
+pub(crate) fn prefix_words(addr: IpAddr, len: u8) -> Result<(u8, [u32; 4], [u32; 4])> {
     let (bytes, max): (Vec<u8>, u8) = match addr {
         IpAddr::V4(a) => (a.octets().to_vec(), 32),
         IpAddr::V6(a) => (a.octets().to_vec(), 128),
@@ -84,7 +68,7 @@ fn prefix_words((addr, len): (IpAddr, u8)) -> Result<(u8, [u32; 4], [u32; 4])> {
 }
 
 /// A port range as the program compares it: every port when `None`.
-fn port_range(ports: Option<(u16, u16)>) -> Result<(u16, u16)> {
+pub(crate) fn port_range(ports: Option<(u16, u16)>) -> Result<(u16, u16)> {
     match ports {
         Some((lo, hi)) if lo > hi => Err(Error::EmptyPortRange { lo, hi }),
         Some(range) => Ok(range),
@@ -92,47 +76,8 @@ fn port_range(ports: Option<(u16, u16)>) -> Result<(u16, u16)> {
     }
 }
 
+/// A kernel rule is built from what a rule matches: [`crate::rules::Match::kernel_rule`].
 impl KernelRule {
-    /// A rule matching a destination prefix, an IP protocol and a destination port range
-    /// (inclusive); `None` matches anything.
-    pub fn new(
-        dst: Option<(IpAddr, u8)>,
-        protocol: Option<u8>,
-        dst_ports: Option<(u16, u16)>,
-        action: Action,
-    ) -> Result<Self> {
-        let m = KernelMatch {
-            dst,
-            protocol,
-            dst_ports,
-            ..KernelMatch::default()
-        };
-        KernelRule::matching(&m, action)
-    }
-
-    /// A rule matching every field of `m`.
-    pub fn matching(m: &KernelMatch, action: Action) -> Result<Self> {
-        let mut r = KernelRule {
-            action: action as u8,
-            protocol: m.protocol.unwrap_or(0),
-            ..KernelRule::default()
-        };
-        (r.port_lo, r.port_hi) = port_range(m.dst_ports)?;
-        (r.sport_lo, r.sport_hi) = port_range(m.src_ports)?;
-        if let Some(dst) = m.dst {
-            (r.family, r.addr, r.mask) = prefix_words(dst)?;
-        }
-        if let Some(src) = m.src {
-            let family;
-            (family, r.saddr, r.smask) = prefix_words(src)?;
-            if r.family != 0 && r.family != family {
-                return Err(Error::MixedFamilies);
-            }
-            r.family = family;
-        }
-        Ok(r)
-    }
-
     /// What the filter does on a match.
     pub fn action(&self) -> Action {
         Action::from_index(self.action.into()).unwrap_or(Action::Redirect)
@@ -416,47 +361,5 @@ impl XdpFilter {
             .collect::<Result<Vec<_>>>()?;
         out.push(maps.read(Slot::Default.index())?);
         Ok(out)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rules_become_network_order_prefixes() {
-        let r = KernelRule::new(
-            Some(("198.51.100.77".parse().unwrap(), 24)),
-            Some(xskit_wire::ip_protocol::UDP),
-            Some((1000, 2000)),
-            Action::Drop,
-        )
-        .unwrap();
-        assert_eq!(r.family, 4);
-        assert_eq!(r.addr[0].to_ne_bytes(), [198, 51, 100, 0]);
-        assert_eq!(r.mask[0].to_ne_bytes(), [255, 255, 255, 0]);
-        assert_eq!(
-            (r.port_lo, r.port_hi, r.protocol, r.action()),
-            (1000, 2000, 17, Action::Drop)
-        );
-        let v6 = KernelRule::new(
-            Some(("2001:db8::1".parse().unwrap(), 40)),
-            None,
-            None,
-            Action::Pass,
-        )
-        .unwrap();
-        assert_eq!(
-            (v6.family, v6.mask[1].to_ne_bytes(), v6.mask[2]),
-            (6, [255, 0, 0, 0], 0)
-        );
-        let bad = KernelRule::new(
-            Some(("198.51.100.0".parse().unwrap(), 33)),
-            None,
-            None,
-            Action::Pass,
-        );
-        assert!(bad.unwrap_err().to_string().contains("/33"));
-        assert!(KernelRule::new(None, None, Some((9, 8)), Action::Pass).is_err());
     }
 }

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xskit::{Interface, Mode, Port, PortConfig, SocketConfig};
-use xskit_fwd::filter::{Action, KernelRule, XdpFilter};
+use xskit_fwd::filter::{Action, XdpFilter};
+use xskit_fwd::rules::{Match, Prefix};
 use xskit_testbed::TestbedConfig;
 use xskit_traffic::probe::{self, Endpoints, Flows, Template};
 
@@ -92,14 +93,24 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
     program
         .set_rules(
             &[
-                KernelRule::new(
-                    Some((IpAddr::V4(bed.b.ip), 32)),
-                    Some(17),
-                    Some((7, 7)),
-                    Action::Drop,
-                )
+                Match {
+                    dst: Some(Prefix {
+                        addr: IpAddr::V4(bed.b.ip),
+                        len: 32,
+                    }),
+                    protocol: Some(17),
+                    dst_ports: Some((7, 7)),
+                    ..Match::default()
+                }
+                .kernel_rule(Action::Drop)
                 .unwrap(),
-                KernelRule::new(None, Some(17), Some((5000, 5000)), Action::Pass).unwrap(),
+                Match {
+                    protocol: Some(17),
+                    dst_ports: Some((5000, 5000)),
+                    ..Match::default()
+                }
+                .kernel_rule(Action::Pass)
+                .unwrap(),
             ],
             Action::Redirect,
         )
@@ -168,7 +179,7 @@ fn rule_errors_are_clear() {
         .run(move || {
             let iface = Interface::by_name(&b_if).unwrap();
             let filter = XdpFilter::attach(&iface, Mode::Skb, false).unwrap();
-            let any = KernelRule::new(None, None, None, Action::Pass).unwrap();
+            let any = Match::default().kernel_rule(Action::Pass).unwrap();
             let too_many = vec![any; xskit_fwd::MAX_RULES + 1];
             filter
                 .set_rules(&too_many, Action::Pass)

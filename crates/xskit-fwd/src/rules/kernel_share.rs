@@ -3,8 +3,8 @@
 //! does is the forwarder's decision (it needs two interfaces and copy mode), so it is given
 //! here, not kept in the rule set.
 
-use super::{RuleSet, Verdict};
-use crate::filter::{Action, KernelMatch, KernelRule};
+use super::{Match, RuleSet, Verdict};
+use crate::filter::{port_range, prefix_words, Action, KernelRule};
 
 /// A rule set as the kernel runs it: [`RuleSet::kernel_share`].
 #[derive(Clone, Copy, Debug)]
@@ -100,18 +100,34 @@ impl<'a> KernelShare<'a> {
             .rules
             .rules()
             .iter()
-            .map(|r| {
-                let m = &r.matcher;
-                let fields = KernelMatch {
-                    src: m.src.map(|p| (p.addr, p.len)),
-                    dst: m.dst.map(|p| (p.addr, p.len)),
-                    protocol: m.protocol,
-                    src_ports: m.src_ports,
-                    dst_ports: m.dst_ports,
-                };
-                KernelRule::matching(&fields, self.kernel_action(r.verdict()))
-            })
+            .map(|r| r.matcher.kernel_rule(self.kernel_action(r.verdict())))
             .collect::<crate::Result<_>>()?;
         Ok((rules, self.kernel_action(self.rules.default_verdict())))
+    }
+}
+
+impl Match {
+    /// The XDP filter's rule for this match, taking `action` on a match: every key, laid out
+    /// as the program compares it.
+    pub fn kernel_rule(&self, action: Action) -> crate::Result<KernelRule> {
+        let mut r = KernelRule {
+            action: action as u8,
+            protocol: self.protocol.unwrap_or(0),
+            ..KernelRule::default()
+        };
+        (r.port_lo, r.port_hi) = port_range(self.dst_ports)?;
+        (r.sport_lo, r.sport_hi) = port_range(self.src_ports)?;
+        if let Some(p) = self.dst {
+            (r.family, r.addr, r.mask) = prefix_words(p.addr, p.len)?;
+        }
+        if let Some(p) = self.src {
+            let family;
+            (family, r.saddr, r.smask) = prefix_words(p.addr, p.len)?;
+            if r.family != 0 && r.family != family {
+                return Err(crate::Error::MixedFamilies);
+            }
+            r.family = family;
+        }
+        Ok(r)
     }
 }

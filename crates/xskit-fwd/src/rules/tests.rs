@@ -555,3 +555,55 @@ fn the_fast_match_decides_as_the_match_does() {
     }
     assert!(matched > 500 && missed > 1000, "{matched} {missed}");
 }
+
+#[test]
+fn kernel_rules_hold_network_order_prefixes_and_refuse_what_cannot_match() {
+    let prefix = |s: &str| Some(Prefix::parse(s).unwrap());
+    let m = Match {
+        dst: prefix("198.51.100.0/24"),
+        src: prefix("198.51.100.128/25"),
+        protocol: Some(17),
+        dst_ports: Some((1000, 2000)),
+        src_ports: Some((53, 53)),
+    };
+    let r = m.kernel_rule(Action::Drop).unwrap();
+    assert_eq!(r.family, 4);
+    assert_eq!(r.addr[0].to_ne_bytes(), [198, 51, 100, 0]);
+    assert_eq!(r.mask[0].to_ne_bytes(), [255, 255, 255, 0]);
+    assert_eq!(r.saddr[0].to_ne_bytes(), [198, 51, 100, 128]);
+    assert_eq!(r.smask[0].to_ne_bytes(), [255, 255, 255, 128]);
+    assert_eq!(
+        (r.port_lo, r.port_hi, r.sport_lo, r.sport_hi, r.protocol),
+        (1000, 2000, 53, 53, 17)
+    );
+    assert_eq!(r.action(), Action::Drop);
+    let v6 = Match {
+        dst: prefix("2001:db8::/40"),
+        ..Match::default()
+    };
+    let r = v6.kernel_rule(Action::Pass).unwrap();
+    assert_eq!(
+        (r.family, r.mask[1].to_ne_bytes(), r.mask[2]),
+        (6, [255, 0, 0, 0], 0)
+    );
+    assert_eq!((r.sport_lo, r.sport_hi), (0, u16::MAX), "any source port");
+    let mixed = Match {
+        src: prefix("2001:db8::1"),
+        ..m
+    };
+    assert!(mixed.kernel_rule(Action::Drop).is_err());
+    let backwards = Match {
+        dst_ports: Some((9, 8)),
+        ..Match::default()
+    };
+    assert!(backwards.kernel_rule(Action::Drop).is_err());
+    let too_long = Match {
+        dst: Some(Prefix {
+            addr: "198.51.100.0".parse().unwrap(),
+            len: 33,
+        }),
+        ..Match::default()
+    };
+    let e = too_long.kernel_rule(Action::Drop).unwrap_err().to_string();
+    assert!(e.contains("/33"), "{e}");
+}

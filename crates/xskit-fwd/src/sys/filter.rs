@@ -1,7 +1,8 @@
 //! The map values of the in-kernel filter (bpf/xdp_filter.c), laid out as the C structs.
 
 /// One rule of the kernel filter, laid out as `struct rule`: addresses and masks in network
-/// byte order as the program loads them from the packet. Built with `KernelRule::new`.
+/// byte order as the program loads them from the packet. Built by
+/// [`crate::rules::Match::kernel_rule`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelRule {
