@@ -74,7 +74,7 @@ struct rule {
 	__u8 family;    /* 4, 6, or 0 for any */
 	__u8 protocol;  /* 0 for any */
 	__u8 action;
-	__u8 pad;
+	__u8 source;    /* non-zero when the rule names a source prefix or source ports */
 	__u16 port_lo;  /* destination ports, host byte order; 0..65535 for any */
 	__u16 port_hi;
 	__u16 sport_lo; /* source ports, as the destination's */
@@ -84,14 +84,18 @@ struct rule {
 /* True when rule r names a port range: a packet without ports cannot be matched to it. */
 static __always_inline int has_ports(const struct rule *r)
 {
-	return r->port_lo != 0 || r->port_hi != 0xffff || r->sport_lo != 0 || r->sport_hi != 0xffff;
+	return r->port_lo != 0 || r->port_hi != 0xffff ||
+	       (r->source && (r->sport_lo != 0 || r->sport_hi != 0xffff));
 }
 
-/* True when both ports are in r's ranges. */
+/*
+ * True when both ports are in r's ranges. The source's are compared only where the rule
+ * names a source: most rules (a flood's destination) do not, and skip its loads.
+ */
 static __always_inline int ports_match(const struct rule *r, __u16 sport, __u16 dport)
 {
-	return dport >= r->port_lo && dport <= r->port_hi && sport >= r->sport_lo &&
-	       sport <= r->sport_hi;
+	return dport >= r->port_lo && dport <= r->port_hi &&
+	       (!r->source || (sport >= r->sport_lo && sport <= r->sport_hi));
 }
 
 struct counter {
@@ -369,7 +373,9 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (!r)
 			break;
 		if ((r->family | 4) != 4 || (r->protocol && r->protocol != proto) ||
-		    (daddr & r->mask[0]) != r->addr[0] || (saddr & r->smask[0]) != r->saddr[0])
+		    (daddr & r->mask[0]) != r->addr[0])
+			continue;
+		if (r->source && (saddr & r->smask[0]) != r->saddr[0])
 			continue;
 		if (later && has_ports(r)) {
 			*action = ACTION_REDIRECT;
@@ -407,7 +413,8 @@ static __always_inline __u32 first_rule(struct filter_state *st, __u8 family, __
 			continue;
 		if (r->protocol && r->protocol != proto)
 			continue;
-		if (!in_prefix(dst, r->addr, r->mask) || !in_prefix(src, r->saddr, r->smask))
+		if (!in_prefix(dst, r->addr, r->mask) ||
+		    (r->source && !in_prefix(src, r->saddr, r->smask)))
 			continue;
 		if (!ports_match(r, sport, dport))
 			continue;

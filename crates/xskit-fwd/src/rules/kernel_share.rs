@@ -113,6 +113,7 @@ impl Match {
         let mut r = KernelRule {
             action: action as u8,
             protocol: self.protocol.unwrap_or(0),
+            source: u8::from(self.src.is_some() || self.src_ports.is_some()),
             ..KernelRule::default()
         };
         (r.port_lo, r.port_hi) = port_range(self.dst_ports)?;

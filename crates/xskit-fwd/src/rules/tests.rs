@@ -576,7 +576,7 @@ fn kernel_rules_hold_network_order_prefixes_and_refuse_what_cannot_match() {
         (r.port_lo, r.port_hi, r.sport_lo, r.sport_hi, r.protocol),
         (1000, 2000, 53, 53, 17)
     );
-    assert_eq!(r.action(), Action::Drop);
+    assert_eq!((r.action(), r.source), (Action::Drop, 1));
     let v6 = Match {
         dst: prefix("2001:db8::/40"),
         ..Match::default()
@@ -586,7 +586,11 @@ fn kernel_rules_hold_network_order_prefixes_and_refuse_what_cannot_match() {
         (r.family, r.mask[1].to_ne_bytes(), r.mask[2]),
         (6, [255, 0, 0, 0], 0)
     );
-    assert_eq!((r.sport_lo, r.sport_hi), (0, u16::MAX), "any source port");
+    assert_eq!(
+        (r.sport_lo, r.sport_hi, r.source),
+        (0, u16::MAX, 0),
+        "any source: the program skips comparing it"
+    );
     let mixed = Match {
         src: prefix("2001:db8::1"),
         ..m

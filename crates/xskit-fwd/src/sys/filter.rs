@@ -13,7 +13,9 @@ pub struct KernelRule {
     pub(crate) family: u8,
     pub(crate) protocol: u8,
     pub(crate) action: u8,
-    pub(crate) pad: u8,
+    /// Non-zero when the rule names a source prefix or source ports (the program compares
+    /// the source only then).
+    pub(crate) source: u8,
     pub(crate) port_lo: u16,
     pub(crate) port_hi: u16,
     pub(crate) sport_lo: u16,
@@ -195,7 +197,7 @@ mod tests {
                 ("family", offset_of!(KernelRule, family)),
                 ("protocol", offset_of!(KernelRule, protocol)),
                 ("action", offset_of!(KernelRule, action)),
-                ("pad", offset_of!(KernelRule, pad)),
+                ("source", offset_of!(KernelRule, source)),
                 ("port_lo", offset_of!(KernelRule, port_lo)),
                 ("port_hi", offset_of!(KernelRule, port_hi)),
                 ("sport_lo", offset_of!(KernelRule, sport_lo)),
