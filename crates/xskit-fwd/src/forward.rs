@@ -224,16 +224,6 @@ pub(crate) struct Forwarding<K: Kernel> {
     _kernel: K,
 }
 
-/// A forwarder taken apart, for tests that drive its workers round by round.
-#[cfg(test)]
-pub(crate) struct Parts<P: crate::bonded::SocketPort> {
-    pub(crate) workers: Vec<Worker<Side<P>>>,
-    pub(crate) cells: Vec<WorkerCells>,
-    pub(crate) shared: SharedFrames,
-    pub(crate) total: usize,
-    pub(crate) replies: ReplyCounters,
-}
-
 /// The UMEM of `frames` frames, with transmit metadata room when checksums are offloaded.
 fn make_umem(frames: u32, csum_offload: bool) -> Result<Umem> {
     let tx_metadata_len = if csum_offload {
@@ -311,18 +301,6 @@ impl<K: Kernel> Forwarding<K> {
         forwarding.program_filters()?;
         forwarding.publish_bond_macs();
         Ok(forwarding)
-    }
-
-    /// Its workers, their cells and the frames, as set up.
-    #[cfg(test)]
-    pub(crate) fn into_parts(self) -> Parts<K::Port> {
-        Parts {
-            workers: self.workers,
-            cells: self.cells,
-            shared: self.shared,
-            total: self.total,
-            replies: self.replies,
-        }
     }
 
     /// The UMEM and a primed worker per queue, over the sockets each opens.
@@ -710,4 +688,4 @@ fn account_frames(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

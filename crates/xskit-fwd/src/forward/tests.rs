@@ -2,6 +2,28 @@ use xskit_pipeline::RingOccupancy;
 
 use super::*;
 
+/// A forwarder taken apart, for tests that drive its workers round by round.
+pub(crate) struct Parts<P: crate::bonded::SocketPort> {
+    pub(crate) workers: Vec<Worker<Side<P>>>,
+    pub(crate) cells: Vec<WorkerCells>,
+    pub(crate) shared: SharedFrames,
+    pub(crate) total: usize,
+    pub(crate) replies: ReplyCounters,
+}
+
+impl<K: Kernel> Forwarding<K> {
+    /// Its workers, their cells and the frames, as set up.
+    pub(crate) fn into_parts(self) -> Parts<K::Port> {
+        Parts {
+            workers: self.workers,
+            cells: self.cells,
+            shared: self.shared,
+            total: self.total,
+            replies: self.replies,
+        }
+    }
+}
+
 fn end(fill: usize, rx: usize, tx: usize, ledger: usize) -> Result<WorkerEnd> {
     Ok(WorkerEnd {
         ledger_in_kernel: ledger,
