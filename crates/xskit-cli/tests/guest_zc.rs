@@ -921,6 +921,7 @@ run_fwd second -i eth0 -i eth1 -m zc --check
 wait
 "#
     );
+    let taps = wire.guest.taps().to_vec();
     let running = boot(&mut wire.guest, &script);
     let ping = |count: &str| {
         let out = run(
@@ -930,7 +931,16 @@ wait
             // long a's first ARP exchange through the emulated guest takes.
             &["-c", count, "-i", "0.3", "-w", "60", &wire.c.ip.to_string()],
         );
-        assert!(out.status.success(), "{}", text(&out));
+        // What each NIC's TAP device received from the guest, and QEMU's view: whether the
+        // guest's transmits reached the host at all.
+        let devices = || {
+            let links = taps.iter().map(|tap| {
+                let args = ["-s", "-s", "link", "show", tap.as_str()];
+                text(&running.ns().command("ip").args(args).output().unwrap())
+            });
+            format!("{}\n{}", links.collect::<String>(), qemu_view(&running))
+        };
+        assert!(out.status.success(), "{}\n{}", text(&out), devices());
     };
     wait_for(&running, "FWD killed");
     ping("3");
