@@ -105,11 +105,65 @@ fn tcp_streams(chain: &Chain, v6: bool, conns: usize, bytes: usize) {
     assert_eq!(sent, received, "every byte of every stream arrived intact");
 }
 
-/// UDP datagrams from a kernel socket on a to one on c: all arrive, content intact.
-fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
+/// c's kernel UDP counters (`Udp:` in /proc/net/snmp, `Udp6` ones for IPv6), by name.
+fn udp_counters(host: &Host, v6: bool) -> Vec<(String, u64)> {
+    let (file, prefix) = if v6 {
+        ("/proc/net/snmp6", "Udp6")
+    } else {
+        ("/proc/net/snmp", "Udp:")
+    };
+    let text = ok(&run(host, "cat", &[file]));
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(prefix)).collect();
+    if v6 {
+        return lines
+            .iter()
+            .filter_map(|l| l.split_once(char::is_whitespace))
+            .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap_or(0)))
+            .collect();
+    }
+    let names = lines[0].split_whitespace().skip(1);
+    let values = lines[1].split_whitespace().skip(1);
+    names
+        .zip(values)
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
+        .collect()
+}
+
+/// The counters that moved between `before` and `after`.
+fn moved(before: &[(String, u64)], after: &[(String, u64)]) -> String {
+    after
+        .iter()
+        .zip(before)
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((k, a), (_, b))| format!("{k} +{}", a - b))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Fails the test with `shortfall`, the forwarder's own account beside it.
+fn fail_with_report(fwd: KillOnDrop, what: &str, shortfall: String) -> ! {
+    let report = signal(fwd, "-INT");
+    panic!("{what}: {shortfall}\nthe forwarder's report: {report}")
+}
+
+/// UDP datagrams from a kernel socket on a to one on c: all arrive, content intact. A
+/// shortfall says which datagrams are missing and what c's UDP counters saw meanwhile.
+fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) -> Result<(), String> {
     let to = addr(&chain.c, v6, 5300);
     let rx = chain.c.ns.run(|| UdpSocket::bind(to)).unwrap().unwrap();
     rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    // Room for every datagram at once (each is charged about twice its size): a receiving
+    // thread descheduled on a loaded machine must not lose any to a full socket buffer
+    // (RcvbufErrors), which the default 208 KiB holds only a dozen of at 8900 bytes.
+    let room = libc::c_int::try_from(count * (size + 4096) * 2).unwrap();
+    xskit_os::setsockopt(
+        std::os::fd::AsFd::as_fd(&rx),
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        &room,
+        "setsockopt(SO_RCVBUFFORCE)",
+    )
+    .unwrap();
     let receiver = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
         let mut got = Vec::new();
@@ -121,6 +175,7 @@ fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
         }
         got
     });
+    let counters_before = udp_counters(&chain.c, v6);
     let from = addr(&chain.a, v6, 0);
     // Resolve c first: datagrams to an unresolved neighbour wait in a's kernel, which keeps
     // only about 90 of this size and drops the rest if resolution is slow (under load).
@@ -145,7 +200,19 @@ fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
         })
         .unwrap();
     let got = receiver.join().unwrap();
-    assert_eq!(got.len(), count, "every datagram arrived");
+    if got.len() != count {
+        let seen: std::collections::BTreeSet<u32> = got
+            .iter()
+            .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]))
+            .collect();
+        let missing: Vec<u32> = (0..count as u32).filter(|i| !seen.contains(i)).collect();
+        return Err(format!(
+            "{} of {count} datagrams of {size} bytes arrived; missing {missing:?}; \
+             c's UDP counters moved: {}",
+            got.len(),
+            moved(&counters_before, &udp_counters(&chain.c, v6)),
+        ));
+    }
     let mut gen = Bytes(7);
     let mut want = vec![0u8; size];
     for (i, d) in got.iter().enumerate() {
@@ -153,6 +220,7 @@ fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) {
         want[..4].copy_from_slice(&(i as u32).to_be_bytes());
         assert_eq!(d, &want, "datagram {i} intact and in order");
     }
+    Ok(())
 }
 
 fn tcp_case(options: BridgedOptions, fwd_args: &[&str], conns: usize) -> serde_json::Value {
@@ -259,8 +327,11 @@ fn kernel_udp_crosses_in_every_mode() {
     for mode in ["drv", "skb"] {
         let chain = Chain::bridged_with(&v4v6()).unwrap();
         let fwd = start_fwd(&chain, &["-m", mode]);
-        udp_datagrams(&chain, false, 200, 1000);
-        udp_datagrams(&chain, true, 200, 1000);
+        for v6 in [false, true] {
+            if let Err(e) = udp_datagrams(&chain, v6, 200, 1000) {
+                fail_with_report(fwd, mode, e);
+            }
+        }
         stop_fwd(fwd);
     }
 }
@@ -292,7 +363,9 @@ fn jumbo_frames_cross_at_mtu_9000() {
             String::from_utf8_lossy(&ping.stdout)
         );
         tcp_streams(&chain, false, 1, 16 << 20);
-        udp_datagrams(&chain, false, 100, 8900);
+        if let Err(e) = udp_datagrams(&chain, false, 100, 8900) {
+            fail_with_report(fwd, mode, e);
+        }
         probes_of_9000_bytes(&chain, mode);
         let r = stop_fwd(fwd);
         assert_eq!(r["modes"][0], format!("xdp-{mode}"), "{r}");
