@@ -16,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
-bash scripts/guest-kernel.sh
+bash scripts/guest-testbed.sh
 XSKIT_BENCH_OUT="$(realpath -m "$out")" cargo test --release --locked -p xskit-cli \
     --test guest_zc_bench -- --ignored --nocapture --test-threads=1 2>&1 |
     grep -E '^\|' || { echo "guest-zc.sh: the run failed; run the cargo test above to see why" >&2; exit 1; }

@@ -5,7 +5,7 @@
 #                              AF_PACKET baselines and the XDP_DROP ceiling)
 #   scripts/setup.sh demo   -- xskit demo: probes across a testbed, checked one by one
 #   scripts/setup.sh test   -- every test (unit, doc, veth testbed and guest testbed tests;
-#                              fetches the guest kernel first, scripts/guest-kernel.sh), the
+#                              fetches the guest kernels first, scripts/guest-testbed.sh), the
 #                              guide in docs/ (mdBook), then every fuzz target for 30 s
 #                              (fuzz/run.sh); it alone installs the test tools and peers
 # Run as root: XDP, AF_XDP and network namespaces need it.
@@ -82,8 +82,9 @@ test)
     # and the README's compile as xskit-tests' doc tests.
     command -v mdbook >/dev/null || cargo install --locked --quiet mdbook --version 0.5.4 --no-default-features --features search
     mdbook build docs
-    # Debian's 6.12 kernel for the guest testbed's tests (bonding, virtio_net).
-    bash scripts/guest-kernel.sh
+    # The guest testbed's kernels (Debian 12's 6.12 for bonding, Linux 7.x for zero-copy) and,
+    # where the system's QEMU is older than 10, QEMU from backports.
+    bash scripts/guest-testbed.sh
     # Privileged tests fail instead of skipping when this is set.
     export XSKIT_REQUIRE_PRIVILEGES=1
     cargo test --workspace --locked --features xskit-cli/bench-harness -- --test-threads=2

@@ -18,8 +18,9 @@
 //! behind for long).
 //!
 //! What it needs: `qemu-system-x86`, `busybox-static`, `cpio`, and the kernels that
-//! `scripts/guest-kernel.sh` (run by `scripts/setup.sh test`) fetches into
-//! [`GuestKernel::dir`] (`vmlinuz` and `modules/`).
+//! `scripts/guest-testbed.sh` (run by `scripts/setup.sh test`) fetches into
+//! [`GuestKernel::dir`] (`vmlinuz` and `modules/`), with QEMU 10 from backports in
+//! [`qemu_dir`] where the system's is older.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::{add_netns, ip, mac_string, veth, Host, Netns, NsGuard, LIVE, NEXT, NS_PREFIX};
 
-/// Where `scripts/guest-kernel.sh` puts Debian's 6.12 kernel: `$XSKIT_GUEST_DIR`, or
+/// Where `scripts/guest-testbed.sh` puts Debian's 6.12 kernel: `$XSKIT_GUEST_DIR`, or
 /// `/var/cache/xskit/guest` ([`GuestKernel::Reference`]'s directory).
 pub fn kernel_dir() -> PathBuf {
     GuestKernel::Reference.dir()
@@ -48,7 +49,7 @@ pub enum GuestKernel {
 }
 
 impl GuestKernel {
-    /// Where `scripts/guest-kernel.sh` puts this kernel: `$XSKIT_GUEST_DIR` (default
+    /// Where `scripts/guest-testbed.sh` puts this kernel: `$XSKIT_GUEST_DIR` (default
     /// `/var/cache/xskit/guest`) for the reference, `$XSKIT_GUEST_ZC_DIR` (default
     /// `/var/cache/xskit/guest-zc`) for the zero-copy one.
     pub fn dir(self) -> PathBuf {
@@ -61,7 +62,7 @@ impl GuestKernel {
             .unwrap_or_else(|| PathBuf::from(default))
     }
 
-    /// The kernel's release, as `scripts/guest-kernel.sh` recorded it.
+    /// The kernel's release, as `scripts/guest-testbed.sh` recorded it.
     pub fn release(self) -> io::Result<String> {
         Ok(std::fs::read_to_string(self.dir().join("release"))?
             .trim()
@@ -78,6 +79,30 @@ impl GuestKernel {
 
 const BUSYBOX: &str = "/bin/busybox";
 const QEMU: &str = "qemu-system-x86_64";
+
+/// Where `scripts/guest-testbed.sh` unpacks QEMU from the release's backports suite when the
+/// system's is older than 10: `$XSKIT_GUEST_QEMU_DIR`, or `/var/cache/xskit/qemu`. Debian 12's
+/// QEMU 7.2 completes some of a zero-copy guest's transmits without writing them to the TAP
+/// device, at random, for the rest of a boot.
+pub fn qemu_dir() -> PathBuf {
+    std::env::var_os("XSKIT_GUEST_QEMU_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/xskit/qemu"))
+}
+
+/// The QEMU a guest runs and the arguments it needs first: the unpacked one in [`qemu_dir`]
+/// with its data, its SeaBIOS and the system's iPXE option ROMs; otherwise the system's.
+fn qemu() -> (PathBuf, Vec<String>) {
+    let dir = qemu_dir();
+    let unpacked = dir.join("usr/bin").join(QEMU);
+    if !unpacked.is_file() {
+        return (PathBuf::from(QEMU), Vec::new());
+    }
+    let data = ["usr/share/qemu", "usr/share/seabios"].map(|d| dir.join(d));
+    let dirs = data.iter().map(|d| d.display().to_string());
+    let dirs = dirs.chain(["/usr/lib/ipxe/qemu".to_string()]);
+    (unpacked, dirs.flat_map(|d| ["-L".to_string(), d]).collect())
+}
 /// The guest's address block towards the namespace: 203.0.113.0/24, the namespace .1.
 const NS_ADDR: &str = "203.0.113.1/24";
 
@@ -197,9 +222,10 @@ fn missing(what: &str) -> io::Error {
         format!(
             "the guest testbed needs {what}: run scripts/setup.sh test (it installs \
              qemu-system-x86, busybox-static and cpio, and fetches the guest kernels into {} \
-             and {})",
+             and {}, and QEMU 10 into {} if the system's is older)",
             GuestKernel::Reference.dir().display(),
-            GuestKernel::ZeroCopy.dir().display()
+            GuestKernel::ZeroCopy.dir().display(),
+            qemu_dir().display()
         ),
     )
 }
@@ -217,7 +243,8 @@ pub fn check_requirements(kernel: GuestKernel) -> io::Result<()> {
     if !Path::new(BUSYBOX).is_file() {
         return Err(missing("a static busybox at /bin/busybox"));
     }
-    for tool in [QEMU, "cpio", "timeout"] {
+    let qemu = qemu().0;
+    for tool in [qemu.as_os_str(), "cpio".as_ref(), "timeout".as_ref()] {
         let found = Command::new(tool)
             .arg("--version")
             .stdout(Stdio::null())
@@ -225,7 +252,7 @@ pub fn check_requirements(kernel: GuestKernel) -> io::Result<()> {
             .status()
             .is_ok();
         if !found {
-            return Err(missing(tool));
+            return Err(missing(&tool.to_string_lossy()));
         }
     }
     Ok(())
@@ -526,16 +553,21 @@ impl Guest {
         // `timeout` bounds the guest's life even if this process is SIGKILLed; it passes a
         // SIGTERM on to QEMU.
         let limit = self.config.timeout.as_secs().max(1) + 10;
+        let (qemu, data_dirs) = qemu();
         let child = self
             .ns
             .command("timeout")
-            .args(["-s", "KILL", &limit.to_string(), QEMU])
+            .args(["-s", "KILL", &limit.to_string()])
+            .arg(&qemu)
+            .args(data_dirs)
             .args(self.qemu_args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {QEMU}: {e}")))?;
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot start {}: {e}", qemu.display()))
+            })?;
         running(child.id(), true);
         Ok(RunningGuest {
             child: Some(child),

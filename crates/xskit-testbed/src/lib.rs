@@ -76,7 +76,7 @@ xskit_os::config_setters!(TestbedConfig {
 
 mod guest;
 pub use guest::{
-    check_requirements, kernel_dir, Guest, GuestConfig, GuestKernel, GuestRun, GuestWire,
+    check_requirements, kernel_dir, qemu_dir, Guest, GuestConfig, GuestKernel, GuestRun, GuestWire,
     RunningGuest, BRIDGE_A, BRIDGE_C, WAIT_FOR,
 };
 

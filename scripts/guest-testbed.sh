@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Fetches the guest testbed's kernels (crates/xskit-testbed/src/guest.rs), each with the
-# modules the guest loads, decompressed, in load order (modules/order). Nothing is installed
-# into /boot and the system's apt state is not touched. Run as root; scripts/setup.sh runs it.
+# Fetches what the guest testbed (crates/xskit-testbed/src/guest.rs) needs beyond Debian
+# packages: its kernels, each with the modules the guest loads, decompressed, in load order
+# (modules/order), and, on a release whose QEMU is older than 10, QEMU from that release's
+# backports suite. Nothing is installed into /boot or /usr and the system's apt state is not
+# touched. Run as root; scripts/setup.sh runs it.
 #   ${XSKIT_GUEST_DIR:-/var/cache/xskit/guest}        Debian 12's 6.12: the bonding reference
 #   ${XSKIT_GUEST_ZC_DIR:-/var/cache/xskit/guest-zc}  the newest Linux 7.x of Debian's
 #       trixie-backports suite, whose virtio_net does AF_XDP zero-copy
-# A kernel already there is kept.
+#   ${XSKIT_GUEST_QEMU_DIR:-/var/cache/xskit/qemu}    QEMU from backports (Debian 12's 7.2
+#       completes some of a zero-copy guest's transmits without sending them, at random)
+# What is already there is kept.
 set -euo pipefail
 bond_dir="${XSKIT_GUEST_DIR:-/var/cache/xskit/guest}"
 zc_dir="${XSKIT_GUEST_ZC_DIR:-/var/cache/xskit/guest-zc}"
+qemu_dir="${XSKIT_GUEST_QEMU_DIR:-/var/cache/xskit/qemu}"
 
 # Dependencies first: virtio_net needs net_failover and failover, 9p needs 9pnet, which needs
 # netfs, bonding needs tls.
@@ -47,7 +52,7 @@ fetch_bonding_kernel() {
         pkg=$(find_package)
     fi
     if [ -z "$pkg" ]; then
-        echo "guest-kernel: no linux-image-6.12.*+deb12-amd64 package in the apt sources" >&2
+        echo "guest-testbed: no linux-image-6.12.*+deb12-amd64 package in the apt sources" >&2
         exit 1
     fi
     echo "xskit setup: fetching $pkg for the guest testbed"
@@ -65,27 +70,35 @@ debian_mirror() {
     apt-cache policy | awk '$3 ~ /^[a-z]+\/main$/ && $2 ~ /^https?:/ {print $2; exit}'
 }
 
-fetch_zero_copy_kernel() {
+# private_apt SUITE: sets `opts` to apt options reading only SUITE of this machine's Debian
+# mirror, with lists and cache under $tmp, and reads the suite's lists.
+private_apt() {
     local mirror
     mirror=$(debian_mirror)
     if [ -z "$mirror" ]; then
-        echo "guest-kernel: no Debian mirror in the apt sources (apt-cache policy)" >&2
+        echo "guest-testbed: no Debian mirror in the apt sources (apt-cache policy)" >&2
         exit 1
     fi
-    local apt="$tmp/apt"
+    local apt="$tmp/apt-$1"
     mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie-backports main" \
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $1 main" \
         >"$apt/sources.list"
-    local opts=(-o "Dir::Etc::sourcelist=$apt/sources.list" -o "Dir::Etc::sourceparts=-"
+    opts=(-o "Dir::Etc::sourcelist=$apt/sources.list" -o "Dir::Etc::sourceparts=-"
         -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
         -o "Debug::NoDropPrivs=1" -o "APT::Sandbox::User=root")
     apt-get "${opts[@]}" update -qq
+    mirror_used=$mirror
+}
+
+fetch_zero_copy_kernel() {
+    local opts mirror_used
+    private_apt trixie-backports
     local version
     version=$(apt-cache "${opts[@]}" search --names-only '^linux-binary-7\.[0-9.]+\+deb13-amd64$' |
         awk '{print $1}' | sort -V | tail -1)
     version=${version#linux-binary-}
     if [ -z "$version" ]; then
-        echo "guest-kernel: no linux-binary-7.*+deb13-amd64 in $mirror trixie-backports" >&2
+        echo "guest-testbed: no linux-binary-7.*+deb13-amd64 in $mirror_used trixie-backports" >&2
         exit 1
     fi
     echo "xskit setup: fetching Linux $version (trixie-backports) for the zero-copy guest"
@@ -99,7 +112,42 @@ fetch_zero_copy_kernel() {
     install_kernel "$zc_dir" "$root/vmlinuz" "$root/kernel" "$version"
 }
 
+# The major version of the system's QEMU, 0 when there is none.
+system_qemu_major() {
+    qemu-system-x86_64 --version 2>/dev/null | awk 'NR == 1 {split($4, v, "."); print v[1] + 0}' |
+        grep . || echo 0
+}
+
+# QEMU from this release's backports suite, unpacked into $qemu_dir: the emulator, its data
+# and the SeaBIOS it expects (the system's iPXE option ROMs serve it as they are).
+fetch_qemu() {
+    local opts mirror_used codename
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    if [ -z "$codename" ]; then
+        echo "guest-testbed: QEMU $(system_qemu_major) is older than 10 and /etc/os-release names no release to find backports for" >&2
+        exit 1
+    fi
+    private_apt "$codename-backports"
+    local pkgs=(qemu-system-x86 qemu-system-data seabios)
+    echo "xskit setup: fetching QEMU from $codename-backports for the guest testbed"
+    mkdir -p "$tmp/qemu-debs"
+    if ! (cd "$tmp/qemu-debs" && apt-get "${opts[@]}" download -q "${pkgs[@]}" 2>/dev/null); then
+        echo "guest-testbed: no ${pkgs[*]} in $mirror_used $codename-backports" >&2
+        exit 1
+    fi
+    rm -rf "$qemu_dir.new"
+    for deb in "$tmp"/qemu-debs/*.deb; do
+        dpkg-deb -x "$deb" "$qemu_dir.new"
+    done
+    "$qemu_dir.new/usr/bin/qemu-system-x86_64" --version | head -1 >"$qemu_dir.new/version"
+    rm -rf "$qemu_dir"
+    mv "$qemu_dir.new" "$qemu_dir"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 have "$bond_dir" || fetch_bonding_kernel
 have "$zc_dir" || fetch_zero_copy_kernel
+if [ "$(system_qemu_major)" -lt 10 ] && ! [ -x "$qemu_dir/usr/bin/qemu-system-x86_64" ]; then
+    fetch_qemu
+fi
