@@ -107,11 +107,36 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
         let console = running.console();
         let tail: Vec<&str> = console.lines().rev().take(30).collect();
         panic!(
-            "the guest's script did not reach {marker:?}; it printed:\n{}\n--- console ---\n{}",
+            "the guest's script did not reach {marker:?}; it printed:\n{}\n--- console ---\n{}\n\
+             --- what its commands wrote (stderr) ---\n{}",
             running.output(),
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            commands_stderr(&running.share())
         );
     }
+}
+
+/// The last lines of each `*.err` file the guest's commands wrote to the job share: what a
+/// step that never finished was doing.
+fn commands_stderr(share: &Path) -> String {
+    let Ok(entries) = std::fs::read_dir(share) else {
+        return String::new();
+    };
+    let mut files: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "err"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(8)..].join("\n");
+            format!("{}:\n{tail}\n", p.display())
+        })
+        .collect()
 }
 
 /// The receive variants: every UMEM layout and wakeup style in zero-copy, then auto.
