@@ -35,25 +35,38 @@ fn ports_within(r: Option<(u16, u16)>, p: u16) -> bool {
     r.is_none_or(|(lo, hi)| lo <= p && p <= hi)
 }
 
-/// The first rule a plain reading picks, failing closed: a later fragment (its ports are in
-/// the first one) that meets a rule with ports, the rule's other fields matching, cannot be
-/// told that rule's or not, and no later rule or the default may take it (`Err`).
+/// The first rule a plain reading picks, failing closed: a later fragment (its TCP, UDP or
+/// ICMP header is in the first one) that meets a rule with ports, TCP flags or ICMP keys, the
+/// rule's other fields matching, cannot be told that rule's or not, and no later rule or the
+/// default may take it (`Err`).
 fn reference(rules: &[RuleSpec], k: &PacketKey) -> Result<Option<usize>, ()> {
     for (i, r) in rules.iter().enumerate() {
         let m: &Match = &r.matcher;
         let others = within(&m.src, k.family, &k.src)
             && within(&m.dst, k.family, &k.dst)
-            && m.protocol.is_none_or(|p| k.family != 0 && p == k.protocol);
+            && m.protocol.is_none_or(|p| k.family != 0 && p == k.protocol)
+            && m.vlan.is_none_or(|v| k.vlan == Some(v))
+            && m.length
+                .is_none_or(|(lo, hi)| k.family != 0 && lo <= k.ip_len && k.ip_len <= hi);
         if !others {
             continue;
         }
         let all = Some((0, u16::MAX));
         let has_ports = m.src_ports.is_some_and(|r| Some(r) != all)
             || m.dst_ports.is_some_and(|r| Some(r) != all);
-        if k.later_fragment && has_ports {
+        let needs_l4 = has_ports
+            || m.tcp_flags.is_some_and(|f| f.mask != 0)
+            || m.icmp_type.is_some()
+            || m.icmp_code.is_some();
+        if k.later_fragment && needs_l4 {
             return Err(());
         }
-        if ports_within(m.src_ports, k.src_port) && ports_within(m.dst_ports, k.dst_port) {
+        let l4 = ports_within(m.src_ports, k.src_port)
+            && ports_within(m.dst_ports, k.dst_port)
+            && m.tcp_flags.is_none_or(|f| k.tcp_flags & f.mask == f.value)
+            && m.icmp_type.is_none_or(|t| t == k.icmp_type)
+            && m.icmp_code.is_none_or(|c| c == k.icmp_code);
+        if l4 {
             return Ok(Some(i));
         }
     }

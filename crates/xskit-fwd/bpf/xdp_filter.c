@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Stage 0 of an xskit pipeline, in the kernel: ordered rules matched on the
- * source and destination IPv4/IPv6 prefixes, the protocol and the source and
- * destination port ranges decide each packet before user space sees it: pass to the kernel stack,
+ * source and destination IPv4/IPv6 prefixes, the protocol, the source and
+ * destination port ranges, and the keys most rules leave out (the outer VLAN ID,
+ * the IP length, TCP flags, ICMP type and code: a rule's `extra` bits say which it
+ * names) decide each packet before user space sees it: pass to the kernel stack,
  * drop (DoS), redirect to the AF_XDP socket of the packet's queue, or forward
  * it out of the other side (tx_ports, a devmap of its usable members: one for
  * a plain interface, a bond's picked by its mode and transmit hash as
@@ -26,8 +28,10 @@
  * default's: runts, more than MAX_VLAN_TAGS tags, IPv4 with a bad version or
  * IHL, options cut short or a total length below the header or beyond the
  * packet, IPv6 with a bad version or a payload length of 0 or beyond the
- * packet, TCP/UDP first fragments without their 4 bytes of ports, and a later
- * fragment that reaches a rule with ports (it has none to compare). The same
+ * packet, first fragments without the 4 bytes of UDP's ports, the 14 of TCP's
+ * header through its flags or the 2 of ICMP's type and code, and a later
+ * fragment that reaches a rule with ports, TCP flags or ICMP keys (it has no
+ * such header to compare). The same
  * checks, in the same order, are PacketKey::parse and RuleSet::classify in
  * src/rules.rs: the kernel and user space call the same packets unclassifiable.
  * Counted at COUNTER_UNCLASSIFIABLE.
@@ -79,13 +83,66 @@ struct rule {
 	__u16 port_hi;
 	__u16 sport_lo; /* source ports, as the destination's */
 	__u16 sport_hi;
+	__u8 extra;     /* EXTRA_* bits: which of the keys below the rule names */
+	__u8 tcp_mask;  /* TCP flags: (flags & tcp_mask) == tcp_value */
+	__u8 tcp_value;
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 pad;
+	__u16 vlan;     /* the outer tag's VLAN ID */
+	__u16 len_lo;   /* IP length, inclusive */
+	__u16 len_hi;
 };
+
+/* What a packet offers every key, for the rules that name more than addresses and ports. */
+struct facts {
+	__u32 src[4];   /* IPv4 in src[0] */
+	__u32 dst[4];
+	__u16 sport;
+	__u16 dport;
+	__u16 ip_len;   /* 0 when not IP */
+	__u16 vlan;     /* NO_VLAN when untagged */
+	__u8 family;    /* 4, 6, or 0 when not IP */
+	__u8 proto;
+	__u8 later;     /* a later fragment: no TCP, UDP or ICMP header */
+	__u8 tcp_flags;
+	__u8 icmp_type;
+	__u8 icmp_code;
+};
+
+/* What first_rule_ipv4 sets `action` to at a rule with extra keys: the general path decides. */
+#define UNSETTLED 0xff
 
 /* True when rule r names a port range: a packet without ports cannot be matched to it. */
 static __always_inline int has_ports(const struct rule *r)
 {
 	return r->port_lo != 0 || r->port_hi != 0xffff ||
 	       (r->source && (r->sport_lo != 0 || r->sport_hi != 0xffff));
+}
+
+/* True when rule r names a key of the TCP, UDP or ICMP header, which a later fragment lacks. */
+static __always_inline int needs_l4(const struct rule *r)
+{
+	return has_ports(r) || (r->extra & (EXTRA_TCP_FLAGS | EXTRA_ICMP_TYPE | EXTRA_ICMP_CODE));
+}
+
+/* The extra keys outside the TCP, UDP or ICMP header: the VLAN ID and the IP length. */
+static __always_inline int frame_extras_match(const struct rule *r, const struct facts *f)
+{
+	if ((r->extra & EXTRA_VLAN) && f->vlan != r->vlan)
+		return 0;
+	return !(r->extra & EXTRA_LENGTH) ||
+	       (f->family && f->ip_len >= r->len_lo && f->ip_len <= r->len_hi);
+}
+
+/* The extra keys of the TCP or ICMP header. */
+static __always_inline int l4_extras_match(const struct rule *r, const struct facts *f)
+{
+	if ((r->extra & EXTRA_TCP_FLAGS) && (f->tcp_flags & r->tcp_mask) != r->tcp_value)
+		return 0;
+	if ((r->extra & EXTRA_ICMP_TYPE) && f->icmp_type != r->icmp_type)
+		return 0;
+	return !(r->extra & EXTRA_ICMP_CODE) || f->icmp_code == r->icmp_code;
 }
 
 /*
@@ -350,20 +407,23 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 	return &st->rules[i];
 }
 
-/* What first_rule_ipv4 answers for a later fragment whose ports a rule would need. */
+/*
+ * What first_rule answers for a later fragment at a rule that needs its TCP, UDP or ICMP
+ * header: it carries none, so it goes to user space if the rule is user space's to decide,
+ * and is unclassifiable otherwise, so that no later rule or the default takes it for want of
+ * that header (RuleSet::classify does the same).
+ */
 #define PORTS_UNKNOWN 0xffffffff
 
 /*
- * The first rule an IPv4 packet matches, or COUNTER_DEFAULT; `action` gets what to do. Only
- * the first address word is compared: an IPv4 or any-family rule holds zeros in the others
- * (src/filter.rs builds them so), and the packet's would be zero too. A later fragment
- * (`later`) carries no ports: at a rule with ports whose other fields match it, it goes to
- * user space if the rule is user space's to decide, and is PORTS_UNKNOWN otherwise, so that
- * no later rule or the default takes it for want of ports (RuleSet::classify does the same).
+ * The first rule decide_plain's packet (IPv4, untagged, TCP or UDP, not a fragment) matches,
+ * or COUNTER_DEFAULT; `action` gets what to do, or UNSETTLED at a rule with extra keys,
+ * which the general path then decides. Only the first address word is compared: an IPv4 or
+ * any-family rule holds zeros in the others (src/filter.rs builds them so), and the packet's
+ * would be zero too.
  */
 static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto, __u32 saddr,
-					     __u32 daddr, __u16 sport, __u16 dport, int later,
-					     __u32 *action)
+					     __u32 daddr, __u16 sport, __u16 dport, __u32 *action)
 {
 	__u32 i;
 
@@ -377,9 +437,9 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 			continue;
 		if (r->source && (saddr & r->smask[0]) != r->saddr[0])
 			continue;
-		if (later && has_ports(r)) {
-			*action = ACTION_REDIRECT;
-			return r->action == ACTION_REDIRECT ? i : PORTS_UNKNOWN;
+		if (r->extra) {
+			*action = UNSETTLED;
+			return i;
 		}
 		if (!ports_match(r, sport, dport))
 			continue;
@@ -397,32 +457,72 @@ static __always_inline int in_prefix(const __u32 *a, const __u32 *addr, const __
 	       (a[2] & mask[2]) == addr[2] && (a[3] & mask[3]) == addr[3];
 }
 
-/* The first rule any other packet matches (family 6, or 0 when not IP), as first_rule_ipv4. */
-static __always_inline __u32 first_rule(struct filter_state *st, __u8 family, __u8 proto,
-					const __u32 *src, const __u32 *dst, __u16 sport,
-					__u16 dport, __u32 *action)
+/*
+ * The first rule a packet matches, every key compared; COUNTER_DEFAULT when none does, or
+ * PORTS_UNKNOWN. A global function: the path of rules with extra keys, of IPv6 and
+ * of what is not IP, which the verifier checks once on its own, not again on every path of
+ * every caller (which would take it past its million instructions).
+ */
+__attribute__((noinline)) __u32 first_rule(struct filter_state *st, const struct facts *f,
+					   __u32 *action)
 {
 	__u32 i;
 
+	if (!st || !f || !action)
+		return COUNTER_DEFAULT;
 	for (i = 0; i < MAX_RULES; i++) {
 		struct rule *r = rule_at(st, i);
 
 		if (!r)
 			break;
-		if (r->family && r->family != family)
+		if ((r->family && r->family != f->family) ||
+		    (r->protocol && r->protocol != f->proto))
 			continue;
-		if (r->protocol && r->protocol != proto)
+		if (!in_prefix(f->dst, r->addr, r->mask) ||
+		    (r->source && !in_prefix(f->src, r->saddr, r->smask)))
 			continue;
-		if (!in_prefix(dst, r->addr, r->mask) ||
-		    (r->source && !in_prefix(src, r->saddr, r->smask)))
+		if (r->extra && !frame_extras_match(r, f))
 			continue;
-		if (!ports_match(r, sport, dport))
+		if (f->later && needs_l4(r)) {
+			*action = ACTION_REDIRECT;
+			return r->action == ACTION_REDIRECT ? i : PORTS_UNKNOWN;
+		}
+		if (!ports_match(r, f->sport, f->dport) || (r->extra && !l4_extras_match(r, f)))
 			continue;
 		*action = r->action;
 		return i;
 	}
 	*action = st->config.default_action;
 	return COUNTER_DEFAULT;
+}
+
+/*
+ * Reads the TCP, UDP or ICMP header's fields at l4 (`len` bytes as the IP header says) into
+ * `f`; -1 when it is cut short before what the rules may compare.
+ */
+static __always_inline int read_l4(struct facts *f, void *l4, void *end, __u32 len)
+{
+	__u8 *b = l4;
+
+	if (f->proto == IPPROTO_UDP) {
+		if ((void *)(b + 4) > end || len < 4)
+			return -1;
+	} else if (f->proto == IPPROTO_TCP) {
+		if ((void *)(b + 14) > end || len < 14)
+			return -1;
+		f->tcp_flags = b[13];
+	} else if (f->proto == IPPROTO_ICMP || f->proto == IPPROTO_ICMPV6) {
+		if ((void *)(b + 2) > end || len < 2)
+			return -1;
+		f->icmp_type = b[0];
+		f->icmp_code = b[1];
+		return 0;
+	} else {
+		return 0;
+	}
+	f->sport = bpf_ntohs(*(__u16 *)b);
+	f->dport = bpf_ntohs(*(__u16 *)(b + 2));
+	return 0;
 }
 
 /*
@@ -441,14 +541,15 @@ static __always_inline __u32 settle_partial(__u32 *hit, __u32 action, void *l4, 
 }
 
 /*
- * An IPv4 packet's fate, the common case kept apart so that its path carries no state for
- * IPv6 (four address words, extension headers); -1 when it is unclassifiable.
+ * An IPv4 packet's fate on the general path (tagged, options, fragments, not TCP or UDP, or a
+ * rule with extra keys); -1 when it is unclassifiable. Its rules are walked by the global
+ * first_rule, so that the verifier walks no rule loop in decide_other's paths.
  */
 static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *st, struct iphdr *ip,
-				       void *end, __u32 room, __u64 pkt_len, __u32 *why)
+				       void *end, __u32 room, __u64 pkt_len, __u16 vlan, __u32 *why)
 {
+	struct facts f = {.family = 4, .vlan = vlan};
 	__u32 hl, total, hit, action;
-	__u16 sport = 0, dport = 0;
 	void *l4 = 0;
 
 	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
@@ -459,18 +560,18 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 	total = bpf_ntohs(ip->tot_len);
 	if (total < hl || total > room)
 		return -1;
-	/* Ports only in the first fragment. */
-	if (!(ip->frag_off & bpf_htons(0x1fff))) {
+	f.proto = ip->protocol;
+	f.later = (ip->frag_off & bpf_htons(0x1fff)) != 0;
+	f.ip_len = total;
+	f.src[0] = ip->saddr;
+	f.dst[0] = ip->daddr;
+	/* The TCP, UDP or ICMP header only in the first fragment. */
+	if (!f.later) {
 		l4 = (void *)ip + hl;
-		if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
-			if (l4 + 4 > end || total - hl < 4)
-				return -1;
-			sport = bpf_ntohs(*(__u16 *)l4);
-			dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-		}
+		if (read_l4(&f, l4, end, total - hl) < 0)
+			return -1;
 	}
-	hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport,
-			      (ip->frag_off & bpf_htons(0x1fff)) != 0, &action);
+	hit = first_rule(st, &f, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
 	/* A checksum spans the whole datagram: none in any fragment. */
@@ -486,11 +587,11 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
  */
 static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *st,
 				       struct ipv6hdr *ip6, void *end, __u32 room, __u64 pkt_len,
-				       __u32 *why)
+				       __u16 vlan, __u32 *why)
 {
-	__u32 plen, src[4], dst[4], hit, action;
+	struct facts f = {.family = 6, .vlan = vlan};
+	__u32 plen, hit, action;
 	__u8 proto;
-	__u16 sport = 0, dport = 0;
 	void *l4 = ip6 + 1;
 
 	if ((void *)(ip6 + 1) > end || ip6->version != 6)
@@ -504,15 +605,13 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 		count(COUNTER_UNDECIDED, pkt_len);
 		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 	}
-	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
-		if (l4 + 4 > end || plen < 4)
-			return -1;
-		sport = bpf_ntohs(*(__u16 *)l4);
-		dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-	}
-	__builtin_memcpy(src, &ip6->saddr, 16);
-	__builtin_memcpy(dst, &ip6->daddr, 16);
-	hit = first_rule(st, 6, proto, src, dst, sport, dport, &action);
+	f.proto = proto;
+	if (read_l4(&f, l4, end, plen) < 0)
+		return -1;
+	f.ip_len = 40 + plen > 0xffff ? 0xffff : 40 + plen;
+	__builtin_memcpy(f.src, &ip6->saddr, 16);
+	__builtin_memcpy(f.dst, &ip6->daddr, 16);
+	hit = first_rule(st, &f, &action);
 	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
 	return settle(ctx, why, hit, action, pkt_len);
 }
@@ -561,7 +660,14 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 		return -1;
 	sport = bpf_ntohs(*(__u16 *)l4);
 	dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-	hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport, 0, &action);
+	hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport, &action);
+	/*
+	 * A rule with extra keys, or TCP cut short before its flags: the general path reads the
+	 * packet again and decides. Checked after the rules, as decide_ipv4 does.
+	 */
+	if (action == UNSETTLED ||
+	    (ip->protocol == IPPROTO_TCP && (l4 + 14 > end || total < sizeof(*ip) + 14)))
+		return -1;
 	if (action == ACTION_FORWARD)
 		return forward_plain(ctx, hit, pkt_len, why);
 	return settle(ctx, why, hit, action, pkt_len);
@@ -576,12 +682,11 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 						  __u32 *why)
 {
 	__u32 l3_off = sizeof(struct ethhdr), room, i, hit, action;
-	__u32 none[4] = {0, 0, 0, 0};
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end, *l3;
 	__u64 pkt_len = PACKET_LEN(ctx, data, end);
 	struct ethhdr *eth = data;
+	__u16 h_proto, vlan = NO_VLAN;
 	int verdict = -1;
-	__u16 h_proto;
 
 	if (st->config.lacp && (void *)(eth + 1) <= end &&
 	    eth_proto(eth) == bpf_htons(ETH_P_SLOW_PROTOCOLS)) {
@@ -609,6 +714,8 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 			break;
 		if ((void *)(tag + 1) > end)
 			goto unclassifiable;
+		if (i == 0)
+			vlan = bpf_ntohs(tag->tci) & 0x0fff;
 		h_proto = tag->proto;
 		l3 = tag + 1;
 		l3_off += sizeof(*tag);
@@ -618,12 +725,14 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 	/* Bytes the IP packet may claim: the rest of the packet, in every buffer. */
 	room = pkt_len - l3_off;
 	if (h_proto == bpf_htons(ETH_P_IP))
-		verdict = decide_ipv4(ctx, st, l3, end, room, pkt_len, why);
+		verdict = decide_ipv4(ctx, st, l3, end, room, pkt_len, vlan, why);
 	else if (h_proto == bpf_htons(ETH_P_IPV6))
-		verdict = decide_ipv6(ctx, st, l3, end, room, pkt_len, why);
+		verdict = decide_ipv6(ctx, st, l3, end, room, pkt_len, vlan, why);
 	else {
-		/* Not IP: no family, protocol, address or port to match but "any". */
-		hit = first_rule(st, 0, 0, none, none, 0, 0, &action);
+		/* Not IP: no family, protocol, address, port or length to match but "any". */
+		struct facts f = {.vlan = vlan};
+
+		hit = first_rule(st, &f, &action);
 		return settle(ctx, why, hit, action, pkt_len);
 	}
 	if (verdict >= 0)

@@ -100,6 +100,29 @@ c_enum! {
     }
 }
 
+c_enum! {
+    /// The keys a kernel rule names beyond addresses, protocol and ports, each a bit of its
+    /// `extra` byte ([`Extra::bit`]): the program compares them only where the bit is set.
+    pub enum Extra ("EXTRA_") {
+        Vlan = "VLAN", "the outer tag's VLAN ID";
+        Length = "LENGTH", "the IP length, a range";
+        TcpFlags = "TCP_FLAGS", "TCP flags under a mask";
+        IcmpType = "ICMP_TYPE", "the ICMP type";
+        IcmpCode = "ICMP_CODE", "the ICMP code";
+    }
+}
+
+#[allow(dead_code)]
+impl Extra {
+    /// Its bit in a rule's `extra` byte.
+    pub const fn bit(self) -> u8 {
+        1 << self as u32
+    }
+}
+
+/// What a packet without a VLAN tag has for a VLAN ID in the program: no ID is this large.
+pub const NO_VLAN: u16 = 0xffff;
+
 #[allow(dead_code)]
 impl Slot {
     /// Its index in the filter's `counters` map.
@@ -165,5 +188,9 @@ pub fn c_header() -> String {
     for m in TxMode::ALL {
         define(m.c_name(), (*m as u32).to_string(), m.describe());
     }
+    for e in Extra::ALL {
+        define(e.c_name(), format!("{:#x}", e.bit()), e.describe());
+    }
+    define("NO_VLAN", format!("{NO_VLAN:#x}"), "no VLAN tag");
     h
 }

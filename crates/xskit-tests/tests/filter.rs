@@ -199,7 +199,7 @@ mod split {
     use super::*;
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
-    use xskit_fwd::rules::{PacketKey, RuleSet, Verdict};
+    use xskit_fwd::rules::{KernelShare, PacketKey, RuleSet, Verdict};
     use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
 
     const DSTS: [&str; 5] = [
@@ -214,9 +214,21 @@ mod split {
     const PORTS: [&str; 3] = ["", "53", "\"1-100\""];
     const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
     const DEFAULTS: [&str; 3] = ["drop", "pass", "forward"];
+    /// The keys most rules leave out, with the protocol each needs (0: any). The damaged
+    /// frames' VLAN tags carry ID 5.
+    const EXTRAS: [(&str, u8); 8] = [
+        ("", 0),
+        ("vlan = 5", 0),
+        ("length = \"20-40\"", 0),
+        ("length = 48", 0),
+        ("tcp_flags = \"syn,!ack\"", 6),
+        ("tcp_flags = \"ack\"", 6),
+        ("icmp_type = 8", 1),
+        ("icmp_type = 3\nicmp_code = 1", 1),
+    ];
 
     fn rules_text(
-        rules: &[(usize, usize, usize, usize, usize, usize)],
+        rules: &[(usize, usize, usize, usize, usize, usize, usize)],
         default: usize,
         unclassifiable: usize,
     ) -> String {
@@ -224,7 +236,7 @@ mod split {
             "default = \"{}\"\nunclassifiable = \"{}\"\n",
             DEFAULTS[default], DEFAULTS[unclassifiable]
         );
-        for &(dst, src, proto, dport, sport, action) in rules {
+        for &(dst, src, proto, dport, sport, action, extra) in rules {
             t.push_str("[[rule]]\n");
             // A source of the other family than the destination can match nothing: skip it.
             let src = if DSTS[dst].contains(':') != SRCS[src].contains(':') && !DSTS[dst].is_empty()
@@ -247,6 +259,12 @@ mod split {
                         }
                     }
                 }
+            }
+            let (keys, needs) = EXTRAS[extra];
+            let protocol = [0, 17, 6, 1][proto];
+            if needs == 0 || needs == protocol {
+                t.push_str(keys);
+                t.push('\n');
             }
             t.push_str(&format!("action = \"{}\"\n", ACTIONS[action]));
         }
@@ -309,6 +327,13 @@ mod split {
         f[l4_at + 2..l4_at + 4].copy_from_slice(&PORT_VALUES[dport].to_be_bytes());
         if proto == 6 {
             f[l4_at + 12] = 5 << 4;
+            // SYN, SYN-ACK, ACK, FIN-ACK.
+            f[l4_at + 13] = [0x02, 0x12, 0x10, 0x11][sport % 4];
+        }
+        if proto == 1 {
+            // Echo request, destination unreachable (host), echo reply.
+            let (kind, code) = [(8, 0), (3, 1), (0, 0)][sport % 3];
+            f[l4_at..l4_at + 2].copy_from_slice(&[kind, code]);
         }
         f.truncate(l4_at + usize::from(l4_len));
         f
@@ -360,6 +385,110 @@ mod split {
         f
     }
 
+    /// One frame through the kernel's dry run and user space's decision, held to each other;
+    /// the rule the kernel decided the frame by, when it did.
+    fn judge(
+        program: &XdpFilter,
+        rs: &RuleSet,
+        share: &KernelShare<'_>,
+        text: &str,
+        f: &[u8],
+    ) -> Result<Option<usize>, TestCaseError> {
+        let n = rs.rules().len();
+        if f.len() < 14 {
+            // The kernel's dry run refuses frames shorter than an Ethernet header.
+            prop_assert!(PacketKey::parse(f).is_err());
+            return Ok(None);
+        }
+        let before = program.rule_counters().unwrap();
+        let undecided = program.undecided_counter().unwrap().packets;
+        let unclassified = program.unclassifiable_counter().unwrap().packets;
+        let verdict = program.program().test_run(f).unwrap();
+        let after = program.rule_counters().unwrap();
+        let hit: Vec<usize> = (0..=n)
+            .filter(|&i| after[i].packets != before[i].packets)
+            .collect();
+        let parsed = PacketKey::parse(f);
+        if program.undecided_counter().unwrap().packets != undecided {
+            // IPv6 with extension headers: always up to user space, undecided;
+            // user space walks the chain (or finds it unclassifiable).
+            prop_assert!(hit.is_empty() && verdict == 4, "{:?} {}", hit, verdict);
+            return Ok(None);
+        }
+        if program.unclassifiable_counter().unwrap().packets != unclassified {
+            prop_assert!(hit.is_empty(), "{:?}", hit);
+            // Unreadable, or a later fragment at a rule with ports.
+            prop_assert_eq!(
+                rs.decide(&parsed).0,
+                n + 1,
+                "user space classified it\n{}\n{:?}",
+                text,
+                f
+            );
+            let want = match rs.unclassifiable_verdict() {
+                Verdict::Drop => 1,
+                Verdict::Pass => 2,
+                _ => 4,
+            };
+            prop_assert_eq!(verdict, want, "{:?}", f);
+            return Ok(None);
+        }
+        prop_assert!(
+            parsed.is_ok(),
+            "kernel classified it: {:?}\n{:?}",
+            parsed,
+            f
+        );
+        prop_assert_eq!(hit.len(), 1, "one counter moves: {:?}", hit);
+        let kernel = hit[0];
+        // Past the kernel's rule, user space may still find it unclassifiable
+        // (n + 1): a later fragment at a rule with source ports.
+        let user = rs.decide(&parsed).0;
+        let decided = if kernel == n {
+            share.default_decided_in_kernel()
+        } else {
+            share.decided_in_kernel(kernel)
+        };
+        // What user space would do with the packet, had it seen it.
+        let fate = rs.decide(&parsed).1;
+        match verdict {
+            1 => prop_assert!(
+                decided && fate == Verdict::Drop,
+                "dropped\n{}\n{:?}",
+                text,
+                f
+            ),
+            2 => prop_assert!(
+                decided && fate == Verdict::Pass,
+                "passed\n{}\n{:?}",
+                text,
+                f
+            ),
+            // To the socket (user space decides), or forwarded in XDP.
+            4 => prop_assert!(
+                !decided || fate == Verdict::Forward,
+                "redirected\n{}\n{:?}",
+                text,
+                f
+            ),
+            other => prop_assert!(false, "verdict {}", other),
+        }
+        if decided {
+            prop_assert_eq!(user, kernel, "{}\n{:?}", text, f);
+            return Ok((kernel < n).then_some(kernel));
+        } else {
+            prop_assert!(
+                user >= kernel,
+                "user {} kernel {}\n{}\n{:?}",
+                user,
+                kernel,
+                text,
+                f
+            );
+        }
+        Ok(None)
+    }
+
     #[test]
     fn kernel_and_user_space_agree() {
         agree(false);
@@ -370,14 +499,13 @@ mod split {
         agree(true);
     }
 
-    fn agree(multi_buffer: bool) {
-        if !privileged() {
-            return;
-        }
+    /// The filter attached in SKB mode to a testbed interface for dry runs, a socket on queue
+    /// 0 (so that a redirect shows as XDP_REDIRECT, not PASS) and forwarding to that same
+    /// interface (a devmap redirect: any interface will do for dry runs).
+    fn dry_run_filter(multi_buffer: bool) -> (xskit_testbed::Testbed, XdpFilter, Port) {
         let bed = bed(TestbedConfig::default());
         let b_if = bed.b.ifname.clone();
-        // A socket on queue 0, so a redirect shows in a dry run as XDP_REDIRECT, not PASS.
-        let (program, _port) = bed
+        let (program, port) = bed
             .b
             .ns
             .run(move || {
@@ -391,11 +519,81 @@ mod split {
                         .socket(SocketConfig::default().multi_buffer(multi_buffer)),
                 )
                 .unwrap();
-                // Forwarding in XDP redirects to a devmap: any interface will do for dry runs.
                 program.set_forward_target(&iface).unwrap();
                 (program, port)
             })
             .unwrap();
+        (bed, program, port)
+    }
+
+    /// Each key most rules leave out, alone in a rule, against frames that carry it and frames
+    /// that do not (IPv4 and IPv6, UDP, TCP of four flag sets, ICMP of three types, tagged and
+    /// not, later fragments): the kernel decides every frame as user space does, and each rule
+    /// takes some and lets others pass.
+    #[test]
+    fn the_vlan_length_tcp_flag_and_icmp_keys_are_decided_in_the_kernel() {
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let mut frames = Vec::new();
+        for (family, l4, sport, tags) in frame_shapes() {
+            frames.push(mutate(frame((family, 0, 1, l4, sport, 1, true)), tags, 0));
+        }
+        for l4 in 0..3 {
+            frames.push(frame((1, 0, 1, l4, 0, 1, false)));
+        }
+        for &(keys, needs) in &EXTRAS[1..] {
+            let protocol = match needs {
+                6 => "protocol = \"tcp\"\n",
+                1 => "protocol = \"icmp\"\n",
+                _ => "",
+            };
+            let text = format!(
+                "default = \"pass\"\n[[rule]]\nname = \"x\"\n{protocol}{keys}\naction = \"drop\"\n"
+            );
+            let rs = RuleSet::from_toml(&text).unwrap();
+            let share = rs.kernel_share(false);
+            let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
+            program.set_rules(&kernel_rules, kernel_default).unwrap();
+            program
+                .set_unclassifiable(share.kernel_unclassifiable())
+                .unwrap();
+            let (mut taken, mut passed) = (0, 0);
+            for f in &frames {
+                match judge(&program, &rs, &share, &text, f).unwrap() {
+                    Some(0) => taken += 1,
+                    _ => passed += 1,
+                }
+            }
+            assert!(
+                taken > 0 && passed > 0,
+                "{keys}: {taken} taken, {passed} not"
+            );
+        }
+    }
+
+    /// (family, L4, source port index, damage) for IPv4 and IPv6, UDP, TCP and ICMP, every
+    /// flag set or ICMP type, and no VLAN tag or one (damage 8: a tag of VLAN 5).
+    fn frame_shapes() -> Vec<(usize, usize, usize, usize)> {
+        let mut all = Vec::new();
+        for family in 1..=2 {
+            for l4 in 0..3 {
+                for sport in 0..4 {
+                    for tags in [0, 8] {
+                        all.push((family, l4, sport, tags));
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    fn agree(multi_buffer: bool) {
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(multi_buffer);
         let rule = (
             0..5usize,
             0..3usize,
@@ -403,6 +601,7 @@ mod split {
             0..3usize,
             0..3usize,
             0..3usize,
+            prop_oneof![1 => Just(0usize), 3 => 1..EXTRAS.len()],
         );
         let packet = (
             0..4usize,
@@ -438,99 +637,9 @@ mod split {
                     program
                         .set_unclassifiable(share.kernel_unclassifiable())
                         .unwrap();
-                    let n = rs.rules().len();
                     for (p, damage, at) in packets {
                         let f = mutate(frame(p), damage, at);
-                        if f.len() < 14 {
-                            // The kernel's dry run refuses frames shorter than an Ethernet header.
-                            prop_assert!(PacketKey::parse(&f).is_err());
-                            continue;
-                        }
-                        let before = program.rule_counters().unwrap();
-                        let undecided = program.undecided_counter().unwrap().packets;
-                        let unclassified = program.unclassifiable_counter().unwrap().packets;
-                        let verdict = program.program().test_run(&f).unwrap();
-                        let after = program.rule_counters().unwrap();
-                        let hit: Vec<usize> = (0..=n)
-                            .filter(|&i| after[i].packets != before[i].packets)
-                            .collect();
-                        let parsed = PacketKey::parse(&f);
-                        if program.undecided_counter().unwrap().packets != undecided {
-                            // IPv6 with extension headers: always up to user space, undecided;
-                            // user space walks the chain (or finds it unclassifiable).
-                            prop_assert!(hit.is_empty() && verdict == 4, "{:?} {}", hit, verdict);
-                            continue;
-                        }
-                        if program.unclassifiable_counter().unwrap().packets != unclassified {
-                            prop_assert!(hit.is_empty(), "{:?}", hit);
-                            // Unreadable, or a later fragment at a rule with ports.
-                            prop_assert_eq!(
-                                rs.decide(&parsed).0,
-                                n + 1,
-                                "user space classified it\n{}\n{:?}",
-                                text,
-                                f
-                            );
-                            let want = match rs.unclassifiable_verdict() {
-                                Verdict::Drop => 1,
-                                Verdict::Pass => 2,
-                                _ => 4,
-                            };
-                            prop_assert_eq!(verdict, want, "{:?}", f);
-                            continue;
-                        }
-                        prop_assert!(
-                            parsed.is_ok(),
-                            "kernel classified it: {:?}\n{:?}",
-                            parsed,
-                            f
-                        );
-                        prop_assert_eq!(hit.len(), 1, "one counter moves: {:?}", hit);
-                        let kernel = hit[0];
-                        // Past the kernel's rule, user space may still find it unclassifiable
-                        // (n + 1): a later fragment at a rule with source ports.
-                        let user = rs.decide(&parsed).0;
-                        let decided = if kernel == n {
-                            share.default_decided_in_kernel()
-                        } else {
-                            share.decided_in_kernel(kernel)
-                        };
-                        // What user space would do with the packet, had it seen it.
-                        let fate = rs.decide(&parsed).1;
-                        match verdict {
-                            1 => prop_assert!(
-                                decided && fate == Verdict::Drop,
-                                "dropped\n{}\n{:?}",
-                                text,
-                                f
-                            ),
-                            2 => prop_assert!(
-                                decided && fate == Verdict::Pass,
-                                "passed\n{}\n{:?}",
-                                text,
-                                f
-                            ),
-                            // To the socket (user space decides), or forwarded in XDP.
-                            4 => prop_assert!(
-                                !decided || fate == Verdict::Forward,
-                                "redirected\n{}\n{:?}",
-                                text,
-                                f
-                            ),
-                            other => prop_assert!(false, "verdict {}", other),
-                        }
-                        if decided {
-                            prop_assert_eq!(user, kernel, "{}\n{:?}", text, f);
-                        } else {
-                            prop_assert!(
-                                user >= kernel,
-                                "user {} kernel {}\n{}\n{:?}",
-                                user,
-                                kernel,
-                                text,
-                                f
-                            );
-                        }
+                        judge(&program, &rs, &share, &text, &f)?;
                     }
                     Ok(())
                 },

@@ -21,7 +21,16 @@ pub mod flags {
     pub const PSH: u8 = 0x08;
     /// ACK.
     pub const ACK: u8 = 0x10;
+    /// URG.
+    pub const URG: u8 = 0x20;
+    /// ECE (ECN echo).
+    pub const ECE: u8 = 0x40;
+    /// CWR (congestion window reduced).
+    pub const CWR: u8 = 0x80;
 }
+
+/// Where the flag byte is: the bytes a header must hold for its flags to be read.
+pub const FLAGS_AT: usize = 13;
 
 view! {
     /// A view over a TCP segment.

@@ -13,6 +13,18 @@ const SRCS: [&str; 4] = ["", "198.51.100.1/32", "2001:db8::1/128", "198.51.100.0
 const PROTOS: [&str; 6] = ["", "udp", "tcp", "icmp", "icmpv6", "47"];
 const PORTS: [&str; 5] = ["", "53", "\"1-100\"", "0", "65535"];
 const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
+/// The keys most rules leave out, with the protocol each needs ("" for any).
+const EXTRAS: [(&str, &str); 9] = [
+    ("vlan = 5", ""),
+    ("vlan = 0", ""),
+    ("length = \"20-60\"", ""),
+    ("length = 1500", ""),
+    ("tcp_flags = \"syn,!ack\"", "tcp"),
+    ("tcp_flags = \"rst\"", "tcp"),
+    ("icmp_type = 8", "icmp"),
+    ("icmp_type = 3\nicmp_code = 4", "icmp"),
+    ("icmp_code = 0", "icmpv6"),
+];
 
 /// Up to 8 rules, 4 bytes each, from the front of `data` (the first byte says how many, the
 /// default and the unclassifiable verdict); the rest is the frame.
@@ -53,6 +65,12 @@ pub fn rules(data: &[u8]) -> (String, &[u8]) {
                 if !v.is_empty() {
                     text.push_str(&format!("{key} = {v}\n"));
                 }
+            }
+        }
+        // About a quarter of the rules name one more key, where their protocol allows it.
+        if let Some(&(keys, needs)) = EXTRAS.get(usize::from(r[0] >> 3)) {
+            if needs.is_empty() || needs == proto {
+                text.push_str(&format!("{keys}\n"));
             }
         }
         text.push_str(&format!("action = \"{}\"\n", ACTIONS[pick(r[3], 3)]));

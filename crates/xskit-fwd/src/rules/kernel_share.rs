@@ -4,6 +4,7 @@
 //! here, not kept in the rule set.
 
 use super::{Match, RuleSet, Verdict};
+use crate::abi::Extra;
 use crate::filter::{port_range, prefix_words, Action, KernelRule};
 
 /// A rule set as the kernel runs it: [`RuleSet::kernel_share`].
@@ -129,6 +130,27 @@ impl Match {
             }
             r.family = family;
         }
+        self.lay_out_extras(&mut r);
         Ok(r)
+    }
+
+    /// The keys most rules leave out, each with its bit in `extra` set.
+    fn lay_out_extras(&self, r: &mut KernelRule) {
+        let mut named = |key: Extra, named: bool| {
+            if named {
+                r.extra |= key.bit();
+            }
+        };
+        named(Extra::Vlan, self.vlan.is_some());
+        named(Extra::Length, self.length.is_some());
+        named(Extra::TcpFlags, self.tcp_flags.is_some());
+        named(Extra::IcmpType, self.icmp_type.is_some());
+        named(Extra::IcmpCode, self.icmp_code.is_some());
+        r.vlan = self.vlan.unwrap_or(crate::abi::NO_VLAN);
+        (r.len_lo, r.len_hi) = self.length.unwrap_or((0, u16::MAX));
+        let flags = self.tcp_flags.unwrap_or_default();
+        (r.tcp_mask, r.tcp_value) = (flags.mask, flags.value);
+        r.icmp_type = self.icmp_type.unwrap_or(0);
+        r.icmp_code = self.icmp_code.unwrap_or(0);
     }
 }

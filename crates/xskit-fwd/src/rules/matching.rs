@@ -100,6 +100,92 @@ pub struct Match {
     pub src_ports: Option<(u16, u16)>,
     /// Destination port range, inclusive.
     pub dst_ports: Option<(u16, u16)>,
+    /// ICMP or ICMPv6 type.
+    pub icmp_type: Option<u8>,
+    /// ICMP or ICMPv6 code.
+    pub icmp_code: Option<u8>,
+    /// TCP flags that must be set and clear.
+    pub tcp_flags: Option<TcpFlags>,
+    /// The IP packet's length range, inclusive ([`PacketKey::ip_len`]).
+    pub length: Option<(u16, u16)>,
+    /// The VLAN ID of the outer tag.
+    pub vlan: Option<u16>,
+}
+
+/// TCP flags a rule asks for: those in `mask` must equal those in `value` (`"syn,!ack"`: SYN
+/// set, ACK clear, the others any).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpFlags {
+    /// The flags compared.
+    pub mask: u8,
+    /// What they must be.
+    pub value: u8,
+}
+
+/// The flags' names in rules files, as tcpdump and nftables write them.
+const TCP_FLAG_NAMES: [(&str, u8); 8] = {
+    use xskit_wire::tcp::flags::*;
+    [
+        ("fin", FIN),
+        ("syn", SYN),
+        ("rst", RST),
+        ("psh", PSH),
+        ("ack", ACK),
+        ("urg", URG),
+        ("ece", ECE),
+        ("cwr", CWR),
+    ]
+};
+
+impl TcpFlags {
+    /// Parses a comma-separated list of flag names, each set, or clear with a leading `!`:
+    /// `"syn,!ack"`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut f = TcpFlags::default();
+        for item in s.split(',') {
+            let (clear, name) = match item.trim().strip_prefix('!') {
+                Some(n) => (true, n.trim()),
+                None => (false, item.trim()),
+            };
+            let bit = TCP_FLAG_NAMES
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|&(_, b)| b)
+                .ok_or_else(|| {
+                    format!(
+                        "{name:?} is not a TCP flag: write names from fin, syn, rst, psh, ack, \
+                         urg, ece, cwr, separated by commas, each with ! in front to ask for it \
+                         clear (\"syn,!ack\")"
+                    )
+                })?;
+            if f.mask & bit != 0 {
+                return Err(format!("{s:?} names {name} twice"));
+            }
+            f.mask |= bit;
+            if !clear {
+                f.value |= bit;
+            }
+        }
+        Ok(f)
+    }
+
+    /// True if `flags` has these.
+    pub fn matches(self, flags: u8) -> bool {
+        flags & self.mask == self.value
+    }
+}
+
+impl std::fmt::Display for TcpFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = TCP_FLAG_NAMES.iter().filter(|(_, b)| self.mask & b != 0);
+        let mut sep = "";
+        for (name, bit) in names {
+            let bang = if self.value & bit == 0 { "!" } else { "" };
+            write!(f, "{sep}{bang}{name}")?;
+            sep = ",";
+        }
+        Ok(())
+    }
 }
 
 impl Match {
@@ -124,6 +210,13 @@ pub(super) struct FastMatch {
     protocol: Option<u8>,
     src_ports: (u16, u16),
     dst_ports: (u16, u16),
+    /// The keys most rules leave out, compared only when `extra` says the rule names one.
+    extra: bool,
+    vlan: Option<u16>,
+    length: (u16, u16),
+    tcp_flags: TcpFlags,
+    icmp_type: Option<u8>,
+    icmp_code: Option<u8>,
 }
 
 impl FastMatch {
@@ -137,17 +230,28 @@ impl FastMatch {
             protocol: m.protocol,
             src_ports: m.src_ports.unwrap_or((0, u16::MAX)),
             dst_ports: m.dst_ports.unwrap_or((0, u16::MAX)),
+            extra: m.vlan.is_some()
+                || m.length.is_some()
+                || m.tcp_flags.is_some()
+                || m.icmp_type.is_some()
+                || m.icmp_code.is_some(),
+            vlan: m.vlan,
+            length: m.length.unwrap_or((0, u16::MAX)),
+            tcp_flags: m.tcp_flags.unwrap_or_default(),
+            icmp_type: m.icmp_type,
+            icmp_code: m.icmp_code,
         }
     }
 
     /// [`Match::matches`], with the key's addresses as `src` and `dst`.
     #[inline]
     pub(super) fn matches(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
-        self.matches_but_ports(k, src, dst) && self.ports_match(k)
+        self.matches_but_l4(k, src, dst) && self.l4_matches(k)
     }
 
+    /// Every key but those of the TCP, UDP or ICMP header, which a later fragment lacks.
     #[inline]
-    pub(super) fn matches_but_ports(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
+    pub(super) fn matches_but_l4(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
         !self.never
             && (self.family == 0 || self.family == k.family)
             && src & self.src.1 == self.src.0
@@ -155,16 +259,34 @@ impl FastMatch {
             && self
                 .protocol
                 .is_none_or(|p| k.family != 0 && p == k.protocol)
+            && (!self.extra || self.frame_extras_match(k))
     }
 
+    /// The VLAN ID and the IP length.
+    fn frame_extras_match(&self, k: &PacketKey) -> bool {
+        self.vlan.is_none_or(|v| k.vlan == Some(v))
+            && (self.length == (0, u16::MAX)
+                || k.family != 0 && (self.length.0..=self.length.1).contains(&k.ip_len))
+    }
+
+    /// The keys of the TCP, UDP or ICMP header: ports, TCP flags, ICMP type and code.
     #[inline]
-    pub(super) fn ports_match(&self, k: &PacketKey) -> bool {
+    pub(super) fn l4_matches(&self, k: &PacketKey) -> bool {
         (self.src_ports.0..=self.src_ports.1).contains(&k.src_port)
             && (self.dst_ports.0..=self.dst_ports.1).contains(&k.dst_port)
+            && (!self.extra
+                || self.tcp_flags.matches(k.tcp_flags)
+                    && self.icmp_type.is_none_or(|t| t == k.icmp_type)
+                    && self.icmp_code.is_none_or(|c| c == k.icmp_code))
     }
 
-    /// Whether the rule names ports (a range narrower than all of them).
-    pub(super) fn has_ports(&self) -> bool {
-        self.src_ports != (0, u16::MAX) || self.dst_ports != (0, u16::MAX)
+    /// Whether the rule names a key of the TCP, UDP or ICMP header (a port range narrower
+    /// than all of them, TCP flags, an ICMP type or code).
+    pub(super) fn needs_l4(&self) -> bool {
+        self.src_ports != (0, u16::MAX)
+            || self.dst_ports != (0, u16::MAX)
+            || self.tcp_flags.mask != 0
+            || self.icmp_type.is_some()
+            || self.icmp_code.is_some()
     }
 }

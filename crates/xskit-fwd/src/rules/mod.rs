@@ -1,4 +1,5 @@
-//! Forwarding rules: an ordered list read from TOML, matched on prefixes, protocol and ports,
+//! Forwarding rules: an ordered list read from TOML, matched on prefixes, protocol, ports, TCP
+//! flags, ICMP type and code, length and VLAN,
 //! split between the kernel (what XDP can decide) and user space (everything else), with
 //! token-bucket rate limits.
 //!
@@ -19,10 +20,13 @@
 //! ```
 //!
 //! Matching is the same in both places: a prefix matches only IP packets of its family; ports
-//! are TCP and UDP ports (a rule with ports needs `protocol = "tcp"` or `"udp"`), and only the
-//! first fragment of a packet carries them: a later fragment that reaches a rule with ports
-//! is unclassifiable (see [`RuleSet::classify`]).
+//! are TCP and UDP ports (a rule with ports needs `protocol = "tcp"` or `"udp"`), TCP flags
+//! need `"tcp"` and ICMP type and code `"icmp"` or `"icmpv6"`; the length is the IP packet's
+//! and the VLAN the outer tag's. Only the first fragment of a packet carries its TCP, UDP or
+//! ICMP header: a later fragment that reaches a rule with ports, TCP flags or ICMP keys is
+//! unclassifiable (see [`RuleSet::classify`]).
 
+mod extra_keys;
 mod kernel_share;
 mod matching;
 mod packet_key;
@@ -33,7 +37,7 @@ mod tests;
 
 pub use kernel_share::KernelShare;
 use matching::FastMatch;
-pub use matching::{Match, Prefix};
+pub use matching::{Match, Prefix, TcpFlags};
 pub use packet_key::{PacketKey, Unclassifiable, MAX_VLAN_TAGS};
 pub use rate::{Rate, RateLimiter, RateUnit};
 pub use syntax::{RulesError, RulesFileError, MAX_RULE_NAME_CHARS};
@@ -144,12 +148,13 @@ impl RuleSet {
             return Ok(self.fast.iter().position(|m| m.matches(key, src, dst)));
         }
         for (i, m) in self.fast.iter().enumerate() {
-            if !m.matches_but_ports(key, src, dst) {
+            if !m.matches_but_l4(key, src, dst) {
                 continue;
             }
-            if m.has_ports() {
+            if m.needs_l4() {
                 return Err(Unclassifiable(
-                    "a later fragment reached a rule with ports: its ports are not in it",
+                    "a later fragment reached a rule with ports, TCP flags or ICMP keys: its \
+                     TCP, UDP or ICMP header is not in it",
                 ));
             }
             return Ok(Some(i));

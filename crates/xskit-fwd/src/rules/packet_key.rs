@@ -18,9 +18,21 @@ pub struct PacketKey {
     pub src_port: u16,
     /// TCP/UDP destination port, else 0.
     pub dst_port: u16,
-    /// A later fragment (an IPv4 or IPv6 fragment offset other than 0): its TCP or UDP
-    /// ports are in the first fragment, not here, and read as 0.
+    /// A later fragment (an IPv4 or IPv6 fragment offset other than 0): its TCP, UDP or
+    /// ICMP header is in the first fragment, not here, and its fields read as 0.
     pub later_fragment: bool,
+    /// The IP packet's length: IPv4's total length, IPv6's 40 + payload length (at most
+    /// 65,535); 0 when not IP. The length BGP Flowspec and amplification signatures give;
+    /// the frame is 14 bytes longer, and 4 more a VLAN tag.
+    pub ip_len: u16,
+    /// The VLAN ID of the outer tag, if the frame has one.
+    pub vlan: Option<u16>,
+    /// TCP's flag byte, else 0.
+    pub tcp_flags: u8,
+    /// ICMP's or ICMPv6's type, else 0.
+    pub icmp_type: u8,
+    /// ICMP's or ICMPv6's code, else 0.
+    pub icmp_code: u8,
 }
 
 /// Why a packet could not be classified: its headers are cut short or lie, or the fields the
@@ -47,7 +59,8 @@ impl PacketKey {
     ///   or beyond the frame; IPv6: a header cut short, version not 6, a payload length of 0
     ///   (a jumbogram) or beyond the frame, an extension chain cut short or longer than
     ///   [`ipv6::MAX_EXT_HEADERS`];
-    /// - TCP or UDP (in a first fragment) without the 4 bytes of ports inside the IP length.
+    /// - in a first fragment inside the IP length: UDP without the 4 bytes of its ports, TCP
+    ///   without the 14 through its flags, ICMP or ICMPv6 without the 2 of its type and code.
     ///
     /// Other EtherTypes (ARP, ...) are classifiable, with family 0: they match only rules
     /// without address, protocol or port fields.
@@ -133,11 +146,18 @@ impl PacketKey {
         }
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
         let (src_port, dst_port) = ports(protocol, &h[L4..]);
+        let tcp_flags = if protocol == ip_protocol::TCP {
+            h[L4 + tcp::FLAGS_AT]
+        } else {
+            0
+        };
         let mut key = PacketKey {
             family: 4,
             protocol,
             src_port,
             dst_port,
+            ip_len: total as u16,
+            tcp_flags,
             ..PacketKey::default()
         };
         key.src[..4].copy_from_slice(&src);
@@ -192,7 +212,8 @@ impl PacketKey {
         continued: bool,
     ) -> Result<(PacketKey, Option<L4At>), Unclassifiable> {
         let mut k = PacketKey::default();
-        let (ethertype, l3) = skip_vlan_tags(frame)?;
+        let (ethertype, l3);
+        (ethertype, l3, k.vlan) = skip_vlan_tags(frame)?;
         let ip = &frame[l3..];
         let mut l4_at = None;
         // Bytes the IP packet may claim: the rest of the frame, or unknown for a chain.
@@ -216,6 +237,7 @@ impl PacketKey {
                     return Err(Unclassifiable("IPv6 payload length lies"));
                 }
                 k.family = 6;
+                k.ip_len = (40 + plen).min(usize::from(u16::MAX)) as u16;
                 k.src = v.src_addr();
                 k.dst = v.dst_addr();
                 let held = ip.len().min(40 + plen);
@@ -238,14 +260,36 @@ impl PacketKey {
             _ => return Ok((k, None)),
         };
         if let Some((l4, l4_len)) = l4 {
-            if matches!(k.protocol, ip_protocol::TCP | ip_protocol::UDP) {
-                if l4.len() < 4 || l4_len < 4 {
-                    return Err(Unclassifiable("TCP or UDP ports cut short"));
-                }
-                (k.src_port, k.dst_port) = ports(k.protocol, l4);
-            }
+            k.read_l4(l4, l4_len)?;
         }
         Ok((k, l4_at))
+    }
+
+    /// Fills in the fields of the TCP, UDP or ICMP header at the start of `l4`, `l4_len`
+    /// bytes long as the IP header says.
+    fn read_l4(&mut self, l4: &[u8], l4_len: usize) -> Result<(), Unclassifiable> {
+        let held = |n: usize, what| {
+            if l4.len() < n || l4_len < n {
+                Err(Unclassifiable(what))
+            } else {
+                Ok(())
+            }
+        };
+        match self.protocol {
+            ip_protocol::UDP => held(4, "UDP ports cut short")?,
+            ip_protocol::TCP => {
+                held(tcp::FLAGS_AT + 1, "TCP header cut short before its flags")?;
+                self.tcp_flags = l4[tcp::FLAGS_AT];
+            }
+            ip_protocol::ICMP | ip_protocol::ICMPV6 => {
+                held(2, "ICMP type and code cut short")?;
+                (self.icmp_type, self.icmp_code) = (l4[0], l4[1]);
+                return Ok(());
+            }
+            _ => return Ok(()),
+        }
+        (self.src_port, self.dst_port) = ports(self.protocol, l4);
+        Ok(())
     }
 }
 
@@ -261,12 +305,14 @@ fn ports(protocol: u8, l4: &[u8]) -> (u16, u16) {
     }
 }
 
-/// The EtherType after up to [`MAX_VLAN_TAGS`] VLAN tags, and where the L3 header starts.
-fn skip_vlan_tags(frame: &[u8]) -> Result<(EtherType, usize), Unclassifiable> {
+/// The EtherType after up to [`MAX_VLAN_TAGS`] VLAN tags, where the L3 header starts, and
+/// the outer tag's VLAN ID.
+fn skip_vlan_tags(frame: &[u8]) -> Result<(EtherType, usize, Option<u16>), Unclassifiable> {
     let eth = ethernet::Frame::new_checked(frame)
         .map_err(|_| Unclassifiable("shorter than an Ethernet header"))?;
     let mut ethertype = eth.ethertype();
     let mut l3 = ethernet::HEADER_LEN;
+    let mut outer = None;
     for _ in 0..=MAX_VLAN_TAGS {
         if !matches!(ethertype, EtherType::Vlan | EtherType::QinQ) {
             break;
@@ -277,9 +323,10 @@ fn skip_vlan_tags(frame: &[u8]) -> Result<(EtherType, usize), Unclassifiable> {
         let tag = vlan::Tag::new_checked(&frame[l3..])
             .map_err(|_| Unclassifiable("VLAN tag cut short"))?;
         ethertype = tag.ethertype();
+        outer = outer.or(Some(tag.vid()));
         l3 += vlan::HEADER_LEN;
     }
-    Ok((ethertype, l3))
+    Ok((ethertype, l3, outer))
 }
 
 /// The L4 bytes a key reads ports from, and how long the IP header says L4 is; `None` for a
@@ -311,6 +358,7 @@ impl PacketKey {
             return Err(Unclassifiable("IPv4 total length lies"));
         }
         self.family = 4;
+        self.ip_len = total as u16;
         self.protocol = v.protocol();
         self.later_fragment = v.frag_offset() != 0;
         self.src[..4].copy_from_slice(&v.src_addr());

@@ -18,7 +18,7 @@ pub struct RulesError {
 }
 
 impl RulesError {
-    fn at(text: &str, offset: usize, message: String) -> Self {
+    pub(super) fn at(text: &str, offset: usize, message: String) -> Self {
         let mut offset = offset.min(text.len());
         while !text.is_char_boundary(offset) {
             offset -= 1;
@@ -45,13 +45,18 @@ struct FileRepr {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RuleRepr {
+pub(super) struct RuleRepr {
     name: Option<toml::Spanned<String>>,
     src: Option<toml::Spanned<String>>,
     dst: Option<toml::Spanned<String>>,
     protocol: Option<toml::Spanned<toml::Value>>,
     src_port: Option<toml::Spanned<toml::Value>>,
     dst_port: Option<toml::Spanned<toml::Value>>,
+    pub(super) icmp_type: Option<toml::Spanned<toml::Value>>,
+    pub(super) icmp_code: Option<toml::Spanned<toml::Value>>,
+    pub(super) tcp_flags: Option<toml::Spanned<String>>,
+    pub(super) length: Option<toml::Spanned<toml::Value>>,
+    pub(super) vlan: Option<toml::Spanned<toml::Value>>,
     action: toml::Spanned<String>,
     rate: Option<toml::Spanned<String>>,
     burst: Option<toml::Spanned<i64>>,
@@ -94,31 +99,32 @@ fn parse_protocol(v: &toml::Value) -> Result<u8, String> {
     }
 }
 
-fn parse_ports(v: &toml::Value) -> Result<(u16, u16), String> {
-    let port = |s: &str| {
+/// A number or an inclusive range `"low-high"` of `what` (a port, a length), 0 to 65535.
+pub(super) fn parse_range(v: &toml::Value, what: &str) -> Result<(u16, u16), String> {
+    let one = |s: &str| {
         s.trim()
             .parse::<u16>()
-            .map_err(|_| format!("{s:?} is not a port (0-65535)"))
+            .map_err(|_| format!("{s:?} is not a {what} (0-65535)"))
     };
     match v {
         toml::Value::Integer(n) => u16::try_from(*n)
             .map(|p| (p, p))
-            .map_err(|_| format!("port {n} is not 0-65535")),
+            .map_err(|_| format!("{what} {n} is not 0-65535")),
         toml::Value::String(s) => {
             let (lo, hi) = match s.split_once('-') {
-                Some((a, b)) => (port(a)?, port(b)?),
+                Some((a, b)) => (one(a)?, one(b)?),
                 None => {
-                    let p = port(s)?;
+                    let p = one(s)?;
                     (p, p)
                 }
             };
             if lo > hi {
-                return Err(format!("port range {s:?} is empty: write it low-high"));
+                return Err(format!("{what} range {s:?} is empty: write it low-high"));
             }
             Ok((lo, hi))
         }
         other => Err(format!(
-            "a port is a number or a range such as \"1000-2000\", not {}",
+            "a {what} is a number or a range such as \"1000-2000\", not {}",
             other.type_str()
         )),
     }
@@ -153,7 +159,7 @@ fn parse_rule(
         .transpose()?;
     let ports = |p: &Option<toml::Spanned<toml::Value>>| {
         p.as_ref()
-            .map(|s| parse_ports(s.get_ref()).map_err(|m| at(s.span(), m)))
+            .map(|s| parse_range(s.get_ref(), "port").map_err(|m| at(s.span(), m)))
             .transpose()
     };
     let (src_ports, dst_ports) = (ports(&r.src_port)?, ports(&r.dst_port)?);
@@ -170,6 +176,7 @@ fn parse_rule(
             "ports need protocol = \"tcp\" or \"udp\" in the same rule".into(),
         ));
     }
+    let extra = super::extra_keys::parse(text, r, protocol)?;
     let action = parse_verdict(r.action.get_ref(), true).map_err(|m| at(r.action.span(), m))?;
     let rate = parse_rate(text, r, action)?;
     let name = match &r.name {
@@ -187,6 +194,7 @@ fn parse_rule(
             protocol,
             src_ports,
             dst_ports,
+            ..extra
         },
         action,
         rate,

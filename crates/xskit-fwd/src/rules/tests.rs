@@ -39,6 +39,12 @@ fn byte_wise_matches(m: &Match, k: &PacketKey) -> bool {
             .is_none_or(|(lo, hi)| (lo..=hi).contains(&k.src_port))
         && m.dst_ports
             .is_none_or(|(lo, hi)| (lo..=hi).contains(&k.dst_port))
+        && m.vlan.is_none_or(|v| k.vlan == Some(v))
+        && m.length
+            .is_none_or(|(lo, hi)| k.family != 0 && (lo..=hi).contains(&k.ip_len))
+        && m.tcp_flags.is_none_or(|f| k.tcp_flags & f.mask == f.value)
+        && m.icmp_type.is_none_or(|t| t == k.icmp_type)
+        && m.icmp_code.is_none_or(|c| c == k.icmp_code)
 }
 
 fn key(dst: [u8; 4], proto: u8, dport: u16) -> PacketKey {
@@ -475,6 +481,24 @@ fn a_settled_checksum_is_never_a_partial_one_whatever_the_bytes() {
     );
 }
 
+/// A match that names each key most rules leave out one time in eight, with values that
+/// packets of [`the_fast_match_decides_as_the_match_does`] often have.
+fn random_extras(next: &mut dyn FnMut(u64) -> u64) -> Match {
+    let one_in_8 =
+        |next: &mut dyn FnMut(u64) -> u64, n: u64| (next(8) == 0).then(|| next(n) as u16);
+    Match {
+        icmp_type: one_in_8(next, 3).map(|t| t as u8),
+        icmp_code: one_in_8(next, 3).map(|c| c as u8),
+        tcp_flags: one_in_8(next, 256).map(|mask| TcpFlags {
+            mask: mask as u8,
+            value: next(256) as u8 & mask as u8,
+        }),
+        length: one_in_8(next, 1500).map(|lo| (lo, lo + next(200) as u16)),
+        vlan: one_in_8(next, 3),
+        ..Match::default()
+    }
+}
+
 /// The rules stage's masks decide as the plain byte-wise reading does, for rules and packets of
 /// every shape: prefixes of each length and family (mixed too), protocols with and
 /// without an IP family, port ranges, and keys near and far from the prefixes.
@@ -498,7 +522,7 @@ fn the_fast_match_decides_as_the_match_does() {
         a
     };
     let (mut matched, mut missed) = (0, 0);
-    for _ in 0..20_000 {
+    for _ in 0..40_000 {
         let prefix = |next: &mut dyn FnMut(u64) -> u64| -> Option<Prefix> {
             let a = near(next);
             match next(3) {
@@ -525,6 +549,7 @@ fn the_fast_match_decides_as_the_match_does() {
             protocol: [None, Some(6), Some(17)][next(3) as usize],
             src_ports: ports(&mut next),
             dst_ports: ports(&mut next),
+            ..random_extras(&mut next)
         };
         let (src, dst) = (near(&mut next), near(&mut next));
         let v4 = |a: [u8; 16]| {
@@ -541,6 +566,11 @@ fn the_fast_match_decides_as_the_match_does() {
             src_port: next(160) as u16,
             dst_port: next(160) as u16,
             later_fragment: false,
+            ip_len: next(1700) as u16,
+            vlan: [None, Some(0), Some(1)][next(3) as usize],
+            tcp_flags: next(256) as u8,
+            icmp_type: next(3) as u8,
+            icmp_code: next(3) as u8,
         };
         let fast = FastMatch::new(&m);
         let (s128, d128) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
@@ -565,6 +595,7 @@ fn kernel_rules_hold_network_order_prefixes_and_refuse_what_cannot_match() {
         protocol: Some(17),
         dst_ports: Some((1000, 2000)),
         src_ports: Some((53, 53)),
+        ..Match::default()
     };
     let r = m.kernel_rule(Action::Drop).unwrap();
     assert_eq!(r.family, 4);
@@ -610,4 +641,134 @@ fn kernel_rules_hold_network_order_prefixes_and_refuse_what_cannot_match() {
     };
     let e = too_long.kernel_rule(Action::Drop).unwrap_err().to_string();
     assert!(e.contains("/33"), "{e}");
+}
+
+#[test]
+fn vlan_length_tcp_flag_and_icmp_keys_are_read_and_matched() {
+    let rs = RuleSet::from_toml(
+        r#"
+[[rule]]
+name = "syn-flood"
+protocol = "tcp"
+tcp_flags = "SYN, !ack"
+action = "drop"
+[[rule]]
+name = "ping"
+protocol = "icmp"
+icmp_type = 8
+icmp_code = 0
+action = "pass"
+[[rule]]
+name = "big-on-vlan-7"
+vlan = 7
+length = "1000-1500"
+action = "drop"
+"#,
+    )
+    .unwrap();
+    let m = |i: usize| rs.rules()[i].matcher;
+    let syn = TcpFlags {
+        mask: xskit_wire::tcp::flags::SYN | xskit_wire::tcp::flags::ACK,
+        value: xskit_wire::tcp::flags::SYN,
+    };
+    assert_eq!(m(0).tcp_flags, Some(syn));
+    assert_eq!(syn.to_string(), "syn,!ack");
+    assert_eq!((m(1).icmp_type, m(1).icmp_code), (Some(8), Some(0)));
+    assert_eq!((m(2).vlan, m(2).length), (Some(7), Some((1000, 1500))));
+    let mut k = key([203, 0, 113, 9], 6, 80);
+    k.tcp_flags = 0x02;
+    assert_eq!(rs.classify(&k), Ok(Some(0)));
+    k.tcp_flags = 0x12;
+    assert_eq!(rs.classify(&k), Ok(None), "SYN-ACK is not the flood");
+    let mut ping = key([203, 0, 113, 9], 1, 0);
+    ping.icmp_type = 8;
+    assert_eq!(rs.classify(&ping), Ok(Some(1)));
+    ping.icmp_type = 0;
+    assert_eq!(rs.classify(&ping), Ok(None));
+    let mut big = key([203, 0, 113, 9], 17, 53);
+    big.ip_len = 1200;
+    assert_eq!(rs.classify(&big), Ok(None), "untagged");
+    big.vlan = Some(7);
+    assert_eq!(rs.classify(&big), Ok(Some(2)));
+    big.ip_len = 999;
+    assert_eq!(rs.classify(&big), Ok(None));
+    // A later fragment carries no TCP header: at the flags rule it is unclassifiable.
+    let mut later = key([203, 0, 113, 9], 6, 0);
+    later.later_fragment = true;
+    assert!(rs.classify(&later).is_err());
+}
+
+#[test]
+fn extra_keys_say_what_is_wrong() {
+    let error = |rule: &str| {
+        RuleSet::from_toml(&format!("[[rule]]\n{rule}\naction = \"drop\"\n"))
+            .unwrap_err()
+            .message
+    };
+    let cases = [
+        ("tcp_flags = \"syn\"", "needs protocol = \"tcp\""),
+        (
+            "protocol = \"udp\"\ntcp_flags = \"syn\"",
+            "needs protocol = \"tcp\"",
+        ),
+        (
+            "protocol = \"tcp\"\ntcp_flags = \"syn,fyn\"",
+            "\"fyn\" is not a TCP flag",
+        ),
+        (
+            "protocol = \"tcp\"\ntcp_flags = \"syn,!syn\"",
+            "names syn twice",
+        ),
+        (
+            "protocol = \"tcp\"\ntcp_flags = \"\"",
+            "\"\" is not a TCP flag",
+        ),
+        ("icmp_type = 8", "need protocol = \"icmp\" or \"icmpv6\""),
+        (
+            "protocol = \"icmp\"\nicmp_type = 256",
+            "icmp_type 256 is not 0 to 255",
+        ),
+        (
+            "protocol = \"icmp\"\nicmp_code = \"0\"",
+            "icmp_code is a number",
+        ),
+        ("vlan = 4096", "vlan 4096 is not 0 to 4095"),
+        ("length = \"1500-64\"", "length range \"1500-64\" is empty"),
+        ("length = 70000", "length 70000 is not 0-65535"),
+    ];
+    for (rule, want) in cases {
+        let e = error(rule);
+        assert!(e.contains(want), "{rule}: {e}");
+    }
+}
+
+#[test]
+fn frames_give_their_vlan_length_tcp_flags_and_icmp_fields() {
+    // IPv4 TCP, tagged VLAN 7: flags at byte 13 of the TCP header.
+    let mut f = l4_frame(false, true, false, 6, false);
+    let tcp_at = 14 + 4 + 20;
+    f[tcp_at + 13] = 0x12;
+    let k = PacketKey::parse(&f).unwrap();
+    assert_eq!((k.vlan.is_some(), k.tcp_flags), (true, 0x12));
+    assert_eq!(usize::from(k.ip_len), f.len() - 18);
+    // Cut short before the flags (the IP length says 13 bytes of TCP): unclassifiable.
+    let mut short = l4_frame(false, false, false, 6, false);
+    short.truncate(14 + 20 + 13);
+    short[16..18].copy_from_slice(&(20u16 + 13).to_be_bytes());
+    assert!(PacketKey::parse(&short).is_err());
+    // ICMP echo request: type and code.
+    let mut icmp = vec![0u8; 14 + 20 + 8];
+    icmp[12..14].copy_from_slice(&[0x08, 0x00]);
+    ipv4::Packet::new_unchecked(&mut icmp[14..]).init(28, 1, [203, 0, 113, 1], [203, 0, 113, 9]);
+    icmp[34] = 8;
+    icmp[35] = 0;
+    let k = PacketKey::parse(&icmp).unwrap();
+    assert_eq!(
+        (k.icmp_type, k.icmp_code, k.ip_len, k.vlan),
+        (8, 0, 28, None)
+    );
+    // One byte of ICMP: its code is cut short.
+    icmp.truncate(14 + 21);
+    icmp[16..18].copy_from_slice(&21u16.to_be_bytes());
+    assert!(PacketKey::parse(&icmp).is_err());
 }

@@ -20,6 +20,16 @@ pub struct KernelRule {
     pub(crate) port_hi: u16,
     pub(crate) sport_lo: u16,
     pub(crate) sport_hi: u16,
+    /// [`crate::abi::Extra`] bits: which of the keys below the rule names.
+    pub(crate) extra: u8,
+    pub(crate) tcp_mask: u8,
+    pub(crate) tcp_value: u8,
+    pub(crate) icmp_type: u8,
+    pub(crate) icmp_code: u8,
+    pub(crate) pad: u8,
+    pub(crate) vlan: u16,
+    pub(crate) len_lo: u16,
+    pub(crate) len_hi: u16,
 }
 
 /// `struct config`.
@@ -75,14 +85,14 @@ pub(crate) struct CounterRepr {
     pub(crate) bytes: u64,
 }
 
-// SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 4 + 4 bytes, all fields naturally
-// aligned)
-// and every bit pattern is a valid value, which is what aya::Pod requires.
+// SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 8 + 6 + 6 bytes, all fields
+// naturally aligned, `pad` filling what would be padding) and every bit pattern is a valid
+// value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
 // SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (28 and
-// 76 bytes, aligned to 4), so no padding, and any bit pattern valid.
+// 88 bytes, aligned to 4), so no padding, and any bit pattern valid.
 unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -202,6 +212,15 @@ mod tests {
                 ("port_hi", offset_of!(KernelRule, port_hi)),
                 ("sport_lo", offset_of!(KernelRule, sport_lo)),
                 ("sport_hi", offset_of!(KernelRule, sport_hi)),
+                ("extra", offset_of!(KernelRule, extra)),
+                ("tcp_mask", offset_of!(KernelRule, tcp_mask)),
+                ("tcp_value", offset_of!(KernelRule, tcp_value)),
+                ("icmp_type", offset_of!(KernelRule, icmp_type)),
+                ("icmp_code", offset_of!(KernelRule, icmp_code)),
+                ("pad", offset_of!(KernelRule, pad)),
+                ("vlan", offset_of!(KernelRule, vlan)),
+                ("len_lo", offset_of!(KernelRule, len_lo)),
+                ("len_hi", offset_of!(KernelRule, len_hi)),
             ],
         );
         assert_layout(
