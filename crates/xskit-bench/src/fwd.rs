@@ -1,7 +1,8 @@
 //! The forwarding rows of the testbed table: `xskit fwd` in SKB and DRV mode, with and
 //! without forwarding in XDP, against the kernel's bridge and (forwarding in XDP) against a
 //! program that redirects every packet through a devmap, the kernel's bound; and a DDoS mix,
-//! the attack dropped by a kernel rule against the XDP_DROP ceiling of the same generator.
+//! the attack dropped by a kernel rule against the XDP_DROP ceiling of the same generator, the
+//! attack alone, and the attack as a reflection flood dropped by its source port.
 
 use std::time::Duration;
 
@@ -260,9 +261,11 @@ impl DdosRunner {
         }
     }
 
-    /// UDP to port 9 from `from`, the live-frames generator flat out (the rule drops it).
+    /// UDP from port 53 to port 9 from `from` (a reflection flood's shape), the live-frames
+    /// generator flat out; the rule drops it.
     fn attack(&self, from: &Host) -> Result<Proc> {
         let args = live_gen_args(from, "02:00:00:00:00:00", 64, self.fwd.secs);
+        let args = [args, strings(&["--src-port", "53"])].concat();
         start(&self.fwd.exe, from, GEN_CPU, &args)
     }
 
@@ -355,12 +358,18 @@ impl DdosRunner {
         })
     }
 
-    /// `xskit fwd` on m_a and m_c in DRV mode, a kernel rule dropping UDP port 9.
-    fn start_fwd(&self) -> Result<Proc> {
+    /// `xskit fwd` on m_a and m_c in DRV mode, a kernel rule dropping the attack by its
+    /// destination port, or by its source port (`by_source`).
+    fn start_fwd(&self, by_source: bool) -> Result<Proc> {
         let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
+        let key = if by_source {
+            "src_port = 53"
+        } else {
+            "dst_port = 9"
+        };
         std::fs::write(
             &rules,
-            "[[rule]]\nname = \"attack\"\nprotocol = \"udp\"\ndst_port = 9\naction = \"drop\"\n",
+            format!("[[rule]]\nname = \"attack\"\nprotocol = \"udp\"\n{key}\naction = \"drop\"\n"),
         )?;
         let args = [
             self.fwd.fwd_args("drv"),
@@ -373,9 +382,9 @@ impl DdosRunner {
     }
 
     /// The attack on both links, the probes beside it when `legit` (the mix): into `xskit
-    /// fwd` (the rule drops it; the probes are forwarded to c and checked there) and into
-    /// the ceiling on the side link.
-    fn ddos(&self, filter_first: bool, legit: bool) -> Result<Ddos> {
+    /// fwd` (the rule drops it, by the source port when `by_source`; the probes are forwarded
+    /// to c and checked there) and into the ceiling on the side link.
+    fn ddos(&self, filter_first: bool, legit: bool, by_source: bool) -> Result<Ddos> {
         let chain = &self.fwd.chain;
         for host in [&chain.m_a, &chain.c, &self.m2] {
             set_gro(host, false)?;
@@ -385,7 +394,7 @@ impl DdosRunner {
         } else {
             0
         };
-        let fwd = self.start_fwd()?;
+        let fwd = self.start_fwd(by_source)?;
         // The receiver sleeps in poll(2) between packets, off the generators' CPU.
         let recv = legit
             .then(|| self.ddos_receiver(legit_expected))
@@ -491,16 +500,21 @@ pub(crate) fn ddos_cells(
         ));
     };
     let (x, p) = runner.check()?;
-    record(4, "check: ceiling", x, p, String::new());
+    record(6, "check: ceiling", x, p, String::new());
     let (mut valid, mut expected) = (0u64, 0u64);
+    let kinds = [
+        (true, false, "ddos mix", 0),
+        (false, false, "ddos alone", 2),
+        (false, true, "reflection alone", 4),
+    ];
     for run in 0..runs {
-        for (legit, what) in [(true, "ddos mix"), (false, "ddos alone")] {
-            let d = runner.ddos(run % 2 == 0, legit)?;
+        for (legit, by_source, what, at) in kinds {
+            let d = runner.ddos(run % 2 == 0, legit, by_source)?;
             valid += d.legit_valid;
             expected += d.legit_expected;
             let tail = format!(", legitimate {}/{} intact", d.legit_valid, d.legit_expected);
             let what = format!("run {} {what}", run + 1);
-            record(if legit { 0 } else { 2 }, &what, d.dropped, d.ceiling, tail);
+            record(at, &what, d.dropped, d.ceiling, tail);
         }
     }
     Ok((cells.into(), valid as f64 / expected.max(1) as f64))
@@ -539,13 +553,17 @@ pub(crate) const DDOS_MIX_DROPPED: &str = "ddos: fwd drops in XDP";
 pub(crate) const DDOS_MIX_CEILING: &str = "ddos: XDP_DROP ceiling";
 pub(crate) const DDOS_ALONE_DROPPED: &str = "ddos alone: fwd drops in XDP";
 pub(crate) const DDOS_ALONE_CEILING: &str = "ddos alone: XDP_DROP ceiling";
+pub(crate) const DDOS_REFLECT_DROPPED: &str = "reflection (src_port rule): fwd drops in XDP";
+pub(crate) const DDOS_REFLECT_CEILING: &str = "reflection (src_port rule): XDP_DROP ceiling";
 pub(crate) const DDOS_CHECK_M_A: &str = "ddos check: XDP_DROP on fwd's link";
 pub(crate) const DDOS_CHECK_SIDE: &str = "ddos check: XDP_DROP on the ceiling's link";
-const DDOS_CELLS: [&str; 6] = [
+const DDOS_CELLS: [&str; 8] = [
     DDOS_MIX_DROPPED,
     DDOS_MIX_CEILING,
     DDOS_ALONE_DROPPED,
     DDOS_ALONE_CEILING,
+    DDOS_REFLECT_DROPPED,
+    DDOS_REFLECT_CEILING,
     DDOS_CHECK_M_A,
     DDOS_CHECK_SIDE,
 ];

@@ -174,7 +174,7 @@ impl Table {
         }
         use crate::fwd::{
             DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED, DDOS_CHECK_M_A, DDOS_CHECK_SIDE,
-            DDOS_MIX_CEILING, DDOS_MIX_DROPPED,
+            DDOS_MIX_CEILING, DDOS_MIX_DROPPED, DDOS_REFLECT_CEILING, DDOS_REFLECT_DROPPED,
         };
         // Measured side by side, run by run: the median of each run's ratio.
         for (name, x, p) in [
@@ -187,6 +187,11 @@ impl Table {
                 "ddos rule alone / XDP_DROP ceiling",
                 DDOS_ALONE_DROPPED,
                 DDOS_ALONE_CEILING,
+            ),
+            (
+                "reflection, src_port rule alone / XDP_DROP ceiling",
+                DDOS_REFLECT_DROPPED,
+                DDOS_REFLECT_CEILING,
             ),
             (
                 "ddos method check: XDP_DROP / XDP_DROP",

@@ -254,6 +254,8 @@ fn testbed_table_and_plot() {
         ("ddos: XDP_DROP ceiling", "drv"),
         ("ddos alone: fwd drops in XDP", "drv"),
         ("ddos alone: XDP_DROP ceiling", "drv"),
+        ("reflection (src_port rule): fwd drops in XDP", "drv"),
+        ("reflection (src_port rule): XDP_DROP ceiling", "drv"),
         ("ddos check: XDP_DROP on fwd's link", "drv"),
         ("ddos check: XDP_DROP on the ceiling's link", "drv"),
     ] {
@@ -264,19 +266,19 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 13, "{ratios:?}");
+    assert_eq!(ratios.len(), 14, "{ratios:?}");
     assert!(
         ratios
             .iter()
             .any(|r| r[0] == "fwd --xdp-forward drv / xdp redirect (devmap)"),
         "{ratios:?}"
     );
-    assert!(
-        ratios
-            .iter()
-            .any(|r| r[0] == "ddos rule alone / XDP_DROP ceiling"),
-        "{ratios:?}"
-    );
+    for name in [
+        "ddos rule alone / XDP_DROP ceiling",
+        "reflection, src_port rule alone / XDP_DROP ceiling",
+    ] {
+        assert!(ratios.iter().any(|r| r[0] == name), "{name}: {ratios:?}");
+    }
     // The side-by-side method's check: the ceiling against itself, a positive ratio.
     let check = ratios
         .iter()
@@ -321,6 +323,8 @@ fn ddos_rows_measured_one_after_the_other_where_asked() {
         "ddos: XDP_DROP ceiling",
         "ddos alone: fwd drops in XDP",
         "ddos alone: XDP_DROP ceiling",
+        "reflection (src_port rule): fwd drops in XDP",
+        "reflection (src_port rule): XDP_DROP ceiling",
         "ddos check: XDP_DROP on fwd's link",
         "ddos check: XDP_DROP on the ceiling's link",
     ] {
