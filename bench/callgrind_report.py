@@ -118,9 +118,19 @@ def ring_loop(out, count, loop):
             "idle_per_packet": idle_whole * de / dp,
             "top": top(steady, r2["whole"] - r1["whole"]),
         }
-    row["ratio_whole"] = row["xskit"]["whole"] / row["peer"]["whole"]
-    row["ratio_loop"] = row["xskit"]["loop"] / row["peer"]["loop"]
+    row["unsteady"] = [p for p in ("xskit", "peer") if unsteady(row[p])]
+    if not row["unsteady"]:
+        row["ratio_whole"] = row["xskit"]["whole"] / row["peer"]["whole"]
+        row["ratio_loop"] = row["xskit"]["loop"] / row["peer"]["loop"]
     return row
+
+
+def unsteady(r):
+    """Whether a program's figure is no count at all: on a busy machine the generator is
+    starved now and then, the shorter run can poll an empty ring far more often than the
+    longer one, and what an empty poll costs with no traffic no longer accounts for the
+    difference, which then comes out at or below zero instructions a packet."""
+    return r["whole"] <= 0 or r["loop"] <= 0
 
 
 FWD_RUNS = {
@@ -159,6 +169,11 @@ def main():
         r = results[loop] = ring_loop(out, count, loop)
         x, p = r["xskit"], r["peer"]
         polls = "-" if loop == "txpush" else "%.1f/%.1f" % (x["idle_per_packet"], p["idle_per_packet"])
+        if r["unsteady"]:
+            print("%-7s %9d   unsteady (%s): the runs' empty polls, %s per packet, outweigh the "
+                  "packets; run it on a quieter machine" % (loop, x["packets"],
+                                                             " and ".join(r["unsteady"]), polls))
+            continue
         print("%-7s %9d %9.1f %8.1f %5.2fx %10.1f %9.1f %5.2fx %12s"
               % (loop, x["packets"], x["whole"], p["whole"], r["ratio_whole"], x["loop"], p["loop"],
                  r["ratio_loop"], polls))

@@ -597,6 +597,15 @@ fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer
             .unwrap_or_else(|| panic!("no {name} line in:\n{text}"));
         let fields: Vec<&str> = line.split_whitespace().collect();
         let packets: u64 = fields[1].parse().unwrap();
+        // On a loaded machine a ring loop's runs may differ more in empty polls than the
+        // packets cost: the report says so instead of printing noise.
+        if !worker && fields[2] == "unsteady" {
+            assert!(
+                packets > 0 && line.contains("per packet, outweigh"),
+                "{line}"
+            );
+            continue;
+        }
         assert!(packets > 0 && number(fields[2]) > 0.0, "{line}");
         if !worker {
             // The peer's figure and the ratio, whole process and inside the loop.
