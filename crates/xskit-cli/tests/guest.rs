@@ -25,6 +25,16 @@ fn guest(config: GuestConfig) -> Option<Guest> {
     Some(Guest::new(&config).unwrap_or_else(|e| panic!("guest testbed: {e}")))
 }
 
+/// Shell functions the bond scripts wait with, each for a condition, not for a time:
+/// `bond_up BOND` until the bond and both its members report MII up; `drained DEV...` until
+/// no queue of the devices holds a packet (what was sent has gone to the NIC); `xdp_on DEV
+/// PID` until a program is attached to DEV (a bond's, not its members', shows it), failing if
+/// process PID (what attaches it) ends.
+const WAIT_FOR_BOND: &str = r#"bond_up() { until [ "$(grep -c 'MII Status: up' /proc/net/bonding/$1)" -ge 3 ]; do sleep 0.05; done; }
+drained() { for d in "$@"; do while tc -s qdisc show dev $d | grep backlog | grep -vq 'backlog 0b 0p'; do sleep 0.05; done; done; }
+xdp_on() { until ip -d link show $1 | grep -q 'prog/xdp'; do kill -0 $2 || return 1; sleep 0.05; done; }
+"#;
+
 #[test]
 fn the_guest_runs_host_binaries_and_reaches_its_namespace() {
     let Some(mut guest) = guest(GuestConfig::default().nics(2)) else {
@@ -133,6 +143,7 @@ fn xskit_hashes_every_frame_to_the_member_the_kernels_bond_chose() {
     let policies: Vec<&str> = XmitHashPolicy::ALL.iter().map(|p| p.name()).collect();
     let script = format!(
         r#"set -e
+{WAIT_FOR_BOND}
 ip link add bond0 type bond mode balance-xor miimon 50
 ip link set eth0 master bond0
 ip link set eth1 master bond0
@@ -141,7 +152,7 @@ ip addr add 203.0.113.2/24 dev bond0
 for n in $(seq 10 41); do
     ip neigh replace 203.0.113.$n lladdr 02:58:47:ff:00:$(printf %02x $n) dev bond0
 done
-sleep 1
+bond_up bond0
 grep -i "slave interface\|mii status" /proc/net/bonding/bond0
 python3 - <<'PY'
 import socket, subprocess, struct
@@ -166,7 +177,7 @@ for k, policy in enumerate({policies:?}):
     r.close()
 print("sent")
 PY
-sleep 1
+drained eth0 eth1
 "#
     );
     let capture = TapCapture::start(&guest);
@@ -232,11 +243,12 @@ fn xskit_follows_the_kernels_flow_dissector_through_tunnels_and_odd_frames() {
     let policies: Vec<&str> = XmitHashPolicy::ALL.iter().map(|p| p.name()).collect();
     let script = format!(
         r#"set -e
+{WAIT_FOR_BOND}
 ip link add bond0 type bond mode balance-xor miimon 50
 ip link set eth0 master bond0
 ip link set eth1 master bond0
 ip link set bond0 up
-sleep 1
+bond_up bond0
 python3 - <<'PY'
 import random, socket, struct, subprocess
 rnd = random.Random(7)
@@ -307,7 +319,7 @@ for k, policy in enumerate({policies:?}):
             s.sendto(frame + b"XSKB" + struct.pack("!HH", k, t), ("bond0", proto))
 print("sent", len(templates))
 PY
-sleep 1
+drained eth0 eth1
 "#
     );
     let capture = TapCapture::start(&guest);
@@ -505,21 +517,23 @@ fn xdp_tx_on_a_kernel_bond_leaves_through_the_bonds_hash() {
     };
     let script = format!(
         r#"set -e
+{WAIT_FOR_BOND}
 ip link add bond0 type bond mode balance-xor xmit_hash_policy layer3+4 miimon 50
 ip link set eth0 master bond0
 ip link set eth1 master bond0
 ip link set bond0 up
-sleep 1
+bond_up bond0
 {XSKIT} bench xdp-tx -i bond0 -m drv -d 6 --json > $TMPDIR/bond.json 2>$TMPDIR/bond.err &
-sleep 2
+xdp_on bond0 $!
 {XSKIT} info -i eth1 | grep "xdp program"
 echo bond-ready
 wait
 cat $TMPDIR/bond.json $TMPDIR/bond.err
 ip link set eth1 nomaster
 ip link set eth1 up
+until ! ip -d link show eth1 | grep -q 'prog/xdp'; do sleep 0.05; done
 {XSKIT} bench xdp-tx -i eth1 -m drv -d 6 --json > $TMPDIR/nic.json 2>$TMPDIR/nic.err &
-sleep 2
+xdp_on eth1 $!
 echo nic-ready
 wait
 cat $TMPDIR/nic.json $TMPDIR/nic.err
