@@ -385,6 +385,15 @@ mod split {
         f
     }
 
+    /// The kernel's share of a rule set, in force in `program`.
+    fn install(program: &XdpFilter, share: &KernelShare<'_>) {
+        let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
+        program.set_rules(&kernel_rules, kernel_default).unwrap();
+        program
+            .set_unclassifiable(share.kernel_unclassifiable())
+            .unwrap();
+    }
+
     /// One frame through the kernel's dry run and user space's decision, held to each other;
     /// the rule the kernel decided the frame by, when it did.
     fn judge(
@@ -554,11 +563,7 @@ mod split {
             );
             let rs = RuleSet::from_toml(&text).unwrap();
             let share = rs.kernel_share(false);
-            let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
-            program.set_rules(&kernel_rules, kernel_default).unwrap();
-            program
-                .set_unclassifiable(share.kernel_unclassifiable())
-                .unwrap();
+            install(&program, &share);
             let (mut taken, mut passed) = (0, 0);
             for f in &frames {
                 match judge(&program, &rs, &share, &text, f).unwrap() {
@@ -632,11 +637,7 @@ mod split {
                     let text = rules_text(&rules, default, unclassifiable);
                     let rs = RuleSet::from_toml(&text).unwrap();
                     let share = rs.kernel_share(xdp_forward);
-                    let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
-                    program.set_rules(&kernel_rules, kernel_default).unwrap();
-                    program
-                        .set_unclassifiable(share.kernel_unclassifiable())
-                        .unwrap();
+                    install(&program, &share);
                     for (p, damage, at) in packets {
                         let f = mutate(frame(p), damage, at);
                         judge(&program, &rs, &share, &text, &f)?;
