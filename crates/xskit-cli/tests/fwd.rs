@@ -1150,3 +1150,65 @@ fn capture_rate_caps_and_counts_what_it_skips() {
     );
     std::fs::remove_file(&file).unwrap();
 }
+
+/// Rules on TCP flags and ICMP types against the hosts' own kernel stacks: a rule dropping
+/// connection requests (`syn,!ack`) to one port makes the kernel's connect(2) there time out
+/// while TCP to another port connects and carries data, and one dropping echo requests stops
+/// ping; both decided in XDP.
+#[test]
+fn tcp_flag_and_icmp_rules_stop_kernel_connects_and_pings_in_xdp() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(
+        "[[rule]]\nname = \"syn-5201\"\nprotocol = \"tcp\"\ntcp_flags = \"syn,!ack\"\n\
+         dst_port = 5201\naction = \"drop\"\n\
+         [[rule]]\nname = \"echo-requests\"\nprotocol = \"icmp\"\nicmp_type = 8\naction = \"drop\"\n",
+    );
+    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
+    let listen = |port: u16| {
+        let at = std::net::SocketAddr::from((chain.c.ip, port));
+        chain
+            .c
+            .ns
+            .run(move || std::net::TcpListener::bind(at))
+            .unwrap()
+            .unwrap()
+    };
+    let (dropped, open) = (listen(5201), listen(5202));
+    let connect = |port: u16| {
+        let to = std::net::SocketAddr::from((chain.c.ip, port));
+        chain
+            .a
+            .ns
+            .run(move || std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3)))
+            .unwrap()
+    };
+    let refused = connect(5201);
+    assert!(refused.is_err(), "the SYN to 5201 was dropped: {refused:?}");
+    let mut stream = connect(5202).expect("TCP to 5202 connects through fwd");
+    let (mut accepted, _) = open.accept().unwrap();
+    std::io::Write::write_all(&mut stream, b"xskit").unwrap();
+    let mut got = [0u8; 5];
+    std::io::Read::read_exact(&mut accepted, &mut got).unwrap();
+    assert_eq!(&got, b"xskit");
+    let ping = run(
+        &chain.a,
+        "ping",
+        &["-c", "2", "-W", "1", &chain.c.ip.to_string()],
+    );
+    assert!(!ping.status.success(), "echo requests were dropped");
+    drop((dropped, stream, accepted));
+    let report = interrupt(fwd);
+    let (syn, echo) = (rule(&report, "syn-5201"), rule(&report, "echo-requests"));
+    assert!(
+        syn["in_kernel"].as_u64() > Some(0) && syn["in_kernel"] == syn["packets"],
+        "{report}"
+    );
+    assert!(
+        echo["in_kernel"].as_u64() >= Some(2) && echo["in_kernel"] == echo["packets"],
+        "{report}"
+    );
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+}
