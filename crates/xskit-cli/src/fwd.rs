@@ -724,8 +724,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         config,
     } = FwdPlan::new(args)?;
     let (duration, interval) = (times.duration, times.interval);
+    // Said after the header, which a driver waits for as the sign that the ports are open.
+    let notes = rule_notes(args, &rules);
     let Some(config) = config else {
-        note_no_rules(args, &rules);
+        notes.iter().for_each(|n| note!("xskit fwd: {n}"));
         explain(
             rules
                 .kernel_share(args.xdp_forward)
@@ -733,11 +735,6 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         );
         return Ok(0);
     };
-    // Said after the header, which a driver waits for as the sign that the ports are open.
-    let no_rules = rules
-        .rules()
-        .is_empty()
-        .then(|| RuleSet::with_default(rules.default_verdict()));
     let stop = stop_flag()?;
     let live = args.run.live("fwd")?;
     let forwarder = Forwarder::new(config).map_err(|e| {
@@ -748,9 +745,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         ))
     })?;
     live.announce(&header(args, &forwarder));
-    if let Some(empty) = &no_rules {
-        note_no_rules(args, empty);
-    }
+    notes.iter().for_each(|n| note!("xskit fwd: {n}"));
     announce_setup(args, &forwarder);
     let capture = start_capture(args, &forwarder)?;
     if let Some(d) = duration {
@@ -854,14 +849,58 @@ fn header(args: &FwdArgs, forwarder: &Forwarder) -> String {
 
 /// The bonds, the notes and the promiscuous interfaces, on stderr.
 /// A rules file with no rules is said.
-fn note_no_rules(args: &FwdArgs, rules: &RuleSet) {
+/// What to say of the rules file at the start: that it has no rules, and what its sets hold.
+fn rule_notes(args: &FwdArgs, rules: &RuleSet) -> Vec<String> {
+    let mut notes = Vec::new();
     if let (Some(path), []) = (&args.rules, rules.rules()) {
-        note!(
-            "xskit fwd: {} has no rules: every packet takes the default ({})",
+        notes.push(format!(
+            "{} has no rules: every packet takes the default ({})",
             path.display(),
             rules.default_verdict().name()
-        );
+        ));
     }
+    notes.extend(set_lines(rules));
+    notes
+}
+
+/// A line for each of the rules file's sets: what was read, and the kernel memory it takes.
+fn set_lines(rules: &RuleSet) -> Vec<String> {
+    rules
+        .sets()
+        .iter()
+        .map(|set| {
+            let st = set.stats();
+            let mut read = Vec::new();
+            if st.normalised > 0 {
+                read.push(format!(
+                    "{} with host bits set, taken as their networks",
+                    thousands(st.normalised as u64)
+                ));
+            }
+            if st.covered > 0 {
+                read.push(format!(
+                    "{} duplicates or inside another",
+                    thousands(st.covered as u64)
+                ));
+            }
+            let read = if read.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", read.join(", "))
+            };
+            let entries = set.trie_entries();
+            let bytes = xskit_fwd::rules::set_kernel_bytes(1, entries);
+            format!(
+                "set {}: {} prefixes, {} of them IPv6{read}; in the kernel a /24 table and a trie of {} \
+                 entries, about {:.1} MiB on each interface",
+                set.name(),
+                thousands(st.prefixes as u64),
+                thousands(st.ipv6 as u64),
+                thousands(entries as u64),
+                bytes as f64 / f64::from(1 << 20)
+            )
+        })
+        .collect()
 }
 
 fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {

@@ -264,6 +264,16 @@ mod tests {
         assert!(one_line.contains(&limits), "{limits}");
         let mib = xskit_fwd::text_file::MAX_RULES_FILE_BYTES >> 20;
         assert!(one_line.contains(&format!("a file of at most {mib} MiB")));
+        use xskit_fwd::rules::{MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES};
+        let sets = format!(
+            "At most {} sets, of at most {} prefixes each, a set file of at most {} MiB, and at \
+             most {} MiB of kernel memory",
+            xskit_fwd::abi::MAX_SETS,
+            crate::opts::thousands(MAX_SET_PREFIXES as u64),
+            MAX_SET_FILE_BYTES >> 20,
+            crate::opts::thousands(MAX_SET_KERNEL_BYTES >> 20),
+        );
+        assert!(one_line.contains(&sets), "{sets}");
     }
 
     #[test]

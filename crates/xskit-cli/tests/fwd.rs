@@ -1212,3 +1212,69 @@ fn tcp_flag_and_icmp_rules_stop_kernel_connects_and_pings_in_xdp() {
     );
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
+
+/// A blocklist file in Spamhaus DROP's format and an inline set, each named by a rule: the
+/// kernel's pings from a listed source and SYNs to a listed destination are dropped in XDP,
+/// other connections cross.
+#[test]
+fn prefix_sets_from_a_blocklist_file_drop_listed_sources_in_xdp() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let list = RulesFile::new(&format!(
+        "; Spamhaus DROP List, in its format\n203.0.113.0/24 ; SBL100\n{}/32 ; SBL101\n\
+         2001:db8:ffff::/48 ; SBL102\n",
+        chain.a.ip
+    ));
+    let rules = RulesFile::new(&format!(
+        "[[set]]\nname = \"attackers\"\nfile = \"{}\"\n\
+         [[set]]\nname = \"protected\"\nprefixes = [\"{}\", \"198.51.100.128/25\"]\n\
+         [[rule]]\nname = \"listed-pings\"\nsrc = \"@attackers\"\nprotocol = \"icmp\"\naction = \"drop\"\n\
+         [[rule]]\nname = \"protected-5201\"\ndst = \"@protected\"\nprotocol = \"tcp\"\n\
+         dst_port = 5201\naction = \"drop\"\n",
+        list.path(),
+        chain.c.ip
+    ));
+    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
+    let listen = |port: u16| {
+        let at = std::net::SocketAddr::from((chain.c.ip, port));
+        chain
+            .c
+            .ns
+            .run(move || std::net::TcpListener::bind(at))
+            .unwrap()
+            .unwrap()
+    };
+    let (dropped, open) = (listen(5201), listen(5202));
+    let connect = |port: u16| {
+        let to = std::net::SocketAddr::from((chain.c.ip, port));
+        chain
+            .a
+            .ns
+            .run(move || std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3)))
+            .unwrap()
+    };
+    let refused = connect(5201);
+    assert!(refused.is_err(), "the SYN to 5201 was dropped: {refused:?}");
+    let stream = connect(5202).expect("TCP to 5202 connects through fwd");
+    let ping = run(
+        &chain.a,
+        "ping",
+        &["-c", "2", "-W", "1", &chain.c.ip.to_string()],
+    );
+    assert!(
+        !ping.status.success(),
+        "pings from a listed source were dropped"
+    );
+    drop((dropped, open, stream));
+    let report = interrupt(fwd);
+    for name in ["listed-pings", "protected-5201"] {
+        let r = rule(&report, name);
+        assert!(
+            r["in_kernel"].as_u64() > Some(0) && r["in_kernel"] == r["packets"],
+            "{name}: {report}"
+        );
+    }
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+}

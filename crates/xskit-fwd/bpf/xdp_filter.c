@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Stage 0 of an xskit pipeline, in the kernel: ordered rules matched on the
- * source and destination IPv4/IPv6 prefixes, the protocol, the source and
+ * source and destination IPv4/IPv6 prefixes or prefix sets, the protocol, the source and
  * destination port ranges, and the keys most rules leave out (the outer VLAN ID,
  * the IP length, TCP flags, ICMP type and code: a rule's `extra` bits say which it
  * names) decide each packet before user space sees it: pass to the kernel stack,
@@ -92,6 +92,9 @@ struct rule {
 	__u16 vlan;     /* the outer tag's VLAN ID */
 	__u16 len_lo;   /* IP length, inclusive */
 	__u16 len_hi;
+	__u8 sset;      /* EXTRA_SRC_SET: the source set's index + 1 */
+	__u8 dset;      /* EXTRA_DST_SET: the destination set's */
+	__u16 pad2;
 };
 
 /* What a packet offers every key, for the rules that name more than addresses and ports. */
@@ -110,6 +113,67 @@ struct facts {
 	__u8 icmp_code;
 };
 
+/*
+ * Prefix sets. Each set has SET_BLOCK_WORDS words of set_blocks: two bits (BLOCK_*) for every
+ * IPv4 /24, so that one load decides an address in a /24 the set covers whole or not at all;
+ * in a BLOCK_PARTIAL one, and for IPv6, set_trie decides. Sized when loaded (one block
+ * table a set, an entry a trie prefix), and written in place: the table through a mapping
+ * of its memory, a word at a time.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} set_blocks SEC(".maps");
+
+/* A trie key's data: set * 2 (+ 1 for IPv6), then the address (IPv4 in the first 4 bytes). */
+struct set_addr {
+	__u32 set;
+	__u8 addr[16];
+};
+
+struct set_key {
+	__u32 prefixlen; /* 32 (the set) + the prefix's length */
+	struct set_addr data;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct set_key);
+	__type(value, __u8);
+} set_trie SEC(".maps");
+
+/* True when the address `a` of `family` is in set `set`; never for what is not IP. */
+static __always_inline int in_set(__u32 set, __u8 family, const __u32 *a)
+{
+	struct set_key key = {.prefixlen = 32 + 128};
+
+	if (family == 4) {
+		__u32 host = bpf_ntohl(a[0]), index = set * SET_BLOCK_WORDS + (host >> 13);
+		__u64 *word = bpf_map_lookup_elem(&set_blocks, &index);
+		__u32 block;
+
+		if (!word)
+			return 0;
+		block = (*word >> (((host >> 8) & 31) * 2)) & 3;
+		if (block != BLOCK_PARTIAL)
+			return block == BLOCK_FULL;
+		key.prefixlen = 32 + 32;
+		key.data.set = set * 2;
+		__builtin_memcpy(key.data.addr, a, 4);
+	} else if (family == 6) {
+		key.data.set = set * 2 + 1;
+		__builtin_memcpy(key.data.addr, a, 16);
+	} else {
+		return 0;
+	}
+	return bpf_map_lookup_elem(&set_trie, &key) != 0;
+}
+
 /* What first_rule_ipv4 sets `action` to at a rule with extra keys: the general path decides. */
 #define UNSETTLED 0xff
 
@@ -126,9 +190,13 @@ static __always_inline int needs_l4(const struct rule *r)
 	return has_ports(r) || (r->extra & (EXTRA_TCP_FLAGS | EXTRA_ICMP_TYPE | EXTRA_ICMP_CODE));
 }
 
-/* The extra keys outside the TCP, UDP or ICMP header: the VLAN ID and the IP length. */
+/* The extra keys outside the TCP, UDP or ICMP header: the sets, the VLAN ID, the IP length. */
 static __always_inline int frame_extras_match(const struct rule *r, const struct facts *f)
 {
+	if ((r->extra & EXTRA_SRC_SET) && !in_set(r->sset - 1, f->family, f->src))
+		return 0;
+	if ((r->extra & EXTRA_DST_SET) && !in_set(r->dset - 1, f->family, f->dst))
+		return 0;
 	if ((r->extra & EXTRA_VLAN) && f->vlan != r->vlan)
 		return 0;
 	return !(r->extra & EXTRA_LENGTH) ||

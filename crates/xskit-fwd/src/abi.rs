@@ -109,6 +109,24 @@ c_enum! {
         TcpFlags = "TCP_FLAGS", "TCP flags under a mask";
         IcmpType = "ICMP_TYPE", "the ICMP type";
         IcmpCode = "ICMP_CODE", "the ICMP code";
+        SrcSet = "SRC_SET", "the source address in a set (sset)";
+        DstSet = "DST_SET", "the destination address in a set (dset)";
+    }
+}
+
+/// Prefix sets the rules of one filter may name.
+pub const MAX_SETS: usize = 16;
+
+/// The words of one set's block table: two bits for each of the 2^24 IPv4 /24 blocks, 32
+/// blocks to a 64-bit word.
+pub const SET_BLOCK_WORDS: usize = 1 << 19;
+
+c_enum! {
+    /// What a set's block table says of one IPv4 /24: two bits of a word.
+    pub enum Block ("BLOCK_") {
+        Out = "OUT", "no address of the /24 is in the set";
+        Full = "FULL", "every address of the /24 is in the set";
+        Partial = "PARTIAL", "some are: the set's trie says which";
     }
 }
 
@@ -192,5 +210,14 @@ pub fn c_header() -> String {
         define(e.c_name(), format!("{:#x}", e.bit()), e.describe());
     }
     define("NO_VLAN", format!("{NO_VLAN:#x}"), "no VLAN tag");
+    define("MAX_SETS", MAX_SETS.to_string(), "prefix sets");
+    define(
+        "SET_BLOCK_WORDS",
+        SET_BLOCK_WORDS.to_string(),
+        "words of a set's /24 block table",
+    );
+    for b in Block::ALL {
+        define(b.c_name(), (*b as u32).to_string(), b.describe());
+    }
     h
 }

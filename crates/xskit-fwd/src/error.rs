@@ -201,6 +201,21 @@ pub enum Error {
         /// The filter's limit.
         max: usize,
     },
+    /// More sets, or more set trie entries, than the filter was loaded with room for.
+    #[error(
+        "{sets} sets of {entries} trie entries given; the kernel filter was loaded with room \
+         for {tables} sets and {capacity} entries: start the forwarder again with the new sets"
+    )]
+    SetsOutgrown {
+        /// Sets given.
+        sets: usize,
+        /// Their trie entries.
+        entries: usize,
+        /// Block tables the filter has.
+        tables: usize,
+        /// Trie entries it has room for.
+        capacity: usize,
+    },
     /// The UMEM's frames were taken before the forwarder could.
     #[error("the UMEM's frames were already taken: give the forwarder a UMEM of its own")]
     FramesTaken,

@@ -4,16 +4,20 @@
 //! socket.
 
 use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, DevMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 use xskit_os::sync::LockUnpoisoned;
 
 use crate::abi::{Slot, TxMode, TxSetting};
 use crate::error::{Error, Result};
+use crate::sets::PrefixSet;
 pub use crate::sys::filter::KernelRule;
-use crate::sys::filter::{CounterRepr, StateRepr};
+use crate::sys::filter::{CounterRepr, SetKeyRepr, StateRepr};
 use crate::MAX_RULES;
 
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
@@ -106,6 +110,38 @@ struct FilterMaps {
     counters: PerCpuArray<MapData, CounterRepr>,
     installed: usize,
     unclassifiable: Action,
+    sets: SetTables,
+}
+
+/// The filter's set tables: the /24 block tables, mapped, and the trie.
+struct SetTables {
+    room: SetRoom,
+    /// Held for as long as its memory is mapped.
+    _blocks_map: Array<MapData, u64>,
+    /// `set_blocks`' memory, when the filter has block tables.
+    blocks: Option<xskit_os::Mmap>,
+    trie: LpmTrie<MapData, SetKeyRepr, u8>,
+    /// Trie entries written, so that a change removes what the new sets lack.
+    written: usize,
+}
+
+/// What the filter's set tables are loaded with room for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetRoom {
+    /// Sets (a /24 block table each).
+    pub sets: usize,
+    /// Trie entries.
+    pub trie_entries: usize,
+}
+
+impl SetRoom {
+    /// Room for exactly `sets`.
+    pub fn for_sets(sets: &[Arc<PrefixSet>]) -> Self {
+        SetRoom {
+            sets: sets.len(),
+            trie_entries: sets.iter().map(|s| s.trie_entries()).sum(),
+        }
+    }
 }
 
 fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
@@ -147,6 +183,92 @@ impl FilterMaps {
     }
 }
 
+impl SetTables {
+    fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
+        let blocks_map: Array<MapData, u64> = program.take_map("set_blocks")?;
+        let blocks = if room.sets == 0 {
+            None
+        } else {
+            let len = room.sets * crate::abi::SET_BLOCK_WORDS * 8;
+            let fd = aya::maps::IterableMap::map(&blocks_map).fd().as_fd();
+            Some(
+                xskit_os::Mmap::shared(fd, len, 0)
+                    .map_err(|e| map_error("mapping the set tables", e))?,
+            )
+        };
+        Ok(SetTables {
+            room,
+            _blocks_map: blocks_map,
+            blocks,
+            trie: program.take_map("set_trie")?,
+            written: 0,
+        })
+    }
+
+    fn write(&mut self, sets: &[Arc<PrefixSet>]) -> Result<()> {
+        let wanted = SetRoom::for_sets(sets);
+        if wanted.sets > self.room.sets || wanted.trie_entries > self.room.trie_entries {
+            return Err(Error::SetsOutgrown {
+                sets: wanted.sets,
+                entries: wanted.trie_entries,
+                tables: self.room.sets,
+                capacity: self.room.trie_entries,
+            });
+        }
+        let mut keep = std::collections::HashSet::with_capacity(wanted.trie_entries);
+        for (i, set) in sets.iter().enumerate() {
+            let layout = set.kernel_layout();
+            for &(family, addr, len) in &layout.trie {
+                let key = trie_key(i, family, addr, len);
+                self.trie
+                    .insert(&key, 1, 0)
+                    .map_err(|e| map_error("writing a set's trie", e))?;
+                keep.insert((key.prefix_len(), key.data()));
+            }
+            self.store_blocks(i, &layout.blocks);
+        }
+        for i in sets.len()..self.room.sets {
+            self.store_blocks(i, &[]);
+        }
+        if self.written > 0 {
+            self.remove_stale(&keep)?;
+        }
+        self.written = keep.len();
+        Ok(())
+    }
+
+    /// Set `i`'s block table: `blocks`, or all out when empty.
+    fn store_blocks(&self, i: usize, blocks: &[u64]) {
+        let Some(map) = &self.blocks else { return };
+        let words = crate::abi::SET_BLOCK_WORDS;
+        let table = &map.words()[i * words..(i + 1) * words];
+        for (j, word) in table.iter().enumerate() {
+            word.store(blocks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+
+    fn remove_stale(&mut self, keep: &std::collections::HashSet<(u32, SetKeyRepr)>) -> Result<()> {
+        let stale: Vec<TrieKey<SetKeyRepr>> = self
+            .trie
+            .keys()
+            .filter_map(std::result::Result::ok)
+            .filter(|k| !keep.contains(&(k.prefix_len(), k.data())))
+            .collect();
+        for key in stale {
+            self.trie
+                .remove(&key)
+                .map_err(|e| map_error("removing a set's trie entry", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The trie key of set `i`'s prefix.
+fn trie_key(i: usize, family: u8, addr: [u8; 16], len: u8) -> TrieKey<SetKeyRepr> {
+    let set = i as u32 * 2 + u32::from(family == 6);
+    TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr })
+}
+
 /// The filter attached to an interface; AF_XDP sockets register with its
 /// [`XdpFilter::program`]. Detached on drop.
 pub struct XdpFilter {
@@ -169,12 +291,29 @@ impl XdpFilter {
     /// bound with multi-buffer, links with an MTU above a page, and packets larger than a
     /// frame (GSO/GRO super-packets in SKB mode).
     pub fn attach(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
+        Self::attach_with_sets(iface, mode, multi_buffer, SetRoom::default())
+    }
+
+    /// [`XdpFilter::attach`], with room for the sets [`XdpFilter::set_sets`] will write.
+    pub fn attach_with_sets(
+        iface: &Interface,
+        mode: Mode,
+        multi_buffer: bool,
+        room: SetRoom,
+    ) -> Result<Self> {
+        let words = room.sets * crate::abi::SET_BLOCK_WORDS;
+        let sizes = [
+            ("set_blocks", words.max(1) as u32),
+            ("set_trie", room.trie_entries.max(1) as u32),
+        ];
         let object = if multi_buffer {
             ProgramObject::new(FILTER_FRAGS_OBJ, "xskit_filter_frags")
         } else {
             ProgramObject::new(FILTER_OBJ, "xskit_filter")
         };
+        let object = object.with_sizes(&sizes);
         let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
+        let sets = SetTables::take(&program, room)?;
         let mut maps = FilterMaps {
             tx_ports: program.take_map("tx_ports")?,
             tx_bond: program.take_map("tx_bond")?,
@@ -187,6 +326,7 @@ impl XdpFilter {
             counters: program.take_map("counters")?,
             installed: 0,
             unclassifiable: Action::Drop,
+            sets,
         };
         maps.configure(0, Action::Redirect)?;
         Ok(XdpFilter {
@@ -219,6 +359,15 @@ impl XdpFilter {
         maps.configure(rules.len(), default)?;
         maps.installed = rules.len();
         Ok(())
+    }
+
+    /// Writes the sets the rules name by index ([`crate::rules::Match::src_set`]), in
+    /// place: the trie's new entries first, then the block tables a word at a time, then the
+    /// trie's entries the new sets lack are removed. Within the room the filter was attached
+    /// with.
+    pub fn set_sets(&self, sets: &[Arc<PrefixSet>]) -> Result<()> {
+        let mut maps = self.maps.lock_unpoisoned();
+        maps.sets.write(sets)
     }
 
     /// What the filter does with packets it cannot classify (runts, headers cut short or

@@ -19,10 +19,12 @@ use crate::bonded::{BondConfig, SocketPort};
 use crate::config::{ChecksumMode, ForwardConfig};
 use crate::config_check::CpuFacts;
 use crate::error::{Error, Result};
+use crate::filter::SetRoom;
 use crate::filter::{Action, KernelRule, RuleCounter, XdpFilter};
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
 use crate::rules::RuleSet;
+use crate::sets::PrefixSet;
 use crate::worker::TapPath;
 
 /// The kernel's share of the rules, as every filter gets it.
@@ -31,6 +33,8 @@ pub(crate) struct KernelRules {
     pub(crate) rules: Vec<KernelRule>,
     pub(crate) default: Action,
     pub(crate) unclassifiable: Action,
+    /// The sets the rules name.
+    pub(crate) sets: Vec<Arc<PrefixSet>>,
 }
 
 /// A device's link as the running forwarder watches it.
@@ -76,8 +80,14 @@ pub(crate) trait Kernel {
     type BondIo: BondIo;
     /// The facts of the interfaces `names`, in order.
     fn links(&mut self, names: &[String]) -> Result<Vec<LinkFacts>>;
-    /// A filter on every interface (looked up by [`Kernel::links`]), in the same order.
-    fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<Self::Filter>>;
+    /// A filter on every interface (looked up by [`Kernel::links`]), in the same order, with
+    /// room for `sets`.
+    fn attach(
+        &mut self,
+        mode: Mode,
+        multi_buffer: bool,
+        sets: SetRoom,
+    ) -> Result<Vec<Self::Filter>>;
     /// What each filter's link offers the sockets.
     fn offers(&self, filters: &[Self::Filter]) -> Vec<LinkOffer>;
     /// Installs the kernel's share of the rules in `filter`.
@@ -141,7 +151,8 @@ pub(crate) fn set_up<K: Kernel>(
         })
         .collect::<Result<Vec<_>>>()?;
     let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
-    let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus)?;
+    let room = SetRoom::for_sets(rules.sets());
+    let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus, room)?;
     let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
     let ask = SocketAsk {
         mode: config.mode,
@@ -160,6 +171,7 @@ pub(crate) fn set_up<K: Kernel>(
         rules: kernel_rules,
         default,
         unclassifiable: in_kernel.kernel_unclassifiable(),
+        sets: rules.sets().to_vec(),
     };
     for (filter, offer) in filters.iter().zip(&offers) {
         kernel.install(filter, &share)?;
@@ -192,13 +204,14 @@ fn attach<K: Kernel>(
     kernel: &mut K,
     mode: Mode,
     mtus: &[usize],
+    room: SetRoom,
 ) -> Result<(Vec<K::Filter>, bool, Vec<LinkOffer>)> {
     let multi_buffer = crate::plan::multi_buffer(mtus, mode);
-    let attached = kernel.attach(mode, multi_buffer)?;
+    let attached = kernel.attach(mode, multi_buffer, room)?;
     let offers = kernel.offers(&attached);
     if !multi_buffer && offers.iter().any(|o| o.attached == AttachedMode::Skb) {
         drop(attached);
-        let again = kernel.attach(mode, true)?;
+        let again = kernel.attach(mode, true, room)?;
         let offers = kernel.offers(&again);
         return Ok((again, true, offers));
     }
@@ -245,13 +258,19 @@ impl Kernel for RealKernel {
     /// In ifindex order whatever order they were given in: two forwarders started at once on
     /// the same interfaces then contend for the same first one, and exactly one of them gets
     /// both (the kernel refuses a second XDP link).
-    fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<XdpFilter>> {
+    fn attach(&mut self, mode: Mode, multi_buffer: bool, sets: SetRoom) -> Result<Vec<XdpFilter>> {
         let n = self.ifaces.len();
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| self.ifaces[i].index());
         let mut attached: Vec<Option<XdpFilter>> = (0..n).map(|_| None).collect();
         for &i in &order {
-            attached[i] = Some(XdpFilter::attach(&self.ifaces[i], mode, multi_buffer)?);
+            let iface = &self.ifaces[i];
+            attached[i] = Some(XdpFilter::attach_with_sets(
+                iface,
+                mode,
+                multi_buffer,
+                sets,
+            )?);
         }
         Ok(attached.into_iter().flatten().collect())
     }
@@ -273,6 +292,7 @@ impl Kernel for RealKernel {
     }
 
     fn install(&self, filter: &XdpFilter, rules: &KernelRules) -> Result<()> {
+        filter.set_sets(&rules.sets)?;
         filter.set_rules(&rules.rules, rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }

@@ -16,10 +16,12 @@ mod filter_plan;
 mod forward;
 mod kernel;
 mod plan;
+mod prefix;
 pub mod reasons;
 mod report;
 mod rule_state;
 pub mod rules;
+mod sets;
 mod stages;
 mod supervise;
 #[allow(unsafe_code)]

@@ -33,8 +33,8 @@ pub enum TextFileError {
     },
     /// Larger than the limit.
     #[error(
-        "{}: is larger than {limit} bytes, the most a rules file may hold: is this the right \
-         file?",
+        "{}: is larger than {limit} bytes, the most xskit reads from such a file: is this the \
+         right file?",
         path.display()
     )]
     TooLarge {

@@ -80,6 +80,21 @@ impl Mmap {
         self.len
     }
 
+    /// The mapping as 64-bit words another party (the kernel, a BPF program) may read while
+    /// they are stored: each store is whole, never torn.
+    pub fn words(&self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: a mapping starts on a page boundary, so it is aligned for AtomicU64; it holds
+        // len / 8 whole words and lives as long as the returned borrow of self; AtomicU64 has
+        // the size of u64, any bit pattern is a valid value, and shared references to atomics
+        // may be stored through.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.ptr.as_ptr().cast::<std::sync::atomic::AtomicU64>(),
+                self.len / 8,
+            )
+        }
+    }
+
     /// True for an empty mapping (never: mmap refuses length 0).
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xskit::{Interface, Mode, Port, PortConfig, SocketConfig};
-use xskit_fwd::filter::{Action, XdpFilter};
+use xskit_fwd::filter::{Action, SetRoom, XdpFilter};
 use xskit_fwd::rules::{Match, Prefix};
 use xskit_testbed::TestbedConfig;
 use xskit_traffic::probe::{self, Endpoints, Flows, Template};
@@ -202,14 +202,20 @@ mod split {
     use xskit_fwd::rules::{KernelShare, PacketKey, RuleSet, Verdict};
     use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
 
-    const DSTS: [&str; 5] = [
+    const DSTS: [&str; 6] = [
         "",
         "198.51.100.0/24",
         "198.51.100.2/32",
         "203.0.113.0/25",
         "2001:db8::/32",
+        "@b",
     ];
-    const SRCS: [&str; 3] = ["", "198.51.100.1/32", "2001:db8::1/128"];
+    const SRCS: [&str; 4] = ["", "198.51.100.1/32", "2001:db8::1/128", "@a"];
+    /// The sets every rules text declares: a /24 the set holds whole (203.0.113.0/24 in b),
+    /// parts of /24s (in the trie), and IPv6.
+    const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.100.0/31\", \"203.0.113.128/25\", \
+                        \"2001:db8::/127\"]\n[[set]]\nname = \"b\"\nprefixes = [\"198.51.100.2/31\", \
+                        \"203.0.113.0/24\", \"2001:db8::/32\"]\n";
     const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];
     const PORTS: [&str; 3] = ["", "53", "\"1-100\""];
     const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
@@ -233,14 +239,14 @@ mod split {
         unclassifiable: usize,
     ) -> String {
         let mut t = format!(
-            "default = \"{}\"\nunclassifiable = \"{}\"\n",
+            "default = \"{}\"\nunclassifiable = \"{}\"\n{SETS}",
             DEFAULTS[default], DEFAULTS[unclassifiable]
         );
         for &(dst, src, proto, dport, sport, action, extra) in rules {
             t.push_str("[[rule]]\n");
             // A source of the other family than the destination can match nothing: skip it.
-            let src = if DSTS[dst].contains(':') != SRCS[src].contains(':') && !DSTS[dst].is_empty()
-            {
+            let prefixes = !DSTS[dst].is_empty() && !DSTS[dst].starts_with('@');
+            let src = if prefixes && DSTS[dst].contains(':') != SRCS[src].contains(':') {
                 0
             } else {
                 src
@@ -387,6 +393,7 @@ mod split {
 
     /// The kernel's share of a rule set, in force in `program`.
     fn install(program: &XdpFilter, share: &KernelShare<'_>) {
+        program.set_sets(share.rule_set().sets()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
         program.set_rules(&kernel_rules, kernel_default).unwrap();
         program
@@ -519,7 +526,12 @@ mod split {
             .ns
             .run(move || {
                 let iface = Interface::by_name(&b_if).unwrap();
-                let program = XdpFilter::attach(&iface, Mode::Skb, multi_buffer).unwrap();
+                let room = SetRoom {
+                    sets: 2,
+                    trie_entries: 64,
+                };
+                let program =
+                    XdpFilter::attach_with_sets(&iface, Mode::Skb, multi_buffer, room).unwrap();
                 let port = Port::open_with(
                     Arc::clone(program.program()),
                     0,
@@ -600,8 +612,8 @@ mod split {
         }
         let (_bed, program, _port) = dry_run_filter(multi_buffer);
         let rule = (
-            0..5usize,
-            0..3usize,
+            0..DSTS.len(),
+            0..SRCS.len(),
             0..4usize,
             0..3usize,
             0..3usize,

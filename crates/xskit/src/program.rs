@@ -183,11 +183,11 @@ fn rx_queue_counts(iface: &Interface) -> (Option<u32>, Option<u32>) {
 /// no other program is there (which is named in the error, never replaced).
 fn attach_object(
     iface: &Interface,
-    obj: &[u8],
-    prog_name: &str,
+    object: &ProgramObject<'_>,
     mode: Mode,
     multi_buffer: bool,
 ) -> Result<Attached> {
+    let prog_name = object.program;
     let link = iface.link_info()?;
     if let Some(id) = link.xdp.any() {
         return Err(Error::ProgramAttached {
@@ -198,7 +198,13 @@ fn attach_object(
         });
     }
     let (own, _) = rx_queue_counts(iface);
-    let mut ebpf = Ebpf::load(obj).map_err(|e| program_error(prog_name, "loading", e))?;
+    let mut loader = aya::EbpfLoader::new();
+    for &(map, entries) in object.sizes {
+        loader.map_max_entries(map, entries);
+    }
+    let mut ebpf = loader
+        .load(object.elf)
+        .map_err(|e| program_error(prog_name, "loading", e))?;
     let program: &mut Xdp = ebpf
         .program_mut(prog_name)
         .ok_or_else(|| Error::NoSuchProgram {
@@ -305,12 +311,24 @@ pub struct ProgramObject<'a> {
     pub elf: &'a [u8],
     /// The XDP program's function name.
     pub program: &'a str,
+    /// Maps created with another size than the object declares: (name, max_entries).
+    pub sizes: &'a [(&'a str, u32)],
 }
 
 impl<'a> ProgramObject<'a> {
     /// Program `program` of the object `elf`.
     pub fn new(elf: &'a [u8], program: &'a str) -> Self {
-        ProgramObject { elf, program }
+        ProgramObject {
+            elf,
+            program,
+            sizes: &[],
+        }
+    }
+
+    /// The same program, with the maps `sizes` names created with those `max_entries`
+    /// (tables sized by what they will hold, known only when the program is loaded).
+    pub fn with_sizes(self, sizes: &'a [(&'a str, u32)]) -> Self {
+        ProgramObject { sizes, ..self }
     }
 }
 
@@ -340,7 +358,7 @@ impl XdpProgram {
         mode: Mode,
         multi_buffer: bool,
     ) -> Result<Self> {
-        let mut attached = attach_object(iface, object.elf, object.program, mode, multi_buffer)?;
+        let mut attached = attach_object(iface, &object, mode, multi_buffer)?;
         let xsks = match attached.ebpf.take_map("xsks_map") {
             None => None,
             Some(map) => {

@@ -181,7 +181,12 @@ impl Kernel for Fake {
             .collect()
     }
 
-    fn attach(&mut self, mode: Mode, multi_buffer: bool) -> Result<Vec<Recorded>> {
+    fn attach(
+        &mut self,
+        mode: Mode,
+        multi_buffer: bool,
+        _sets: crate::filter::SetRoom,
+    ) -> Result<Vec<Recorded>> {
         self.calls
             .borrow_mut()
             .push(format!("attach {mode:?} multi-buffer {multi_buffer}"));

@@ -146,6 +146,12 @@ impl Match {
         named(Extra::TcpFlags, self.tcp_flags.is_some());
         named(Extra::IcmpType, self.icmp_type.is_some());
         named(Extra::IcmpCode, self.icmp_code.is_some());
+        named(Extra::SrcSet, self.src_set.is_some());
+        named(Extra::DstSet, self.dst_set.is_some());
+        // Sets are numbered from 1 here: 0 is none. The rules file holds at most MAX_SETS.
+        let number =
+            |set: Option<usize>| set.map_or(0, |i| (i + 1).min(usize::from(u8::MAX)) as u8);
+        (r.sset, r.dset) = (number(self.src_set), number(self.dst_set));
         r.vlan = self.vlan.unwrap_or(crate::abi::NO_VLAN);
         (r.len_lo, r.len_hi) = self.length.unwrap_or((0, u16::MAX));
         let flags = self.tcp_flags.unwrap_or_default();

@@ -1,91 +1,9 @@
 //! What a rule matches, and the form the rules stage tries it in.
-use std::net::IpAddr;
+use std::sync::Arc;
+
+pub use crate::prefix::Prefix;
 
 use super::*;
-
-/// An address prefix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Prefix {
-    /// The address (host bits are clear in a parsed prefix, and ignored by matching).
-    pub addr: IpAddr,
-    /// Prefix length.
-    pub len: u8,
-}
-
-impl Prefix {
-    /// Parses `"198.51.100.0/24"`, `"2001:db8::/32"` or a lone address (a host prefix).
-    /// A prefix with host bits set (`"10.0.0.1/8"`) is refused, saying which network and
-    /// which host it could mean: a rule that silently widened a host to its network would
-    /// drop far more than its author wrote. So is white space around it.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        if s.trim() != s {
-            return Err(format!(
-                "{s:?} has white space around it: write {:?}",
-                s.trim()
-            ));
-        }
-        let (a, l) = match s.split_once('/') {
-            Some((a, l)) => (a, Some(l)),
-            None => (s, None),
-        };
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("{a:?} is not an IPv4 or IPv6 address"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let len = match l {
-            None => max,
-            Some(l) => l
-                .parse::<u8>()
-                .ok()
-                .filter(|&l| l <= max)
-                .ok_or_else(|| format!("prefix length {l:?} must be 0 to {max}"))?,
-        };
-        let prefix = Prefix { addr, len };
-        let network = prefix.network();
-        if network != addr {
-            return Err(format!(
-                "{s:?} has host bits set: write \"{network}/{len}\" for the network or \
-                 \"{addr}/{max}\" for the one host"
-            ));
-        }
-        Ok(prefix)
-    }
-
-    /// The prefix's address with its host bits cleared.
-    pub fn network(&self) -> IpAddr {
-        let (bits, _) = self.bits();
-        match self.addr {
-            IpAddr::V4(_) => {
-                IpAddr::from(<[u8; 4]>::try_from(&bits.to_be_bytes()[..4]).unwrap_or_default())
-            }
-            IpAddr::V6(_) => IpAddr::from(bits.to_be_bytes()),
-        }
-    }
-
-    pub(super) fn family(&self) -> u8 {
-        if self.addr.is_ipv4() {
-            4
-        } else {
-            6
-        }
-    }
-
-    /// The prefix as (address, mask) over a key's 16 address bytes taken as a big-endian
-    /// number (IPv4 in the first 4), host bits cleared.
-    fn bits(&self) -> (u128, u128) {
-        let (bytes, max) = match self.addr {
-            IpAddr::V4(a) => {
-                let mut b = [0; 16];
-                b[..4].copy_from_slice(&a.octets());
-                (b, 32)
-            }
-            IpAddr::V6(a) => (a.octets(), 128),
-        };
-        let len = u32::from(self.len).min(max);
-        let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
-        (u128::from_be_bytes(bytes) & mask, mask)
-    }
-}
 
 /// What a rule matches; `None` matches anything.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,6 +28,10 @@ pub struct Match {
     pub length: Option<(u16, u16)>,
     /// The VLAN ID of the outer tag.
     pub vlan: Option<u16>,
+    /// The source address is in this set of the rule set ([`RuleSet::sets`]).
+    pub src_set: Option<usize>,
+    /// The destination address is in this set.
+    pub dst_set: Option<usize>,
 }
 
 /// TCP flags a rule asks for: those in `mask` must equal those in `value` (`"syn,!ack"`: SYN
@@ -189,16 +111,44 @@ impl std::fmt::Display for TcpFlags {
 }
 
 impl Match {
-    /// True if the packet matches.
-    pub fn matches(&self, k: &PacketKey) -> bool {
+    /// True if the packet matches, the sets the match names being `sets` (a set it names
+    /// that is not there matches nothing).
+    pub fn matches(&self, k: &PacketKey, sets: &[Arc<PrefixSet>]) -> bool {
         let (src, dst) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
-        FastMatch::new(self).matches(k, src, dst)
+        FastMatch::new(self, sets).matches(k, src, dst)
+    }
+}
+
+/// A set a rule names, as the rules stage tries it: absent when the index names no set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SetCheck {
+    Any,
+    In(Arc<PrefixSet>),
+    Missing,
+}
+
+impl SetCheck {
+    fn new(index: Option<usize>, sets: &[Arc<PrefixSet>]) -> Self {
+        match index.map(|i| sets.get(i)) {
+            None => SetCheck::Any,
+            Some(Some(set)) => SetCheck::In(Arc::clone(set)),
+            Some(None) => SetCheck::Missing,
+        }
+    }
+
+    #[inline]
+    fn admits(&self, family: u8, addr: u128) -> bool {
+        match self {
+            SetCheck::Any => true,
+            SetCheck::In(set) => set.contains(family, addr),
+            SetCheck::Missing => false,
+        }
     }
 }
 
 /// A [`Match`] as masks and ranges, compared with a key's addresses taken as 128-bit
 /// numbers: what the rules stage tries, rule after rule, for every packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct FastMatch {
     /// The family the rule's address prefixes ask for; 0 when it names no address.
     family: u8,
@@ -217,10 +167,12 @@ pub(super) struct FastMatch {
     tcp_flags: TcpFlags,
     icmp_type: Option<u8>,
     icmp_code: Option<u8>,
+    src_set: SetCheck,
+    dst_set: SetCheck,
 }
 
 impl FastMatch {
-    pub(super) fn new(m: &Match) -> Self {
+    pub(super) fn new(m: &Match, sets: &[Arc<PrefixSet>]) -> Self {
         let (src_family, dst_family) = (m.src.map(|p| p.family()), m.dst.map(|p| p.family()));
         FastMatch {
             family: src_family.or(dst_family).unwrap_or(0),
@@ -234,12 +186,16 @@ impl FastMatch {
                 || m.length.is_some()
                 || m.tcp_flags.is_some()
                 || m.icmp_type.is_some()
-                || m.icmp_code.is_some(),
+                || m.icmp_code.is_some()
+                || m.src_set.is_some()
+                || m.dst_set.is_some(),
             vlan: m.vlan,
             length: m.length.unwrap_or((0, u16::MAX)),
             tcp_flags: m.tcp_flags.unwrap_or_default(),
             icmp_type: m.icmp_type,
             icmp_code: m.icmp_code,
+            src_set: SetCheck::new(m.src_set, sets),
+            dst_set: SetCheck::new(m.dst_set, sets),
         }
     }
 
@@ -259,12 +215,14 @@ impl FastMatch {
             && self
                 .protocol
                 .is_none_or(|p| k.family != 0 && p == k.protocol)
-            && (!self.extra || self.frame_extras_match(k))
+            && (!self.extra || self.frame_extras_match(k, src, dst))
     }
 
-    /// The VLAN ID and the IP length.
-    fn frame_extras_match(&self, k: &PacketKey) -> bool {
-        self.vlan.is_none_or(|v| k.vlan == Some(v))
+    /// The VLAN ID, the IP length and the sets.
+    fn frame_extras_match(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
+        self.src_set.admits(k.family, src)
+            && self.dst_set.admits(k.family, dst)
+            && self.vlan.is_none_or(|v| k.vlan == Some(v))
             && (self.length == (0, u16::MAX)
                 || k.family != 0 && (self.length.0..=self.length.1).contains(&k.ip_len))
     }

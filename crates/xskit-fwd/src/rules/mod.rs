@@ -31,15 +31,21 @@ mod kernel_share;
 mod matching;
 mod packet_key;
 mod rate;
+mod set_syntax;
 mod syntax;
 #[cfg(test)]
 mod tests;
 
+pub use crate::sets::{
+    kernel_bytes as set_kernel_bytes, PrefixSet, SetLayout, SetLineError, SetStats,
+    MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES,
+};
 pub use kernel_share::KernelShare;
 use matching::FastMatch;
 pub use matching::{Match, Prefix, TcpFlags};
 pub use packet_key::{PacketKey, Unclassifiable, MAX_VLAN_TAGS};
 pub use rate::{Rate, RateLimiter, RateUnit};
+use std::sync::Arc;
 pub use syntax::{RulesError, RulesFileError, MAX_RULE_NAME_CHARS};
 
 /// What happens to a packet.
@@ -94,6 +100,8 @@ pub struct RuleSet {
     fast: Vec<FastMatch>,
     default: Verdict,
     unclassifiable: Verdict,
+    /// The sets the rules name, by index ([`Match::src_set`]).
+    sets: Vec<Arc<PrefixSet>>,
 }
 
 impl RuleSet {
@@ -104,7 +112,13 @@ impl RuleSet {
             fast: Vec::new(),
             default,
             unclassifiable: Verdict::Drop,
+            sets: Vec::new(),
         }
+    }
+
+    /// The file's sets, in the order declared.
+    pub fn sets(&self) -> &[Arc<PrefixSet>] {
+        &self.sets
     }
 
     /// The verdict for packets that cannot be classified ([`Unclassifiable`]): `drop` unless

@@ -41,6 +41,16 @@ struct FileRepr {
     unclassifiable: Option<toml::Spanned<String>>,
     #[serde(default)]
     rule: Vec<toml::Spanned<RuleRepr>>,
+    #[serde(default)]
+    set: Vec<toml::Spanned<SetRepr>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SetRepr {
+    pub(super) name: toml::Spanned<String>,
+    pub(super) file: Option<toml::Spanned<String>>,
+    pub(super) prefixes: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -130,20 +140,39 @@ pub(super) fn parse_range(v: &toml::Value, what: &str) -> Result<(u16, u16), Str
     }
 }
 
+/// A rule's `src` or `dst`: a prefix, or `"@NAME"`, a set's index.
+fn parse_address(
+    s: &str,
+    sets: &[Arc<PrefixSet>],
+) -> Result<(Option<Prefix>, Option<usize>), String> {
+    let Some(name) = s.strip_prefix('@') else {
+        return Prefix::parse(s).map(|p| (Some(p), None));
+    };
+    match sets.iter().position(|set| set.name() == name) {
+        Some(i) => Ok((None, Some(i))),
+        None => Err(format!(
+            "no set is named {name:?}: declare it with [[set]], name = {name:?} and file = \
+             \"...\" or prefixes = [...]"
+        )),
+    }
+}
+
 /// Rule `i` of a rules file, its errors pointing into `text`.
 fn parse_rule(
     text: &str,
     i: usize,
     spanned: &toml::Spanned<RuleRepr>,
+    sets: &[Arc<PrefixSet>],
 ) -> Result<RuleSpec, RulesError> {
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     let r = spanned.get_ref();
-    let prefix = |p: &Option<toml::Spanned<String>>| {
+    let address = |p: &Option<toml::Spanned<String>>| {
         p.as_ref()
-            .map(|s| Prefix::parse(s.get_ref()).map_err(|m| at(s.span(), m)))
+            .map(|s| parse_address(s.get_ref(), sets).map_err(|m| at(s.span(), m)))
             .transpose()
+            .map(Option::unwrap_or_default)
     };
-    let (src, dst) = (prefix(&r.src)?, prefix(&r.dst)?);
+    let ((src, src_set), (dst, dst_set)) = (address(&r.src)?, address(&r.dst)?);
     if let (Some(s), Some(d)) = (src, dst) {
         if s.family() != d.family() {
             return Err(at(
@@ -194,6 +223,8 @@ fn parse_rule(
             protocol,
             src_ports,
             dst_ports,
+            src_set,
+            dst_set,
             ..extra
         },
         action,
@@ -260,8 +291,8 @@ fn invisible(c: char) -> bool {
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// A rule name fit to print in live lines, logs and metrics.
-fn check_name(name: &str) -> Result<(), String> {
+/// A rule or set name fit to print in live lines, logs and metrics.
+pub(super) fn check_name(name: &str) -> Result<(), String> {
     let chars = name.chars().count();
     if chars == 0 {
         return Err("a rule's name cannot be empty: give it one, or leave name out (ruleN)".into());
@@ -332,14 +363,21 @@ impl RuleSet {
     /// [`MAX_RULES_FILE_BYTES`](crate::text_file::MAX_RULES_FILE_BYTES) of UTF-8.
     pub fn from_file(path: &std::path::Path) -> Result<Self, RulesFileError> {
         let text = crate::text_file::read_bounded(path, crate::text_file::MAX_RULES_FILE_BYTES)?;
-        RuleSet::from_toml(&text).map_err(|error| RulesFileError::Invalid {
+        RuleSet::from_toml_in(&text, path.parent()).map_err(|error| RulesFileError::Invalid {
             path: path.to_path_buf(),
             error,
         })
     }
 
-    /// Rules from a TOML text; errors give line and column.
+    /// Rules from a TOML text; errors give line and column. A set's `file` is read relative
+    /// to the working directory.
     pub fn from_toml(text: &str) -> Result<Self, RulesError> {
+        Self::from_toml_in(text, None)
+    }
+
+    /// Rules from a TOML text whose sets' relative `file`s are in `dir` (the working
+    /// directory when `None`).
+    fn from_toml_in(text: &str, dir: Option<&std::path::Path>) -> Result<Self, RulesError> {
         let file: FileRepr = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             let mut message = e.message().trim().to_string();
@@ -370,18 +408,23 @@ impl RuleSet {
                 .map_err(|m| at(u.span(), m.replacen("default", "unclassifiable", 1)))?,
             None => Verdict::Drop,
         };
+        let sets = super::set_syntax::parse_sets(text, &file.set, dir)?;
         let rules = file
             .rule
             .iter()
             .enumerate()
-            .map(|(i, spanned)| parse_rule(text, i, spanned))
+            .map(|(i, spanned)| parse_rule(text, i, spanned, &sets))
             .collect::<Result<Vec<_>, _>>()?;
         unique_names(text, &file.rule, &rules)?;
         Ok(RuleSet {
-            fast: rules.iter().map(|r| FastMatch::new(&r.matcher)).collect(),
+            fast: rules
+                .iter()
+                .map(|r| FastMatch::new(&r.matcher, &sets))
+                .collect(),
             rules,
             default,
             unclassifiable,
+            sets,
         })
     }
 }

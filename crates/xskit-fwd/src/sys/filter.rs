@@ -30,6 +30,11 @@ pub struct KernelRule {
     pub(crate) vlan: u16,
     pub(crate) len_lo: u16,
     pub(crate) len_hi: u16,
+    /// The source set's index + 1, for [`crate::abi::Extra::SrcSet`].
+    pub(crate) sset: u8,
+    /// The destination set's, likewise.
+    pub(crate) dset: u8,
+    pub(crate) pad2: u16,
 }
 
 /// `struct config`.
@@ -77,6 +82,15 @@ impl Default for StateRepr {
     }
 }
 
+/// `struct set_addr`, a set trie key without its prefix length (aya's `lpm_trie::Key` adds it): which
+/// set and family (`set * 2`, + 1 for IPv6), and the address, IPv4 in the first 4 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct SetKeyRepr {
+    pub(crate) set: u32,
+    pub(crate) addr: [u8; 16],
+}
+
 /// `struct counter`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,17 +99,19 @@ pub(crate) struct CounterRepr {
     pub(crate) bytes: u64,
 }
 
-// SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 8 + 6 + 6 bytes, all fields
-// naturally aligned, `pad` filling what would be padding) and every bit pattern is a valid
-// value, which is what aya::Pod requires.
+// SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 8 + 6 + 6 + 4 bytes, all
+// fields naturally aligned, `pad` and `pad2` filling what would be padding) and every bit
+// pattern is a valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
 // SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (28 and
-// 88 bytes, aligned to 4), so no padding, and any bit pattern valid.
+// 92 bytes, aligned to 4), so no padding, and any bit pattern valid.
 unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
+// SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
+unsafe impl aya::Pod for SetKeyRepr {}
 
 #[cfg(test)]
 mod tests {
@@ -221,6 +237,23 @@ mod tests {
                 ("vlan", offset_of!(KernelRule, vlan)),
                 ("len_lo", offset_of!(KernelRule, len_lo)),
                 ("len_hi", offset_of!(KernelRule, len_hi)),
+                ("sset", offset_of!(KernelRule, sset)),
+                ("dset", offset_of!(KernelRule, dset)),
+                ("pad2", offset_of!(KernelRule, pad2)),
+            ],
+        );
+    }
+
+    #[test]
+    fn set_keys_and_map_sizes_match_the_compiled_c_program() {
+        let btf = btf();
+        assert_layout(
+            &btf,
+            "set_addr",
+            size_of::<SetKeyRepr>(),
+            &[
+                ("set", offset_of!(SetKeyRepr, set)),
+                ("addr", offset_of!(SetKeyRepr, addr)),
             ],
         );
         assert_layout(

@@ -1,0 +1,242 @@
+//! A rules file's `[[set]]` tables: each a name and either a `file` of prefixes or an inline
+//! `prefixes` list, read into [`PrefixSet`]s before any rule names them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::syntax::{check_name, RulesError, SetRepr};
+use crate::sets::{kernel_bytes, PrefixSet, MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES};
+
+type Spanned<T> = toml::Spanned<T>;
+
+/// The sets of a rules file, in order; `dir` is where relative files are.
+pub(super) fn parse_sets(
+    text: &str,
+    sets: &[Spanned<SetRepr>],
+    dir: Option<&Path>,
+) -> Result<Vec<Arc<PrefixSet>>, RulesError> {
+    let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
+    if let Some(extra) = sets.get(crate::abi::MAX_SETS) {
+        return Err(at(
+            extra.span(),
+            format!(
+                "{} sets; at most {} are supported: merge some",
+                sets.len(),
+                crate::abi::MAX_SETS
+            ),
+        ));
+    }
+    let mut out: Vec<Arc<PrefixSet>> = Vec::with_capacity(sets.len());
+    for spanned in sets {
+        let name = &spanned.get_ref().name;
+        check_name(name.get_ref())
+            .map_err(|m| at(name.span(), m.replace("a rule's", "a set's")))?;
+        if out.iter().any(|s| s.name() == name.get_ref()) {
+            return Err(at(
+                name.span(),
+                format!("a set named {:?} is declared already", name.get_ref()),
+            ));
+        }
+        out.push(Arc::new(parse_set(text, spanned, dir)?));
+    }
+    check_memory(text, sets, &out)?;
+    Ok(out)
+}
+
+/// One set, from its file or its inline list.
+fn parse_set(
+    text: &str,
+    spanned: &Spanned<SetRepr>,
+    dir: Option<&Path>,
+) -> Result<PrefixSet, RulesError> {
+    let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
+    let r = spanned.get_ref();
+    let name = r.name.get_ref();
+    match (&r.file, &r.prefixes) {
+        (Some(file), None) => {
+            let path = match dir {
+                Some(dir) => dir.join(file.get_ref()),
+                None => file.get_ref().into(),
+            };
+            let content = crate::text_file::read_bounded(&path, MAX_SET_FILE_BYTES)
+                .map_err(|e| at(file.span(), format!("set {name:?}: {e}")))?;
+            PrefixSet::parse(name, &content).map_err(|e| {
+                at(
+                    file.span(),
+                    format!(
+                        "set {name:?}: {}: line {}: {}",
+                        path.display(),
+                        e.line,
+                        e.message
+                    ),
+                )
+            })
+        }
+        (None, Some(list)) => {
+            let items = list.get_ref();
+            PrefixSet::from_items(
+                name,
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (i + 1, s.get_ref().as_str())),
+            )
+            .map_err(|e| {
+                let span = items.get(e.line - 1).map_or(list.span(), |s| s.span());
+                at(span, format!("set {name:?}: {}", e.message))
+            })
+        }
+        _ => Err(at(
+            spanned.span(),
+            format!(
+                "set {name:?} needs one of file = \"PATH\" (one prefix a line) or prefixes = \
+                 [...] (which may be empty)"
+            ),
+        )),
+    }
+}
+
+/// Refuses sets whose kernel tables would take more than [`MAX_SET_KERNEL_BYTES`], before
+/// anything is loaded.
+fn check_memory(
+    text: &str,
+    spans: &[Spanned<SetRepr>],
+    sets: &[Arc<PrefixSet>],
+) -> Result<(), RulesError> {
+    let tables = sets.len();
+    let entries = sets.iter().map(|s| s.trie_entries()).sum();
+    let bytes = kernel_bytes(tables, entries);
+    if bytes <= MAX_SET_KERNEL_BYTES {
+        return Ok(());
+    }
+    Err(RulesError::at(
+        text,
+        spans.last().map_or(0, |s| s.span().start),
+        format!(
+            "the sets would take about {} MiB of kernel memory on each interface, more than \
+             the {} MiB xskit allows: merge prefixes (aggregate the list) or split the rules \
+             over forwarders",
+            bytes >> 20,
+            MAX_SET_KERNEL_BYTES >> 20
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::rules::{PacketKey, RuleSet};
+    use std::path::PathBuf;
+
+    /// A directory of its own holding `files`, and the path of its `rules.toml`.
+    fn files(test: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xskit-sets-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        dir.join("rules.toml")
+    }
+
+    fn v4(src: [u8; 4]) -> PacketKey {
+        let mut k = PacketKey {
+            family: 4,
+            protocol: 17,
+            ..PacketKey::default()
+        };
+        k.src[..4].copy_from_slice(&src);
+        k
+    }
+
+    const RULES: &str = "[[set]]\nname = \"drop-list\"\nfile = \"drop.txt\"\n\
+                         [[rule]]\nsrc = \"@drop-list\"\naction = \"drop\"\n";
+
+    #[test]
+    fn a_set_file_beside_the_rules_file_is_read_and_matched() {
+        let path = files(
+            "beside",
+            &[
+                ("rules.toml", RULES),
+                (
+                    "drop.txt",
+                    "; Spamhaus DROP\n192.0.2.0/24 ; SBL1\n198.51.100.7\n",
+                ),
+            ],
+        );
+        let rs = RuleSet::from_file(&path).unwrap();
+        assert_eq!(rs.sets().len(), 1);
+        assert_eq!(rs.sets()[0].stats().prefixes, 2);
+        assert_eq!(rs.classify(&v4([192, 0, 2, 200])), Ok(Some(0)));
+        assert_eq!(rs.classify(&v4([198, 51, 100, 7])), Ok(Some(0)));
+        assert_eq!(rs.classify(&v4([198, 51, 100, 8])), Ok(None));
+        // Not IP: no address, so in no set.
+        let arp = PacketKey::default();
+        assert_eq!(rs.classify(&arp), Ok(None));
+    }
+
+    #[test]
+    fn a_bad_line_names_the_set_file_and_the_line() {
+        let path = files(
+            "bad-line",
+            &[
+                ("rules.toml", RULES),
+                ("drop.txt", "192.0.2.0/24\n\n192.0.2.0/33\n"),
+            ],
+        );
+        let e = RuleSet::from_file(&path).unwrap_err().to_string();
+        assert!(e.contains("drop.txt: line 3"), "{e}");
+        assert!(e.contains("line 3, column 8"), "{e}");
+        assert!(e.contains("prefix length"), "{e}");
+    }
+
+    #[test]
+    fn a_set_file_that_is_not_a_regular_file_is_refused() {
+        let path = files("not-regular", &[("rules.toml", RULES)]);
+        std::fs::create_dir_all(path.with_file_name("drop.txt")).unwrap();
+        let e = RuleSet::from_file(&path).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+    }
+
+    #[test]
+    fn set_mistakes_are_refused_where_they_are_written() {
+        for (text, says) in [
+            (
+                "[[rule]]\nsrc = \"@none\"\naction = \"drop\"\n",
+                "no set is named \"none\"",
+            ),
+            ("[[set]]\nname = \"s\"\n", "needs one of file"),
+            (
+                "[[set]]\nname = \"s\"\nprefixes = []\nfile = \"x\"\n",
+                "needs one of file",
+            ),
+            (
+                "[[set]]\nname = \"s\"\nprefixes = []\n[[set]]\nname = \"s\"\nprefixes = []\n",
+                "declared already",
+            ),
+            (
+                "[[set]]\nname = \"s\"\nprefixes = [\"10.0.0.0/8\", \"x\"]\n",
+                "\"x\" is not",
+            ),
+            (
+                "[[set]]\nname = \"\"\nprefixes = []\n",
+                "a set's name cannot be empty",
+            ),
+        ] {
+            let e = RuleSet::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let many: String = (0..=crate::abi::MAX_SETS)
+            .map(|i| format!("[[set]]\nname = \"s{i}\"\nprefixes = []\n"))
+            .collect();
+        let e = RuleSet::from_toml(&many).unwrap_err().to_string();
+        assert!(e.contains("at most 16"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_inline_set_matches_nothing() {
+        let rs = RuleSet::from_toml(
+            "[[set]]\nname = \"later\"\nprefixes = []\n[[rule]]\ndst = \"@later\"\naction = \"drop\"\n",
+        )
+        .unwrap();
+        assert_eq!(rs.classify(&v4([198, 51, 100, 1])), Ok(None));
+    }
+}
