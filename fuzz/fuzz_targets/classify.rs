@@ -31,6 +31,17 @@ fn within(p: &Option<Prefix>, family: u8, addr: &[u8; 16]) -> bool {
         })
 }
 
+/// Whether the address is in one of the menu's set's prefixes, as written.
+fn in_set(set: Option<usize>, family: u8, addr: &[u8; 16]) -> bool {
+    let Some(i) = set else {
+        return true;
+    };
+    rules_menu::SETS[i]
+        .1
+        .iter()
+        .any(|p| within(&Some(Prefix::parse(p).unwrap()), family, addr))
+}
+
 fn ports_within(r: Option<(u16, u16)>, p: u16) -> bool {
     r.is_none_or(|(lo, hi)| lo <= p && p <= hi)
 }
@@ -44,6 +55,8 @@ fn reference(rules: &[RuleSpec], k: &PacketKey) -> Result<Option<usize>, ()> {
         let m: &Match = &r.matcher;
         let others = within(&m.src, k.family, &k.src)
             && within(&m.dst, k.family, &k.dst)
+            && in_set(m.src_set, k.family, &k.src)
+            && in_set(m.dst_set, k.family, &k.dst)
             && m.protocol.is_none_or(|p| k.family != 0 && p == k.protocol)
             && m.vlan.is_none_or(|v| k.vlan == Some(v))
             && m.length

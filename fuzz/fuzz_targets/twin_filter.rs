@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use libfuzzer_sys::fuzz_target;
 use xskit::{Interface, Mode, Port, PortConfig, SocketConfig};
-use xskit_fwd::filter::XdpFilter;
+use xskit_fwd::filter::{SetRoom, XdpFilter};
 use xskit_fwd::rules::{PacketKey, RuleSet, Verdict};
 
 #[path = "shared/rules_menu.rs"]
@@ -49,7 +49,11 @@ fn bench() -> Bench {
         assert!(ok, "{program} {args:?}");
     }
     let iface = Interface::by_name("xf0").unwrap();
-    let filter = XdpFilter::attach(&iface, Mode::Skb, false).unwrap();
+    let room = SetRoom {
+        sets: rules_menu::SETS.len(),
+        trie_entries: 64,
+    };
+    let filter = XdpFilter::attach_with_sets(&iface, Mode::Skb, false, room).unwrap();
     let config = PortConfig::default()
         .mode(Mode::Skb)
         .socket(SocketConfig::default());
@@ -72,6 +76,7 @@ fuzz_target!(|data: &[u8]| {
     let share = set.kernel_share(data.len() % 2 == 1);
     let mut held = BENCH.lock().unwrap();
     let program = &held.get_or_insert_with(bench).filter;
+    program.set_sets(set.sets()).unwrap();
     let (rules, default) = share.kernel_rules().unwrap();
     program.set_rules(&rules, default).unwrap();
     program

@@ -121,8 +121,9 @@ struct SetTables {
     /// `set_blocks`' memory, when the filter has block tables.
     blocks: Option<xskit_os::Mmap>,
     trie: LpmTrie<MapData, SetKeyRepr, u8>,
-    /// Trie entries written, so that a change removes what the new sets lack.
-    written: usize,
+    /// The set each table holds, so that a change rewrites only the sets that changed and
+    /// removes the trie entries they lost.
+    written: Vec<Option<Arc<PrefixSet>>>,
 }
 
 /// What the filter's set tables are loaded with room for.
@@ -201,7 +202,7 @@ impl SetTables {
             _blocks_map: blocks_map,
             blocks,
             trie: program.take_map("set_trie")?,
-            written: 0,
+            written: vec![None; room.sets],
         })
     }
 
@@ -215,25 +216,40 @@ impl SetTables {
                 capacity: self.room.trie_entries,
             });
         }
-        let mut keep = std::collections::HashSet::with_capacity(wanted.trie_entries);
-        for (i, set) in sets.iter().enumerate() {
-            let layout = set.kernel_layout();
-            for &(family, addr, len) in &layout.trie {
-                let key = trie_key(i, family, addr, len);
-                self.trie
-                    .insert(&key, 1, 0)
-                    .map_err(|e| map_error("writing a set's trie", e))?;
-                keep.insert((key.prefix_len(), key.data()));
+        for i in 0..self.room.sets {
+            let new = sets.get(i);
+            if self.written[i].as_ref() != new {
+                self.replace(i, new)?;
+                self.written[i] = new.cloned();
             }
-            self.store_blocks(i, &layout.blocks);
         }
-        for i in sets.len()..self.room.sets {
-            self.store_blocks(i, &[]);
+        Ok(())
+    }
+
+    /// Set `i` becomes `new` (none: empty): its new trie entries first, so that a block
+    /// marked partial finds them, then its block table, then the old entries it lacks.
+    fn replace(&mut self, i: usize, new: Option<&Arc<PrefixSet>>) -> Result<()> {
+        let layout = new.map(|s| s.kernel_layout()).unwrap_or_default();
+        let mut keep = std::collections::HashSet::with_capacity(layout.trie.len());
+        for &(family, addr, len) in &layout.trie {
+            let key = trie_key(i, family, addr, len);
+            self.trie
+                .insert(&key, 1, 0)
+                .map_err(|e| map_error("writing a set's trie", e))?;
+            keep.insert((key.prefix_len(), key.data()));
         }
-        if self.written > 0 {
-            self.remove_stale(&keep)?;
+        self.store_blocks(i, &layout.blocks);
+        let Some(old) = self.written[i].clone() else {
+            return Ok(());
+        };
+        for &(family, addr, len) in &old.kernel_layout().trie {
+            let key = trie_key(i, family, addr, len);
+            if !keep.contains(&(key.prefix_len(), key.data())) {
+                self.trie
+                    .remove(&key)
+                    .map_err(|e| map_error("removing a set's trie entry", e))?;
+            }
         }
-        self.written = keep.len();
         Ok(())
     }
 
@@ -245,21 +261,6 @@ impl SetTables {
         for (j, word) in table.iter().enumerate() {
             word.store(blocks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
         }
-    }
-
-    fn remove_stale(&mut self, keep: &std::collections::HashSet<(u32, SetKeyRepr)>) -> Result<()> {
-        let stale: Vec<TrieKey<SetKeyRepr>> = self
-            .trie
-            .keys()
-            .filter_map(std::result::Result::ok)
-            .filter(|k| !keep.contains(&(k.prefix_len(), k.data())))
-            .collect();
-        for key in stale {
-            self.trie
-                .remove(&key)
-                .map_err(|e| map_error("removing a set's trie entry", e))?;
-        }
-        Ok(())
     }
 }
 

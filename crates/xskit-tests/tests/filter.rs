@@ -590,6 +590,44 @@ mod split {
         }
     }
 
+    /// A set rewritten in place, three times: the kernel's table and trie follow it (what a
+    /// set no longer holds is gone from the trie), as user space's ranges do.
+    #[test]
+    fn a_set_changes_in_place() {
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let frames: Vec<Vec<u8>> = (0..3)
+            .flat_map(|src| {
+                [
+                    frame((1, src, 0, 0, 0, 1, true)),
+                    frame((2, src, 0, 0, 0, 1, true)),
+                ]
+            })
+            .collect();
+        for (prefixes, taken) in [
+            ("\"198.51.100.1\", \"203.0.113.0/24\"", 2),
+            // Two of the IPv6 frames come from 2001:db8::1.
+            ("\"198.51.100.2/31\", \"2001:db8::1\"", 3),
+            ("\"198.51.100.0/30\", \"203.0.113.9\", \"2001:db8::/32\"", 5),
+            ("", 0),
+        ] {
+            let text = format!(
+                "default = \"pass\"\n[[set]]\nname = \"s\"\nprefixes = [{prefixes}]\n\
+                 [[rule]]\nname = \"x\"\nsrc = \"@s\"\naction = \"drop\"\n"
+            );
+            let rs = RuleSet::from_toml(&text).unwrap();
+            let share = rs.kernel_share(false);
+            install(&program, &share);
+            let hits = frames
+                .iter()
+                .filter(|f| judge(&program, &rs, &share, &text, f).unwrap() == Some(0))
+                .count();
+            assert_eq!(hits, taken, "{prefixes}");
+        }
+    }
+
     /// (family, L4, source port index, damage) for IPv4 and IPv6, UDP, TCP and ICMP, every
     /// flag set or ICMP type, and no VLAN tag or one (damage 8: a tag of VLAN 5).
     fn frame_shapes() -> Vec<(usize, usize, usize, usize)> {

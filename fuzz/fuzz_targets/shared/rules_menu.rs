@@ -1,6 +1,6 @@
 //! Rule sets drawn from the front of a fuzzer's input, for the classifier's targets.
 
-const DSTS: [&str; 7] = [
+const DSTS: [&str; 10] = [
     "",
     "198.51.100.0/24",
     "198.51.100.2/32",
@@ -8,8 +8,40 @@ const DSTS: [&str; 7] = [
     "2001:db8::/32",
     "0.0.0.0/0",
     "::/0",
+    "@a",
+    "@b",
+    "@none",
 ];
-const SRCS: [&str; 4] = ["", "198.51.100.1/32", "2001:db8::1/128", "198.51.100.0/23"];
+const SRCS: [&str; 5] = [
+    "",
+    "198.51.100.1/32",
+    "2001:db8::1/128",
+    "198.51.100.0/23",
+    "@a",
+];
+/// The sets every rule set declares, by name, with their prefixes: a /24 whole and parts of
+/// /24s (the kernel's block table and its trie), IPv6, and a set with nothing in it.
+pub const SETS: [(&str, &[&str]); 3] = [
+    (
+        "a",
+        &[
+            "198.51.100.0/31",
+            "203.0.113.128/25",
+            "2001:db8::/127",
+            "10.0.0.0/8",
+        ],
+    ),
+    (
+        "b",
+        &[
+            "198.51.100.2/31",
+            "203.0.113.0/24",
+            "2001:db8::/32",
+            "198.51.101.7",
+        ],
+    ),
+    ("none", &[]),
+];
 const PROTOS: [&str; 6] = ["", "udp", "tcp", "icmp", "icmpv6", "47"];
 const PORTS: [&str; 5] = ["", "53", "\"1-100\"", "0", "65535"];
 const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
@@ -38,12 +70,20 @@ pub fn rules(data: &[u8]) -> (String, &[u8]) {
         ACTIONS[usize::from(first / 9 % 3)],
         ACTIONS[usize::from(first / 27 % 3)]
     );
+    for (name, prefixes) in SETS {
+        let list: Vec<String> = prefixes.iter().map(|p| format!("{p:?}")).collect();
+        text.push_str(&format!(
+            "[[set]]\nname = \"{name}\"\nprefixes = [{}]\n",
+            list.join(", ")
+        ));
+    }
     for r in spec.chunks_exact(4) {
         let pick = |b: u8, n: usize| usize::from(b) % n;
         text.push_str("[[rule]]\n");
-        let (dst, mut src) = (DSTS[pick(r[0], 7)], SRCS[pick(r[1], 4)]);
+        let (dst, mut src) = (DSTS[pick(r[0], 10)], SRCS[pick(r[1], 5)]);
         // Prefixes of two families match nothing, and the reader refuses them.
-        if !dst.is_empty() && !src.is_empty() && dst.contains(':') != src.contains(':') {
+        let prefix = |p: &str| !p.is_empty() && !p.starts_with('@');
+        if prefix(dst) && prefix(src) && dst.contains(':') != src.contains(':') {
             src = "";
         }
         for (key, v) in [("dst", dst), ("src", src)] {
