@@ -12,17 +12,24 @@
 # 3N/4 and N and at none (the default drops it): each position's total, then their mean and
 # worst, and those over the one-rule filter's total.
 #
+# With SET=N, a filter of one rule, `src = "@list"`, on a set of N prefixes from
+# bench/set_prefixes.py (seed SEED) is timed beside the one-rule filter on three packets whose
+# sources are: in a /24 the set holds whole, in a /24 it holds part of (found in its bitmap), and
+# in that /24 but not in the set (the default, drop, takes it).
+#
 # Each forwarder runs between two veth pairs whose peers have no program, so that nothing it
 # forwards comes back to it; its worker sleeps while the programs are timed.
 #
 #   sudo bash bench/filter-cost.sh          # ROUNDS=12 REPEAT=20000000, BIN=target/release/xskit
 #   sudo RULES=64 bash bench/filter-cost.sh
+#   sudo SET=1000000 bash bench/filter-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-12}
 REPEAT=${REPEAT:-20000000}
 BIN=${BIN:-target/release/xskit}
 RULES=${RULES:-1}
+SET=${SET:-0}
 SEED=${SEED:-7}
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -32,6 +39,7 @@ fi
 [ -x "$BIN" ] || { echo "filter-cost.sh: no $BIN: cargo build --release first" >&2; exit 1; }
 command -v bpftool >/dev/null || { echo "filter-cost.sh: needs bpftool" >&2; exit 1; }
 case "$RULES" in '' | *[!0-9]* | 0) echo "filter-cost.sh: RULES is a number of rules, 1 or more" >&2; exit 2 ;; esac
+case "$SET" in '' | *[!0-9]*) echo "filter-cost.sh: SET is a number of prefixes" >&2; exit 2 ;; esac
 
 ns="xskit-fcost-$$"
 work=$(mktemp -d)
@@ -51,14 +59,18 @@ link() {
     ip -n "$ns" link set "p$1" up
 }
 
-python3 -c '
-import struct, sys
+# A 64-byte IPv4 UDP packet from SOURCE to 198.51.100.2 port 9, into FILE.
+packet() {
+    python3 -c '
+import ipaddress, struct, sys
 eth = bytes.fromhex("020000000002" "020000000001") + b"\x08\x00"
 udp = struct.pack("!HHHH", 1234, 9, 26, 0) + bytes(18)
 ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
-                 bytes([198, 51, 100, 1]), bytes([198, 51, 100, 2]))
-open(sys.argv[1], "wb").write(eth + ip + udp)
-' "$work/packet"
+                 ipaddress.ip_address(sys.argv[1]).packed, bytes([198, 51, 100, 2]))
+open(sys.argv[2], "wb").write(eth + ip + udp)
+' "$1" "$2"
+}
+packet 198.51.100.1 "$work/packet"
 
 # The program attached to one of this namespace's links, once there is one.
 prog_of() {
@@ -86,6 +98,12 @@ if [ "$RULES" -gt 1 ]; then
         positions+=("$at")
     done
 fi
+if [ "$SET" -gt 0 ]; then
+    python3 bench/set_prefixes.py --seed "$SEED" --count "$SET" >"$work/list.txt"
+    printf '%s\n' 'default = "drop"' '[[set]]' 'name = "list"' "file = \"$work/list.txt\"" \
+        '[[rule]]' 'src = "@list"' 'action = "drop"' >"$work/set.toml"
+    files+=("$work/set.toml")
+fi
 k=1
 for f in "${files[@]}"; do
     link "$k"
@@ -96,6 +114,26 @@ for f in "${files[@]}"; do
     k=$((k + 2))
 done
 sleep 1
+if [ "$SET" -gt 0 ]; then
+    echo "a set of $SET prefixes (bench/set_prefixes.py, seed $SEED); ns a packet, median:"
+    for src in 198.51.100.1 203.0.113.1 203.0.113.200; do
+        packet "$src" "$work/p-$src"
+        python3 bench/test_run_timer.py "$work/p-$src" "$ROUNDS" "$REPEAT" "${ids[@]}" >"$work/t-$src"
+    done
+    python3 - "$work" <<'EOF'
+import sys
+work = sys.argv[1]
+cases = [("198.51.100.1", "in a /24 the set holds whole"),
+         ("203.0.113.1", "in a /24 held in part (its bitmap)"),
+         ("203.0.113.200", "not in the set (its /24 held in part)")]
+for src, what in cases:
+    rows = [l.split() for l in open("%s/t-%s" % (work, src))]
+    ceiling, one, sets = (float(r[1]) for r in rows)
+    print("  source %-14s %-38s %7.2f ns, %6.2f over the ceiling, %.2fx the one-rule filter's %.2f"
+          % (src, what, sets, sets - ceiling, sets / one, one))
+EOF
+    exit 0
+fi
 python3 bench/test_run_timer.py "$work/packet" "$ROUNDS" "$REPEAT" "${ids[@]}" >"$work/times"
 python3 - "$work/times" "$RULES" "${positions[@]}" <<'EOF'
 import sys

@@ -51,6 +51,7 @@ fn bench() -> Bench {
     let iface = Interface::by_name("xf0").unwrap();
     let room = SetRoom {
         sets: rules_menu::SETS.len(),
+        partial_blocks: 64,
         trie_entries: 64,
     };
     let filter = XdpFilter::attach_with_sets(&iface, Mode::Skb, false, room).unwrap();

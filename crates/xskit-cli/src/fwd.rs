@@ -888,15 +888,16 @@ fn set_lines(rules: &RuleSet) -> Vec<String> {
             } else {
                 format!(" ({})", read.join(", "))
             };
-            let entries = set.trie_entries();
-            let bytes = xskit_fwd::rules::set_kernel_bytes(1, entries);
+            let (partial, trie) = set.kernel_entries();
+            let bytes = xskit_fwd::rules::set_kernel_bytes(1, partial, trie);
             format!(
-                "set {}: {} prefixes, {} of them IPv6{read}; in the kernel a /24 table and a trie of {} \
-                 entries, about {:.1} MiB on each interface",
+                "set {}: {} prefixes, {} of them IPv6{read}; in the kernel a /24 table, {} \
+                 /24s held in part and {} IPv6 trie entries, about {:.1} MiB on each interface",
                 set.name(),
                 thousands(st.prefixes as u64),
                 thousands(st.ipv6 as u64),
-                thousands(entries as u64),
+                thousands(partial as u64),
+                thousands(trie as u64),
                 bytes as f64 / f64::from(1 << 20)
             )
         })

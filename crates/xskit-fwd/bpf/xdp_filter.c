@@ -115,10 +115,10 @@ struct facts {
 
 /*
  * Prefix sets. Each set has SET_BLOCK_WORDS words of set_blocks: two bits (BLOCK_*) for every
- * IPv4 /24, so that one load decides an address in a /24 the set covers whole or not at all;
- * in a BLOCK_PARTIAL one, and for IPv6, set_trie decides. Sized when loaded (one block
- * table a set, an entry a trie prefix), and written in place: the table through a mapping
- * of its memory, a word at a time.
+ * IPv4 /24, so that one load decides an address in a /24 the set holds whole or not at all;
+ * a /24 it holds in part has a bitmap of its 256 addresses in set_partial4, and IPv6 is
+ * looked up in set_trie. Sized when loaded, and written in place: the block tables through
+ * a mapping of their memory, a word at a time.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -128,7 +128,20 @@ struct {
 	__type(value, __u64);
 } set_blocks SEC(".maps");
 
-/* A trie key's data: set * 2 (+ 1 for IPv6), then the address (IPv4 in the first 4 bytes). */
+/* The addresses of a /24 in a set: bit (a & 63) of word (a & 255) >> 6. */
+struct set_bits {
+	__u64 bits[4];
+};
+
+/* Keyed by the set's index << 24 | the /24's number (its first address >> 8). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct set_bits);
+} set_partial4 SEC(".maps");
+
+/* A trie key's data: the set's index, then the IPv6 address. */
 struct set_addr {
 	__u32 set;
 	__u8 addr[16];
@@ -147,35 +160,50 @@ struct {
 	__type(value, __u8);
 } set_trie SEC(".maps");
 
+/* What set `set`'s table says of the /24 of the IPv4 address `host` (host byte order). */
+static __always_inline __u32 set_block(__u32 set, __u32 host)
+{
+	__u32 index = set * SET_BLOCK_WORDS + (host >> 13);
+	__u64 *word = bpf_map_lookup_elem(&set_blocks, &index);
+
+	return word ? (*word >> (((host >> 8) & 31) * 2)) & 3 : BLOCK_OUT;
+}
+
+/* True when the IPv4 address `a` (network byte order) is in set `set`. */
+static __always_inline int in_set4(__u32 set, __u32 a)
+{
+	__u32 host = bpf_ntohl(a), block = set_block(set, host), key;
+	struct set_bits *b;
+
+	if (block != BLOCK_PARTIAL)
+		return block == BLOCK_FULL;
+	key = set << 24 | host >> 8;
+	b = bpf_map_lookup_elem(&set_partial4, &key);
+	return b && (b->bits[(host & 255) >> 6] >> (host & 63)) & 1;
+}
+
 /* True when the address `a` of `family` is in set `set`; never for what is not IP. */
 static __always_inline int in_set(__u32 set, __u8 family, const __u32 *a)
 {
-	struct set_key key = {.prefixlen = 32 + 128};
+	struct set_key key = {.prefixlen = 32 + 128, .data.set = set};
 
-	if (family == 4) {
-		__u32 host = bpf_ntohl(a[0]), index = set * SET_BLOCK_WORDS + (host >> 13);
-		__u64 *word = bpf_map_lookup_elem(&set_blocks, &index);
-		__u32 block;
-
-		if (!word)
-			return 0;
-		block = (*word >> (((host >> 8) & 31) * 2)) & 3;
-		if (block != BLOCK_PARTIAL)
-			return block == BLOCK_FULL;
-		key.prefixlen = 32 + 32;
-		key.data.set = set * 2;
-		__builtin_memcpy(key.data.addr, a, 4);
-	} else if (family == 6) {
-		key.data.set = set * 2 + 1;
-		__builtin_memcpy(key.data.addr, a, 16);
-	} else {
+	if (family == 4)
+		return in_set4(set, a[0]);
+	if (family != 6)
 		return 0;
-	}
+	__builtin_memcpy(key.data.addr, a, 16);
 	return bpf_map_lookup_elem(&set_trie, &key) != 0;
 }
 
 /* What first_rule_ipv4 sets `action` to at a rule with extra keys: the general path decides. */
 #define UNSETTLED 0xff
+
+/* True when an IPv4 packet's addresses are in rule r's sets (or it names none). */
+static __always_inline int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
+{
+	return (!(r->extra & EXTRA_SRC_SET) || in_set4(r->sset - 1, saddr)) &&
+	       (!(r->extra & EXTRA_DST_SET) || in_set4(r->dset - 1, daddr));
+}
 
 /* True when rule r names a port range: a packet without ports cannot be matched to it. */
 static __always_inline int has_ports(const struct rule *r)
@@ -485,8 +513,8 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 
 /*
  * The first rule decide_plain's packet (IPv4, untagged, TCP or UDP, not a fragment) matches,
- * or COUNTER_DEFAULT; `action` gets what to do, or UNSETTLED at a rule with extra keys,
- * which the general path then decides. Only the first address word is compared: an IPv4 or
+ * or COUNTER_DEFAULT; `action` gets what to do, or UNSETTLED at a rule with extra keys
+ * other than sets, which the general path then decides. Only the first address word is compared: an IPv4 or
  * any-family rule holds zeros in the others (src/filter.rs builds them so), and the packet's
  * would be zero too.
  */
@@ -506,8 +534,12 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (r->source && (saddr & r->smask[0]) != r->saddr[0])
 			continue;
 		if (r->extra) {
-			*action = UNSETTLED;
-			return i;
+			if (!sets_ipv4(r, saddr, daddr))
+				continue;
+			if (r->extra & ~(EXTRA_SRC_SET | EXTRA_DST_SET)) {
+				*action = UNSETTLED;
+				return i;
+			}
 		}
 		if (!ports_match(r, sport, dport))
 			continue;

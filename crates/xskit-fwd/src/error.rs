@@ -201,20 +201,16 @@ pub enum Error {
         /// The filter's limit.
         max: usize,
     },
-    /// More sets, or more set trie entries, than the filter was loaded with room for.
+    /// More sets, or larger ones, than the filter was loaded with room for.
     #[error(
-        "{sets} sets of {entries} trie entries given; the kernel filter was loaded with room \
-         for {tables} sets and {capacity} entries: start the forwarder again with the new sets"
+        "the sets need {wanted}, more than the kernel filter was loaded with room for \
+         ({room}): start the forwarder again with the new sets"
     )]
     SetsOutgrown {
-        /// Sets given.
-        sets: usize,
-        /// Their trie entries.
-        entries: usize,
-        /// Block tables the filter has.
-        tables: usize,
-        /// Trie entries it has room for.
-        capacity: usize,
+        /// What the sets need.
+        wanted: String,
+        /// What the filter has.
+        room: String,
     },
     /// The UMEM's frames were taken before the forwarder could.
     #[error("the UMEM's frames were already taken: give the forwarder a UMEM of its own")]

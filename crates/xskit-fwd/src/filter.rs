@@ -4,20 +4,19 @@
 //! socket.
 
 use std::net::IpAddr;
-use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, DevMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 use xskit_os::sync::LockUnpoisoned;
 
 use crate::abi::{Slot, TxMode, TxSetting};
 use crate::error::{Error, Result};
+pub use crate::set_tables::SetRoom;
+use crate::set_tables::SetTables;
 use crate::sets::PrefixSet;
 pub use crate::sys::filter::KernelRule;
-use crate::sys::filter::{CounterRepr, SetKeyRepr, StateRepr};
+use crate::sys::filter::{CounterRepr, StateRepr};
 use crate::MAX_RULES;
 
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
@@ -113,38 +112,6 @@ struct FilterMaps {
     sets: SetTables,
 }
 
-/// The filter's set tables: the /24 block tables, mapped, and the trie.
-struct SetTables {
-    room: SetRoom,
-    /// Held for as long as its memory is mapped.
-    _blocks_map: Array<MapData, u64>,
-    /// `set_blocks`' memory, when the filter has block tables.
-    blocks: Option<xskit_os::Mmap>,
-    trie: LpmTrie<MapData, SetKeyRepr, u8>,
-    /// The set each table holds, so that a change rewrites only the sets that changed and
-    /// removes the trie entries they lost.
-    written: Vec<Option<Arc<PrefixSet>>>,
-}
-
-/// What the filter's set tables are loaded with room for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetRoom {
-    /// Sets (a /24 block table each).
-    pub sets: usize,
-    /// Trie entries.
-    pub trie_entries: usize,
-}
-
-impl SetRoom {
-    /// Room for exactly `sets`.
-    pub fn for_sets(sets: &[Arc<PrefixSet>]) -> Self {
-        SetRoom {
-            sets: sets.len(),
-            trie_entries: sets.iter().map(|s| s.trie_entries()).sum(),
-        }
-    }
-}
-
 fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
     Error::Filter {
         what,
@@ -184,92 +151,6 @@ impl FilterMaps {
     }
 }
 
-impl SetTables {
-    fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
-        let blocks_map: Array<MapData, u64> = program.take_map("set_blocks")?;
-        let blocks = if room.sets == 0 {
-            None
-        } else {
-            let len = room.sets * crate::abi::SET_BLOCK_WORDS * 8;
-            let fd = aya::maps::IterableMap::map(&blocks_map).fd().as_fd();
-            Some(
-                xskit_os::Mmap::shared(fd, len, 0)
-                    .map_err(|e| map_error("mapping the set tables", e))?,
-            )
-        };
-        Ok(SetTables {
-            room,
-            _blocks_map: blocks_map,
-            blocks,
-            trie: program.take_map("set_trie")?,
-            written: vec![None; room.sets],
-        })
-    }
-
-    fn write(&mut self, sets: &[Arc<PrefixSet>]) -> Result<()> {
-        let wanted = SetRoom::for_sets(sets);
-        if wanted.sets > self.room.sets || wanted.trie_entries > self.room.trie_entries {
-            return Err(Error::SetsOutgrown {
-                sets: wanted.sets,
-                entries: wanted.trie_entries,
-                tables: self.room.sets,
-                capacity: self.room.trie_entries,
-            });
-        }
-        for i in 0..self.room.sets {
-            let new = sets.get(i);
-            if self.written[i].as_ref() != new {
-                self.replace(i, new)?;
-                self.written[i] = new.cloned();
-            }
-        }
-        Ok(())
-    }
-
-    /// Set `i` becomes `new` (none: empty): its new trie entries first, so that a block
-    /// marked partial finds them, then its block table, then the old entries it lacks.
-    fn replace(&mut self, i: usize, new: Option<&Arc<PrefixSet>>) -> Result<()> {
-        let layout = new.map(|s| s.kernel_layout()).unwrap_or_default();
-        let mut keep = std::collections::HashSet::with_capacity(layout.trie.len());
-        for &(family, addr, len) in &layout.trie {
-            let key = trie_key(i, family, addr, len);
-            self.trie
-                .insert(&key, 1, 0)
-                .map_err(|e| map_error("writing a set's trie", e))?;
-            keep.insert((key.prefix_len(), key.data()));
-        }
-        self.store_blocks(i, &layout.blocks);
-        let Some(old) = self.written[i].clone() else {
-            return Ok(());
-        };
-        for &(family, addr, len) in &old.kernel_layout().trie {
-            let key = trie_key(i, family, addr, len);
-            if !keep.contains(&(key.prefix_len(), key.data())) {
-                self.trie
-                    .remove(&key)
-                    .map_err(|e| map_error("removing a set's trie entry", e))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Set `i`'s block table: `blocks`, or all out when empty.
-    fn store_blocks(&self, i: usize, blocks: &[u64]) {
-        let Some(map) = &self.blocks else { return };
-        let words = crate::abi::SET_BLOCK_WORDS;
-        let table = &map.words()[i * words..(i + 1) * words];
-        for (j, word) in table.iter().enumerate() {
-            word.store(blocks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
-        }
-    }
-}
-
-/// The trie key of set `i`'s prefix.
-fn trie_key(i: usize, family: u8, addr: [u8; 16], len: u8) -> TrieKey<SetKeyRepr> {
-    let set = i as u32 * 2 + u32::from(family == 6);
-    TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr })
-}
-
 /// The filter attached to an interface; AF_XDP sockets register with its
 /// [`XdpFilter::program`]. Detached on drop.
 pub struct XdpFilter {
@@ -302,11 +183,7 @@ impl XdpFilter {
         multi_buffer: bool,
         room: SetRoom,
     ) -> Result<Self> {
-        let words = room.sets * crate::abi::SET_BLOCK_WORDS;
-        let sizes = [
-            ("set_blocks", words.max(1) as u32),
-            ("set_trie", room.trie_entries.max(1) as u32),
-        ];
+        let sizes = room.map_sizes();
         let object = if multi_buffer {
             ProgramObject::new(FILTER_FRAGS_OBJ, "xskit_filter_frags")
         } else {

@@ -21,6 +21,7 @@ pub mod reasons;
 mod report;
 mod rule_state;
 pub mod rules;
+mod set_tables;
 mod sets;
 mod stages;
 mod supervise;

@@ -1,7 +1,8 @@
 //! Named sets of IPv4 and IPv6 prefixes (`[[set]]` in a rules file, `src = "@NAME"` in a
 //! rule): read from a list of prefixes, kept as sorted disjoint address ranges that a lookup
 //! searches in O(log n), and laid out for the kernel as a two-bit table of IPv4 /24 blocks
-//! (one load decides most addresses) beside a trie of what lies below a /24 and of IPv6.
+//! (one load decides an address in a /24 the set holds whole or not at all), a bitmap of the
+//! 256 addresses of each /24 it holds in part (one hash lookup), and a trie for IPv6.
 
 use std::ops::RangeInclusive;
 
@@ -56,9 +57,12 @@ pub struct SetLayout {
     /// The set's /24 block table ([`SET_BLOCK_WORDS`] words), or empty when the set holds no
     /// IPv4 prefix (all [`Block::Out`]).
     pub blocks: Vec<u64>,
-    /// Trie entries: IPv4 prefixes longer than /24 in `Partial` blocks, and every IPv6 range
-    /// as prefixes: (family, address bytes, length).
-    pub trie: Vec<(u8, [u8; 16], u8)>,
+    /// The /24s the set holds in part ([`Block::Partial`]), ascending: the /24's number
+    /// (its first address >> 8) and a bit for each of its 256 addresses (bit `a & 63` of word
+    /// `(a & 255) >> 6` for address `a`).
+    pub partial: Vec<(u32, [u64; 4])>,
+    /// The IPv6 ranges as trie prefixes: (address, length).
+    pub trie: Vec<([u8; 16], u8)>,
 }
 
 impl PrefixSet {
@@ -136,58 +140,67 @@ impl PrefixSet {
         !self.v4.is_empty()
     }
 
-    /// Entries of the kernel's trie the set takes.
-    pub fn trie_entries(&self) -> usize {
-        let mut n = 0;
-        self.walk(|_, _| (), |_, _, _| n += 1);
-        n
+    /// How many /24s it holds in part, and how many IPv6 trie prefixes it takes: the sizes of
+    /// its kernel tables beside its block table.
+    pub fn kernel_entries(&self) -> (usize, usize) {
+        let mut partial = 0;
+        let mut last = None;
+        self.walk_ipv4(|block, state, _| {
+            if state == Block::Partial && last != Some(block) {
+                partial += 1;
+                last = Some(block);
+            }
+        });
+        let trie = self
+            .v6
+            .iter()
+            .map(|&(lo, hi)| cidrs(lo..=hi, 128).len())
+            .sum();
+        (partial, trie)
     }
 
     /// The set as the kernel holds it.
     pub fn kernel_layout(&self) -> SetLayout {
-        let mut blocks = if self.has_ipv4() {
-            vec![0; SET_BLOCK_WORDS]
-        } else {
-            Vec::new()
-        };
-        let mut trie = Vec::new();
-        self.walk(
-            |block, state| blocks[(block >> 5) as usize] |= (state as u64) << ((block & 31) * 2),
-            |family, addr, len| {
-                let bytes = match family {
-                    4 => {
-                        let mut b = [0; 16];
-                        b[..4].copy_from_slice(&(addr as u32).to_be_bytes());
-                        b
-                    }
-                    _ => addr.to_be_bytes(),
-                };
-                trie.push((family, bytes, len));
-            },
-        );
-        SetLayout { blocks, trie }
+        let mut layout = SetLayout::default();
+        if self.has_ipv4() {
+            layout.blocks = vec![0; SET_BLOCK_WORDS];
+        }
+        self.walk_ipv4(|block, state, bits| {
+            layout.blocks[(block >> 5) as usize] |= (state as u64) << ((block & 31) * 2);
+            if state != Block::Partial {
+                return;
+            }
+            // A /24 two ranges reach follows the first: the ranges are sorted.
+            match layout.partial.last_mut() {
+                Some((b, words)) if *b == block => {
+                    words.iter_mut().zip(bits).for_each(|(w, n)| *w |= n);
+                }
+                _ => layout.partial.push((block, bits)),
+            }
+        });
+        for &(lo, hi) in &self.v6 {
+            for (addr, len) in cidrs(lo..=hi, 128) {
+                layout.trie.push((addr.to_be_bytes(), len));
+            }
+        }
+        layout
     }
 
-    /// Calls `block` with every /24 that holds set addresses and its state, and `trie` with
-    /// every trie entry: (family, address, length).
-    fn walk(&self, mut block: impl FnMut(u32, Block), mut trie: impl FnMut(u8, u128, u8)) {
+    /// Calls `f` with every /24 that holds set addresses, its state, and for a partial one
+    /// the bits of the addresses one range puts in it.
+    fn walk_ipv4(&self, mut f: impl FnMut(u32, Block, [u64; 4])) {
         for &(lo, hi) in &self.v4 {
             for b in (lo >> 8)..=(hi >> 8) {
                 let (first, last) = (b << 8, b << 8 | 0xff);
                 if lo <= first && last <= hi {
-                    block(b, Block::Full);
+                    f(b, Block::Full, [0; 4]);
                     continue;
                 }
-                block(b, Block::Partial);
-                let span = u128::from(lo.max(first))..=u128::from(hi.min(last));
-                for (addr, len) in cidrs(span, 32) {
-                    trie(4, addr, len);
+                let mut bits = [0u64; 4];
+                for a in lo.max(first)..=hi.min(last) {
+                    bits[(a as usize & 255) >> 6] |= 1 << (a & 63);
                 }
-            }
-        }
-        for &(lo, hi) in &self.v6 {
-            for (addr, len) in cidrs(lo..=hi, 128) {
-                trie(6, addr, len);
+                f(b, Block::Partial, bits);
             }
         }
     }
@@ -258,12 +271,15 @@ mod num_like {
     }
 }
 
-/// The kernel memory `sets` would take, estimated before loading: a /24 block table per set,
-/// and trie nodes (an entry and about one inner node each, with the kernel's allocation
-/// overhead).
-pub fn kernel_bytes(block_tables: usize, trie_entries: usize) -> u64 {
+/// The kernel memory sets would take, estimated before loading: a /24 block table per set,
+/// a hash entry per /24 held in part (its 32-byte bitmap, its key and the kernel's element
+/// overhead, preallocated) and IPv6 trie nodes (an entry and about one inner node each).
+pub fn kernel_bytes(block_tables: usize, partial_blocks: usize, trie_entries: usize) -> u64 {
+    const PARTIAL_BYTES: u64 = 96;
     const TRIE_ENTRY_BYTES: u64 = 2 * 96;
-    block_tables as u64 * SET_BLOCK_WORDS as u64 * 8 + trie_entries as u64 * TRIE_ENTRY_BYTES
+    block_tables as u64 * SET_BLOCK_WORDS as u64 * 8
+        + partial_blocks as u64 * PARTIAL_BYTES
+        + trie_entries as u64 * TRIE_ENTRY_BYTES
 }
 
 #[cfg(test)]
@@ -318,20 +334,19 @@ mod tests {
         assert_eq!(cidrs(1..=6, 32), vec![(1, 32), (2, 31), (4, 31), (6, 32)]);
     }
 
-    /// Every address of a few /24s: the layout's table and trie say what `contains` says.
+    /// Every address of a few /24s: the layout's table and bitmaps say what `contains` says.
     #[test]
     fn the_kernel_layout_agrees_with_contains() {
-        let s = set("198.51.100.0/25\n198.51.100.200/30\n203.0.113.0/23\n10.0.0.0/8\n");
+        let s =
+            set("198.51.100.0/25\n198.51.100.200/30\n198.51.100.255\n203.0.113.0/23\n10.0.0.0/8\n");
         let layout = s.kernel_layout();
         let in_layout = |a: u32| {
             let block = a >> 8;
             let state = layout.blocks[(block >> 5) as usize] >> ((block & 31) * 2) & 3;
             state == Block::Full as u64
                 || state == Block::Partial as u64
-                    && layout.trie.iter().any(|&(f, bytes, len)| {
-                        let p = u32::from_be_bytes(bytes[..4].try_into().unwrap());
-                        let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-                        f == 4 && a & mask == p
+                    && layout.partial.iter().any(|&(b, bits)| {
+                        b == block && bits[(a as usize & 255) >> 6] >> (a & 63) & 1 == 1
                     })
         };
         for base in [
@@ -346,7 +361,8 @@ mod tests {
                 assert_eq!(in_layout(a), s.contains(4, u128::from(a) << 96), "{a:#x}");
             }
         }
-        // The two /24s below 10/8 are full: only the partial 198.51.100/24 is in the trie.
-        assert!(layout.trie.iter().all(|t| t.1[..3] == [198, 51, 100]));
+        // Only 198.51.100/24 is held in part, by three ranges: one bitmap.
+        assert_eq!(layout.partial.len(), 1);
+        assert_eq!(s.kernel_entries(), (1, 0));
     }
 }

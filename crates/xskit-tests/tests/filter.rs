@@ -528,6 +528,7 @@ mod split {
                 let iface = Interface::by_name(&b_if).unwrap();
                 let room = SetRoom {
                     sets: 2,
+                    partial_blocks: 64,
                     trie_entries: 64,
                 };
                 let program =

@@ -103,9 +103,8 @@ fn check_memory(
     spans: &[Spanned<SetRepr>],
     sets: &[Arc<PrefixSet>],
 ) -> Result<(), RulesError> {
-    let tables = sets.len();
-    let entries = sets.iter().map(|s| s.trie_entries()).sum();
-    let bytes = kernel_bytes(tables, entries);
+    let room = crate::set_tables::SetRoom::for_sets(sets);
+    let bytes = kernel_bytes(room.sets, room.partial_blocks, room.trie_entries);
     if bytes <= MAX_SET_KERNEL_BYTES {
         return Ok(());
     }

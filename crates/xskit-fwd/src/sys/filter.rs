@@ -82,13 +82,20 @@ impl Default for StateRepr {
     }
 }
 
-/// `struct set_addr`, a set trie key without its prefix length (aya's `lpm_trie::Key` adds it): which
-/// set and family (`set * 2`, + 1 for IPv6), and the address, IPv4 in the first 4 bytes.
+/// `struct set_addr`, a set trie key without its prefix length (aya's `lpm_trie::Key` adds
+/// it): the set's index, and the IPv6 address.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct SetKeyRepr {
     pub(crate) set: u32,
     pub(crate) addr: [u8; 16],
+}
+
+/// `struct set_bits`: the addresses of a /24 in a set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SetBitsRepr {
+    pub(crate) bits: [u64; 4],
 }
 
 /// `struct counter`.
@@ -112,6 +119,8 @@ unsafe impl aya::Pod for StateRepr {}
 unsafe impl aya::Pod for CounterRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetKeyRepr {}
+// SAFETY: four u64s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for SetBitsRepr {}
 
 #[cfg(test)]
 mod tests {
@@ -247,6 +256,12 @@ mod tests {
     #[test]
     fn set_keys_and_map_sizes_match_the_compiled_c_program() {
         let btf = btf();
+        assert_layout(
+            &btf,
+            "set_bits",
+            size_of::<SetBitsRepr>(),
+            &[("bits", offset_of!(SetBitsRepr, bits))],
+        );
         assert_layout(
             &btf,
             "set_addr",

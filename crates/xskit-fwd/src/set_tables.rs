@@ -1,0 +1,177 @@
+//! The XDP filter's prefix sets in the kernel: a /24 block table per set (an mmapped array,
+//! stored a word at a time), a hash of the bitmaps of the /24s a set holds in part, and a trie
+//! of IPv6 prefixes, all sized when the program is loaded and rewritten in place.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
+use aya::maps::{Array, HashMap, MapData};
+use xskit::XdpProgram;
+
+use crate::abi::SET_BLOCK_WORDS;
+use crate::error::{Error, Result};
+use crate::sets::PrefixSet;
+use crate::sys::filter::{SetBitsRepr, SetKeyRepr};
+
+/// What the filter's set tables are loaded with room for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetRoom {
+    /// Sets (a /24 block table each).
+    pub sets: usize,
+    /// IPv4 /24s held in part (a bitmap each), over all sets.
+    pub partial_blocks: usize,
+    /// IPv6 trie prefixes, over all sets.
+    pub trie_entries: usize,
+}
+
+impl SetRoom {
+    /// Room for exactly `sets`.
+    pub fn for_sets(sets: &[Arc<PrefixSet>]) -> Self {
+        let mut room = SetRoom {
+            sets: sets.len(),
+            ..SetRoom::default()
+        };
+        for set in sets {
+            let (partial, trie) = set.kernel_entries();
+            room.partial_blocks += partial;
+            room.trie_entries += trie;
+        }
+        room
+    }
+
+    /// True if `other` fits in this room.
+    fn holds(&self, other: &SetRoom) -> bool {
+        other.sets <= self.sets
+            && other.partial_blocks <= self.partial_blocks
+            && other.trie_entries <= self.trie_entries
+    }
+
+    /// The (map, max_entries) the program is loaded with.
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 3] {
+        let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        [
+            ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
+            ("set_partial4", entries(self.partial_blocks)),
+            ("set_trie", entries(self.trie_entries)),
+        ]
+    }
+}
+
+/// A map call that failed, in words.
+fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
+    Error::Filter {
+        what,
+        reason: xskit::error_chain(&e),
+    }
+}
+
+/// The tables of one loaded filter.
+pub(crate) struct SetTables {
+    room: SetRoom,
+    /// Held for as long as its memory is mapped.
+    _blocks_map: Array<MapData, u64>,
+    /// `set_blocks`' memory, when the filter has block tables.
+    blocks: Option<xskit_os::Mmap>,
+    partial: HashMap<MapData, u32, SetBitsRepr>,
+    trie: LpmTrie<MapData, SetKeyRepr, u8>,
+    /// The set each table holds, so that a change rewrites only the sets that changed and
+    /// removes the entries they lost.
+    written: Vec<Option<Arc<PrefixSet>>>,
+}
+
+impl SetTables {
+    /// The tables of `program`, loaded with `room`.
+    pub(crate) fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
+        let blocks_map: Array<MapData, u64> = program.take_map("set_blocks")?;
+        let blocks = if room.sets == 0 {
+            None
+        } else {
+            let len = room.sets * SET_BLOCK_WORDS * 8;
+            let fd = aya::maps::IterableMap::map(&blocks_map).fd().as_fd();
+            Some(
+                xskit_os::Mmap::shared(fd, len, 0)
+                    .map_err(|e| map_error("mapping the set tables", e))?,
+            )
+        };
+        Ok(SetTables {
+            room,
+            _blocks_map: blocks_map,
+            blocks,
+            partial: program.take_map("set_partial4")?,
+            trie: program.take_map("set_trie")?,
+            written: vec![None; room.sets],
+        })
+    }
+
+    /// Writes `sets`, set `i` in table `i`; tables past them become empty.
+    pub(crate) fn write(&mut self, sets: &[Arc<PrefixSet>]) -> Result<()> {
+        let wanted = SetRoom::for_sets(sets);
+        if !self.room.holds(&wanted) {
+            return Err(Error::SetsOutgrown {
+                wanted: format!("{wanted:?}"),
+                room: format!("{:?}", self.room),
+            });
+        }
+        for i in 0..self.room.sets {
+            let new = sets.get(i);
+            if self.written[i].as_ref() != new {
+                self.replace(i, new)?;
+                self.written[i] = new.cloned();
+            }
+        }
+        Ok(())
+    }
+
+    /// Set `i` becomes `new` (none: empty): its new bitmaps and trie entries first, so that
+    /// a block marked partial finds its bitmap, then its block table, then the old entries
+    /// it lacks are removed.
+    fn replace(&mut self, i: usize, new: Option<&Arc<PrefixSet>>) -> Result<()> {
+        let layout = new.map(|s| s.kernel_layout()).unwrap_or_default();
+        let set = i as u32;
+        for &(block, bits) in &layout.partial {
+            self.partial
+                .insert(set << 24 | block, SetBitsRepr { bits }, 0)
+                .map_err(|e| map_error("writing a set's /24 bitmaps", e))?;
+        }
+        let mut keep = HashSet::with_capacity(layout.trie.len());
+        for &(addr, len) in &layout.trie {
+            let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
+            self.trie
+                .insert(&key, 1, 0)
+                .map_err(|e| map_error("writing a set's trie", e))?;
+            keep.insert((key.prefix_len(), key.data()));
+        }
+        self.store_blocks(i, &layout.blocks);
+        let Some(old) = self.written[i].clone() else {
+            return Ok(());
+        };
+        let old = old.kernel_layout();
+        let blocks: HashSet<u32> = layout.partial.iter().map(|&(b, _)| b).collect();
+        for &(block, _) in old.partial.iter().filter(|(b, _)| !blocks.contains(b)) {
+            self.partial
+                .remove(&(set << 24 | block))
+                .map_err(|e| map_error("removing a set's /24 bitmap", e))?;
+        }
+        for &(addr, len) in &old.trie {
+            let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
+            if !keep.contains(&(key.prefix_len(), key.data())) {
+                self.trie
+                    .remove(&key)
+                    .map_err(|e| map_error("removing a set's trie entry", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Set `i`'s block table: `blocks`, or all out when empty.
+    fn store_blocks(&self, i: usize, blocks: &[u64]) {
+        let Some(map) = &self.blocks else { return };
+        let table = &map.words()[i * SET_BLOCK_WORDS..(i + 1) * SET_BLOCK_WORDS];
+        for (j, word) in table.iter().enumerate() {
+            word.store(blocks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+}
