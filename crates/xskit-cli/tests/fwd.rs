@@ -1155,6 +1155,27 @@ fn capture_rate_caps_and_counts_what_it_skips() {
 /// connection requests (`syn,!ack`) to one port makes the kernel's connect(2) there time out
 /// while TCP to another port connects and carries data, and one dropping echo requests stops
 /// ping; both decided in XDP.
+/// A kernel TCP listener on c's `port`.
+fn listen_on_c(chain: &Chain, port: u16) -> std::net::TcpListener {
+    let at = std::net::SocketAddr::from((chain.c.ip, port));
+    chain
+        .c
+        .ns
+        .run(move || std::net::TcpListener::bind(at))
+        .unwrap()
+        .unwrap()
+}
+
+/// A kernel TCP connection from a to c's `port`, given 3 s.
+fn connect_from_a(chain: &Chain, port: u16) -> std::io::Result<std::net::TcpStream> {
+    let to = std::net::SocketAddr::from((chain.c.ip, port));
+    chain
+        .a
+        .ns
+        .run(move || std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3)))
+        .unwrap()
+}
+
 #[test]
 fn tcp_flag_and_icmp_rules_stop_kernel_connects_and_pings_in_xdp() {
     if !privileged() {
@@ -1167,24 +1188,8 @@ fn tcp_flag_and_icmp_rules_stop_kernel_connects_and_pings_in_xdp() {
          [[rule]]\nname = \"echo-requests\"\nprotocol = \"icmp\"\nicmp_type = 8\naction = \"drop\"\n",
     );
     let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
-    let listen = |port: u16| {
-        let at = std::net::SocketAddr::from((chain.c.ip, port));
-        chain
-            .c
-            .ns
-            .run(move || std::net::TcpListener::bind(at))
-            .unwrap()
-            .unwrap()
-    };
-    let (dropped, open) = (listen(5201), listen(5202));
-    let connect = |port: u16| {
-        let to = std::net::SocketAddr::from((chain.c.ip, port));
-        chain
-            .a
-            .ns
-            .run(move || std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3)))
-            .unwrap()
-    };
+    let (dropped, open) = (listen_on_c(&chain, 5201), listen_on_c(&chain, 5202));
+    let connect = |port: u16| connect_from_a(&chain, port);
     let refused = connect(5201);
     assert!(refused.is_err(), "the SYN to 5201 was dropped: {refused:?}");
     let mut stream = connect(5202).expect("TCP to 5202 connects through fwd");
@@ -1237,24 +1242,8 @@ fn prefix_sets_from_a_blocklist_file_drop_listed_sources_in_xdp() {
         chain.c.ip
     ));
     let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
-    let listen = |port: u16| {
-        let at = std::net::SocketAddr::from((chain.c.ip, port));
-        chain
-            .c
-            .ns
-            .run(move || std::net::TcpListener::bind(at))
-            .unwrap()
-            .unwrap()
-    };
-    let (dropped, open) = (listen(5201), listen(5202));
-    let connect = |port: u16| {
-        let to = std::net::SocketAddr::from((chain.c.ip, port));
-        chain
-            .a
-            .ns
-            .run(move || std::net::TcpStream::connect_timeout(&to, Duration::from_secs(3)))
-            .unwrap()
-    };
+    let (dropped, open) = (listen_on_c(&chain, 5201), listen_on_c(&chain, 5202));
+    let connect = |port: u16| connect_from_a(&chain, port);
     let refused = connect(5201);
     assert!(refused.is_err(), "the SYN to 5201 was dropped: {refused:?}");
     let stream = connect(5202).expect("TCP to 5202 connects through fwd");
