@@ -46,6 +46,16 @@ fn ports_within(r: Option<(u16, u16)>, p: u16) -> bool {
     r.is_none_or(|(lo, hi)| lo <= p && p <= hi)
 }
 
+/// Whether the port is in one of the menu's port set's ranges, when the rule names it.
+fn in_port_set(set: Option<usize>, p: u16) -> bool {
+    set.is_none_or(|_| {
+        rules_menu::PORT_SET
+            .1
+            .iter()
+            .any(|&r| ports_within(Some(r), p))
+    })
+}
+
 /// The first rule a plain reading picks, failing closed: a later fragment (its TCP, UDP or
 /// ICMP header is in the first one) that meets a rule with ports, TCP flags or ICMP keys, the
 /// rule's other fields matching, cannot be told that rule's or not, and no later rule or the
@@ -68,6 +78,8 @@ fn reference(rules: &[RuleSpec], k: &PacketKey) -> Result<Option<usize>, ()> {
         let has_ports = m.src_ports.is_some_and(|r| Some(r) != all)
             || m.dst_ports.is_some_and(|r| Some(r) != all);
         let needs_l4 = has_ports
+            || m.src_port_set.is_some()
+            || m.dst_port_set.is_some()
             || m.tcp_flags.is_some_and(|f| f.mask != 0)
             || m.icmp_type.is_some()
             || m.icmp_code.is_some();
@@ -76,6 +88,8 @@ fn reference(rules: &[RuleSpec], k: &PacketKey) -> Result<Option<usize>, ()> {
         }
         let l4 = ports_within(m.src_ports, k.src_port)
             && ports_within(m.dst_ports, k.dst_port)
+            && in_port_set(m.src_port_set, k.src_port)
+            && in_port_set(m.dst_port_set, k.dst_port)
             && m.tcp_flags.is_none_or(|f| k.tcp_flags & f.mask == f.value)
             && m.icmp_type.is_none_or(|t| t == k.icmp_type)
             && m.icmp_code.is_none_or(|c| c == k.icmp_code);

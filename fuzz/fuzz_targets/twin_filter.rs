@@ -53,6 +53,7 @@ fn bench() -> Bench {
         sets: rules_menu::SETS.len(),
         partial_blocks: 64,
         trie_entries: 64,
+        port_sets: 1,
     };
     let filter = XdpFilter::attach_with_sets(&iface, Mode::Skb, false, room).unwrap();
     let config = PortConfig::default()
@@ -78,6 +79,7 @@ fuzz_target!(|data: &[u8]| {
     let mut held = BENCH.lock().unwrap();
     let program = &held.get_or_insert_with(bench).filter;
     program.set_sets(set.sets()).unwrap();
+    program.set_port_sets(set.port_sets()).unwrap();
     let (rules, default) = share.kernel_rules().unwrap();
     program.set_rules(&rules, default).unwrap();
     program

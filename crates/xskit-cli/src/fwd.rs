@@ -865,6 +865,13 @@ fn rule_notes(args: &FwdArgs, rules: &RuleSet) -> Vec<String> {
 
 /// A line for each of the rules file's sets: what was read, and the kernel memory it takes.
 fn set_lines(rules: &RuleSet) -> Vec<String> {
+    let ports = rules.port_sets().iter().map(|set| {
+        format!(
+            "set {}: {} ports; in the kernel a bitmap of 8 KiB on each interface",
+            set.name(),
+            thousands(set.len() as u64)
+        )
+    });
     rules
         .sets()
         .iter()
@@ -901,6 +908,7 @@ fn set_lines(rules: &RuleSet) -> Vec<String> {
                 bytes as f64 / f64::from(1 << 20)
             )
         })
+        .chain(ports)
         .collect()
 }
 

@@ -277,6 +277,17 @@ mod tests {
     }
 
     #[test]
+    fn the_rules_reference_example_is_a_rules_file() {
+        let toml = RULES_REFERENCE
+            .split("```toml")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("the reference has a TOML example");
+        let rules = xskit_fwd::rules::RuleSet::from_toml(toml).unwrap();
+        assert!(!rules.sets().is_empty() && !rules.port_sets().is_empty());
+    }
+
+    #[test]
     fn every_example_parses_as_the_command_it_illustrates() {
         for (path, examples) in EXAMPLES {
             assert!(!examples.is_empty(), "{path} has no example");

@@ -1218,9 +1218,9 @@ fn tcp_flag_and_icmp_rules_stop_kernel_connects_and_pings_in_xdp() {
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
 
-/// A blocklist file in Spamhaus DROP's format and an inline set, each named by a rule: the
-/// kernel's pings from a listed source and SYNs to a listed destination are dropped in XDP,
-/// other connections cross.
+/// A blocklist file in Spamhaus DROP's format, an inline set and a port set, named by rules:
+/// the kernel's pings from a listed source and SYNs to a listed destination and port are
+/// dropped in XDP, other connections cross.
 #[test]
 fn prefix_sets_from_a_blocklist_file_drop_listed_sources_in_xdp() {
     if !privileged() {
@@ -1235,9 +1235,10 @@ fn prefix_sets_from_a_blocklist_file_drop_listed_sources_in_xdp() {
     let rules = RulesFile::new(&format!(
         "[[set]]\nname = \"attackers\"\nfile = \"{}\"\n\
          [[set]]\nname = \"protected\"\nprefixes = [\"{}\", \"198.51.100.128/25\"]\n\
+         [[set]]\nname = \"closed\"\nports = [5201, \"6000-6010\"]\n\
          [[rule]]\nname = \"listed-pings\"\nsrc = \"@attackers\"\nprotocol = \"icmp\"\naction = \"drop\"\n\
          [[rule]]\nname = \"protected-5201\"\ndst = \"@protected\"\nprotocol = \"tcp\"\n\
-         dst_port = 5201\naction = \"drop\"\n",
+         dst_port = \"@closed\"\naction = \"drop\"\n",
         list.path(),
         chain.c.ip
     ));

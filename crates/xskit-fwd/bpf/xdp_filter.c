@@ -94,7 +94,8 @@ struct rule {
 	__u16 len_hi;
 	__u8 sset;      /* EXTRA_SRC_SET: the source set's index + 1 */
 	__u8 dset;      /* EXTRA_DST_SET: the destination set's */
-	__u16 pad2;
+	__u8 spset;     /* EXTRA_PORT_SETS: the source port set's index + 1, or 0 */
+	__u8 dpset;     /* the destination port set's */
 };
 
 /* What a packet offers every key, for the rules that name more than addresses and ports. */
@@ -140,6 +141,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct set_bits);
 } set_partial4 SEC(".maps");
+
+/* Port sets: PORT_SET_WORDS words each, bit (p & 63) of word p >> 6 for port p. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} port_sets SEC(".maps");
+
+static __always_inline int in_port_set(__u32 set, __u16 port)
+{
+	__u32 index = set * PORT_SET_WORDS + (port >> 6);
+	__u64 *word = bpf_map_lookup_elem(&port_sets, &index);
+
+	return word && (*word >> (port & 63)) & 1;
+}
+
+/* True when both ports are in rule r's port sets, or it names none. */
+static __always_inline int port_sets_match(const struct rule *r, __u16 sport, __u16 dport)
+{
+	return (!r->spset || in_port_set(r->spset - 1, sport)) &&
+	       (!r->dpset || in_port_set(r->dpset - 1, dport));
+}
 
 /* A trie key's data: the set's index, then the IPv6 address. */
 struct set_addr {
@@ -215,7 +240,8 @@ static __always_inline int has_ports(const struct rule *r)
 /* True when rule r names a key of the TCP, UDP or ICMP header, which a later fragment lacks. */
 static __always_inline int needs_l4(const struct rule *r)
 {
-	return has_ports(r) || (r->extra & (EXTRA_TCP_FLAGS | EXTRA_ICMP_TYPE | EXTRA_ICMP_CODE));
+	return has_ports(r) ||
+	       (r->extra & (EXTRA_TCP_FLAGS | EXTRA_ICMP_TYPE | EXTRA_ICMP_CODE | EXTRA_PORT_SETS));
 }
 
 /* The extra keys outside the TCP, UDP or ICMP header: the sets, the VLAN ID, the IP length. */
@@ -231,9 +257,11 @@ static __always_inline int frame_extras_match(const struct rule *r, const struct
 	       (f->family && f->ip_len >= r->len_lo && f->ip_len <= r->len_hi);
 }
 
-/* The extra keys of the TCP or ICMP header. */
+/* The extra keys of the TCP, UDP or ICMP header. */
 static __always_inline int l4_extras_match(const struct rule *r, const struct facts *f)
 {
+	if ((r->extra & EXTRA_PORT_SETS) && !port_sets_match(r, f->sport, f->dport))
+		return 0;
 	if ((r->extra & EXTRA_TCP_FLAGS) && (f->tcp_flags & r->tcp_mask) != r->tcp_value)
 		return 0;
 	if ((r->extra & EXTRA_ICMP_TYPE) && f->icmp_type != r->icmp_type)
@@ -514,7 +542,7 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 /*
  * The first rule decide_plain's packet (IPv4, untagged, TCP or UDP, not a fragment) matches,
  * or COUNTER_DEFAULT; `action` gets what to do, or UNSETTLED at a rule with extra keys
- * other than sets, which the general path then decides. Only the first address word is compared: an IPv4 or
+ * other than sets and port sets, which the general path then decides. Only the first address word is compared: an IPv4 or
  * any-family rule holds zeros in the others (src/filter.rs builds them so), and the packet's
  * would be zero too.
  */
@@ -534,9 +562,10 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (r->source && (saddr & r->smask[0]) != r->saddr[0])
 			continue;
 		if (r->extra) {
-			if (!sets_ipv4(r, saddr, daddr))
+			if (!sets_ipv4(r, saddr, daddr) ||
+			    ((r->extra & EXTRA_PORT_SETS) && !port_sets_match(r, sport, dport)))
 				continue;
-			if (r->extra & ~(EXTRA_SRC_SET | EXTRA_DST_SET)) {
+			if (r->extra & ~(EXTRA_SRC_SET | EXTRA_DST_SET | EXTRA_PORT_SETS)) {
 				*action = UNSETTLED;
 				return i;
 			}

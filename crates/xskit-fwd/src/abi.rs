@@ -111,6 +111,7 @@ c_enum! {
         IcmpCode = "ICMP_CODE", "the ICMP code";
         SrcSet = "SRC_SET", "the source address in a set (sset)";
         DstSet = "DST_SET", "the destination address in a set (dset)";
+        PortSets = "PORT_SETS", "a port in a port set (spset, dpset)";
     }
 }
 
@@ -120,6 +121,9 @@ pub const MAX_SETS: usize = 16;
 /// The words of one set's block table: two bits for each of the 2^24 IPv4 /24 blocks, 32
 /// blocks to a 64-bit word.
 pub const SET_BLOCK_WORDS: usize = 1 << 19;
+
+/// The words of one port set's bitmap: a bit for each of the 65,536 ports.
+pub const PORT_SET_WORDS: usize = 1 << 10;
 
 c_enum! {
     /// What a set's block table says of one IPv4 /24: two bits of a word.
@@ -215,6 +219,11 @@ pub fn c_header() -> String {
         "SET_BLOCK_WORDS",
         SET_BLOCK_WORDS.to_string(),
         "words of a set's /24 block table",
+    );
+    define(
+        "PORT_SET_WORDS",
+        PORT_SET_WORDS.to_string(),
+        "words of a port set's bitmap",
     );
     for b in Block::ALL {
         define(b.c_name(), (*b as u32).to_string(), b.describe());

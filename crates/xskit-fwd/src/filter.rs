@@ -14,7 +14,7 @@ use crate::abi::{Slot, TxMode, TxSetting};
 use crate::error::{Error, Result};
 pub use crate::set_tables::SetRoom;
 use crate::set_tables::SetTables;
-use crate::sets::PrefixSet;
+use crate::sets::{PortSet, PrefixSet};
 pub use crate::sys::filter::KernelRule;
 use crate::sys::filter::{CounterRepr, StateRepr};
 use crate::MAX_RULES;
@@ -246,6 +246,13 @@ impl XdpFilter {
     pub fn set_sets(&self, sets: &[Arc<PrefixSet>]) -> Result<()> {
         let mut maps = self.maps.lock_unpoisoned();
         maps.sets.write(sets)
+    }
+
+    /// Writes the port sets the rules name by index ([`crate::rules::Match::src_port_set`]),
+    /// in place, a bitmap word at a time. Within the room the filter was attached with.
+    pub fn set_port_sets(&self, sets: &[Arc<PortSet>]) -> Result<()> {
+        let mut maps = self.maps.lock_unpoisoned();
+        maps.sets.write_ports(sets)
     }
 
     /// What the filter does with packets it cannot classify (runts, headers cut short or

@@ -24,7 +24,7 @@ use crate::filter::{Action, KernelRule, RuleCounter, XdpFilter};
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
 use crate::rules::RuleSet;
-use crate::sets::PrefixSet;
+use crate::sets::{PortSet, PrefixSet};
 use crate::worker::TapPath;
 
 /// The kernel's share of the rules, as every filter gets it.
@@ -35,6 +35,8 @@ pub(crate) struct KernelRules {
     pub(crate) unclassifiable: Action,
     /// The sets the rules name.
     pub(crate) sets: Vec<Arc<PrefixSet>>,
+    /// The port sets they name.
+    pub(crate) port_sets: Vec<Arc<PortSet>>,
 }
 
 /// A device's link as the running forwarder watches it.
@@ -151,7 +153,7 @@ pub(crate) fn set_up<K: Kernel>(
         })
         .collect::<Result<Vec<_>>>()?;
     let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
-    let room = SetRoom::for_sets(rules.sets());
+    let room = SetRoom::for_sets(rules.sets(), rules.port_sets().len());
     let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus, room)?;
     let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
     let ask = SocketAsk {
@@ -172,6 +174,7 @@ pub(crate) fn set_up<K: Kernel>(
         default,
         unclassifiable: in_kernel.kernel_unclassifiable(),
         sets: rules.sets().to_vec(),
+        port_sets: rules.port_sets().to_vec(),
     };
     for (filter, offer) in filters.iter().zip(&offers) {
         kernel.install(filter, &share)?;
@@ -293,6 +296,7 @@ impl Kernel for RealKernel {
 
     fn install(&self, filter: &XdpFilter, rules: &KernelRules) -> Result<()> {
         filter.set_sets(&rules.sets)?;
+        filter.set_port_sets(&rules.port_sets)?;
         filter.set_rules(&rules.rules, rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }

@@ -11,9 +11,9 @@ use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, HashMap, MapData};
 use xskit::XdpProgram;
 
-use crate::abi::SET_BLOCK_WORDS;
+use crate::abi::{PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::error::{Error, Result};
-use crate::sets::PrefixSet;
+use crate::sets::{PortSet, PrefixSet};
 use crate::sys::filter::{SetBitsRepr, SetKeyRepr};
 
 /// What the filter's set tables are loaded with room for.
@@ -25,13 +25,16 @@ pub struct SetRoom {
     pub partial_blocks: usize,
     /// IPv6 trie prefixes, over all sets.
     pub trie_entries: usize,
+    /// Port sets (a bitmap of 65,536 bits each).
+    pub port_sets: usize,
 }
 
 impl SetRoom {
-    /// Room for exactly `sets`.
-    pub fn for_sets(sets: &[Arc<PrefixSet>]) -> Self {
+    /// Room for exactly `sets` and `port_sets` port sets.
+    pub fn for_sets(sets: &[Arc<PrefixSet>], port_sets: usize) -> Self {
         let mut room = SetRoom {
             sets: sets.len(),
+            port_sets,
             ..SetRoom::default()
         };
         for set in sets {
@@ -47,15 +50,17 @@ impl SetRoom {
         other.sets <= self.sets
             && other.partial_blocks <= self.partial_blocks
             && other.trie_entries <= self.trie_entries
+            && other.port_sets <= self.port_sets
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 3] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 4] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
             ("set_partial4", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
+            ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
         ]
     }
 }
@@ -68,6 +73,17 @@ fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
     }
 }
 
+/// The first `words` words of an array map of u64s, mapped; none when it is to hold none.
+fn map_words(map: &Array<MapData, u64>, words: usize) -> Result<Option<xskit_os::Mmap>> {
+    if words == 0 {
+        return Ok(None);
+    }
+    let fd = aya::maps::IterableMap::map(map).fd().as_fd();
+    xskit_os::Mmap::shared(fd, words * 8, 0)
+        .map(Some)
+        .map_err(|e| map_error("mapping the set tables", e))
+}
+
 /// The tables of one loaded filter.
 pub(crate) struct SetTables {
     room: SetRoom,
@@ -75,6 +91,11 @@ pub(crate) struct SetTables {
     _blocks_map: Array<MapData, u64>,
     /// `set_blocks`' memory, when the filter has block tables.
     blocks: Option<xskit_os::Mmap>,
+    _ports_map: Array<MapData, u64>,
+    /// `port_sets`' memory, when the filter has port sets.
+    ports: Option<xskit_os::Mmap>,
+    /// The port set each bitmap holds.
+    written_ports: Vec<Option<Arc<PortSet>>>,
     partial: HashMap<MapData, u32, SetBitsRepr>,
     trie: LpmTrie<MapData, SetKeyRepr, u8>,
     /// The set each table holds, so that a change rewrites only the sets that changed and
@@ -86,29 +107,52 @@ impl SetTables {
     /// The tables of `program`, loaded with `room`.
     pub(crate) fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
         let blocks_map: Array<MapData, u64> = program.take_map("set_blocks")?;
-        let blocks = if room.sets == 0 {
-            None
-        } else {
-            let len = room.sets * SET_BLOCK_WORDS * 8;
-            let fd = aya::maps::IterableMap::map(&blocks_map).fd().as_fd();
-            Some(
-                xskit_os::Mmap::shared(fd, len, 0)
-                    .map_err(|e| map_error("mapping the set tables", e))?,
-            )
-        };
+        let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS)?;
+        let ports_map: Array<MapData, u64> = program.take_map("port_sets")?;
+        let ports = map_words(&ports_map, room.port_sets * PORT_SET_WORDS)?;
         Ok(SetTables {
             room,
             _blocks_map: blocks_map,
             blocks,
+            _ports_map: ports_map,
+            ports,
+            written_ports: vec![None; room.port_sets],
             partial: program.take_map("set_partial4")?,
             trie: program.take_map("set_trie")?,
             written: vec![None; room.sets],
         })
     }
 
+    /// Writes `sets`, port set `i` in bitmap `i`, a word at a time; bitmaps past them
+    /// become empty.
+    pub(crate) fn write_ports(&mut self, sets: &[Arc<PortSet>]) -> Result<()> {
+        if sets.len() > self.room.port_sets {
+            return Err(Error::SetsOutgrown {
+                wanted: format!("{} port sets", sets.len()),
+                room: format!("{:?}", self.room),
+            });
+        }
+        let Some(map) = &self.ports else {
+            return Ok(());
+        };
+        for i in 0..self.room.port_sets {
+            let new = sets.get(i);
+            if self.written_ports[i].as_ref() == new {
+                continue;
+            }
+            let table = &map.words()[i * PORT_SET_WORDS..(i + 1) * PORT_SET_WORDS];
+            for (j, word) in table.iter().enumerate() {
+                let bits = new.map_or(0, |s| s.words()[j]);
+                word.store(bits, Ordering::Relaxed);
+            }
+            self.written_ports[i] = new.cloned();
+        }
+        Ok(())
+    }
+
     /// Writes `sets`, set `i` in table `i`; tables past them become empty.
     pub(crate) fn write(&mut self, sets: &[Arc<PrefixSet>]) -> Result<()> {
-        let wanted = SetRoom::for_sets(sets);
+        let wanted = SetRoom::for_sets(sets, self.room.port_sets);
         if !self.room.holds(&wanted) {
             return Err(Error::SetsOutgrown {
                 wanted: format!("{wanted:?}"),

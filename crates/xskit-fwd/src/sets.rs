@@ -6,7 +6,7 @@
 
 use std::ops::RangeInclusive;
 
-use crate::abi::{Block, SET_BLOCK_WORDS};
+use crate::abi::{Block, PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::prefix::Prefix;
 
 /// Prefixes one set holds at most, counted as written (before duplicates are merged).
@@ -206,6 +206,64 @@ impl PrefixSet {
     }
 }
 
+/// A named set of TCP or UDP ports: a bit for each of the 65,536, as the kernel holds it too.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PortSet {
+    name: String,
+    bits: Box<[u64; PORT_SET_WORDS]>,
+}
+
+impl std::fmt::Debug for PortSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortSet")
+            .field("name", &self.name)
+            .field("ports", &self.len())
+            .finish()
+    }
+}
+
+impl PortSet {
+    /// The ports of the inclusive `ranges`.
+    pub fn from_ranges(name: &str, ranges: &[(u16, u16)]) -> Self {
+        let mut bits = Box::new([0u64; PORT_SET_WORDS]);
+        for &(lo, hi) in ranges {
+            for p in lo..=hi {
+                bits[usize::from(p >> 6)] |= 1 << (p & 63);
+            }
+        }
+        PortSet {
+            name: name.to_string(),
+            bits,
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many ports it holds.
+    pub fn len(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// True when it holds no port.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True if `port` is in the set.
+    #[inline]
+    pub fn contains(&self, port: u16) -> bool {
+        self.bits[usize::from(port >> 6)] >> (port & 63) & 1 == 1
+    }
+
+    /// The bitmap the kernel holds: bit `p & 63` of word `p >> 6` for port `p`.
+    pub fn words(&self) -> &[u64; PORT_SET_WORDS] {
+        &self.bits
+    }
+}
+
 /// Sorts and merges overlapping or adjacent ranges; returns how many prefixes added nothing
 /// (duplicates, or inside another: prefixes either nest or are apart).
 fn merge<T: Copy + Ord + num_like::Step>(ranges: &mut Vec<(T, T)>) -> usize {
@@ -324,6 +382,18 @@ mod tests {
         assert!(e.message.contains("10.0.0.300"), "{}", e.message);
         let e = PrefixSet::parse("s", "\0\0garbage").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn a_port_set_holds_its_ranges() {
+        let s = PortSet::from_ranges("p", &[(53, 53), (1900, 1901), (65535, 65535), (0, 0)]);
+        assert_eq!(s.len(), 5);
+        for p in [0, 53, 1900, 1901, 65535] {
+            assert!(s.contains(p), "{p}");
+        }
+        for p in [1, 52, 54, 1899, 1902, 65534] {
+            assert!(!s.contains(p), "{p}");
+        }
     }
 
     #[test]

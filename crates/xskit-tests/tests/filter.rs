@@ -215,9 +215,10 @@ mod split {
     /// parts of /24s (in the trie), and IPv6.
     const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.100.0/31\", \"203.0.113.128/25\", \
                         \"2001:db8::/127\"]\n[[set]]\nname = \"b\"\nprefixes = [\"198.51.100.2/31\", \
-                        \"203.0.113.0/24\", \"2001:db8::/32\"]\n";
+                        \"203.0.113.0/24\", \"2001:db8::/32\"]\n\
+                        [[set]]\nname = \"p\"\nports = [53, \"900-1000\"]\n";
     const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];
-    const PORTS: [&str; 3] = ["", "53", "\"1-100\""];
+    const PORTS: [&str; 4] = ["", "53", "\"1-100\"", "\"@p\""];
     const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
     const DEFAULTS: [&str; 3] = ["drop", "pass", "forward"];
     /// The keys most rules leave out, with the protocol each needs (0: any). The damaged
@@ -394,6 +395,7 @@ mod split {
     /// The kernel's share of a rule set, in force in `program`.
     fn install(program: &XdpFilter, share: &KernelShare<'_>) {
         program.set_sets(share.rule_set().sets()).unwrap();
+        program.set_port_sets(share.rule_set().port_sets()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
         program.set_rules(&kernel_rules, kernel_default).unwrap();
         program
@@ -530,6 +532,7 @@ mod split {
                     sets: 2,
                     partial_blocks: 64,
                     trie_entries: 64,
+                    port_sets: 1,
                 };
                 let program =
                     XdpFilter::attach_with_sets(&iface, Mode::Skb, multi_buffer, room).unwrap();
@@ -654,8 +657,8 @@ mod split {
             0..DSTS.len(),
             0..SRCS.len(),
             0..4usize,
-            0..3usize,
-            0..3usize,
+            0..PORTS.len(),
+            0..PORTS.len(),
             0..3usize,
             prop_oneof![1 => Just(0usize), 3 => 1..EXTRAS.len()],
         );

@@ -43,7 +43,9 @@ pub const SETS: [(&str, &[&str]); 3] = [
     ("none", &[]),
 ];
 const PROTOS: [&str; 6] = ["", "udp", "tcp", "icmp", "icmpv6", "47"];
-const PORTS: [&str; 5] = ["", "53", "\"1-100\"", "0", "65535"];
+const PORTS: [&str; 6] = ["", "53", "\"1-100\"", "0", "65535", "\"@p\""];
+/// The port set every rule set declares, as inclusive ranges.
+pub const PORT_SET: (&str, &[(u16, u16)]) = ("p", &[(53, 53), (9, 9), (60000, 65535)]);
 const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
 /// The keys most rules leave out, with the protocol each needs ("" for any).
 const EXTRAS: [(&str, &str); 9] = [
@@ -77,6 +79,16 @@ pub fn rules(data: &[u8]) -> (String, &[u8]) {
             list.join(", ")
         ));
     }
+    let ports: Vec<String> = PORT_SET
+        .1
+        .iter()
+        .map(|(lo, hi)| format!("\"{lo}-{hi}\""))
+        .collect();
+    text.push_str(&format!(
+        "[[set]]\nname = \"{}\"\nports = [{}]\n",
+        PORT_SET.0,
+        ports.join(", ")
+    ));
     for r in spec.chunks_exact(4) {
         let pick = |b: u8, n: usize| usize::from(b) % n;
         text.push_str("[[rule]]\n");
@@ -99,8 +111,8 @@ pub fn rules(data: &[u8]) -> (String, &[u8]) {
         }
         if matches!(proto, "udp" | "tcp") {
             for (key, v) in [
-                ("dst_port", PORTS[pick(r[2] >> 4, 5)]),
-                ("src_port", PORTS[pick(r[3] >> 4, 5)]),
+                ("dst_port", PORTS[pick(r[2] >> 4, 6)]),
+                ("src_port", PORTS[pick(r[3] >> 4, 6)]),
             ] {
                 if !v.is_empty() {
                     text.push_str(&format!("{key} = {v}\n"));

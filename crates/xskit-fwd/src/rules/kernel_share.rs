@@ -148,10 +148,15 @@ impl Match {
         named(Extra::IcmpCode, self.icmp_code.is_some());
         named(Extra::SrcSet, self.src_set.is_some());
         named(Extra::DstSet, self.dst_set.is_some());
+        named(
+            Extra::PortSets,
+            self.src_port_set.is_some() || self.dst_port_set.is_some(),
+        );
         // Sets are numbered from 1 here: 0 is none. The rules file holds at most MAX_SETS.
         let number =
             |set: Option<usize>| set.map_or(0, |i| (i + 1).min(usize::from(u8::MAX)) as u8);
         (r.sset, r.dset) = (number(self.src_set), number(self.dst_set));
+        (r.spset, r.dpset) = (number(self.src_port_set), number(self.dst_port_set));
         r.vlan = self.vlan.unwrap_or(crate::abi::NO_VLAN);
         (r.len_lo, r.len_hi) = self.length.unwrap_or((0, u16::MAX));
         let flags = self.tcp_flags.unwrap_or_default();

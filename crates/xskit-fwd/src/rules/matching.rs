@@ -32,6 +32,10 @@ pub struct Match {
     pub src_set: Option<usize>,
     /// The destination address is in this set.
     pub dst_set: Option<usize>,
+    /// The source port is in this port set ([`RuleSet::port_sets`]).
+    pub src_port_set: Option<usize>,
+    /// The destination port is in this port set.
+    pub dst_port_set: Option<usize>,
 }
 
 /// TCP flags a rule asks for: those in `mask` must equal those in `value` (`"syn,!ack"`: SYN
@@ -111,24 +115,29 @@ impl std::fmt::Display for TcpFlags {
 }
 
 impl Match {
-    /// True if the packet matches, the sets the match names being `sets` (a set it names
-    /// that is not there matches nothing).
-    pub fn matches(&self, k: &PacketKey, sets: &[Arc<PrefixSet>]) -> bool {
+    /// True if the packet matches, the sets the match names being `sets` and `port_sets` (a
+    /// set it names that is not there matches nothing).
+    pub fn matches(
+        &self,
+        k: &PacketKey,
+        sets: &[Arc<PrefixSet>],
+        port_sets: &[Arc<PortSet>],
+    ) -> bool {
         let (src, dst) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
-        FastMatch::new(self, sets).matches(k, src, dst)
+        FastMatch::new(self, sets, port_sets).matches(k, src, dst)
     }
 }
 
 /// A set a rule names, as the rules stage tries it: absent when the index names no set.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum SetCheck {
+enum SetCheck<T> {
     Any,
-    In(Arc<PrefixSet>),
+    In(Arc<T>),
     Missing,
 }
 
-impl SetCheck {
-    fn new(index: Option<usize>, sets: &[Arc<PrefixSet>]) -> Self {
+impl<T> SetCheck<T> {
+    fn new(index: Option<usize>, sets: &[Arc<T>]) -> Self {
         match index.map(|i| sets.get(i)) {
             None => SetCheck::Any,
             Some(Some(set)) => SetCheck::In(Arc::clone(set)),
@@ -136,13 +145,18 @@ impl SetCheck {
         }
     }
 
+    /// True when the rule names no set, or `holds` says the set holds the packet's field.
     #[inline]
-    fn admits(&self, family: u8, addr: u128) -> bool {
+    fn admits(&self, holds: impl FnOnce(&T) -> bool) -> bool {
         match self {
             SetCheck::Any => true,
-            SetCheck::In(set) => set.contains(family, addr),
+            SetCheck::In(set) => holds(set),
             SetCheck::Missing => false,
         }
+    }
+
+    fn is_any(&self) -> bool {
+        matches!(self, SetCheck::Any)
     }
 }
 
@@ -167,12 +181,14 @@ pub(super) struct FastMatch {
     tcp_flags: TcpFlags,
     icmp_type: Option<u8>,
     icmp_code: Option<u8>,
-    src_set: SetCheck,
-    dst_set: SetCheck,
+    src_set: SetCheck<PrefixSet>,
+    dst_set: SetCheck<PrefixSet>,
+    src_port_set: SetCheck<PortSet>,
+    dst_port_set: SetCheck<PortSet>,
 }
 
 impl FastMatch {
-    pub(super) fn new(m: &Match, sets: &[Arc<PrefixSet>]) -> Self {
+    pub(super) fn new(m: &Match, sets: &[Arc<PrefixSet>], port_sets: &[Arc<PortSet>]) -> Self {
         let (src_family, dst_family) = (m.src.map(|p| p.family()), m.dst.map(|p| p.family()));
         FastMatch {
             family: src_family.or(dst_family).unwrap_or(0),
@@ -188,7 +204,9 @@ impl FastMatch {
                 || m.icmp_type.is_some()
                 || m.icmp_code.is_some()
                 || m.src_set.is_some()
-                || m.dst_set.is_some(),
+                || m.dst_set.is_some()
+                || m.src_port_set.is_some()
+                || m.dst_port_set.is_some(),
             vlan: m.vlan,
             length: m.length.unwrap_or((0, u16::MAX)),
             tcp_flags: m.tcp_flags.unwrap_or_default(),
@@ -196,6 +214,8 @@ impl FastMatch {
             icmp_code: m.icmp_code,
             src_set: SetCheck::new(m.src_set, sets),
             dst_set: SetCheck::new(m.dst_set, sets),
+            src_port_set: SetCheck::new(m.src_port_set, port_sets),
+            dst_port_set: SetCheck::new(m.dst_port_set, port_sets),
         }
     }
 
@@ -220,8 +240,8 @@ impl FastMatch {
 
     /// The VLAN ID, the IP length and the sets.
     fn frame_extras_match(&self, k: &PacketKey, src: u128, dst: u128) -> bool {
-        self.src_set.admits(k.family, src)
-            && self.dst_set.admits(k.family, dst)
+        self.src_set.admits(|s| s.contains(k.family, src))
+            && self.dst_set.admits(|s| s.contains(k.family, dst))
             && self.vlan.is_none_or(|v| k.vlan == Some(v))
             && (self.length == (0, u16::MAX)
                 || k.family != 0 && (self.length.0..=self.length.1).contains(&k.ip_len))
@@ -235,7 +255,9 @@ impl FastMatch {
             && (!self.extra
                 || self.tcp_flags.matches(k.tcp_flags)
                     && self.icmp_type.is_none_or(|t| t == k.icmp_type)
-                    && self.icmp_code.is_none_or(|c| c == k.icmp_code))
+                    && self.icmp_code.is_none_or(|c| c == k.icmp_code)
+                    && self.src_port_set.admits(|s| s.contains(k.src_port))
+                    && self.dst_port_set.admits(|s| s.contains(k.dst_port)))
     }
 
     /// Whether the rule names a key of the TCP, UDP or ICMP header (a port range narrower
@@ -246,5 +268,7 @@ impl FastMatch {
             || self.tcp_flags.mask != 0
             || self.icmp_type.is_some()
             || self.icmp_code.is_some()
+            || !self.src_port_set.is_any()
+            || !self.dst_port_set.is_any()
     }
 }

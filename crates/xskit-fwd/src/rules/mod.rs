@@ -37,7 +37,7 @@ mod syntax;
 mod tests;
 
 pub use crate::sets::{
-    kernel_bytes as set_kernel_bytes, PrefixSet, SetLayout, SetLineError, SetStats,
+    kernel_bytes as set_kernel_bytes, PortSet, PrefixSet, SetLayout, SetLineError, SetStats,
     MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES,
 };
 pub use kernel_share::KernelShare;
@@ -102,6 +102,8 @@ pub struct RuleSet {
     unclassifiable: Verdict,
     /// The sets the rules name, by index ([`Match::src_set`]).
     sets: Vec<Arc<PrefixSet>>,
+    /// The port sets, by index ([`Match::src_port_set`]).
+    port_sets: Vec<Arc<PortSet>>,
 }
 
 impl RuleSet {
@@ -113,7 +115,13 @@ impl RuleSet {
             default,
             unclassifiable: Verdict::Drop,
             sets: Vec::new(),
+            port_sets: Vec::new(),
         }
+    }
+
+    /// The file's port sets, in the order declared.
+    pub fn port_sets(&self) -> &[Arc<PortSet>] {
+        &self.port_sets
     }
 
     /// The file's sets, in the order declared.

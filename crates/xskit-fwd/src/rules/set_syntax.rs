@@ -1,20 +1,34 @@
-//! A rules file's `[[set]]` tables: each a name and either a `file` of prefixes or an inline
-//! `prefixes` list, read into [`PrefixSet`]s before any rule names them.
+//! A rules file's `[[set]]` tables: each a name and one of a `file` of prefixes, an inline
+//! `prefixes` list or a `ports` list, read into [`PrefixSet`]s and [`PortSet`]s before any
+//! rule names them.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use super::syntax::{check_name, RulesError, SetRepr};
-use crate::sets::{kernel_bytes, PrefixSet, MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES};
+use crate::sets::{kernel_bytes, PortSet, PrefixSet, MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES};
 
 type Spanned<T> = toml::Spanned<T>;
 
-/// The sets of a rules file, in order; `dir` is where relative files are.
+/// A rules file's sets, each kind in the order declared.
+#[derive(Default)]
+pub(super) struct Sets {
+    pub(super) prefixes: Vec<Arc<PrefixSet>>,
+    pub(super) ports: Vec<Arc<PortSet>>,
+}
+
+/// One set as read.
+enum Parsed {
+    Prefixes(PrefixSet),
+    Ports(PortSet),
+}
+
+/// The sets of a rules file; `dir` is where relative files are.
 pub(super) fn parse_sets(
     text: &str,
     sets: &[Spanned<SetRepr>],
     dir: Option<&Path>,
-) -> Result<Vec<Arc<PrefixSet>>, RulesError> {
+) -> Result<Sets, RulesError> {
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     if let Some(extra) = sets.get(crate::abi::MAX_SETS) {
         return Err(at(
@@ -26,21 +40,42 @@ pub(super) fn parse_sets(
             ),
         ));
     }
-    let mut out: Vec<Arc<PrefixSet>> = Vec::with_capacity(sets.len());
+    let mut out = Sets::default();
     for spanned in sets {
         let name = &spanned.get_ref().name;
         check_name(name.get_ref())
             .map_err(|m| at(name.span(), m.replace("a rule's", "a set's")))?;
-        if out.iter().any(|s| s.name() == name.get_ref()) {
+        let taken = out.prefixes.iter().any(|s| s.name() == name.get_ref())
+            || out.ports.iter().any(|s| s.name() == name.get_ref());
+        if taken {
             return Err(at(
                 name.span(),
                 format!("a set named {:?} is declared already", name.get_ref()),
             ));
         }
-        out.push(Arc::new(parse_set(text, spanned, dir)?));
+        match parse_set(text, spanned, dir)? {
+            Parsed::Prefixes(set) => out.prefixes.push(Arc::new(set)),
+            Parsed::Ports(set) => out.ports.push(Arc::new(set)),
+        }
     }
-    check_memory(text, sets, &out)?;
+    check_memory(text, sets, &out.prefixes)?;
     Ok(out)
+}
+
+/// A `ports` list: numbers and ranges, as a rule's port keys take them.
+fn parse_ports(
+    text: &str,
+    name: &str,
+    list: &[Spanned<toml::Value>],
+) -> Result<PortSet, RulesError> {
+    let ranges = list
+        .iter()
+        .map(|v| {
+            super::syntax::parse_range(v.get_ref(), "port")
+                .map_err(|m| RulesError::at(text, v.span().start, format!("set {name:?}: {m}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PortSet::from_ranges(name, &ranges))
 }
 
 /// One set, from its file or its inline list.
@@ -48,31 +83,34 @@ fn parse_set(
     text: &str,
     spanned: &Spanned<SetRepr>,
     dir: Option<&Path>,
-) -> Result<PrefixSet, RulesError> {
+) -> Result<Parsed, RulesError> {
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     let r = spanned.get_ref();
     let name = r.name.get_ref();
-    match (&r.file, &r.prefixes) {
-        (Some(file), None) => {
+    match (&r.file, &r.prefixes, &r.ports) {
+        (None, None, Some(list)) => parse_ports(text, name, list.get_ref()).map(Parsed::Ports),
+        (Some(file), None, None) => {
             let path = match dir {
                 Some(dir) => dir.join(file.get_ref()),
                 None => file.get_ref().into(),
             };
             let content = crate::text_file::read_bounded(&path, MAX_SET_FILE_BYTES)
                 .map_err(|e| at(file.span(), format!("set {name:?}: {e}")))?;
-            PrefixSet::parse(name, &content).map_err(|e| {
-                at(
-                    file.span(),
-                    format!(
-                        "set {name:?}: {}: line {}: {}",
-                        path.display(),
-                        e.line,
-                        e.message
-                    ),
-                )
-            })
+            PrefixSet::parse(name, &content)
+                .map_err(|e| {
+                    at(
+                        file.span(),
+                        format!(
+                            "set {name:?}: {}: line {}: {}",
+                            path.display(),
+                            e.line,
+                            e.message
+                        ),
+                    )
+                })
+                .map(Parsed::Prefixes)
         }
-        (None, Some(list)) => {
+        (None, Some(list), None) => {
             let items = list.get_ref();
             PrefixSet::from_items(
                 name,
@@ -85,12 +123,13 @@ fn parse_set(
                 let span = items.get(e.line - 1).map_or(list.span(), |s| s.span());
                 at(span, format!("set {name:?}: {}", e.message))
             })
+            .map(Parsed::Prefixes)
         }
         _ => Err(at(
             spanned.span(),
             format!(
-                "set {name:?} needs one of file = \"PATH\" (one prefix a line) or prefixes = \
-                 [...] (which may be empty)"
+                "set {name:?} needs one of file = \"PATH\" (one prefix a line), prefixes = \
+                 [...] (which may be empty) or ports = [...]"
             ),
         )),
     }
@@ -103,7 +142,7 @@ fn check_memory(
     spans: &[Spanned<SetRepr>],
     sets: &[Arc<PrefixSet>],
 ) -> Result<(), RulesError> {
-    let room = crate::set_tables::SetRoom::for_sets(sets);
+    let room = crate::set_tables::SetRoom::for_sets(sets, 0);
     let bytes = kernel_bytes(room.sets, room.partial_blocks, room.trie_entries);
     if bytes <= MAX_SET_KERNEL_BYTES {
         return Ok(());
@@ -228,6 +267,45 @@ mod tests {
             .collect();
         let e = RuleSet::from_toml(&many).unwrap_err().to_string();
         assert!(e.contains("at most 16"), "{e}");
+    }
+
+    #[test]
+    fn a_port_set_matches_the_ports_it_holds() {
+        let rs = RuleSet::from_toml(
+            "[[set]]\nname = \"reflectors\"\nports = [53, 123, \"1900-1901\", 11211]\n\
+             [[rule]]\nprotocol = \"udp\"\nsrc_port = \"@reflectors\"\naction = \"drop\"\n",
+        )
+        .unwrap();
+        assert_eq!(rs.port_sets()[0].len(), 5);
+        for (port, rule) in [(53, Some(0)), (1901, Some(0)), (11211, Some(0)), (54, None)] {
+            let key = PacketKey {
+                src_port: port,
+                ..v4([198, 51, 100, 1])
+            };
+            assert_eq!(rs.classify(&key), Ok(rule), "{port}");
+        }
+    }
+
+    #[test]
+    fn port_and_address_sets_are_named_where_they_belong() {
+        let sets = "[[set]]\nname = \"a\"\nprefixes = []\n[[set]]\nname = \"p\"\nports = [53]\n";
+        for (rule, says) in [
+            ("src = \"@p\"", "set \"p\" holds ports"),
+            (
+                "protocol = \"udp\"\nsrc_port = \"@a\"",
+                "set \"a\" holds addresses",
+            ),
+            ("protocol = \"udp\"\ndst_port = \"@none\"", "ports = [...]"),
+            ("dst_port = \"@p\"", "ports need protocol"),
+        ] {
+            let text = format!("{sets}[[rule]]\n{rule}\naction = \"drop\"\n");
+            let e = RuleSet::from_toml(&text).unwrap_err().to_string();
+            assert!(e.contains(says), "{rule}: {e}");
+        }
+        let e = RuleSet::from_toml("[[set]]\nname = \"p\"\nports = [53, \"9-1\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("set \"p\": port range \"9-1\" is empty"), "{e}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use xskit_wire::ip_protocol;
 
+use super::set_syntax::Sets;
 use super::*;
 
 /// A rules file that could not be read, with where in the text.
@@ -51,6 +52,7 @@ pub(super) struct SetRepr {
     pub(super) name: toml::Spanned<String>,
     pub(super) file: Option<toml::Spanned<String>>,
     pub(super) prefixes: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
+    pub(super) ports: Option<toml::Spanned<Vec<toml::Spanned<toml::Value>>>>,
 }
 
 #[derive(Deserialize)]
@@ -141,19 +143,40 @@ pub(super) fn parse_range(v: &toml::Value, what: &str) -> Result<(u16, u16), Str
 }
 
 /// A rule's `src` or `dst`: a prefix, or `"@NAME"`, a set's index.
-fn parse_address(
-    s: &str,
-    sets: &[Arc<PrefixSet>],
-) -> Result<(Option<Prefix>, Option<usize>), String> {
+fn parse_address(s: &str, sets: &Sets) -> Result<(Option<Prefix>, Option<usize>), String> {
     let Some(name) = s.strip_prefix('@') else {
         return Prefix::parse(s).map(|p| (Some(p), None));
     };
-    match sets.iter().position(|set| set.name() == name) {
+    match sets.prefixes.iter().position(|set| set.name() == name) {
         Some(i) => Ok((None, Some(i))),
-        None => Err(format!(
-            "no set is named {name:?}: declare it with [[set]], name = {name:?} and file = \
-             \"...\" or prefixes = [...]"
+        None if sets.ports.iter().any(|set| set.name() == name) => Err(format!(
+            "set {name:?} holds ports: name it in src_port or dst_port"
         )),
+        None => Err(no_set(name, "file = \"...\" or prefixes = [...]")),
+    }
+}
+
+fn no_set(name: &str, holding: &str) -> String {
+    format!("no set is named {name:?}: declare it with [[set]], name = {name:?} and {holding}")
+}
+
+/// An inclusive range of ports.
+type PortRange = (u16, u16);
+
+/// A rule's `src_port` or `dst_port`: a number, a range, or `"@NAME"`, a port set's index.
+fn parse_port_key(
+    v: &toml::Value,
+    sets: &Sets,
+) -> Result<(Option<PortRange>, Option<usize>), String> {
+    let Some(name) = v.as_str().and_then(|s| s.strip_prefix('@')) else {
+        return parse_range(v, "port").map(|r| (Some(r), None));
+    };
+    match sets.ports.iter().position(|set| set.name() == name) {
+        Some(i) => Ok((None, Some(i))),
+        None if sets.prefixes.iter().any(|set| set.name() == name) => Err(format!(
+            "set {name:?} holds addresses: name it in src or dst"
+        )),
+        None => Err(no_set(name, "ports = [...]")),
     }
 }
 
@@ -162,7 +185,7 @@ fn parse_rule(
     text: &str,
     i: usize,
     spanned: &toml::Spanned<RuleRepr>,
-    sets: &[Arc<PrefixSet>],
+    sets: &Sets,
 ) -> Result<RuleSpec, RulesError> {
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     let r = spanned.get_ref();
@@ -188,11 +211,13 @@ fn parse_rule(
         .transpose()?;
     let ports = |p: &Option<toml::Spanned<toml::Value>>| {
         p.as_ref()
-            .map(|s| parse_range(s.get_ref(), "port").map_err(|m| at(s.span(), m)))
+            .map(|s| parse_port_key(s.get_ref(), sets).map_err(|m| at(s.span(), m)))
             .transpose()
+            .map(Option::unwrap_or_default)
     };
-    let (src_ports, dst_ports) = (ports(&r.src_port)?, ports(&r.dst_port)?);
-    if (src_ports.is_some() || dst_ports.is_some())
+    let ((src_ports, src_port_set), (dst_ports, dst_port_set)) =
+        (ports(&r.src_port)?, ports(&r.dst_port)?);
+    if (r.src_port.is_some() || r.dst_port.is_some())
         && !matches!(protocol, Some(ip_protocol::TCP | ip_protocol::UDP))
     {
         let span = r
@@ -225,6 +250,8 @@ fn parse_rule(
             dst_ports,
             src_set,
             dst_set,
+            src_port_set,
+            dst_port_set,
             ..extra
         },
         action,
@@ -419,12 +446,13 @@ impl RuleSet {
         Ok(RuleSet {
             fast: rules
                 .iter()
-                .map(|r| FastMatch::new(&r.matcher, &sets))
+                .map(|r| FastMatch::new(&r.matcher, &sets.prefixes, &sets.ports))
                 .collect(),
             rules,
             default,
             unclassifiable,
-            sets,
+            sets: sets.prefixes,
+            port_sets: sets.ports,
         })
     }
 }

@@ -572,11 +572,11 @@ fn the_fast_match_decides_as_the_match_does() {
             icmp_type: next(3) as u8,
             icmp_code: next(3) as u8,
         };
-        let fast = FastMatch::new(&m, &[]);
+        let fast = FastMatch::new(&m, &[], &[]);
         let (s128, d128) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
         let expected = byte_wise_matches(&m, &k);
         assert_eq!(fast.matches(&k, s128, d128), expected, "{m:?} {k:?}");
-        assert_eq!(m.matches(&k, &[]), expected, "{m:?} {k:?}");
+        assert_eq!(m.matches(&k, &[], &[]), expected, "{m:?} {k:?}");
         if expected {
             matched += 1;
         } else {

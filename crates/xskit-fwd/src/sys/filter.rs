@@ -34,7 +34,10 @@ pub struct KernelRule {
     pub(crate) sset: u8,
     /// The destination set's, likewise.
     pub(crate) dset: u8,
-    pub(crate) pad2: u16,
+    /// The source port set's index + 1, for [`crate::abi::Extra::PortSets`].
+    pub(crate) spset: u8,
+    /// The destination port set's, likewise.
+    pub(crate) dpset: u8,
 }
 
 /// `struct config`.
@@ -107,8 +110,8 @@ pub(crate) struct CounterRepr {
 }
 
 // SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 8 + 6 + 6 + 4 bytes, all
-// fields naturally aligned, `pad` and `pad2` filling what would be padding) and every bit
-// pattern is a valid value, which is what aya::Pod requires.
+// fields naturally aligned, `pad` filling what would be padding) and every bit pattern is a
+// valid value, which is what aya::Pod requires.
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
@@ -248,7 +251,8 @@ mod tests {
                 ("len_hi", offset_of!(KernelRule, len_hi)),
                 ("sset", offset_of!(KernelRule, sset)),
                 ("dset", offset_of!(KernelRule, dset)),
-                ("pad2", offset_of!(KernelRule, pad2)),
+                ("spset", offset_of!(KernelRule, spset)),
+                ("dpset", offset_of!(KernelRule, dpset)),
             ],
         );
     }
