@@ -13,7 +13,7 @@
 # l2fwd, completed for txpush) and its polls that found the rx ring empty: under valgrind a
 # receiver keeps up with the generator and polls an empty ring about once per packet, a
 # number that varies from run to run. So rxdrop and l2fwd also run twice without traffic
-# (IDLE seconds for xskit, IDLE_POLLS polls for the peer), which gives what one empty poll
+# (IDLE_POLLS and twice as many empty polls, each program), which gives what one empty poll
 # costs each; the table's per-packet figures leave those polls out, and the last columns
 # say what they added. fwd runs SECS seconds with only its worker's run function counted:
 # plain forwarding, behind 64 rules user space tries in turn (fwd-64), and in a DDoS mix
@@ -29,7 +29,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${COUNT:-1000000}
 SECS=${SECS:-4}
-IDLE=${IDLE:-0.5}
 IDLE_POLLS=${IDLE_POLLS:-200000}
 LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd fwd-64 fwd-ddos}
 
@@ -112,7 +111,7 @@ idle_runs() { # $1 loop, $2 namespace, $3 interface: no traffic, two lengths of 
     local loop=$1 ns=$2 ifc=$3 k
     for k in 1 2; do
         measure "$loop-xskit-idle$k" "$ns" "$BIN" bench "$loop" -i "$ifc" -m drv \
-            -d "$(python3 -c "print($IDLE * $k)")" --dst-mac "$MAC_B" --json
+            --idle-polls $((IDLE_POLLS * k)) -d 600 --dst-mac "$MAC_B" --json
         measure "$loop-peer-idle$k" "$ns" "$PEER" "$loop" "$ifc" 1000000000000 "$MAC_B" \
             $((IDLE_POLLS * k))
     done

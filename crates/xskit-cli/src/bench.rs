@@ -65,6 +65,11 @@ pub(crate) struct BenchArgs {
     /// afpacket-tx), counted at the clock's looks (every 64 rounds).
     #[arg(short = 'n', long)]
     count: Option<u64>,
+    /// On an interface, rxdrop and l2fwd: stop after this many polls found the rx ring empty,
+    /// a fixed amount of idle work whatever the machine's load (bench/callgrind.sh measures
+    /// what an empty poll costs this way).
+    #[arg(long, value_name = "N")]
+    idle_polls: Option<u64>,
 }
 
 /// One measurement, as printed by `--json`.
@@ -677,6 +682,9 @@ fn rxdrop(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, 
         let n = port.drop_received(args.port.batch)?;
         if n == 0 {
             empty += 1;
+            if args.idle_polls.is_some_and(|most| empty >= most) {
+                break;
+            }
             if args.port.poll {
                 port.socket()
                     .poll(true, false, Some(Duration::from_millis(100)))?;
@@ -784,6 +792,9 @@ fn l2fwd(port: &mut Port, args: &BenchArgs, meter: &mut Meter) -> Result<(u64, u
         let n = port.reflect(args.port.batch, swap_macs)?;
         if n == 0 {
             empty += 1;
+            if args.idle_polls.is_some_and(|most| empty >= most) {
+                break;
+            }
         }
         rx += n as u64;
         match meter.round(rx) {

@@ -578,7 +578,6 @@ fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer
         .env("BIN", XSKIT)
         .env("COUNT", "50000")
         .env("SECS", "2")
-        .env("IDLE", "0.2")
         .env("IDLE_POLLS", "20000")
         .output()
         .unwrap();
