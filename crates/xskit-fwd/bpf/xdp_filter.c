@@ -117,9 +117,10 @@ struct facts {
 /*
  * Prefix sets. Each set has SET_BLOCK_WORDS words of set_blocks: two bits (BLOCK_*) for every
  * IPv4 /24, so that one load decides an address in a /24 the set holds whole or not at all;
- * a /24 it holds in part has a bitmap of its 256 addresses in set_partial4, and IPv6 is
- * looked up in set_trie. Sized when loaded, and written in place: the block tables through
- * a mapping of their memory, a word at a time.
+ * a /24 it holds in part has a bitmap of its 256 addresses in set_bitmaps, at the index
+ * set_ranks gives the table word's first partial /24 plus the partial /24s before it in the
+ * word. IPv6 is looked up in set_trie. Sized when loaded, and written through mappings of
+ * their memory, a word at a time.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -134,13 +135,22 @@ struct set_bits {
 	__u64 bits[4];
 };
 
-/* Keyed by the set's index << 24 | the /24's number (its first address >> 8). */
+/* For each word of set_blocks, the index in set_bitmaps of its first partial /24. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} set_ranks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct set_bits);
-} set_partial4 SEC(".maps");
+} set_bitmaps SEC(".maps");
 
 /* Port sets: PORT_SET_WORDS words each, bit (p & 63) of word p >> 6 for port p. */
 struct {
@@ -185,25 +195,38 @@ struct {
 	__type(value, __u8);
 } set_trie SEC(".maps");
 
-/* What set `set`'s table says of the /24 of the IPv4 address `host` (host byte order). */
-static __always_inline __u32 set_block(__u32 set, __u32 host)
+/* The 1 bits of x (BPF has no instruction for it). */
+static __always_inline __u32 popcount64(__u64 x)
 {
-	__u32 index = set * SET_BLOCK_WORDS + (host >> 13);
-	__u64 *word = bpf_map_lookup_elem(&set_blocks, &index);
-
-	return word ? (*word >> (((host >> 8) & 31) * 2)) & 3 : BLOCK_OUT;
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (x * 0x0101010101010101ULL) >> 56;
 }
 
-/* True when the IPv4 address `a` (network byte order) is in set `set`. */
+/*
+ * True when the IPv4 address `a` (network byte order) is in set `set`: its /24's two bits in
+ * the set's table, and for a /24 held in part, its bitmap, found by rank (partial_rank in
+ * src/sets.rs counts the same way).
+ */
 static __always_inline int in_set4(__u32 set, __u32 a)
 {
-	__u32 host = bpf_ntohl(a), block = set_block(set, host), key;
+	__u32 host = bpf_ntohl(a), index = set * SET_BLOCK_WORDS + (host >> 13);
+	__u32 shift = ((host >> 8) & 31) * 2, block, n;
+	__u64 *word = bpf_map_lookup_elem(&set_blocks, &index), *rank, below;
 	struct set_bits *b;
 
+	if (!word)
+		return 0;
+	block = (*word >> shift) & 3;
 	if (block != BLOCK_PARTIAL)
 		return block == BLOCK_FULL;
-	key = set << 24 | host >> 8;
-	b = bpf_map_lookup_elem(&set_partial4, &key);
+	rank = bpf_map_lookup_elem(&set_ranks, &index);
+	if (!rank)
+		return 0;
+	below = *word & ((1ULL << shift) - 1);
+	n = *rank + popcount64((below >> 1) & ~below & 0x5555555555555555ULL);
+	b = bpf_map_lookup_elem(&set_bitmaps, &n);
 	return b && (b->bits[(host & 255) >> 6] >> (host & 63)) & 1;
 }
 

@@ -1,6 +1,6 @@
-//! The XDP filter's prefix sets in the kernel: a /24 block table per set (an mmapped array,
-//! stored a word at a time), a hash of the bitmaps of the /24s a set holds in part, and a trie
-//! of IPv6 prefixes, all sized when the program is loaded and rewritten in place.
+//! The XDP filter's prefix sets in the kernel: a /24 block table per set with its ranks, the
+//! bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
+//! trie of IPv6 prefixes, all sized when the program is loaded.
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -8,13 +8,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
-use aya::maps::{Array, HashMap, MapData};
+use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
 use crate::abi::{PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::error::{Error, Result};
 use crate::sets::{PortSet, PrefixSet};
 use crate::sys::filter::{SetBitsRepr, SetKeyRepr};
+
+/// Words of a /24 bitmap in `set_bitmaps`' memory.
+const BITMAP_WORDS: usize = std::mem::size_of::<SetBitsRepr>() / 8;
 
 /// What the filter's set tables are loaded with room for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,11 +57,12 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 4] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 5] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
-            ("set_partial4", entries(self.partial_blocks)),
+            ("set_ranks", entries(self.sets * SET_BLOCK_WORDS)),
+            ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
         ]
@@ -73,8 +77,8 @@ fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
     }
 }
 
-/// The first `words` words of an array map of u64s, mapped; none when it is to hold none.
-fn map_words(map: &Array<MapData, u64>, words: usize) -> Result<Option<xskit_os::Mmap>> {
+/// The first `words` words of an array map, mapped; none when it is to hold none.
+fn map_words<V: aya::Pod>(map: &Array<MapData, V>, words: usize) -> Result<Option<xskit_os::Mmap>> {
     if words == 0 {
         return Ok(None);
     }
@@ -96,11 +100,16 @@ pub(crate) struct SetTables {
     ports: Option<xskit_os::Mmap>,
     /// The port set each bitmap holds.
     written_ports: Vec<Option<Arc<PortSet>>>,
-    partial: HashMap<MapData, u32, SetBitsRepr>,
+    _ranks_map: Array<MapData, u64>,
+    /// `set_ranks`' memory, beside the block tables.
+    ranks: Option<xskit_os::Mmap>,
+    _bitmaps_map: Array<MapData, SetBitsRepr>,
+    /// `set_bitmaps`' memory, when some set holds a /24 in part.
+    bitmaps: Option<xskit_os::Mmap>,
     trie: LpmTrie<MapData, SetKeyRepr, u8>,
-    /// The set each table holds, so that a change rewrites only the sets that changed and
-    /// removes the entries they lost.
-    written: Vec<Option<Arc<PrefixSet>>>,
+    /// The set each table holds and where its bitmaps start, so that a change rewrites only
+    /// the sets that changed or moved and removes the trie entries they lost.
+    written: Vec<(Option<Arc<PrefixSet>>, usize)>,
 }
 
 impl SetTables {
@@ -110,6 +119,10 @@ impl SetTables {
         let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS)?;
         let ports_map: Array<MapData, u64> = program.take_map("port_sets")?;
         let ports = map_words(&ports_map, room.port_sets * PORT_SET_WORDS)?;
+        let ranks_map: Array<MapData, u64> = program.take_map("set_ranks")?;
+        let ranks = map_words(&ranks_map, room.sets * SET_BLOCK_WORDS)?;
+        let bitmaps_map: Array<MapData, SetBitsRepr> = program.take_map("set_bitmaps")?;
+        let bitmaps = map_words(&bitmaps_map, room.partial_blocks * BITMAP_WORDS)?;
         Ok(SetTables {
             room,
             _blocks_map: blocks_map,
@@ -117,9 +130,12 @@ impl SetTables {
             _ports_map: ports_map,
             ports,
             written_ports: vec![None; room.port_sets],
-            partial: program.take_map("set_partial4")?,
+            _ranks_map: ranks_map,
+            ranks,
+            _bitmaps_map: bitmaps_map,
+            bitmaps,
             trie: program.take_map("set_trie")?,
-            written: vec![None; room.sets],
+            written: vec![(None, 0); room.sets],
         })
     }
 
@@ -159,26 +175,32 @@ impl SetTables {
                 room: format!("{:?}", self.room),
             });
         }
+        // Each set's bitmaps follow the sets' before it.
+        let mut first = 0;
         for i in 0..self.room.sets {
             let new = sets.get(i);
-            if self.written[i].as_ref() != new {
-                self.replace(i, new)?;
-                self.written[i] = new.cloned();
+            if (self.written[i].0.as_ref(), self.written[i].1) != (new, first) {
+                self.replace(i, new, first)?;
+                self.written[i] = (new.cloned(), first);
             }
+            first += new.map_or(0, |s| s.kernel_entries().0);
         }
         Ok(())
     }
 
-    /// Set `i` becomes `new` (none: empty): its new bitmaps and trie entries first, so that
-    /// a block marked partial finds its bitmap, then its block table, then the old entries
-    /// it lacks are removed.
-    fn replace(&mut self, i: usize, new: Option<&Arc<PrefixSet>>) -> Result<()> {
+    /// Set `i` becomes `new` (none: empty), its bitmaps from index `first`: the bitmaps and
+    /// the new trie entries first, then the ranks, then the block table, so that a /24 marked
+    /// partial finds its bitmap; then the old trie entries it lacks are removed.
+    fn replace(&mut self, i: usize, new: Option<&Arc<PrefixSet>>, first: usize) -> Result<()> {
         let layout = new.map(|s| s.kernel_layout()).unwrap_or_default();
         let set = i as u32;
-        for &(block, bits) in &layout.partial {
-            self.partial
-                .insert(set << 24 | block, SetBitsRepr { bits }, 0)
-                .map_err(|e| map_error("writing a set's /24 bitmaps", e))?;
+        if let Some(map) = &self.bitmaps {
+            let words = &map.words()[first * BITMAP_WORDS..];
+            for (k, (_, bits)) in layout.partial.iter().enumerate() {
+                for (w, &b) in words[k * BITMAP_WORDS..].iter().zip(bits) {
+                    w.store(b, Ordering::Relaxed);
+                }
+            }
         }
         let mut keep = HashSet::with_capacity(layout.trie.len());
         for &(addr, len) in &layout.trie {
@@ -188,18 +210,17 @@ impl SetTables {
                 .map_err(|e| map_error("writing a set's trie", e))?;
             keep.insert((key.prefix_len(), key.data()));
         }
-        self.store_blocks(i, &layout.blocks);
-        let Some(old) = self.written[i].clone() else {
+        let ranks: Vec<u64> = layout
+            .ranks
+            .iter()
+            .map(|&r| first as u64 + u64::from(r))
+            .collect();
+        Self::store_table(self.ranks.as_ref(), i, &ranks);
+        Self::store_table(self.blocks.as_ref(), i, &layout.blocks);
+        let Some(old) = self.written[i].0.clone() else {
             return Ok(());
         };
-        let old = old.kernel_layout();
-        let blocks: HashSet<u32> = layout.partial.iter().map(|&(b, _)| b).collect();
-        for &(block, _) in old.partial.iter().filter(|(b, _)| !blocks.contains(b)) {
-            self.partial
-                .remove(&(set << 24 | block))
-                .map_err(|e| map_error("removing a set's /24 bitmap", e))?;
-        }
-        for &(addr, len) in &old.trie {
+        for &(addr, len) in &old.kernel_layout().trie {
             let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
             if !keep.contains(&(key.prefix_len(), key.data())) {
                 self.trie
@@ -210,12 +231,13 @@ impl SetTables {
         Ok(())
     }
 
-    /// Set `i`'s block table: `blocks`, or all out when empty.
-    fn store_blocks(&self, i: usize, blocks: &[u64]) {
-        let Some(map) = &self.blocks else { return };
+    /// Set `i`'s words of a table of SET_BLOCK_WORDS words a set (`set_blocks`,
+    /// `set_ranks`): `words`, or zeros when empty.
+    fn store_table(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64]) {
+        let Some(map) = map else { return };
         let table = &map.words()[i * SET_BLOCK_WORDS..(i + 1) * SET_BLOCK_WORDS];
         for (j, word) in table.iter().enumerate() {
-            word.store(blocks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+            word.store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
         }
     }
 }

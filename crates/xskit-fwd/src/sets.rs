@@ -2,7 +2,8 @@
 //! rule): read from a list of prefixes, kept as sorted disjoint address ranges that a lookup
 //! searches in O(log n), and laid out for the kernel as a two-bit table of IPv4 /24 blocks
 //! (one load decides an address in a /24 the set holds whole or not at all), a bitmap of the
-//! 256 addresses of each /24 it holds in part (one hash lookup), and a trie for IPv6.
+//! 256 addresses of each /24 it holds in part (found by a rank: the table word's count of
+//! partial /24s before it, plus those before the /24 in the word), and a trie for IPv6.
 
 use std::ops::RangeInclusive;
 
@@ -61,6 +62,10 @@ pub struct SetLayout {
     /// (its first address >> 8) and a bit for each of its 256 addresses (bit `a & 63` of word
     /// `(a & 255) >> 6` for address `a`).
     pub partial: Vec<(u32, [u64; 4])>,
+    /// For each word of `blocks`, how many partial /24s the words before it hold: the index
+    /// in `partial` of the word's first ([`partial_rank`] finds the others). Empty with
+    /// `blocks`.
+    pub ranks: Vec<u32>,
     /// The IPv6 ranges as trie prefixes: (address, length).
     pub trie: Vec<([u8; 16], u8)>,
 }
@@ -183,6 +188,16 @@ impl PrefixSet {
                 layout.trie.push((addr.to_be_bytes(), len));
             }
         }
+        let mut before = 0u32;
+        layout.ranks = layout
+            .blocks
+            .iter()
+            .map(|&word| {
+                let rank = before;
+                before += partial_rank(word, 32);
+                rank
+            })
+            .collect();
         layout
     }
 
@@ -264,6 +279,16 @@ impl PortSet {
     }
 }
 
+/// How many of the first `slot` /24s of a block table word are [`Block::Partial`]: the two
+/// bits of a partial /24 are `10`. The XDP program counts the same way (`in_set4`).
+pub(crate) fn partial_rank(word: u64, slot: u32) -> u32 {
+    let below = match slot {
+        32.. => word,
+        _ => word & ((1u64 << (slot * 2)) - 1),
+    };
+    ((below >> 1) & !below & 0x5555_5555_5555_5555).count_ones()
+}
+
 /// Sorts and merges overlapping or adjacent ranges; returns how many prefixes added nothing
 /// (duplicates, or inside another: prefixes either nest or are apart).
 fn merge<T: Copy + Ord + num_like::Step>(ranges: &mut Vec<(T, T)>) -> usize {
@@ -329,14 +354,13 @@ mod num_like {
     }
 }
 
-/// The kernel memory sets would take, estimated before loading: a /24 block table per set,
-/// a hash entry per /24 held in part (its 32-byte bitmap, its key and the kernel's element
-/// overhead, preallocated) and IPv6 trie nodes (an entry and about one inner node each).
+/// The kernel memory sets would take, estimated before loading: a /24 block table and its
+/// ranks per set (8 bytes a word each), a 32-byte bitmap per /24 held in part, and IPv6 trie
+/// nodes (an entry and about one inner node each).
 pub fn kernel_bytes(block_tables: usize, partial_blocks: usize, trie_entries: usize) -> u64 {
-    const PARTIAL_BYTES: u64 = 96;
     const TRIE_ENTRY_BYTES: u64 = 2 * 96;
-    block_tables as u64 * SET_BLOCK_WORDS as u64 * 8
-        + partial_blocks as u64 * PARTIAL_BYTES
+    block_tables as u64 * SET_BLOCK_WORDS as u64 * 16
+        + partial_blocks as u64 * 32
         + trie_entries as u64 * TRIE_ENTRY_BYTES
 }
 
@@ -410,14 +434,17 @@ mod tests {
         let s =
             set("198.51.100.0/25\n198.51.100.200/30\n198.51.100.255\n203.0.113.0/23\n10.0.0.0/8\n");
         let layout = s.kernel_layout();
+        // As the XDP program looks: the block's state, then the rank of a partial block.
         let in_layout = |a: u32| {
-            let block = a >> 8;
-            let state = layout.blocks[(block >> 5) as usize] >> ((block & 31) * 2) & 3;
-            state == Block::Full as u64
-                || state == Block::Partial as u64
-                    && layout.partial.iter().any(|&(b, bits)| {
-                        b == block && bits[(a as usize & 255) >> 6] >> (a & 63) & 1 == 1
-                    })
+            let (block, word) = (a >> 8, (a >> 13) as usize);
+            let state = layout.blocks[word] >> ((block & 31) * 2) & 3;
+            if state != Block::Partial as u64 {
+                return state == Block::Full as u64;
+            }
+            let index = layout.ranks[word] + partial_rank(layout.blocks[word], block & 31);
+            let (b, bits) = layout.partial[index as usize];
+            assert_eq!(b, block, "the rank finds the /24's own bitmap");
+            bits[(a as usize & 255) >> 6] >> (a & 63) & 1 == 1
         };
         for base in [
             "198.51.100.0",
@@ -434,5 +461,27 @@ mod tests {
         // Only 198.51.100/24 is held in part, by three ranges: one bitmap.
         assert_eq!(layout.partial.len(), 1);
         assert_eq!(s.kernel_entries(), (1, 0));
+    }
+
+    /// Many partial /24s in one table word and across words: each address finds its own
+    /// /24's bitmap by rank.
+    #[test]
+    fn ranks_find_every_partial_block() {
+        let text: String = (0..96u32)
+            .filter(|i| i % 3 != 1)
+            .map(|i| format!("10.0.{i}.7\n10.0.{i}.200/29\n"))
+            .chain(["10.0.1.0/24\n".to_string()])
+            .collect();
+        let s = set(&text);
+        let layout = s.kernel_layout();
+        assert_eq!(layout.partial.len(), 64);
+        for (i, &(block, _)) in layout.partial.iter().enumerate() {
+            let word = (block >> 5) as usize;
+            let rank = layout.ranks[word] + partial_rank(layout.blocks[word], block & 31);
+            assert_eq!(rank as usize, i, "block {block:#x}");
+        }
+        assert_eq!(partial_rank(0b10_01_10_00, 4), 2);
+        assert_eq!(partial_rank(0b10_01_10_00, 2), 1);
+        assert_eq!(partial_rank(u64::MAX, 32), 0);
     }
 }

@@ -212,9 +212,13 @@ mod split {
     ];
     const SRCS: [&str; 4] = ["", "198.51.100.1/32", "2001:db8::1/128", "@a"];
     /// The sets every rules text declares: a /24 the set holds whole (203.0.113.0/24 in b),
-    /// parts of /24s (in the trie), and IPv6.
-    const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.100.0/31\", \"203.0.113.128/25\", \
-                        \"2001:db8::/127\"]\n[[set]]\nname = \"b\"\nprefixes = [\"198.51.100.2/31\", \
+    /// parts of /24s (their bitmaps found by rank, with other partial /24s before them in the
+    /// same table word: 198.51.96-99 and 203.0.112, never in a frame, whose bitmaps hold the
+    /// frames' last bytes where the right ones do not), and IPv6.
+    const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.96.2\", \"198.51.99.128/25\", \
+                        \"198.51.100.0/31\", \"203.0.112.9\", \"203.0.113.128/25\", \
+                        \"2001:db8::/127\"]\n\
+                        [[set]]\nname = \"b\"\nprefixes = [\"203.0.112.5\", \"198.51.100.2/31\", \
                         \"203.0.113.0/24\", \"2001:db8::/32\"]\n\
                         [[set]]\nname = \"p\"\nports = [53, \"900-1000\"]\n";
     const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];

@@ -20,12 +20,16 @@ const SRCS: [&str; 5] = [
     "@a",
 ];
 /// The sets every rule set declares, by name, with their prefixes: a /24 whole and parts of
-/// /24s (the kernel's block table and its trie), IPv6, and a set with nothing in it.
+/// /24s (the kernel's block table and the bitmaps it finds by rank, other partial /24s before
+/// them in a table word), IPv6, and a set with nothing in it.
 pub const SETS: [(&str, &[&str]); 3] = [
     (
         "a",
         &[
+            "198.51.96.2",
+            "198.51.99.128/25",
             "198.51.100.0/31",
+            "203.0.112.9",
             "203.0.113.128/25",
             "2001:db8::/127",
             "10.0.0.0/8",
