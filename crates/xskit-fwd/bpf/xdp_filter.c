@@ -122,13 +122,18 @@ struct facts {
  * word. IPv6 is looked up in set_trie. Sized when loaded, and written through mappings of
  * their memory, a word at a time.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, __u64);
-} set_blocks SEC(".maps");
+
+/* An array of VALUEs user space maps and stores into; its size is set when it is loaded. */
+#define MAPPED_ARRAY(name, VALUE)                                                              \
+	struct {                                                                               \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                              \
+		__uint(max_entries, 1);                                                        \
+		__uint(map_flags, BPF_F_MMAPABLE);                                             \
+		__type(key, __u32);                                                            \
+		__type(value, VALUE);                                                          \
+	} name SEC(".maps")
+
+MAPPED_ARRAY(set_blocks, __u64);
 
 /* The addresses of a /24 in a set: bit (a & 63) of word (a & 255) >> 6. */
 struct set_bits {
@@ -136,30 +141,11 @@ struct set_bits {
 };
 
 /* For each word of set_blocks, the index in set_bitmaps of its first partial /24. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, __u64);
-} set_ranks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct set_bits);
-} set_bitmaps SEC(".maps");
+MAPPED_ARRAY(set_ranks, __u64);
+MAPPED_ARRAY(set_bitmaps, struct set_bits);
 
 /* Port sets: PORT_SET_WORDS words each, bit (p & 63) of word p >> 6 for port p. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, __u64);
-} port_sets SEC(".maps");
+MAPPED_ARRAY(port_sets, __u64);
 
 static __always_inline int in_port_set(__u32 set, __u16 port)
 {
