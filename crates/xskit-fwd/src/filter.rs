@@ -240,9 +240,9 @@ impl XdpFilter {
     }
 
     /// Writes the sets the rules name by index ([`crate::rules::Match::src_set`]), in
-    /// place: the trie's new entries first, then the block tables a word at a time, then the
-    /// trie's entries the new sets lack are removed. Within the room the filter was attached
-    /// with.
+    /// place: a set's bitmaps and IPv6 trie entries first, then its ranks and /24 table a
+    /// word at a time, then the trie entries it lost are removed; sets that did not change
+    /// or move are left alone. Within the room the filter was attached with.
     pub fn set_sets(&self, sets: &[Arc<PrefixSet>]) -> Result<()> {
         let mut maps = self.maps.lock_unpoisoned();
         maps.sets.write(sets)

@@ -48,6 +48,14 @@ impl SetRoom {
         room
     }
 
+    /// What the room holds, in words.
+    fn describe(&self) -> String {
+        format!(
+            "{} sets with {} /24s held in part and {} IPv6 prefixes, {} port sets",
+            self.sets, self.partial_blocks, self.trie_entries, self.port_sets
+        )
+    }
+
     /// True if `other` fits in this room.
     fn holds(&self, other: &SetRoom) -> bool {
         other.sets <= self.sets
@@ -145,7 +153,7 @@ impl SetTables {
         if sets.len() > self.room.port_sets {
             return Err(Error::SetsOutgrown {
                 wanted: format!("{} port sets", sets.len()),
-                room: format!("{:?}", self.room),
+                room: self.room.describe(),
             });
         }
         let Some(map) = &self.ports else {
@@ -171,8 +179,8 @@ impl SetTables {
         let wanted = SetRoom::for_sets(sets, self.room.port_sets);
         if !self.room.holds(&wanted) {
             return Err(Error::SetsOutgrown {
-                wanted: format!("{wanted:?}"),
-                room: format!("{:?}", self.room),
+                wanted: wanted.describe(),
+                room: self.room.describe(),
             });
         }
         // Each set's bitmaps follow the sets' before it.
