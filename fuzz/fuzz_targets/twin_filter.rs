@@ -54,6 +54,7 @@ fn bench() -> Bench {
         partial_blocks: 64,
         trie_entries: 64,
         port_sets: 1,
+        ..SetRoom::default()
     };
     let filter = XdpFilter::attach_with_sets(&iface, Mode::Skb, false, room).unwrap();
     let config = PortConfig::default()

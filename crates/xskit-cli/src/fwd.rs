@@ -13,7 +13,7 @@ use xskit_bond::lacp::{AdSelect, LacpConfig, LacpRate};
 use xskit_fwd::rules::{RuleSet, Verdict};
 use xskit_fwd::{
     BondConfig, BondMode, ChecksumMode, Counters, FailOverMac, ForwardConfig, Forwarder, PortCount,
-    PrimaryReselect, Report,
+    PrimaryReselect, Report, RuleCount,
 };
 
 use crate::opts::{stop_flag, thousands, ModeArg, PolicyArg, RunArgs};
@@ -449,13 +449,28 @@ fn load_rules(path: &std::path::Path) -> Result<RuleSet> {
 fn explain(share: xskit_fwd::rules::KernelShare<'_>) {
     let rules = share.rule_set();
     for (i, r) in rules.rules().iter().enumerate() {
-        let place = if share.decided_in_kernel(i) {
+        let place = if r.rate.is_some() {
+            if share.forwards_in_xdp() {
+                "policed in the kernel (XDP): over the rate dropped, the rest forwarded there"
+            } else {
+                "policed in the kernel (XDP): over the rate dropped, the rest forwarded in user space"
+            }
+        } else if share.decided_in_kernel(i) {
             "decided in the kernel (XDP)"
         } else {
             "matched in the kernel, carried out in user space"
         };
+        let per = r.per_source.map_or(String::new(), |p| {
+            let block = p.block.map_or(String::new(), |b| {
+                format!(", blocked {}s over it", b.as_secs_f64())
+            });
+            format!(
+                " (a bucket per source: IPv4 /{}, IPv6 /{}{block})",
+                p.v4_len, p.v6_len
+            )
+        });
         out!(
-            "{:>3} {:<22} {:<10} {}",
+            "{:>3} {:<22} {:<10} {}{per}",
             i + 1,
             r.name,
             r.verdict().name(),
@@ -689,12 +704,11 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
             r.action,
             rate(r.packets, q.packets),
             thousands(r.packets),
-            if r.over_rate > 0 {
-                format!("  over rate {}", thousands(r.over_rate))
-            } else {
-                String::new()
-            }
+            limit_words(r)
         );
+    }
+    if let Some(line) = blocked_line(now) {
+        out!("{elapsed:7.1}s   {line}");
     }
     if answered_any(now) {
         out!(
@@ -1026,14 +1040,17 @@ fn print_report(report: &Report) {
     let c = &report.counters;
     for r in c.rules.iter().chain(std::iter::once(&c.unclassifiable)) {
         out!(
-            "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}  over rate {}",
+            "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}{}",
             r.name,
             r.action,
             thousands(r.packets),
             thousands(r.bytes),
             thousands(r.in_kernel),
-            thousands(r.over_rate)
+            limit_words(r)
         );
+    }
+    if let Some(line) = blocked_line(c) {
+        out!("  {line}");
     }
     if answered_any(c) {
         out!(
@@ -1043,6 +1060,50 @@ fn print_report(report: &Report) {
             thousands(c.respond_refused)
         );
     }
+}
+
+/// What a rule's rate limit did, when it did anything: "  over rate N  blocked N (sources N,
+/// refused N)".
+fn limit_words(r: &RuleCount) -> String {
+    let mut words = String::new();
+    if r.over_rate > 0 {
+        words += &format!("  over rate {}", thousands(r.over_rate));
+    }
+    if r.sources_blocked > 0 || r.blocked > 0 || r.blocks_refused > 0 {
+        words += &format!(
+            "  blocked {} (sources {}, refused {})",
+            thousands(r.blocked),
+            thousands(r.sources_blocked),
+            thousands(r.blocks_refused)
+        );
+    }
+    words
+}
+
+/// The sources blocked now, most dropped first, when there are any.
+fn blocked_line(c: &Counters) -> Option<String> {
+    if c.blocked_sources.is_empty() {
+        return None;
+    }
+    let top: Vec<String> = c
+        .blocked_sources
+        .iter()
+        .take(5)
+        .map(|b| {
+            format!(
+                "{} ({} {}, {}s)",
+                b.source,
+                b.rule,
+                thousands(b.drops),
+                b.left_s
+            )
+        })
+        .collect();
+    Some(format!(
+        "blocked now {}, most dropped: {}",
+        thousands(c.blocked_now),
+        top.join("  ")
+    ))
 }
 
 /// One interface's lines of the summary, and its bond's members'.

@@ -274,6 +274,18 @@ mod tests {
             crate::opts::thousands(MAX_SET_KERNEL_BYTES >> 20),
         );
         assert!(one_line.contains(&sets), "{sets}");
+        use xskit_fwd::rules::{
+            DEFAULT_BLOCK_TABLE, DEFAULT_SOURCE_TABLE, MAX_BLOCK_TABLE, MAX_SOURCE_TABLE,
+        };
+        let n = |v: u32| crate::opts::thousands(u64::from(v));
+        for (table, default, max) in [
+            ("source_table", DEFAULT_SOURCE_TABLE, MAX_SOURCE_TABLE),
+            ("block_table", DEFAULT_BLOCK_TABLE, MAX_BLOCK_TABLE),
+        ] {
+            let said = format!("{} by default, at most {}", n(default), n(max));
+            let at = one_line.find(table).expect(table);
+            assert!(one_line[at..].contains(&said), "{table}: {said}");
+        }
     }
 
     #[test]

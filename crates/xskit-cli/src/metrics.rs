@@ -40,6 +40,7 @@ const GAUGES: &[&str] = &[
     "packet_size",
     "flows",
     "schema_version",
+    "blocked_now",
 ];
 
 /// Whole-number fields that name a thing rather than measure it: labels of the `_info`
@@ -66,6 +67,13 @@ const LISTS: &[(&str, &str, &str, &str, &str)] = &[
     ("rules", "rule", "name", "rule_", "rule_info"),
     ("members", "member", "interface", "member_", "member_info"),
     ("cells", "cell", "name", "cell_", "cell_info"),
+    (
+        "blocked_sources",
+        "source",
+        "source",
+        "blocked_source_",
+        "blocked_source_info",
+    ),
 ];
 
 /// Objects that are one more element of a list: (key, the list).

@@ -88,7 +88,7 @@ struct rule {
 	__u8 tcp_value;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 pad;
+	__u8 police;    /* POLICE_*: for a rate limit, policers[i] holds its bucket */
 	__u16 vlan;     /* the outer tag's VLAN ID */
 	__u16 len_lo;   /* IP length, inclusive */
 	__u16 len_hi;
@@ -293,6 +293,49 @@ struct counter {
 	__u64 bytes;
 };
 
+/*
+ * A rate-limit rule's token bucket, a GCRA: `tat` is the time (ticks: 2^-TICK_SHIFT ns of
+ * bpf_ktime_get_ns) at which the bucket is full again; a frame costs `cost` ticks (with
+ * COST_SHIFT fraction bits) per packet, or per bit of frame when `bits`; it is within the rate
+ * when the new tat runs no more than `tolerance` (the burst's worth) ahead of now. The same
+ * arithmetic as Bucket::admit in src/bucket.rs. User space writes every field but tat
+ * when the rule's rate changes; the program moves tat. A rule limited per source
+ * (POLICE_SOURCE) keeps a tat for each source prefix (v4_len or v6_len bits of its address)
+ * in source_buckets instead; one that went over its rate is dropped whole for `block` ns, if
+ * that is not 0, from the blocked table.
+ */
+struct policer {
+	__u64 tat;
+	__u64 cost;
+	__u64 tolerance;
+	__u64 block;
+	__u32 bits;
+	__u8 v4_len;
+	__u8 v6_len;
+	__u16 pad;
+};
+
+/* What a rule's rate limit did, per CPU. */
+struct police_count {
+	__u64 over_rate; /* packets over the rate */
+	__u64 blocked;   /* packets of blocked sources */
+	__u64 blocks;    /* sources blocked */
+	__u64 refused;   /* blocks refused: the blocked table was full */
+};
+
+/* A source's key in source_buckets and blocked: its rule, family and masked address. */
+struct source_key {
+	__u32 rule;
+	__u32 family;
+	__u32 addr[4];
+};
+
+/* A blocked source: until when (bpf_ktime_get_ns), and the packets dropped since. */
+struct blocked_source {
+	__u64 until;
+	__u64 drops;
+};
+
 struct config {
 	__u32 rule_count;
 	__u32 default_action;
@@ -372,6 +415,36 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } arp_targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct policer);
+} policers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct police_count);
+} police_counts SEC(".maps");
+
+/* Sized when loaded: the rules file's source_table and block_table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct source_key);
+	__type(value, __u64);
+} source_buckets SEC(".maps");
+
+/* A hash, not an LRU: a flood of new sources cannot push the blocked out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct source_key);
+	__type(value, struct blocked_source);
+} blocked SEC(".maps");
 
 /* balance-rr's packet counter, per CPU as Linux keeps it for XDP. */
 struct {
@@ -523,6 +596,178 @@ static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
 	return XDP_PASS;
 }
 
+/* The ticks a frame of `len` bytes costs, as Bucket::cost: rounded, no product overflows. */
+static __always_inline __u64 frame_cost(const struct policer *p, __u64 len)
+{
+	__u64 units = p->bits ? len * 8 : 1;
+
+	return units * (p->cost >> COST_SHIFT) +
+	       ((units * (p->cost & ((1ULL << COST_SHIFT) - 1)) + (1ULL << (COST_SHIFT - 1))) >>
+		COST_SHIFT);
+}
+
+/*
+ * 1 when a frame of `len` bytes at `now_ns` is within the rate of the bucket whose arrival
+ * time is *tat, whose tokens it then takes; 0 when it is over. CPUs share a bucket: a
+ * compare-and-swap moves tat, tried a few times, and a frame that loses every try is over
+ * the rate (a limit fails closed).
+ */
+static __always_inline int admit(__u64 *tat, const struct policer *p, __u64 now_ns, __u64 len)
+{
+	__u64 now = now_ns << TICK_SHIFT, cost = frame_cost(p, len);
+	__u64 room = p->tolerance > cost ? p->tolerance : cost, old, next;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		old = *(volatile __u64 *)tat;
+		next = (old > now ? old : now) + cost;
+		if (next - now > room)
+			return 0;
+		if (__sync_val_compare_and_swap(tat, old, next) == old)
+			return 1;
+	}
+	return 0;
+}
+
+/* A mask of the first `bits` (0 to 32) bits of an address word, in network byte order. */
+static __always_inline __u32 prefix_mask(__s32 bits)
+{
+	if (bits <= 0)
+		return 0;
+	if (bits >= 32)
+		return 0xffffffff;
+	return bpf_htonl(0xffffffff << (32 - bits));
+}
+
+/*
+ * A source's packet at a rule limited per source: 0 within its bucket's rate, 1 over it or
+ * blocked (counted, and a source over it blocked when the rule says so). `k` holds the rule,
+ * the family and the whole address; its prefix is taken here. A source first seen starts
+ * with a full bucket. A global function: verified once, whichever path calls it.
+ */
+__attribute__((noinline)) int police_source(struct source_key *k, __u64 len)
+{
+	struct blocked_source *b, fresh_block;
+	struct police_count *c;
+	struct policer *p;
+	__u64 now_ns, *tat, fresh;
+	__s32 bits;
+	__u32 rule;
+	int i;
+
+	if (!k)
+		return 1;
+	rule = k->rule;
+	p = bpf_map_lookup_elem(&policers, &rule);
+	c = bpf_map_lookup_elem(&police_counts, &rule);
+	if (!p || !c || !p->cost)
+		return 1;
+	bits = k->family == 6 ? p->v6_len : p->v4_len;
+	for (i = 0; i < 4; i++)
+		k->addr[i] &= prefix_mask(bits - 32 * i);
+	now_ns = bpf_ktime_get_ns();
+	if (p->block) {
+		b = bpf_map_lookup_elem(&blocked, k);
+		if (b && b->until > now_ns) {
+			__sync_fetch_and_add(&b->drops, 1);
+			c->blocked++;
+			return 1;
+		}
+		if (b)
+			bpf_map_delete_elem(&blocked, k);
+	}
+	tat = bpf_map_lookup_elem(&source_buckets, k);
+	if (!tat) {
+		fresh = (now_ns << TICK_SHIFT) + frame_cost(p, len);
+		bpf_map_update_elem(&source_buckets, k, &fresh, BPF_ANY);
+		return 0;
+	}
+	if (admit(tat, p, now_ns, len))
+		return 0;
+	c->over_rate++;
+	if (p->block) {
+		fresh_block.until = now_ns + p->block;
+		fresh_block.drops = 1;
+		/* -E2BIG: the table is full; the blocked stay, this source is only limited. */
+		if (!bpf_map_update_elem(&blocked, k, &fresh_block, BPF_NOEXIST))
+			c->blocks++;
+		else
+			c->refused++;
+	}
+	return 1;
+}
+
+/* A rule's packet at its rate limit: 0 within it, 1 over it (counted). Global, as above. */
+__attribute__((noinline)) int police_rule(__u32 i, __u64 len)
+{
+	struct policer *p = bpf_map_lookup_elem(&policers, &i);
+	struct police_count *c;
+
+	/* A bucket never written (no rate has a cost of 0) lets nothing through. */
+	if (p && p->cost && admit(&p->tat, p, bpf_ktime_get_ns(), len))
+		return 0;
+	c = bpf_map_lookup_elem(&police_counts, &i);
+	if (c)
+		c->over_rate++;
+	return 1;
+}
+
+/*
+ * Rule k->rule's rate limit (`how`, POLICE_RULE or POLICE_SOURCE) on a frame of `len` bytes
+ * from the source in `k`: over the rate (or blocked), the action becomes a drop, counted on
+ * the rule and in police_counts; within it, the rule's own action stands (forward in XDP, or
+ * to user space to be forwarded: counted at COUNTER_WITHIN_RATE, as user space counts it on
+ * the rule). 1 within the rate, 0 over it. Global, so that the verifier walks its paths
+ * once, not again after each caller.
+ */
+__attribute__((noinline)) int within_rate(struct source_key *k, __u64 len, __u32 how)
+{
+	if (!k)
+		return 0;
+	return !(how == POLICE_SOURCE ? police_source(k, len) : police_rule(k->rule, len));
+}
+
+/* Rule `hit`'s POLICE_* (POLICE_NONE for the default and the other slots). */
+static __always_inline __u8 rule_police(struct filter_state *st, __u32 hit)
+{
+	__u64 i = hit;
+
+	if (i >= MAX_RULES)
+		return POLICE_NONE;
+	/*
+	 * The compiler compares one copy of the register and indexes with another, whose bound
+	 * the verifier does not know: a mask it cannot drop gives the index one.
+	 */
+	asm volatile("%0 &= %1" : "+r"(i) : "i"(MAX_RULES - 1));
+	return st->rules[i].police;
+}
+
+/*
+ * Rule `hit`'s rate limit (`how`, its POLICE_*) on a packet from `src` (family 4: src[0]
+ * only; 0: not IP, every such packet one source): a drop over the rate; within it, `action`.
+ */
+static __always_inline __u32 police(__u8 how, __u32 *hit, __u32 action, __u64 len, __u32 family,
+				    const __u32 *src)
+{
+	if (how == POLICE_NONE)
+		return action;
+	{
+		struct source_key k = {.rule = *hit, .family = family};
+
+		k.addr[0] = src[0];
+		if (family == 6) {
+			k.addr[1] = src[1];
+			k.addr[2] = src[2];
+			k.addr[3] = src[3];
+		}
+		if (!within_rate(&k, len, how))
+			return ACTION_DROP;
+	}
+	if (action == ACTION_REDIRECT)
+		*hit = COUNTER_WITHIN_RATE;
+	return action;
+}
+
 /* Counts a decision under `hit`, tells it through `why`, and carries it out. */
 static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u32 action,
 				  __u64 pkt_len)
@@ -551,7 +796,8 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 /*
  * The first rule decide_plain's packet (IPv4, untagged, TCP or UDP, not a fragment) matches,
  * or COUNTER_DEFAULT; `action` gets what to do, or UNSETTLED at a rule with extra keys
- * other than sets and port sets, which the general path then decides. Only the first address word is compared: an IPv4 or
+ * other than sets and port sets, or a rate limit, which the general path then decides. Only
+ * the first address word is compared: an IPv4 or
  * any-family rule holds zeros in the others (src/filter.rs builds them so), and the packet's
  * would be zero too.
  */
@@ -581,7 +827,11 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		}
 		if (!ports_match(r, sport, dport))
 			continue;
-		*action = r->action;
+		/*
+		 * A rate limit is policed on the general path: policing here too would double the
+		 * paths the verifier walks after this loop (and its time at every load).
+		 */
+		*action = r->police ? UNSETTLED : r->action;
 		return i;
 	}
 	*action = st->config.default_action;
@@ -623,7 +873,7 @@ __attribute__((noinline)) __u32 first_rule(struct filter_state *st, const struct
 			continue;
 		if (f->later && needs_l4(r)) {
 			*action = ACTION_REDIRECT;
-			return r->action == ACTION_REDIRECT ? i : PORTS_UNKNOWN;
+			return r->action == ACTION_REDIRECT && !r->police ? i : PORTS_UNKNOWN;
 		}
 		if (!ports_match(r, f->sport, f->dport) || (r->extra && !l4_extras_match(r, f)))
 			continue;
@@ -712,6 +962,7 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 	hit = first_rule(st, &f, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
+	action = police(rule_police(st, hit), &hit, action, pkt_len, 4, f.src);
 	/* A checksum spans the whole datagram: none in any fragment. */
 	if (action == ACTION_FORWARD && !(ip->frag_off & bpf_htons(0x3fff)))
 		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr,
@@ -750,6 +1001,7 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 	__builtin_memcpy(f.src, &ip6->saddr, 16);
 	__builtin_memcpy(f.dst, &ip6->daddr, 16);
 	hit = first_rule(st, &f, &action);
+	action = police(rule_police(st, hit), &hit, action, pkt_len, 6, f.src);
 	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
 	return settle(ctx, why, hit, action, pkt_len);
 }
@@ -871,6 +1123,7 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 		struct facts f = {.vlan = vlan};
 
 		hit = first_rule(st, &f, &action);
+		action = police(rule_police(st, hit), &hit, action, pkt_len, 0, f.src);
 		return settle(ctx, why, hit, action, pkt_len);
 	}
 	if (verdict >= 0)

@@ -2,8 +2,10 @@
 //! too and writes [`c_header`] as `xdp_filter_abi.h`, which `bpf/xdp_filter.c` includes; the
 //! crate reads the same definitions. A slot or action added here reaches both sides.
 
-/// Rules the kernel filter holds at most.
+/// Rules the kernel filter holds at most: a power of two, which the program masks indices
+/// with.
 pub const MAX_RULES: usize = 64;
+const _: () = assert!(MAX_RULES.is_power_of_two());
 
 /// ARP monitor targets the filter's table holds (Linux's `BOND_MAX_ARP_TARGETS`).
 pub const MAX_ARP_TARGETS: usize = 16;
@@ -76,6 +78,7 @@ c_enum! {
         Inactive = "INACTIVE", "arrived on a bond member that is not collecting";
         ArpAlive = "ARP_ALIVE", "the ARP monitor's reply";
         Lacp = "LACP", "LACP (802.3ad), to the kernel's socket";
+        WithinRate = "WITHIN_RATE", "within a rate-limit rule's rate, to user space to be forwarded";
     }
 }
 
@@ -141,6 +144,23 @@ impl Extra {
         1 << self as u32
     }
 }
+
+c_enum! {
+    /// A rule's `police` byte: whether it is a rate limit, and whose.
+    pub enum Police ("POLICE_") {
+        None = "NONE", "not a rate limit";
+        Rule = "RULE", "one bucket for the rule";
+        Source = "SOURCE", "a bucket for each source prefix, in source_buckets";
+    }
+}
+
+/// Rate limits keep time in ticks of 2^-TICK_SHIFT ns of CLOCK_MONOTONIC (the clock of
+/// `bpf_ktime_get_ns`), so that a bit's cost at 100 Gbps, 0.01 ns, is not lost to rounding,
+/// and a u64 lasts 36 years of uptime.
+pub const TICK_SHIFT: u32 = 4;
+
+/// Fraction bits of a rate's cost per unit (a packet, or a bit of frame), in ticks.
+pub const COST_SHIFT: u32 = 12;
 
 /// What a packet without a VLAN tag has for a VLAN ID in the program: no ID is this large.
 pub const NO_VLAN: u16 = 0xffff;
@@ -225,6 +245,19 @@ pub fn c_header() -> String {
         PORT_SET_WORDS.to_string(),
         "words of a port set's bitmap",
     );
+    define(
+        "TICK_SHIFT",
+        TICK_SHIFT.to_string(),
+        "a rate's ticks: 2^-TICK_SHIFT ns",
+    );
+    define(
+        "COST_SHIFT",
+        COST_SHIFT.to_string(),
+        "fraction bits of a cost per unit",
+    );
+    for p in Police::ALL {
+        define(p.c_name(), (*p as u32).to_string(), p.describe());
+    }
     for b in Block::ALL {
         define(b.c_name(), (*b as u32).to_string(), b.describe());
     }

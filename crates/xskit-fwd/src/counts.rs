@@ -23,6 +23,12 @@ pub struct RuleCount {
     pub in_kernel: u64,
     /// Packets a rate limit dropped.
     pub over_rate: u64,
+    /// Packets of sources this rule's limit blocked, dropped.
+    pub blocked: u64,
+    /// Sources this rule's limit blocked.
+    pub sources_blocked: u64,
+    /// Blocks refused because the block table was full (the source was only limited).
+    pub blocks_refused: u64,
 }
 
 /// One interface's counts.
@@ -117,6 +123,28 @@ pub struct Counters {
     /// moving picture, so its parts need not add up to the total; the report's
     /// [`FrameReport`] is the exact one, taken at rest.
     pub frames: LiveFrames,
+    /// The sources blocked now, most dropped first (at most [`TOP_BLOCKED`]).
+    pub blocked_sources: Vec<BlockedCount>,
+    /// Sources blocked now, on every interface.
+    pub blocked_now: u64,
+}
+
+/// The blocked sources [`Counters`] lists.
+pub const TOP_BLOCKED: usize = 10;
+
+/// A source blocked now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BlockedCount {
+    /// The interface it arrives on.
+    pub interface: String,
+    /// The rule whose limit it went over.
+    pub rule: String,
+    /// Its prefix, as the rule groups sources.
+    pub source: String,
+    /// Packets dropped since it was blocked.
+    pub drops: u64,
+    /// Seconds until the block runs out.
+    pub left_s: u64,
 }
 
 /// Where the UMEM's frames are while the forwarder runs, for the live counters.

@@ -6,17 +6,20 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use aya::maps::{Array, DevMap, MapData, PerCpuArray};
+use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 use xskit_os::sync::LockUnpoisoned;
 
 use crate::abi::{Slot, TxMode, TxSetting};
+use crate::bucket::Limit;
 use crate::error::{Error, Result};
 pub use crate::set_tables::SetRoom;
 use crate::set_tables::SetTables;
 use crate::sets::{PortSet, PrefixSet};
 pub use crate::sys::filter::KernelRule;
-use crate::sys::filter::{CounterRepr, StateRepr};
+use crate::sys::filter::{
+    BlockedRepr, CounterRepr, PoliceCountRepr, PolicerRepr, SourceKeyRepr, StateRepr,
+};
 use crate::MAX_RULES;
 
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
@@ -87,6 +90,56 @@ impl KernelRule {
     }
 }
 
+/// What a rule's rate limit did, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoliceCount {
+    /// Packets over the rate, dropped.
+    pub over_rate: u64,
+    /// Packets of blocked sources, dropped.
+    pub blocked: u64,
+    /// Sources blocked.
+    pub blocks: u64,
+    /// Blocks refused for want of room in the table (the source was only limited).
+    pub refused: u64,
+}
+
+/// A source blocked now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedSource {
+    /// The rule whose limit it went over.
+    pub rule: usize,
+    /// Its prefix, as the rule groups sources (`198.51.100.0/24`).
+    pub source: String,
+    /// Packets dropped since it was blocked.
+    pub drops: u64,
+    /// Nanoseconds until the block runs out.
+    pub left_ns: u64,
+}
+
+/// A source key as the prefix it stands for, sources grouped by `limit`: an address alone
+/// when the group is one address.
+fn source_prefix(key: &SourceKeyRepr, limit: Option<&Limit>) -> String {
+    let bytes: Vec<u8> = key.addr.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let per = limit.and_then(|l| l.per_source);
+    let (addr, len, whole) = match key.family {
+        6 => {
+            let a: [u8; 16] = bytes.try_into().unwrap_or([0; 16]);
+            (IpAddr::from(a), per.map_or(128, |p| p.v6_len), 128)
+        }
+        4 => (
+            IpAddr::from([bytes[0], bytes[1], bytes[2], bytes[3]]),
+            per.map_or(32, |p| p.v4_len),
+            32,
+        ),
+        _ => return "not IP".to_string(),
+    };
+    if len >= whole {
+        addr.to_string()
+    } else {
+        format!("{addr}/{len}")
+    }
+}
+
 /// Packets and bytes that matched a rule.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RuleCounter {
@@ -107,6 +160,13 @@ struct FilterMaps {
     /// What `state` holds: xskit is its only writer, so it is never read back.
     written: Box<StateRepr>,
     counters: PerCpuArray<MapData, CounterRepr>,
+    policers: Array<MapData, PolicerRepr>,
+    /// The limits written to `policers`, by rule: a bucket is rewritten (full again) only
+    /// when its rule's limit changed or moved.
+    limits: Vec<Option<Limit>>,
+    police_counts: PerCpuArray<MapData, PoliceCountRepr>,
+    /// The blocked sources, when the filter was loaded with room for them.
+    blocked: Option<HashMap<MapData, SourceKeyRepr, BlockedRepr>>,
     installed: usize,
     unclassifiable: Action,
     sets: SetTables,
@@ -202,6 +262,14 @@ impl XdpFilter {
             state: program.take_map("state")?,
             written: Box::default(),
             counters: program.take_map("counters")?,
+            policers: program.take_map("policers")?,
+            limits: Vec::new(),
+            police_counts: program.take_map("police_counts")?,
+            blocked: if room.blocked > 0 {
+                Some(program.take_map("blocked")?)
+            } else {
+                None
+            },
             installed: 0,
             unclassifiable: Action::Drop,
             sets,
@@ -237,6 +305,98 @@ impl XdpFilter {
         maps.configure(rules.len(), default)?;
         maps.installed = rules.len();
         Ok(())
+    }
+
+    /// Writes the rate-limit rules' limits, by rule index (`None` for a rule without one;
+    /// [`crate::rules::KernelShare::kernel_limits`]). Write them before the rules that use
+    /// them ([`KernelRule`]'s `police`). A limit whose rule kept its index and rate keeps its
+    /// state; any other starts full.
+    pub fn set_limits(&self, limits: &[Option<Limit>]) -> Result<()> {
+        if limits.len() > MAX_RULES {
+            return Err(Error::TooManyRules {
+                count: limits.len(),
+                max: MAX_RULES,
+            });
+        }
+        let mut maps = self.maps.lock_unpoisoned();
+        for (i, l) in limits.iter().enumerate() {
+            let Some(l) = l else { continue };
+            if maps.limits.get(i) == Some(&Some(*l)) {
+                continue;
+            }
+            let (v4_len, v6_len, block) = match l.per_source {
+                Some(p) => (p.v4_len, p.v6_len, p.block.unwrap_or_default()),
+                None => (32, 128, std::time::Duration::ZERO),
+            };
+            let value = PolicerRepr {
+                tat: 0,
+                cost: l.bucket.cost,
+                tolerance: l.bucket.tolerance,
+                block: u64::try_from(block.as_nanos()).unwrap_or(u64::MAX),
+                bits: u32::from(l.bucket.bits),
+                v4_len,
+                v6_len,
+                pad: 0,
+            };
+            maps.policers
+                .set(i as u32, value, 0)
+                .map_err(|e| map_error("writing the rate limits", e))?;
+        }
+        maps.limits = limits.to_vec();
+        Ok(())
+    }
+
+    /// What each rule's rate limit did, in rule order (zeros for a rule without one).
+    pub fn police_counters(&self) -> Result<Vec<PoliceCount>> {
+        let maps = self.maps.lock_unpoisoned();
+        (0..maps.installed as u32)
+            .map(|i| {
+                let per_cpu = maps
+                    .police_counts
+                    .get(&i, 0)
+                    .map_err(|e| map_error("reading the rate limits' counters", e))?;
+                Ok(per_cpu
+                    .iter()
+                    .fold(PoliceCount::default(), |a, c| PoliceCount {
+                        over_rate: a.over_rate + c.over_rate,
+                        blocked: a.blocked + c.blocked,
+                        blocks: a.blocks + c.blocks,
+                        refused: a.refused + c.refused,
+                    }))
+            })
+            .collect()
+    }
+
+    /// The sources blocked now (CLOCK_MONOTONIC `now_ns`), most dropped first; those whose
+    /// block has run out are removed from the table as they are met.
+    pub fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>> {
+        let mut maps = self.maps.lock_unpoisoned();
+        let limits = maps.limits.clone();
+        let Some(table) = maps.blocked.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let keys: Vec<SourceKeyRepr> = table
+            .keys()
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| map_error("reading the blocked sources", e))?;
+        let mut out = Vec::new();
+        for key in keys {
+            // Gone meanwhile (the program removes a block that ran out when its source
+            // sends again): nothing to report.
+            let Ok(b) = table.get(&key, 0) else { continue };
+            if b.until <= now_ns {
+                let _ = table.remove(&key);
+                continue;
+            }
+            out.push(BlockedSource {
+                rule: key.rule as usize,
+                source: source_prefix(&key, limits.get(key.rule as usize).and_then(Option::as_ref)),
+                drops: b.drops,
+                left_ns: b.until - now_ns,
+            });
+        }
+        out.sort_by_key(|b| std::cmp::Reverse(b.drops));
+        Ok(out)
     }
 
     /// Writes the sets the rules name by index ([`crate::rules::Match::src_set`]), in

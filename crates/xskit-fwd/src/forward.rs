@@ -263,6 +263,7 @@ impl<K: Kernel> Forwarding<K> {
         };
         let mut plan = WorkerPlan::new(&config, Arc::clone(&setup.rules), &setup.macs);
         plan.mtus = setup.mtus.clone();
+        plan.kernel_polices = setup.filters.iter().all(RunningFilter::polices);
         plan.csum_offload = setup.sockets.csum_offload;
         plan.tap = config
             .tap
@@ -474,6 +475,8 @@ impl<K: Kernel> Forwarding<K> {
         Ok(FilterSnapshot {
             device_tx: device_tx.saturating_sub(self.device_tx_base[i]),
             rules: lenient(strict, filter.rule_counters())?,
+            police: lenient(strict, filter.police_counts())?,
+            blocked: lenient(strict, filter.blocked_sources(xskit_os::monotonic_ns()))?,
             slots: Slot::ALL
                 .iter()
                 .map(|&slot| lenient(strict, filter.slot_counter(slot)))
@@ -521,6 +524,8 @@ impl<K: Kernel> Forwarding<K> {
             respond_refused: self.replies.refused.load(Ordering::Relaxed),
             pool: PoolStats::default(),
             frames: LiveFrames::default(),
+            blocked_sources: Vec::new(),
+            blocked_now: 0,
         }
     }
 

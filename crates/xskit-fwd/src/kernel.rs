@@ -20,7 +20,7 @@ use crate::config::{ChecksumMode, ForwardConfig};
 use crate::config_check::CpuFacts;
 use crate::error::{Error, Result};
 use crate::filter::SetRoom;
-use crate::filter::{Action, KernelRule, RuleCounter, XdpFilter};
+use crate::filter::{Action, BlockedSource, KernelRule, PoliceCount, RuleCounter, XdpFilter};
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
 use crate::rules::RuleSet;
@@ -37,6 +37,8 @@ pub(crate) struct KernelRules {
     pub(crate) sets: Vec<Arc<PrefixSet>>,
     /// The port sets they name.
     pub(crate) port_sets: Vec<Arc<PortSet>>,
+    /// The rate-limit rules' limits, by rule.
+    pub(crate) limits: Vec<Option<crate::bucket::Limit>>,
 }
 
 /// A device's link as the running forwarder watches it.
@@ -66,6 +68,14 @@ pub(crate) trait RunningFilter: FilterControl {
     fn arp_alive(&self) -> Result<u64>;
     /// Packets and bytes per kernel rule, then the default action's.
     fn rule_counters(&self) -> Result<Vec<RuleCounter>>;
+    /// What each rule's rate limit did, by rule.
+    fn police_counts(&self) -> Result<Vec<PoliceCount>>;
+    /// The sources blocked now (CLOCK_MONOTONIC `now_ns`), most dropped first; blocks that
+    /// ran out are cleared.
+    fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>>;
+    /// Whether the filter polices the rate-limit rules (then user space forwards what it
+    /// sends up within the rate without policing it again).
+    fn polices(&self) -> bool;
     /// The counter of `slot`.
     fn slot_counter(&self, slot: Slot) -> Result<RuleCounter>;
     /// Queues `0..queues` are no longer redirected to sockets.
@@ -153,7 +163,19 @@ pub(crate) fn set_up<K: Kernel>(
         })
         .collect::<Result<Vec<_>>>()?;
     let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
-    let room = SetRoom::for_sets(rules.sets(), rules.port_sets().len());
+    let room = SetRoom {
+        sources: if rules.limits_sources() {
+            rules.source_table() as usize
+        } else {
+            0
+        },
+        blocked: if rules.blocks_sources() {
+            rules.block_table() as usize
+        } else {
+            0
+        },
+        ..SetRoom::for_sets(rules.sets(), rules.port_sets().len())
+    };
     let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus, room)?;
     let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
     let ask = SocketAsk {
@@ -175,6 +197,7 @@ pub(crate) fn set_up<K: Kernel>(
         unclassifiable: in_kernel.kernel_unclassifiable(),
         sets: rules.sets().to_vec(),
         port_sets: rules.port_sets().to_vec(),
+        limits: in_kernel.kernel_limits(),
     };
     for (filter, offer) in filters.iter().zip(&offers) {
         kernel.install(filter, &share)?;
@@ -297,6 +320,7 @@ impl Kernel for RealKernel {
     fn install(&self, filter: &XdpFilter, rules: &KernelRules) -> Result<()> {
         filter.set_sets(&rules.sets)?;
         filter.set_port_sets(&rules.port_sets)?;
+        filter.set_limits(&rules.limits)?;
         filter.set_rules(&rules.rules, rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }
@@ -387,6 +411,18 @@ impl RunningFilter for XdpFilter {
 
     fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
         XdpFilter::rule_counters(self)
+    }
+
+    fn police_counts(&self) -> Result<Vec<PoliceCount>> {
+        self.police_counters()
+    }
+
+    fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>> {
+        XdpFilter::blocked_sources(self, now_ns)
+    }
+
+    fn polices(&self) -> bool {
+        true
     }
 
     fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {

@@ -5,6 +5,7 @@ pub mod abi;
 mod bond_decisions;
 mod bond_runtime;
 mod bonded;
+mod bucket;
 mod chains;
 mod config;
 mod config_check;
@@ -34,7 +35,9 @@ mod worker_plan;
 pub use bonded::{BondConfig, BondCount, FailOverMac, LacpEnd, MemberCount, MemberLacp};
 pub use config::{ChecksumMode, ForwardConfig};
 pub use counter::UserPortCounts;
-pub use counts::{Counters, FrameReport, LiveFrames, PortCount, Report, RuleCount};
+pub use counts::{
+    BlockedCount, Counters, FrameReport, LiveFrames, PortCount, Report, RuleCount, TOP_BLOCKED,
+};
 pub use error::{Error, Result};
 pub use forward::Forwarder;
 pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};

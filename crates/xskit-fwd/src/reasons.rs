@@ -62,11 +62,17 @@ impl Reasons {
         };
         let (reason, action) = self.reason(why);
         let forward = Verdict::Forward.name();
+        let limit = Verdict::RateLimit.name();
         let what = match verdict.map(|v| (v, XdpAction::from_code(v))) {
+            Some((_, Some(XdpAction::Drop))) if action == limit => {
+                "dropped in XDP over its rate".to_string()
+            }
             Some((_, Some(XdpAction::Drop))) => "dropped in XDP".to_string(),
             Some((_, Some(XdpAction::Pass))) => "passed to the kernel stack".to_string(),
             Some((_, Some(XdpAction::Tx))) => "sent back out (XDP_TX)".to_string(),
-            Some((_, Some(XdpAction::Redirect))) if action == forward && self.xdp_forward => {
+            Some((_, Some(XdpAction::Redirect)))
+                if (action == forward || action == limit) && self.xdp_forward =>
+            {
                 "forwarded in XDP".to_string()
             }
             Some((_, Some(XdpAction::Redirect))) => "to xskit fwd in user space".to_string(),

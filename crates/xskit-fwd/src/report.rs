@@ -12,8 +12,8 @@ use xskit_pipeline::PoolStats;
 
 use crate::abi::Slot;
 use crate::counter::{UserPortCounts, UserRuleCounts as RuleTally};
-use crate::counts::{Counters, PortCount, RuleCount};
-use crate::filter::RuleCounter;
+use crate::counts::{BlockedCount, Counters, PortCount, RuleCount, TOP_BLOCKED};
+use crate::filter::{BlockedSource, PoliceCount, RuleCounter};
 use crate::rules::{KernelShare, Verdict};
 use crate::worker::FramesSeen;
 
@@ -39,6 +39,10 @@ pub(crate) struct FilterSnapshot {
     pub(crate) device_tx: u64,
     /// Per rule, then the default.
     pub(crate) rules: Vec<RuleCounter>,
+    /// Per rule: what its rate limit did.
+    pub(crate) police: Vec<PoliceCount>,
+    /// The sources blocked now, most dropped first.
+    pub(crate) blocked: Vec<BlockedSource>,
     /// Per [`Slot`], in its order.
     pub(crate) slots: Vec<RuleCounter>,
 }
@@ -85,7 +89,12 @@ pub(crate) fn counters(
     blank.frames.pool += shape.shared_free as u64;
     for (i, f) in filters.iter().enumerate() {
         add_filter(&mut blank, shape, i, f);
+        add_blocked(&mut blank, shape, i, f);
     }
+    blank
+        .blocked_sources
+        .sort_by_key(|b| std::cmp::Reverse(b.drops));
+    blank.blocked_sources.truncate(TOP_BLOCKED);
     if blank.ports.len() == 2 {
         for q in 0..2 {
             let into_q = blank.ports[1 - q].xdp_forwarded;
@@ -160,6 +169,25 @@ fn add_kernel_decision(count: &mut RuleCount, k: RuleCounter) {
     count.in_kernel += k.packets;
 }
 
+/// The sources filter `i` blocks now.
+fn add_blocked(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapshot) {
+    let interface = &out.ports[shape.side_of(i)].interface;
+    let rules = shape.rules.rule_set().rules();
+    out.blocked_now += f.blocked.len() as u64;
+    out.blocked_sources
+        .extend(f.blocked.iter().take(TOP_BLOCKED).map(|b| {
+            BlockedCount {
+                interface: interface.clone(),
+                rule: rules
+                    .get(b.rule)
+                    .map_or_else(String::new, |r| r.name.clone()),
+                source: b.source.clone(),
+                drops: b.drops,
+                left_s: b.left_ns.div_ceil(1_000_000_000),
+            }
+        }));
+}
+
 fn add_filter(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapshot) {
     let side = shape.side_of(i);
     let member = i - shape.sides[side].start;
@@ -199,8 +227,23 @@ fn add_filter(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapsho
                 share.default_decided_in_kernel(),
             )
         };
-        if decided {
-            add_kernel_decision(&mut out.rules[index], *k);
+        if !decided {
+            continue;
+        }
+        add_kernel_decision(&mut out.rules[index], *k);
+        if verdict == Verdict::RateLimit {
+            // Over the rate (or blocked) dropped; within it forwarded in XDP (what went to
+            // user space is not on the kernel's count: user space counts it).
+            let p = f.police.get(r).copied().unwrap_or_default();
+            let count = &mut out.rules[index];
+            count.over_rate += p.over_rate;
+            count.blocked += p.blocked;
+            count.sources_blocked += p.blocks;
+            count.blocks_refused += p.refused;
+            let dropped = p.over_rate + p.blocked;
+            add_xdp_verdict(port, Verdict::Drop, dropped);
+            add_xdp_verdict(port, Verdict::Forward, k.packets.saturating_sub(dropped));
+        } else {
             add_xdp_verdict(port, verdict, k.packets);
         }
     }
@@ -243,6 +286,8 @@ mod tests {
         let mut f = FilterSnapshot {
             device_tx,
             rules: rules.iter().map(|&p| counter(p)).collect(),
+            police: Vec::new(),
+            blocked: Vec::new(),
             slots: vec![RuleCounter::default(); Slot::ALL.len()],
         };
         for &(slot, n) in slots {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::rules::{RateLimiter, RuleSet};
+use crate::rules::{Limiter, RuleSet};
 
 /// Whose state it is: a rule, by name; or the default; or unclassifiable packets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -86,14 +86,19 @@ impl<T> ByRule<T> {
 /// whose rate changed gets a new, full bucket.
 pub(crate) fn limiters(
     rules: &RuleSet,
-    before: Option<&ByRule<Option<RateLimiter>>>,
-) -> ByRule<Option<RateLimiter>> {
-    let rate = |i: usize| rules.rules().get(i).and_then(|r| r.rate);
+    before: Option<&ByRule<Option<Limiter>>>,
+) -> ByRule<Option<Limiter>> {
+    let rule = |i: usize| rules.rules().get(i);
+    let sources = rules.source_table() as usize;
     ByRule::carried(
         rules,
         before,
-        |old, i| old.as_ref().map(RateLimiter::rate) == rate(i),
-        |i| rate(i).map(|r| r.limiter()),
+        |old, i| match (old, rule(i)) {
+            (Some(old), Some(r)) => old.keeps(r),
+            (None, r) => r.is_none_or(|r| r.rate.is_none()),
+            (Some(_), None) => false,
+        },
+        |i| rule(i).and_then(|r| Limiter::of(r, sources)),
     )
 }
 
@@ -117,9 +122,9 @@ mod tests {
         let cells = ByRule::fresh(&first, |_| RuleCells::default());
         cells.get(0).unwrap().packets.store(7, Ordering::Relaxed);
         let buckets = limiters(&first, None);
-        assert!(buckets.get(1).unwrap().as_ref().unwrap().allow(0, 64));
+        assert!(buckets.get(1).unwrap().as_ref().unwrap().allow(None, 0, 64));
         assert!(
-            !buckets.get(1).unwrap().as_ref().unwrap().allow(0, 64),
+            !buckets.get(1).unwrap().as_ref().unwrap().allow(None, 0, 64),
             "burst spent"
         );
         // b first, a renamed c: b keeps its spent bucket, c starts at zero.
@@ -135,7 +140,7 @@ mod tests {
             "c is new"
         );
         assert!(
-            !buckets.get(0).unwrap().as_ref().unwrap().allow(0, 64),
+            !buckets.get(0).unwrap().as_ref().unwrap().allow(None, 0, 64),
             "b's bucket moved with it"
         );
         assert_eq!(cells.len(), 4, "two rules, the default, unclassifiable");
@@ -148,8 +153,9 @@ mod tests {
     fn a_rule_whose_rate_changed_gets_a_full_bucket() {
         let first = rules(AB);
         let buckets = limiters(&first, None);
-        let b =
-            |set: &ByRule<Option<RateLimiter>>| set.get(1).unwrap().as_ref().unwrap().allow(0, 64);
+        let b = |set: &ByRule<Option<Limiter>>| {
+            set.get(1).unwrap().as_ref().unwrap().allow(None, 0, 64)
+        };
         assert!(b(&buckets));
         let same = limiters(&first, Some(&buckets));
         assert!(!b(&same), "the same rate: the same, spent bucket");

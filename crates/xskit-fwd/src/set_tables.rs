@@ -30,6 +30,10 @@ pub struct SetRoom {
     pub trie_entries: usize,
     /// Port sets (a bitmap of 65,536 bits each).
     pub port_sets: usize,
+    /// Per-source buckets of the rate limits kept per source.
+    pub sources: usize,
+    /// Blocked sources.
+    pub blocked: usize,
 }
 
 impl SetRoom {
@@ -65,7 +69,7 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 5] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 7] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
@@ -73,6 +77,8 @@ impl SetRoom {
             ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
+            ("source_buckets", entries(self.sources)),
+            ("blocked", entries(self.blocked)),
         ]
     }
 }

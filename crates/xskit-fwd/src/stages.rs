@@ -8,7 +8,7 @@ use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 pub(crate) use crate::counter::RuleCells;
 use crate::counter::{bump, PortCells};
 use crate::rule_state::ByRule;
-use crate::rules::{PacketKey, RateLimiter, RuleSet, Verdict};
+use crate::rules::{Limiter, PacketKey, RuleSet, Verdict};
 use xskit::{Frame, Umem};
 use xskit_pipeline::{Next, Stage, StageContext, StageId};
 
@@ -214,7 +214,11 @@ impl Stage for Respond {
 /// kernel, or forward within a rate.
 pub(crate) struct Rules {
     pub(crate) rules: Arc<RuleSet>,
-    pub(crate) limiters: Arc<ByRule<Option<RateLimiter>>>,
+    pub(crate) limiters: Arc<ByRule<Option<Limiter>>>,
+    /// The kernel filter polices: what it sent up within a rule's rate is forwarded here
+    /// without policing it again, except IPv6 with extension headers, which it sends up
+    /// undecided.
+    pub(crate) kernel_polices: bool,
     /// One per rule, then the default's, then unclassifiable packets'.
     pub(crate) cells: Arc<ByRule<RuleCells>>,
     /// The worker's per-port counts: unclassifiable packets are counted on their port too.
@@ -270,7 +274,6 @@ impl Stage for Rules {
         frames: &mut [Frame],
         nexts: &mut [Next],
     ) {
-        let now_ps = context.now_ns.saturating_mul(1000);
         let forward_to = self.forward_next(context.input_port);
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let len = f.len();
@@ -288,8 +291,13 @@ impl Stage for Rules {
                 Verdict::Pass => Next::Kernel,
                 Verdict::Forward => self.forward(forward_to, data),
                 Verdict::RateLimit => {
+                    let policed =
+                        self.kernel_polices && parsed.0.as_ref().is_ok_and(|k| !k.ipv6_extensions);
                     let limiter = self.limiters.get(i).and_then(Option::as_ref);
-                    if limiter.is_none_or(|l| l.allow(now_ps, len)) {
+                    if policed
+                        || limiter
+                            .is_none_or(|l| l.allow(parsed.0.as_ref().ok(), context.now_ns, len))
+                    {
                         self.forward(forward_to, data)
                     } else {
                         c[2] += 1;

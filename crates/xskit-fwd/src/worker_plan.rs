@@ -15,7 +15,7 @@ use crate::config::ForwardConfig;
 use crate::counter::PortCells;
 use crate::error::Result;
 use crate::rule_state::ByRule;
-use crate::rules::{RateLimiter, RuleSet};
+use crate::rules::{Limiter, RuleSet};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
 use crate::worker::{TapPath, Worker, HOST_EVERY};
 
@@ -45,7 +45,10 @@ pub(crate) struct WorkerCells {
 /// AF_XDP sockets and on in-memory devices.
 pub(crate) struct WorkerPlan {
     pub(crate) rules: Arc<RuleSet>,
-    pub(crate) limiters: Arc<ByRule<Option<RateLimiter>>>,
+    pub(crate) limiters: Arc<ByRule<Option<Limiter>>>,
+    /// The kernel filter polices the rate-limit rules: user space polices only the packets
+    /// the filter sent up undecided.
+    pub(crate) kernel_polices: bool,
     pub(crate) respond: Option<Ipv4Addr>,
     pub(crate) reflect: bool,
     /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
@@ -65,6 +68,7 @@ impl WorkerPlan {
         WorkerPlan {
             rules,
             limiters,
+            kernel_polices: false,
             respond: config.respond,
             reflect: config.reflect,
             mtus: vec![1500; macs.len()],
@@ -121,6 +125,7 @@ impl WorkerPlan {
         pipeline.add_stage(Box::new(Rules {
             rules: Arc::clone(&self.rules),
             limiters: Arc::clone(&self.limiters),
+            kernel_polices: self.kernel_polices,
             cells: Arc::clone(rule_cells),
             ports: Arc::clone(port_cells),
             local: vec![[0; 3]; rule_cells.len()],

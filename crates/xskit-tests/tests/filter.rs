@@ -400,6 +400,7 @@ mod split {
     fn install(program: &XdpFilter, share: &KernelShare<'_>) {
         program.set_sets(share.rule_set().sets()).unwrap();
         program.set_port_sets(share.rule_set().port_sets()).unwrap();
+        program.set_limits(&share.kernel_limits()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
         program.set_rules(&kernel_rules, kernel_default).unwrap();
         program
@@ -537,6 +538,8 @@ mod split {
                     partial_blocks: 64,
                     trie_entries: 64,
                     port_sets: 1,
+                    sources: 64,
+                    blocked: 4,
                 };
                 let program =
                     XdpFilter::attach_with_sets(&iface, Mode::Skb, multi_buffer, room).unwrap();
@@ -634,6 +637,124 @@ mod split {
                 .count();
             assert_eq!(hits, taken, "{prefixes}");
         }
+    }
+
+    /// A bit-rate limit polices in the kernel with the arithmetic user space uses: on the
+    /// plain path (IPv4 UDP) and the general one (IPv6), a burst's worth of frames passes
+    /// (to user space, counted at WITHIN_RATE), then only what the rate refilled meanwhile;
+    /// every other frame is dropped, counted on the rule and as over the rate.
+    #[test]
+    fn a_rate_limit_is_policed_in_the_kernel_as_user_space_polices() {
+        use xskit_fwd::abi::Slot;
+        use xskit_fwd::rules::RateLimiter;
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let text = "default = \"pass\"\n[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\n\
+                    action = \"rate-limit\"\nrate = \"8kbps\"\nburst = 1000\n";
+        let rs = RuleSet::from_toml(text).unwrap();
+        let share = rs.kernel_share(false);
+        let (mut over, mut within) = (0u64, 0u64);
+        for family in [1, 2] {
+            // A full bucket for each family's frames.
+            program.set_limits(&[None]).unwrap();
+            install(&program, &share);
+            let f = frame((family, 0, 0, 0, 0, 1, true));
+            let user = RateLimiter::new(rs.rules()[0].rate.unwrap());
+            let at_once = (0..40).filter(|_| user.allow(0, f.len())).count() as u64;
+            assert!(at_once > 1, "a burst of {at_once} {}-byte frames", f.len());
+            let start = Instant::now();
+            let verdicts: Vec<u32> = (0..40)
+                .map(|_| program.program().test_run(&f).unwrap())
+                .collect();
+            // 1,000 bytes a second refill the bucket while the frames run.
+            let refilled = (start.elapsed().as_secs_f64() * 1000.0 / f.len() as f64) as u64 + 1;
+            let passed = verdicts.iter().filter(|&&v| v == 4).count() as u64;
+            let dropped = verdicts.iter().filter(|&&v| v == 1).count() as u64;
+            assert_eq!(passed + dropped, 40, "{verdicts:?}");
+            assert!(
+                (at_once..=at_once + refilled).contains(&passed),
+                "family {family}: {passed} passed, {at_once} at once, {refilled} refilled"
+            );
+            over += dropped;
+            within += passed;
+        }
+        assert_eq!(program.police_counters().unwrap()[0].over_rate, over);
+        assert_eq!(program.rule_counters().unwrap()[0].packets, over);
+        assert_eq!(
+            program.slot_counter(Slot::WithinRate).unwrap().packets,
+            within
+        );
+    }
+
+    /// A limit per source keeps a bucket for each source prefix and blocks a source that
+    /// went over its rate, in the kernel as user space's twin does: the same frames pass and
+    /// drop, each source apart, and the blocked are listed and counted.
+    #[test]
+    fn a_per_source_limit_blocks_each_source_apart_as_user_space_does() {
+        use xskit_fwd::rules::{PacketKey, SourceLimiter};
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let v4 = frame((1, 0, 0, 0, 0, 1, true)).len();
+        // 8 bits a second refill a byte a second: the frames run in far less time than a
+        // frame's worth takes, so user space's twin may judge them all at one instant.
+        let text = format!(
+            "default = \"pass\"\n[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\n\
+             action = \"rate-limit\"\nrate = \"8bps\"\nburst = {}\n\
+             per = \"source/24\"\nblock = \"60s\"\n",
+            2 * v4
+        );
+        let rs = RuleSet::from_toml(&text).unwrap();
+        install(&program, &rs.kernel_share(false));
+        let spec = &rs.rules()[0];
+        let twin = SourceLimiter::new(spec.rate.unwrap(), spec.per_source.unwrap(), 64);
+        // 198.51.100.1 and .2 share a /24; 203.0.113.9 is another; 2001:db8::1 another.
+        let order = [
+            (1, 0),
+            (1, 0),
+            (1, 1),
+            (1, 0),
+            (1, 2),
+            (1, 2),
+            (2, 0),
+            (2, 0),
+            (2, 0),
+        ];
+        let (mut passed, mut dropped) = (0, 0);
+        for (i, &(family, src)) in order.iter().enumerate() {
+            let f = frame((family, src, 0, 0, 0, 1, true));
+            let key = PacketKey::parse(&f).unwrap();
+            let want = if twin.allow(&key, 0, f.len()) { 4 } else { 1 };
+            let got = program.program().test_run(&f).unwrap();
+            assert_eq!(got, want, "frame {i} from {:?}", key.src);
+            if got == 4 {
+                passed += 1;
+            } else {
+                dropped += 1;
+            }
+        }
+        assert_eq!(
+            (passed, dropped),
+            (5, 4),
+            "the burst of each source, no more"
+        );
+        let count = program.police_counters().unwrap()[0];
+        assert_eq!(count.over_rate + count.blocked, dropped);
+        assert_eq!(count.blocks, 2, "{count:?}");
+        assert_eq!(count.refused, 0);
+        let blocked = program
+            .blocked_sources(xskit::clock::monotonic_ns())
+            .unwrap();
+        let mut sources: Vec<&str> = blocked.iter().map(|b| b.source.as_str()).collect();
+        sources.sort_unstable();
+        assert_eq!(sources, ["198.51.100.0/24", "2001:db8::/64"], "{blocked:?}");
+        assert!(
+            blocked.iter().all(|b| b.left_ns > 50_000_000_000),
+            "{blocked:?}"
+        );
     }
 
     /// (family, L4, source port index, damage) for IPv4 and IPv6, UDP, TCP and ICMP, every

@@ -181,6 +181,24 @@ const HELP: &[(&str, &str)] = &[
         "rule_over_rate",
         "Packets a rate-limit rule dropped above its rate",
     ),
+    (
+        "rule_blocked",
+        "Packets of sources a rate-limit rule blocked, dropped",
+    ),
+    ("rule_sources_blocked", "Sources a rate-limit rule blocked"),
+    (
+        "rule_blocks_refused",
+        "Blocks refused because the block table was full",
+    ),
+    ("blocked_now", "Sources blocked now"),
+    (
+        "blocked_source_drops",
+        "Packets dropped from a source since it was blocked (the most dropping ones)",
+    ),
+    (
+        "blocked_source_left_s",
+        "Seconds until a blocked source's block runs out",
+    ),
     ("valid", "Probes received intact"),
     ("corrupt", "Probes received damaged"),
     ("out_of_order", "Probes received out of order"),

@@ -21,7 +21,7 @@ use crate::abi::Slot;
 use crate::bond_runtime::BondIo;
 use crate::bonded::{BondConfig, SocketPort};
 use crate::error::Result;
-use crate::filter::RuleCounter;
+use crate::filter::{BlockedSource, PoliceCount, RuleCounter};
 use crate::filter_plan::{FilterControl, FilterSettings};
 use crate::plan::{LinkFacts, LinkOffer};
 use crate::worker::host_path::HostLink;
@@ -95,6 +95,16 @@ impl RunningFilter for Recorded {
     }
     fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
         Ok(Vec::new())
+    }
+    fn police_counts(&self) -> Result<Vec<PoliceCount>> {
+        Ok(Vec::new())
+    }
+    fn blocked_sources(&self, _now_ns: u64) -> Result<Vec<BlockedSource>> {
+        Ok(Vec::new())
+    }
+    /// No program runs here: user space decides every packet, and polices too.
+    fn polices(&self) -> bool {
+        false
     }
     fn slot_counter(&self, _slot: Slot) -> Result<RuleCounter> {
         Ok(RuleCounter::default())

@@ -5,6 +5,8 @@
 
 use super::{Match, RuleSet, Verdict};
 use crate::abi::Extra;
+use crate::abi::Police;
+use crate::bucket::Limit;
 use crate::filter::{port_range, prefix_words, Action, KernelRule};
 
 /// A rule set as the kernel runs it: [`RuleSet::kernel_share`].
@@ -54,13 +56,16 @@ impl<'a> KernelShare<'a> {
             Verdict::Drop => true,
             Verdict::Pass => !self.pass_to_tap,
             Verdict::Forward => self.forward_in_xdp,
-            Verdict::RateLimit => false,
+            // The filter polices: it drops what is over the rate, and forwards the rest in
+            // XDP or sends it to user space to be forwarded (which does not police again).
+            Verdict::RateLimit => true,
         }
     }
 
     /// True if the kernel filter settles rule `i` itself: its action is drop or pass (or
-    /// forward, forwarding in XDP). Such a rule's packets never reach user space, unless an
-    /// earlier rule that only user space can decide sent them up.
+    /// forward, forwarding in XDP), or a rate limit, which it polices. Such a rule's packets
+    /// never reach user space, unless an earlier rule that only user space can decide sent
+    /// them up, or (a rate limit, not forwarding in XDP) they are within the rate.
     pub fn decided_in_kernel(&self, i: usize) -> bool {
         self.rules
             .rules()
@@ -87,7 +92,7 @@ impl<'a> KernelShare<'a> {
         match v {
             Verdict::Drop => Action::Drop,
             Verdict::Pass if !self.pass_to_tap => Action::Pass,
-            Verdict::Forward if self.forward_in_xdp => Action::Forward,
+            Verdict::Forward | Verdict::RateLimit if self.forward_in_xdp => Action::Forward,
             Verdict::Pass | Verdict::Forward | Verdict::RateLimit => Action::Redirect,
         }
     }
@@ -101,9 +106,32 @@ impl<'a> KernelShare<'a> {
             .rules
             .rules()
             .iter()
-            .map(|r| r.matcher.kernel_rule(self.kernel_action(r.verdict())))
+            .map(|r| {
+                let mut k = r.matcher.kernel_rule(self.kernel_action(r.verdict()))?;
+                k.police = match (&r.rate, &r.per_source) {
+                    (None, _) => Police::None,
+                    (Some(_), None) => Police::Rule,
+                    (Some(_), Some(_)) => Police::Source,
+                } as u8;
+                Ok(k)
+            })
             .collect::<crate::Result<_>>()?;
         Ok((rules, self.kernel_action(self.rules.default_verdict())))
+    }
+
+    /// The rate-limit rules' limits, by rule (`None` for the others): a rule's action in
+    /// [`KernelShare::kernel_rules`] is what the filter does within the rate.
+    pub fn kernel_limits(&self) -> Vec<Option<Limit>> {
+        self.rules
+            .rules()
+            .iter()
+            .map(|r| {
+                r.rate.as_ref().map(|rate| Limit {
+                    bucket: rate.bucket(),
+                    per_source: r.per_source,
+                })
+            })
+            .collect()
     }
 }
 

@@ -28,6 +28,7 @@
 
 mod extra_keys;
 mod kernel_share;
+mod limit_syntax;
 mod matching;
 mod packet_key;
 mod rate;
@@ -36,15 +37,20 @@ mod syntax;
 #[cfg(test)]
 mod tests;
 
+pub use crate::bucket::{ticks, Bucket};
 pub use crate::sets::{
     kernel_bytes as set_kernel_bytes, PortSet, PrefixSet, SetLayout, SetLineError, SetStats,
     MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES,
 };
 pub use kernel_share::KernelShare;
+pub use limit_syntax::{
+    PerSource, DEFAULT_BLOCK_TABLE, DEFAULT_SOURCE_TABLE, MAX_BLOCK, MAX_BLOCK_TABLE,
+    MAX_SOURCE_TABLE,
+};
 use matching::FastMatch;
 pub use matching::{Match, Prefix, TcpFlags};
 pub use packet_key::{PacketKey, Unclassifiable, MAX_VLAN_TAGS};
-pub use rate::{Rate, RateLimiter, RateUnit};
+pub use rate::{Limiter, Rate, RateLimiter, RateUnit, SourceLimiter};
 use std::sync::Arc;
 pub use syntax::{RulesError, RulesFileError, MAX_RULE_NAME_CHARS};
 
@@ -83,6 +89,8 @@ pub struct RuleSpec {
     action: Verdict,
     /// The rate, for [`Verdict::RateLimit`].
     pub rate: Option<Rate>,
+    /// A rate limit kept for each source instead of the rule as a whole.
+    pub per_source: Option<PerSource>,
 }
 
 impl RuleSpec {
@@ -104,6 +112,10 @@ pub struct RuleSet {
     sets: Vec<Arc<PrefixSet>>,
     /// The port sets, by index ([`Match::src_port_set`]).
     port_sets: Vec<Arc<PortSet>>,
+    /// Per-source buckets the kernel keeps, for the rules with `per`.
+    source_table: u32,
+    /// Blocked sources the kernel keeps, for the rules with `block`.
+    block_table: u32,
 }
 
 impl RuleSet {
@@ -116,7 +128,33 @@ impl RuleSet {
             unclassifiable: Verdict::Drop,
             sets: Vec::new(),
             port_sets: Vec::new(),
+            source_table: DEFAULT_SOURCE_TABLE,
+            block_table: DEFAULT_BLOCK_TABLE,
         }
+    }
+
+    /// Per-source buckets the kernel keeps (`source_table`), for the rules with `per`: the
+    /// sources seen longest ago give way to new ones.
+    pub fn source_table(&self) -> u32 {
+        self.source_table
+    }
+
+    /// Blocked sources the kernel keeps (`block_table`), for the rules with `block`: when it
+    /// is full, new blocks are refused and counted, and the blocked stay blocked.
+    pub fn block_table(&self) -> u32 {
+        self.block_table
+    }
+
+    /// Whether any rule keeps its rate per source.
+    pub fn limits_sources(&self) -> bool {
+        self.rules.iter().any(|r| r.per_source.is_some())
+    }
+
+    /// Whether any rule blocks sources.
+    pub fn blocks_sources(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.per_source.is_some_and(|p| p.block.is_some()))
     }
 
     /// The file's port sets, in the order declared.

@@ -33,6 +33,9 @@ pub struct PacketKey {
     pub icmp_type: u8,
     /// ICMP's or ICMPv6's code, else 0.
     pub icmp_code: u8,
+    /// IPv6 extension headers follow the fixed header: the XDP filter, which does not walk
+    /// them, sends such a packet to user space undecided.
+    pub ipv6_extensions: bool,
 }
 
 /// Why a packet could not be classified: its headers are cut short or lie, or the fields the
@@ -246,6 +249,7 @@ impl PacketKey {
                     .map_err(|_| Unclassifiable("IPv6 extension headers cut short or too many"))?;
                 k.protocol = proto;
                 k.later_fragment = offset != 0;
+                k.ipv6_extensions = matches!(v.next_header(), 0 | 43 | 44 | 51 | 60);
                 let l4_len = 40 + plen - (held - rest.len());
                 if v.next_header() == proto {
                     // No extension headers: nothing lies between the header and L4.

@@ -44,6 +44,10 @@ struct FileRepr {
     rule: Vec<toml::Spanned<RuleRepr>>,
     #[serde(default)]
     set: Vec<toml::Spanned<SetRepr>>,
+    #[serde(default)]
+    source_table: Option<toml::Spanned<i64>>,
+    #[serde(default)]
+    block_table: Option<toml::Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +76,8 @@ pub(super) struct RuleRepr {
     action: toml::Spanned<String>,
     rate: Option<toml::Spanned<String>>,
     burst: Option<toml::Spanned<i64>>,
+    pub(super) per: Option<toml::Spanned<String>>,
+    pub(super) block: Option<toml::Spanned<String>>,
 }
 
 fn parse_verdict(s: &str, allow_rate: bool) -> Result<Verdict, String> {
@@ -233,6 +239,7 @@ fn parse_rule(
     let extra = super::extra_keys::parse(text, r, protocol)?;
     let action = parse_verdict(r.action.get_ref(), true).map_err(|m| at(r.action.span(), m))?;
     let rate = parse_rate(text, r, action)?;
+    let per_source = super::limit_syntax::parse_per(text, r, action)?;
     let name = match &r.name {
         Some(n) => {
             check_name(n.get_ref()).map_err(|m| at(n.span(), m))?;
@@ -256,6 +263,7 @@ fn parse_rule(
         },
         action,
         rate,
+        per_source,
     })
 }
 
@@ -453,6 +461,20 @@ impl RuleSet {
             unclassifiable,
             sets: sets.prefixes,
             port_sets: sets.ports,
+            source_table: limit_syntax::parse_table(
+                text,
+                file.source_table.as_ref(),
+                "source_table",
+                DEFAULT_SOURCE_TABLE,
+                MAX_SOURCE_TABLE,
+            )?,
+            block_table: limit_syntax::parse_table(
+                text,
+                file.block_table.as_ref(),
+                "block_table",
+                DEFAULT_BLOCK_TABLE,
+                MAX_BLOCK_TABLE,
+            )?,
         })
     }
 }

@@ -275,7 +275,7 @@ fn rates_parse_and_limit() {
     });
     // A burst of 10 at time 0, then one per millisecond.
     assert_eq!((0..20).filter(|_| l.allow(0, 64)).count(), 10);
-    let ms = 1_000_000_000;
+    let ms = 1_000_000;
     assert!(!l.allow(ms / 2, 64));
     assert!(l.allow(ms, 64));
     // Over one simulated second at 10x the rate, the rate passes (the bucket is empty).
@@ -291,6 +291,27 @@ fn rates_parse_and_limit() {
     // 1000 bytes a second: one 1000-byte frame, then nothing until a second later.
     assert!(bits.allow(0, 1000) && !bits.allow(0, 1));
     assert!(bits.allow(1000 * ms, 1000));
+}
+
+#[test]
+fn buckets_keep_time_past_a_year_of_uptime_and_small_costs_exactly() {
+    // Two years of CLOCK_MONOTONIC: a bucket that kept picoseconds would have overflowed.
+    let late = 2 * 365 * 86_400 * 1_000_000_000u64;
+    let l = RateLimiter::new(Rate {
+        per_second: 10,
+        unit: RateUnit::Packets,
+        burst: 2,
+    });
+    assert_eq!((0..5).filter(|_| l.allow(late, 64)).count(), 2);
+    assert!(l.allow(late + 100_000_000, 64) && !l.allow(late + 100_000_000, 64));
+    // 100 Gbps: a 64-byte frame costs 5.12 ns, which whole nanoseconds would make 5 (2% more
+    // frames than the rate); ticks and a rounded cost keep it within 0.5%.
+    let fast = Bucket::new(100_000_000_000, 1, true);
+    let per_frame = fast.cost(64) as f64 / 16.0;
+    assert!((per_frame - 5.12).abs() < 0.5 * 5.12 / 100.0, "{per_frame}");
+    // 1 bps and a 64 KiB frame: no product overflows.
+    let slow = Bucket::new(1, 1, true);
+    assert_eq!(slow.cost(65_536), 65_536 * 8 * 16_000_000_000);
 }
 
 #[test]
@@ -565,12 +586,12 @@ fn the_fast_match_decides_as_the_match_does() {
             protocol: [6, 17, 1][next(3) as usize],
             src_port: next(160) as u16,
             dst_port: next(160) as u16,
-            later_fragment: false,
             ip_len: next(1700) as u16,
             vlan: [None, Some(0), Some(1)][next(3) as usize],
             tcp_flags: next(256) as u8,
             icmp_type: next(3) as u8,
             icmp_code: next(3) as u8,
+            ..PacketKey::default()
         };
         let fast = FastMatch::new(&m, &[], &[]);
         let (s128, d128) = (u128::from_be_bytes(k.src), u128::from_be_bytes(k.dst));
@@ -771,4 +792,46 @@ fn frames_give_their_vlan_length_tcp_flags_and_icmp_fields() {
     icmp.truncate(14 + 21);
     icmp[16..18].copy_from_slice(&21u16.to_be_bytes());
     assert!(PacketKey::parse(&icmp).is_err());
+}
+
+#[test]
+fn a_limit_per_source_keeps_sources_apart_blocks_and_fails_closed_when_full() {
+    let key = |a: [u8; 4]| {
+        let mut k = PacketKey {
+            family: 4,
+            ..PacketKey::default()
+        };
+        k.src[..4].copy_from_slice(&a);
+        k
+    };
+    let rate = Rate {
+        per_second: 1,
+        unit: RateUnit::Packets,
+        burst: 2,
+    };
+    let per = PerSource {
+        v4_len: 24,
+        v6_len: 64,
+        block: Some(std::time::Duration::from_secs(10)),
+    };
+    let l = SourceLimiter::new(rate, per, 2);
+    let (a, a2, b, c) = (
+        key([198, 51, 100, 1]),
+        key([198, 51, 100, 2]),
+        key([203, 0, 113, 1]),
+        key([192, 0, 2, 1]),
+    );
+    let s = 1_000_000_000;
+    // a's /24 has a burst of 2; b's its own.
+    assert!(l.allow(&a, 0, 64) && l.allow(&a2, 0, 64));
+    assert!(!l.allow(&a, 0, 64), "a's /24 is over its rate, and blocked");
+    assert!(l.allow(&b, 0, 64) && l.allow(&b, 0, 64));
+    // Blocked for 10 s though its bucket refills in 1.
+    assert!(!l.allow(&a, 5 * s, 64));
+    assert!(l.allow(&a, 10 * s, 64), "the block ran out");
+    assert!(l.allow(&b, 10 * s, 64));
+    // The table holds 2 sources, both with tokens spent: a third fails closed...
+    assert!(!l.allow(&c, 10 * s, 64));
+    // ... until a bucket is full again, which is the same as gone.
+    assert!(l.allow(&c, 12 * s, 64));
 }

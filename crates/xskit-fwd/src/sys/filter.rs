@@ -26,7 +26,8 @@ pub struct KernelRule {
     pub(crate) tcp_value: u8,
     pub(crate) icmp_type: u8,
     pub(crate) icmp_code: u8,
-    pub(crate) pad: u8,
+    /// Non-zero for a rate-limit rule: the filter's `policers` holds its bucket.
+    pub(crate) police: u8,
     pub(crate) vlan: u16,
     pub(crate) len_lo: u16,
     pub(crate) len_hi: u16,
@@ -101,6 +102,51 @@ pub(crate) struct SetBitsRepr {
     pub(crate) bits: [u64; 4],
 }
 
+/// `struct policer`: a rate-limit rule's bucket ([`crate::bucket::Bucket`]) and its arrival
+/// time, which the program moves.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PolicerRepr {
+    pub(crate) tat: u64,
+    pub(crate) cost: u64,
+    pub(crate) tolerance: u64,
+    /// Nanoseconds a source over its rate stays blocked (0: not blocked).
+    pub(crate) block: u64,
+    pub(crate) bits: u32,
+    /// The prefix lengths sources are grouped by, for a limit per source.
+    pub(crate) v4_len: u8,
+    pub(crate) v6_len: u8,
+    pub(crate) pad: u16,
+}
+
+/// `struct police_count`: what a rule's rate limit did on one CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PoliceCountRepr {
+    pub(crate) over_rate: u64,
+    pub(crate) blocked: u64,
+    pub(crate) blocks: u64,
+    pub(crate) refused: u64,
+}
+
+/// `struct source_key`: a source in the per-source tables.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SourceKeyRepr {
+    pub(crate) rule: u32,
+    pub(crate) family: u32,
+    /// Network byte order, as the program loads it (IPv4 in the first word).
+    pub(crate) addr: [u32; 4],
+}
+
+/// `struct blocked_source`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BlockedRepr {
+    pub(crate) until: u64,
+    pub(crate) drops: u64,
+}
+
 /// `struct counter`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,8 +156,8 @@ pub(crate) struct CounterRepr {
 }
 
 // SAFETY: KernelRule is repr(C), has no padding (4 x 16 + 4 + 8 + 6 + 6 + 4 bytes, all
-// fields naturally aligned, `pad` filling what would be padding) and every bit pattern is a
-// valid value, which is what aya::Pod requires.
+// fields naturally aligned) and every bit pattern is a valid value, which is what aya::Pod
+// requires.
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
@@ -120,6 +166,15 @@ unsafe impl aya::Pod for ConfigRepr {}
 unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
+// SAFETY: four u64s, a u32, two u8s and a u16, repr(C), 40 bytes with no padding, any bit
+// pattern valid.
+unsafe impl aya::Pod for PolicerRepr {}
+// SAFETY: four u64s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for PoliceCountRepr {}
+// SAFETY: six u32s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for SourceKeyRepr {}
+// SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for BlockedRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetKeyRepr {}
 // SAFETY: four u64s, repr(C), no padding, any bit pattern valid.
@@ -245,7 +300,7 @@ mod tests {
                 ("tcp_value", offset_of!(KernelRule, tcp_value)),
                 ("icmp_type", offset_of!(KernelRule, icmp_type)),
                 ("icmp_code", offset_of!(KernelRule, icmp_code)),
-                ("pad", offset_of!(KernelRule, pad)),
+                ("police", offset_of!(KernelRule, police)),
                 ("vlan", offset_of!(KernelRule, vlan)),
                 ("len_lo", offset_of!(KernelRule, len_lo)),
                 ("len_hi", offset_of!(KernelRule, len_hi)),
@@ -255,6 +310,58 @@ mod tests {
                 ("dpset", offset_of!(KernelRule, dpset)),
             ],
         );
+    }
+
+    #[test]
+    fn policers_match_the_compiled_c_program() {
+        let btf = btf();
+        assert_layout(
+            &btf,
+            "policer",
+            size_of::<PolicerRepr>(),
+            &[
+                ("tat", offset_of!(PolicerRepr, tat)),
+                ("cost", offset_of!(PolicerRepr, cost)),
+                ("tolerance", offset_of!(PolicerRepr, tolerance)),
+                ("block", offset_of!(PolicerRepr, block)),
+                ("bits", offset_of!(PolicerRepr, bits)),
+                ("v4_len", offset_of!(PolicerRepr, v4_len)),
+                ("v6_len", offset_of!(PolicerRepr, v6_len)),
+                ("pad", offset_of!(PolicerRepr, pad)),
+            ],
+        );
+        assert_layout(
+            &btf,
+            "police_count",
+            size_of::<PoliceCountRepr>(),
+            &[
+                ("over_rate", offset_of!(PoliceCountRepr, over_rate)),
+                ("blocked", offset_of!(PoliceCountRepr, blocked)),
+                ("blocks", offset_of!(PoliceCountRepr, blocks)),
+                ("refused", offset_of!(PoliceCountRepr, refused)),
+            ],
+        );
+        assert_layout(
+            &btf,
+            "source_key",
+            size_of::<SourceKeyRepr>(),
+            &[
+                ("rule", offset_of!(SourceKeyRepr, rule)),
+                ("family", offset_of!(SourceKeyRepr, family)),
+                ("addr", offset_of!(SourceKeyRepr, addr)),
+            ],
+        );
+        assert_layout(
+            &btf,
+            "blocked_source",
+            size_of::<BlockedRepr>(),
+            &[
+                ("until", offset_of!(BlockedRepr, until)),
+                ("drops", offset_of!(BlockedRepr, drops)),
+            ],
+        );
+        assert_eq!(btf.max_entries["policers"], crate::MAX_RULES);
+        assert_eq!(btf.max_entries["police_counts"], crate::MAX_RULES);
     }
 
     #[test]
