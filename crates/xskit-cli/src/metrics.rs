@@ -504,6 +504,27 @@ mod tests {
     }
 
     #[test]
+    fn blocked_sources_are_a_label_each_and_their_time_left_a_level() {
+        let snapshot = serde_json::json!({
+            "command": "fwd",
+            "blocked_now": 3,
+            "blocked_sources": [{"interface": "a", "rule": "per-source",
+                "source": "198.51.100.0/24", "drops": 40, "left_s": 55}]
+        });
+        let f = families(&snapshot);
+        assert_eq!(sample(&f, "blocked_now", &[]), Sample::Gauge(3.0));
+        let source = [("source", "198.51.100.0/24")];
+        assert_eq!(
+            sample(&f, "blocked_source_drops", &source),
+            Sample::Counter(40)
+        );
+        assert_eq!(
+            sample(&f, "blocked_source_left_seconds", &source),
+            Sample::Gauge(55.0)
+        );
+    }
+
+    #[test]
     fn an_address_it_cannot_listen_on_is_named_with_what_to_do() {
         let taken = MetricsServer::start("127.0.0.1:0", "gen").unwrap();
         for addr in ["not-an-address", "127.0.0.1", &taken.addr().to_string()] {

@@ -608,6 +608,7 @@ run_fwd zc -i eth0 -i eth1 -m zc --check
 run_fwd copy -i eth0 -i eth1 -m drv --check
 "#
     );
+    let share = wire.guest.share();
     let running = boot(&mut wire.guest, &script);
     wait_for(&running, "FWD nopromisc");
     let ping = run(
@@ -625,8 +626,33 @@ run_fwd copy -i eth0 -i eth1 -m drv --check
     for step in ["zc", "copy"] {
         wait_for(&running, &format!("FWD {step}"));
         eprintln!("kernel traffic through fwd in {step} mode");
-        traffic += &kernel_traffic_crosses(&wire.a, &wire.c, 3);
+        let crossed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            kernel_traffic_crosses(&wire.a, &wire.c, 3)
+        }));
         running.signal(&format!("stop-{step}")).unwrap();
+        match crossed {
+            Ok(lines) => traffic += &lines,
+            Err(panic) => {
+                // What the forwarder saw, once it has stopped and written its report, and
+                // what the hosts' interfaces counted.
+                let err = format!("{step}.err");
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !shared_text(&share, &err).contains("status") && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                eprintln!(
+                    "fwd {step} in the guest: {}\n{}",
+                    shared_text(&share, &format!("{step}.json")),
+                    shared_text(&share, &format!("{step}.err"))
+                );
+                for host in [&wire.a, &wire.c] {
+                    let link = run(host, "ip", &["-s", "-d", "link", "show", &host.ifname]);
+                    let neigh = run(host, "ip", &["neigh", "show"]);
+                    eprintln!("{}: {}{}", host.ifname, text(&link), text(&neigh));
+                }
+                std::panic::resume_unwind(panic);
+            }
+        }
     }
     let run = running.wait().unwrap();
     assert_eq!(run.status, 0, "{}\n{traffic}", run.output);

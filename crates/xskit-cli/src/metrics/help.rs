@@ -196,7 +196,7 @@ const HELP: &[(&str, &str)] = &[
         "Packets dropped from a source since it was blocked (the most dropping ones)",
     ),
     (
-        "blocked_source_left_s",
+        "blocked_source_left_seconds",
         "Seconds until a blocked source's block runs out",
     ),
     ("valid", "Probes received intact"),
