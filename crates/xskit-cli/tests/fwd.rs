@@ -1276,6 +1276,56 @@ fn pings_received(out: &std::process::Output) -> u64 {
         .unwrap_or_else(|| panic!("no summary from ping: {text}"))
 }
 
+/// Thousands of rules are looked up in XDP by their bit vectors: behind 4,095 rules that take
+/// nothing of the hosts' traffic, the last drops a's UDP to port 9, every frame counted on it
+/// in the kernel; ping and TCP both ways cross untouched, and the summary counts every rule.
+#[test]
+fn the_last_of_four_thousand_rules_drops_in_xdp_and_the_rest_crosses() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let mut text = String::new();
+    for i in 0..4095 {
+        let shape = match i % 3 {
+            0 => format!("protocol = \"tcp\"\ndst_port = {}", 20_000 + i),
+            1 => format!("dst = \"203.0.113.{}/32\"", i % 256),
+            _ => format!(
+                "protocol = \"udp\"\nsrc_port = \"{}-{}\"",
+                1000 + i,
+                1001 + i
+            ),
+        };
+        text += &format!("[[rule]]\nname = \"r{i}\"\n{shape}\naction = \"drop\"\n");
+    }
+    text += &format!(
+        "[[rule]]\nname = \"last\"\nsrc = \"{}/32\"\nprotocol = \"udp\"\ndst_port = 9\n\
+         action = \"drop\"\n",
+        chain.a.ip
+    );
+    let rules = RulesFile::new(&text);
+    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
+    kernel_traffic_crosses(&chain.a, &chain.c, 2);
+    let g = gen(
+        &chain.a,
+        &chain.c,
+        9,
+        &["-m", "drv", "-n", "1000", "-r", "20000"],
+    );
+    assert_eq!(g["tx_packets"], 1000, "{g}");
+    let report = interrupt(fwd);
+    let last = rule(&report, "last");
+    assert_eq!(
+        (&last["packets"], &last["in_kernel"]),
+        (&1000.into(), &1000.into()),
+        "{last}"
+    );
+    let rules = report["counters"]["rules"].as_array().expect("the rules");
+    assert_eq!(rules.len(), 4096 + 1, "every rule and the default");
+    assert_eq!(rule(&report, "r0")["packets"], 0);
+    assert_eq!(report["frames"]["unaccounted"], 0, "{}", report["frames"]);
+}
+
 /// A rate limit polices in the XDP program: a's pings beyond its burst and rate are dropped
 /// there and counted on the rule; those within it cross to c (forwarded in XDP, or by user
 /// space, which does not police them again) and are answered.

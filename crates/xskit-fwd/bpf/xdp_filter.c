@@ -181,6 +181,71 @@ struct {
 	__type(value, __u8);
 } set_trie SEC(".maps");
 
+/*
+ * Rule bit vectors (src/rule_vectors.rs says how they are made): a bit for each rule, rule i
+ * in bit i % 64 of words[i / 64], and a summary with bit w set when words[w] is not zero.
+ * Sized when loaded.
+ */
+struct rule_vector {
+	__u64 summary;
+	__u64 words[VECTOR_WORDS];
+};
+
+MAPPED_ARRAY(vectors, struct rule_vector);
+
+/*
+ * A field's table (FIELD_* is its index in field_ids): for each of its values, the id of its
+ * vector in the low 32 bits, and for the plain path's fields the id of its anchored vector
+ * (the rules anchored at the field that the value satisfies) in the high 32. Sized when
+ * loaded.
+ */
+struct field_table {
+	__u64 ids[FIELD_VALUES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct field_table);
+} field_ids SEC(".maps");
+
+/*
+ * For at most WORD_RULES rules, the plain path's fields' tables of the vectors themselves,
+ * one word each, field after field (WORDS_* says where each starts): one value, found by one
+ * lookup a packet.
+ */
+struct plain_words {
+	__u64 words[PLAIN_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct plain_words);
+} plain_words SEC(".maps");
+
+/* The rules' IPv6 prefixes: the field (0 source, 1 destination), then the address. */
+struct rule_addr {
+	__u32 field;
+	__u8 addr[16];
+};
+
+struct rule_prefix {
+	__u32 prefixlen; /* 32 (the field) + the prefix's length */
+	struct rule_addr data;
+};
+
+/* Each IPv6 rule prefix's vector id: the rules whose prefix holds it. Sized when loaded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct rule_prefix);
+	__type(value, __u32);
+} rule_trie SEC(".maps");
+
 /* The 1 bits of x (BPF has no instruction for it). */
 static __always_inline __u32 popcount64(__u64 x)
 {
@@ -188,6 +253,29 @@ static __always_inline __u32 popcount64(__u64 x)
 	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
 	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
 	return (x * 0x0101010101010101ULL) >> 56;
+}
+
+/* The index of the lowest 1 bit of x, which is not 0. */
+static __always_inline __u32 ctz64(__u64 x)
+{
+	return popcount64((x & -x) - 1);
+}
+
+/* What a vector search answers when no rule's bit is in every vector, or a table is missing. */
+#define NO_RULE 0xffffffff
+#define NO_TABLE 0xfffffffe
+
+static __always_inline struct rule_vector *vector(__u32 id)
+{
+	return bpf_map_lookup_elem(&vectors, &id);
+}
+
+/* Field `field`'s table entry for `value`: the ids of its vectors; ~0 when it is missing. */
+static __always_inline __u64 field_entry(__u32 field, __u32 value)
+{
+	struct field_table *t = bpf_map_lookup_elem(&field_ids, &field);
+
+	return t ? t->ids[value & (FIELD_VALUES - 1)] : ~0ULL;
 }
 
 /*
@@ -216,28 +304,24 @@ static __always_inline int in_set4(__u32 set, __u32 a)
 	return b && (b->bits[(host & 255) >> 6] >> (host & 63)) & 1;
 }
 
-/* True when the address `a` of `family` is in set `set`; never for what is not IP. */
-static __always_inline int in_set(__u32 set, __u8 family, const __u32 *a)
+/*
+ * True when the address `a` of `family` is in set `set`; never for what is not IP. `key` is
+ * memory for the trie's key.
+ */
+static __always_inline int in_set(__u32 set, __u8 family, const __u32 *a, struct set_key *key)
 {
-	struct set_key key = {.prefixlen = 32 + 128, .data.set = set};
-
 	if (family == 4)
 		return in_set4(set, a[0]);
 	if (family != 6)
 		return 0;
-	__builtin_memcpy(key.data.addr, a, 16);
-	return bpf_map_lookup_elem(&set_trie, &key) != 0;
+	key->prefixlen = 32 + 128;
+	key->data.set = set;
+	__builtin_memcpy(key->data.addr, a, 16);
+	return bpf_map_lookup_elem(&set_trie, key) != 0;
 }
 
 /* What first_rule_ipv4 sets `action` to at a rule with extra keys: the general path decides. */
 #define UNSETTLED 0xff
-
-/* True when an IPv4 packet's addresses are in rule r's sets (or it names none). */
-static __always_inline int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
-{
-	return (!(r->extra & EXTRA_SRC_SET) || in_set4(r->sset - 1, saddr)) &&
-	       (!(r->extra & EXTRA_DST_SET) || in_set4(r->dset - 1, daddr));
-}
 
 /* True when rule r names a port range: a packet without ports cannot be matched to it. */
 static __always_inline int has_ports(const struct rule *r)
@@ -253,13 +337,23 @@ static __always_inline int needs_l4(const struct rule *r)
 	       (r->extra & (EXTRA_TCP_FLAGS | EXTRA_ICMP_TYPE | EXTRA_ICMP_CODE | EXTRA_PORT_SETS));
 }
 
-/* The extra keys outside the TCP, UDP or ICMP header: the sets, the VLAN ID, the IP length. */
+/*
+ * The set bits (rule_vector ids in config.set_rules) of rule r's sets that do not hold the
+ * packet's addresses: 0 when they all do, or it names none.
+ */
+static __always_inline __u32 sets_failed(const struct rule *r, const struct facts *f,
+					 struct set_key *key)
+{
+	if ((r->extra & EXTRA_SRC_SET) && !in_set(r->sset - 1, f->family, f->src, key))
+		return 1u << ((r->sset - 1) & (MAX_SETS - 1));
+	if ((r->extra & EXTRA_DST_SET) && !in_set(r->dset - 1, f->family, f->dst, key))
+		return 1u << (MAX_SETS + ((r->dset - 1) & (MAX_SETS - 1)));
+	return 0;
+}
+
+/* The extra keys outside the TCP, UDP or ICMP header but the sets: the VLAN ID, the IP length. */
 static __always_inline int frame_extras_match(const struct rule *r, const struct facts *f)
 {
-	if ((r->extra & EXTRA_SRC_SET) && !in_set(r->sset - 1, f->family, f->src))
-		return 0;
-	if ((r->extra & EXTRA_DST_SET) && !in_set(r->dset - 1, f->family, f->dst))
-		return 0;
 	if ((r->extra & EXTRA_VLAN) && f->vlan != r->vlan)
 		return 0;
 	return !(r->extra & EXTRA_LENGTH) ||
@@ -345,6 +439,21 @@ struct config {
 	__u32 lacp;
 	/* Non-zero when any of the three above is: the packet takes the general path. */
 	__u32 duties;
+	/*
+	 * Past LINEAR_RULES rules, the ids in `vectors` of the vectors that are not a field's
+	 * (SpecialVectors in src/rule_vectors.rs): every rule; those that can match what is not
+	 * IP; those an IPv6 source, or destination, in no rule prefix can match; those an
+	 * untagged packet without ICMP can (every packet of the plain path); those anchored at
+	 * none of the plain path's fields; those that name
+	 * source set s (set_rules[s]) or destination set s (set_rules[MAX_SETS + s]).
+	 */
+	__u32 all_rules;
+	__u32 non_ip;
+	__u32 src6_none;
+	__u32 dst6_none;
+	__u32 plain;
+	__u32 plain_always;
+	__u32 set_rules[2 * MAX_SETS];
 };
 
 struct vlan_tag {
@@ -777,6 +886,100 @@ static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u
 	return act(ctx, action, pkt_len);
 }
 
+/* What the plain path's vectors are looked up by, host byte order. */
+struct plain_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u16 total;
+	__u8 proto;
+	__u8 flags;
+};
+
+/* The plain path's fields' values, by FIELD_*. */
+static __always_inline void plain_values(const struct plain_key *p, __u32 *v)
+{
+	v[FIELD_PROTOCOL] = p->proto;
+	v[FIELD_SRC_PORT] = p->sport;
+	v[FIELD_DST_PORT] = p->dport;
+	v[FIELD_SRC4_HIGH] = p->saddr >> 16;
+	v[FIELD_SRC4_LOW] = p->saddr & 0xffff;
+	v[FIELD_DST4_HIGH] = p->daddr >> 16;
+	v[FIELD_DST4_LOW] = p->daddr & 0xffff;
+	v[FIELD_TCP_FLAGS] = p->flags;
+	v[FIELD_LENGTH] = p->total;
+}
+
+/*
+ * For at most WORD_RULES rules: the first rule whose bit every plain field's word has, or
+ * NO_RULE; NO_TABLE when the table is missing. The words are the vectors themselves (the
+ * protocol's with the untagged packet's and no ICMP's folded in).
+ */
+static __always_inline __u32 first_in_words(const struct plain_key *p)
+{
+	__u32 zero = 0;
+	struct plain_words *t = bpf_map_lookup_elem(&plain_words, &zero);
+	__u64 acc;
+
+	if (!t)
+		return NO_TABLE;
+	acc = t->words[WORDS_DST4_LOW + (p->daddr & 0xffff)] &
+	      t->words[WORDS_DST4_HIGH + (p->daddr >> 16)] &
+	      t->words[WORDS_SRC4_LOW + (p->saddr & 0xffff)] &
+	      t->words[WORDS_SRC4_HIGH + (p->saddr >> 16)] & t->words[WORDS_DST_PORT + p->dport] &
+	      t->words[WORDS_SRC_PORT + p->sport] & t->words[WORDS_PROTOCOL + p->proto] &
+	      t->words[WORDS_TCP_FLAGS + p->flags] & t->words[WORDS_LENGTH + p->total];
+	return acc ? ctz64(acc) : NO_RULE;
+}
+
+/*
+ * The first rule whose bit all of the plain path's vectors have, or NO_RULE; NO_TABLE when a
+ * table is missing. Each rule is anchored at one field it names (src/rule_vectors.rs): the
+ * words the packet's anchored vectors (and the rules anchored at none) leave empty hold no
+ * rule it matches, and are skipped; a word they do not is ANDed in full. Not inlined: its
+ * vectors' pointers take a frame of their own, not the program's.
+ */
+static __attribute__((noinline)) __u32 first_in_plain(struct filter_state *st,
+						      const struct plain_key *p)
+{
+	struct rule_vector *full[PLAIN_FIELDS], *anchored[PLAIN_FIELDS], *plain, *always;
+	__u32 v[PLAIN_FIELDS], f, k, w;
+	__u64 s, acc;
+
+	plain_values(p, v);
+	plain = vector(st->config.plain);
+	always = vector(st->config.plain_always);
+	if (!plain || !always)
+		return NO_TABLE;
+	s = always->summary;
+#pragma unroll
+	for (f = 0; f < PLAIN_FIELDS; f++) {
+		__u64 ids = field_entry(f, v[f]);
+
+		full[f] = vector((__u32)ids);
+		anchored[f] = vector(ids >> 32);
+		if (!full[f] || !anchored[f])
+			return NO_TABLE;
+		s |= anchored[f]->summary;
+	}
+	for (k = 0; k < VECTOR_WORDS && s; k++) {
+		w = ctz64(s) & (VECTOR_WORDS - 1);
+		s &= s - 1;
+		acc = always->words[w];
+#pragma unroll
+		for (f = 0; f < PLAIN_FIELDS; f++)
+			acc |= anchored[f]->words[w];
+		acc &= plain->words[w];
+#pragma unroll
+		for (f = 0; f < PLAIN_FIELDS; f++)
+			acc &= full[f]->words[w];
+		if (acc)
+			return w * 64 + ctz64(acc);
+	}
+	return NO_RULE;
+}
+
 /* Rule i, or NULL past the last one. */
 static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 {
@@ -789,24 +992,30 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
  * What first_rule answers for a later fragment at a rule that needs its TCP, UDP or ICMP
  * header: it carries none, so it goes to user space if the rule is user space's to decide,
  * and is unclassifiable otherwise, so that no later rule or the default takes it for want of
- * that header (RuleSet::classify does the same).
+ * that header (RuleSet::classify does the same). Also the answer when a rule table is missing.
  */
 #define PORTS_UNKNOWN 0xffffffff
+
+/* True when the packet is in rule r's prefix sets (or it names none). */
+static __always_inline int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
+{
+	return (!(r->extra & EXTRA_SRC_SET) || in_set4(r->sset - 1, saddr)) &&
+	       (!(r->extra & EXTRA_DST_SET) || in_set4(r->dset - 1, daddr));
+}
 
 /*
  * The first rule decide_plain's packet (IPv4, untagged, TCP or UDP, not a fragment) matches,
  * or COUNTER_DEFAULT; `action` gets what to do, or UNSETTLED at a rule with extra keys
  * other than sets and port sets, or a rate limit, which the general path then decides. Only
- * the first address word is compared: an IPv4 or
- * any-family rule holds zeros in the others (src/filter.rs builds them so), and the packet's
- * would be zero too.
+ * the first address word is compared: an IPv4 or any-family rule holds zeros in the others
+ * (src/filter.rs builds them so), and the packet's would be zero too.
  */
 static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto, __u32 saddr,
 					     __u32 daddr, __u16 sport, __u16 dport, __u32 *action)
 {
 	__u32 i;
 
-	for (i = 0; i < MAX_RULES; i++) {
+	for (i = 0; i < LINEAR_RULES; i++) {
 		struct rule *r = rule_at(st, i);
 
 		if (!r)
@@ -838,11 +1047,323 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 	return COUNTER_DEFAULT;
 }
 
+/*
+ * first_rule_ipv4 for more than LINEAR_RULES rules, by their vectors, which decide every key
+ * but the sets exactly: the first rule they give is the packet's if its sets hold it. When
+ * they do not (a later rule may match), at a rate limit, or when a table is missing, the
+ * general path decides.
+ */
+static __always_inline __u32 plain_by_vectors(struct filter_state *st, __u8 proto, __u32 saddr,
+					      __u32 daddr, __u16 sport, __u16 dport, __u8 flags,
+					      __u16 total, __u32 *action)
+{
+	struct plain_key key = {
+		.saddr = bpf_ntohl(saddr),
+		.daddr = bpf_ntohl(daddr),
+		.sport = sport,
+		.dport = dport,
+		.total = total,
+		.proto = proto,
+		.flags = flags,
+	};
+	struct rule *r;
+	__u32 i;
+
+	if (st->config.rule_count <= WORD_RULES)
+		i = first_in_words(&key);
+	else
+		i = first_in_plain(st, &key);
+
+	if (i == NO_RULE) {
+		*action = st->config.default_action;
+		return COUNTER_DEFAULT;
+	}
+	r = rule_at(st, i);
+	if (!r || r->police || !sets_ipv4(r, saddr, daddr)) {
+		*action = UNSETTLED;
+		return i;
+	}
+	*action = r->action;
+	return i;
+}
+
 /* True when the address `a` (four words) is in the prefix (`addr`, `mask`). */
 static __always_inline int in_prefix(const __u32 *a, const __u32 *addr, const __u32 *mask)
 {
 	return (a[0] & mask[0]) == addr[0] && (a[1] & mask[1]) == addr[1] &&
 	       (a[2] & mask[2]) == addr[2] && (a[3] & mask[3]) == addr[3];
+}
+
+/* What rule_takes says of a rule. */
+#define TAKES_NOT 0
+#define TAKES 1
+#define TAKES_BUT_L4 2 /* a later fragment at a rule that needs its TCP, UDP or ICMP header */
+
+/* Whether rule r takes the packet, every key compared but the sets. */
+static __always_inline int rule_takes(const struct rule *r, const struct facts *f)
+{
+	if ((r->family && r->family != f->family) || (r->protocol && r->protocol != f->proto))
+		return TAKES_NOT;
+	if (!in_prefix(f->dst, r->addr, r->mask) ||
+	    (r->source && !in_prefix(f->src, r->saddr, r->smask)))
+		return TAKES_NOT;
+	if (r->extra && !frame_extras_match(r, f))
+		return TAKES_NOT;
+	if (f->later && needs_l4(r))
+		return TAKES_BUT_L4;
+	if (!ports_match(r, f->sport, f->dport) || (r->extra && !l4_extras_match(r, f)))
+		return TAKES_NOT;
+	return TAKES;
+}
+
+/* Rule i's answer to first_rule when it takes (`takes`) the packet. */
+static __always_inline __u32 taken(const struct rule *r, __u32 i, int takes, __u32 *action)
+{
+	*action = takes == TAKES ? r->action : ACTION_REDIRECT;
+	if (takes == TAKES)
+		return i;
+	return r->action == ACTION_REDIRECT && !r->police ? i : PORTS_UNKNOWN;
+}
+
+/*
+ * The words `w` of the vectors of the rules that name the sets in `dead` (bits as
+ * sets_failed gives them): rules the packet cannot match.
+ */
+static __always_inline __u64 dead_rules(struct filter_state *st, __u32 w, __u32 dead)
+{
+	__u64 rules = 0;
+	__u32 b;
+
+	for (b = 0; b < 2 * MAX_SETS; b++) {
+		struct rule_vector *v;
+
+		if (!((dead >> b) & 1))
+			continue;
+		v = vector(st->config.set_rules[b]);
+		if (v)
+			rules |= v->words[w & (VECTOR_WORDS - 1)];
+	}
+	return rules;
+}
+
+/* The vectors a packet looks up in the general path: eleven, `all_rules` where it has no field. */
+#define GENERAL_VECTORS 11
+
+
+/* The id of the vector of a field's value (~0 when the table is missing). */
+static __always_inline __u32 field_id(__u32 field, __u32 value)
+{
+	return (__u32)field_entry(field, value);
+}
+
+/*
+ * first_rule_vectors' search: the ids of the packet's vectors, the words still to look at
+ * (`summary`), the rules of `word` still to try (`acc`), the sets that failed (as
+ * sets_failed gives them), and at its end the answer and the action.
+ */
+struct search {
+	__u32 ids[GENERAL_VECTORS];
+	__u32 word;
+	__u32 dead;
+	__u32 hit;
+	__u32 action;
+	__u32 started;
+	__u64 summary;
+	__u64 acc;
+	/* Trie keys' memory: the stack has no room for them beside the search's callers. */
+	struct rule_prefix prefix;
+	struct set_key set;
+};
+
+/*
+ * The id of the IPv6 rule prefix vector for `addr` in `field` (0 source, 1 destination), or
+ * `none`. `key` is memory for the trie's key.
+ */
+static __always_inline __u32 prefix_vector(__u32 field, const __u32 *addr, __u32 none,
+					   struct rule_prefix *key)
+{
+	__u32 *id;
+
+	key->prefixlen = 32 + 128;
+	key->data.field = field;
+	__builtin_memcpy(key->data.addr, addr, 16);
+	id = bpf_map_lookup_elem(&rule_trie, key);
+	return id ? *id : none;
+}
+
+/*
+ * The facts of the packet in hand: on the stack they would take the general path past its
+ * 512 bytes, with the search's frames below it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct facts);
+} packet_facts SEC(".maps");
+
+/* The packet's facts, zeroed but for its `family` and `vlan`; NULL if the map is missing. */
+static __always_inline struct facts *facts_of(__u8 family, __u16 vlan)
+{
+	__u32 zero = 0;
+	struct facts *f = bpf_map_lookup_elem(&packet_facts, &zero);
+
+	if (f) {
+		__builtin_memset(f, 0, sizeof(*f));
+		f->family = family;
+		f->vlan = vlan;
+	}
+	return f;
+}
+
+/* The search of the packet in hand: too large for the stack beside its callers'. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct search);
+} searches SEC(".maps");
+
+/* Fills `sc->ids` with the packet's vectors': `all_rules`' where it has no field. */
+static __always_inline void general_vectors(struct filter_state *st, const struct facts *f,
+					    struct search *sc)
+{
+	__u32 vlan = f->vlan == NO_VLAN ? UNTAGGED_VLAN : (f->vlan & 0xfff);
+	__u32 all = st->config.all_rules;
+	int l4 = f->family && !f->later;
+
+	sc->ids[0] = field_id(FIELD_VLAN, vlan);
+	sc->ids[1] = f->family ? field_id(FIELD_PROTOCOL, f->proto) : st->config.non_ip;
+	sc->ids[2] = f->family ? field_id(FIELD_LENGTH, f->ip_len) : all;
+	sc->ids[3] = l4 ? field_id(FIELD_SRC_PORT, f->sport) : all;
+	sc->ids[4] = l4 ? field_id(FIELD_DST_PORT, f->dport) : all;
+	sc->ids[5] = l4 ? field_id(FIELD_TCP_FLAGS, f->tcp_flags) : all;
+	sc->ids[6] = l4 ? field_id(FIELD_ICMP, ((__u32)f->icmp_type << 8 | f->icmp_code)) : all;
+	sc->ids[7] = sc->ids[8] = sc->ids[9] = sc->ids[10] = all;
+	if (f->family == 4) {
+		__u32 src = bpf_ntohl(f->src[0]), dst = bpf_ntohl(f->dst[0]);
+
+		sc->ids[7] = field_id(FIELD_SRC4_HIGH, (src >> 16));
+		sc->ids[8] = field_id(FIELD_SRC4_LOW, (src & 0xffff));
+		sc->ids[9] = field_id(FIELD_DST4_HIGH, (dst >> 16));
+		sc->ids[10] = field_id(FIELD_DST4_LOW, (dst & 0xffff));
+	} else if (f->family == 6) {
+		sc->ids[7] = prefix_vector(0, f->src, st->config.src6_none, &sc->prefix);
+		sc->ids[8] = prefix_vector(1, f->dst, st->config.dst6_none, &sc->prefix);
+	}
+}
+
+/* Ends the search with `hit` and `action`: 1. */
+static __always_inline int search_ends(struct search *sc, __u32 hit, __u32 action)
+{
+	sc->hit = hit;
+	sc->action = action;
+	return 1;
+}
+
+/*
+ * Word w of the AND of the search's vectors (`summary` at w == VECTOR_WORDS), or 0 with
+ * sc->hit PORTS_UNKNOWN when one is missing.
+ */
+static __always_inline __u64 and_of(struct search *sc, __u32 w)
+{
+	__u64 acc = ~0ULL;
+	int j;
+
+#pragma unroll
+	for (j = 0; j < GENERAL_VECTORS; j++) {
+		struct rule_vector *v = vector(sc->ids[j]);
+
+		if (!v) {
+			sc->hit = PORTS_UNKNOWN;
+			return 0;
+		}
+		acc &= w < VECTOR_WORDS ? v->words[w & (VECTOR_WORDS - 1)] : v->summary;
+	}
+	return acc;
+}
+
+/* The search's first step: the packet's vectors, and the words they share. */
+static __always_inline int search_start(struct filter_state *st, const struct facts *f,
+					struct search *sc)
+{
+	sc->started = 1;
+	general_vectors(st, f, sc);
+	sc->summary = and_of(sc, VECTOR_WORDS);
+	return sc->hit == PORTS_UNKNOWN;
+}
+
+/*
+ * A step of the search: the next word's rules, or the next rule tried. 1 when the search
+ * ends (sc->hit and sc->action say how). A rule whose set fails the packet puts every rule
+ * naming that set out of the search, so that it takes at most a step a word and one a set.
+ * A global function: the search's loop verifies a call each step, not this body.
+ */
+__attribute__((noinline)) int search_step(struct filter_state *st, const struct facts *f,
+					  struct search *sc)
+{
+	struct rule *r;
+	__u32 failed, i;
+	int takes;
+
+	if (!st || !f || !sc)
+		return 1;
+	if (!sc->started)
+		return search_start(st, f, sc);
+	if (!sc->acc) {
+		if (!sc->summary)
+			return search_ends(sc, COUNTER_DEFAULT, st->config.default_action);
+		sc->word = ctz64(sc->summary) & (VECTOR_WORDS - 1);
+		sc->summary &= sc->summary - 1;
+		sc->acc = and_of(sc, sc->word);
+		if (sc->hit == PORTS_UNKNOWN)
+			return 1;
+		if (sc->acc && sc->dead)
+			sc->acc &= ~dead_rules(st, sc->word, sc->dead);
+		return 0;
+	}
+	i = sc->word * 64 + ctz64(sc->acc);
+	sc->acc &= sc->acc - 1;
+	r = rule_at(st, i);
+	if (!r)
+		return search_ends(sc, PORTS_UNKNOWN, 0);
+	failed = sets_failed(r, f, &sc->set);
+	if (failed) {
+		sc->dead |= failed;
+		sc->acc &= ~dead_rules(st, sc->word, sc->dead);
+		return 0;
+	}
+	takes = rule_takes(r, f);
+	if (takes == TAKES_NOT)
+		return 0;
+	sc->hit = taken(r, i, takes, &sc->action);
+	return 1;
+}
+
+/*
+ * first_rule for more than LINEAR_RULES rules: the rules whose bits all the packet's vectors
+ * have, in order, each tried, the first that takes the packet its rule. Inlined, its steps
+ * each a call, so that the stack has a frame fewer below the general path's.
+ */
+static __always_inline __u32 first_rule_vectors(struct filter_state *st, const struct facts *f,
+						__u32 *action)
+{
+	__u32 zero = 0, step;
+	struct search *sc;
+
+	sc = bpf_map_lookup_elem(&searches, &zero);
+	if (!sc)
+		return PORTS_UNKNOWN;
+	__builtin_memset(sc, 0, sizeof(*sc));
+	/* The first step, and one for each word and each set. */
+	for (step = 0; step < 1 + VECTOR_WORDS + 2 * MAX_SETS + 1; step++) {
+		if (search_step(st, f, sc)) {
+			*action = sc->action;
+			return sc->hit;
+		}
+	}
+	/* Only a rule failed by a key its vectors should have decided: unclassifiable. */
+	return PORTS_UNKNOWN;
 }
 
 /*
@@ -851,37 +1372,37 @@ static __always_inline int in_prefix(const __u32 *a, const __u32 *addr, const __
  * of what is not IP, which the verifier checks once on its own, not again on every path of
  * every caller (which would take it past its million instructions).
  */
-__attribute__((noinline)) __u32 first_rule(struct filter_state *st, const struct facts *f,
-					   __u32 *action)
+__attribute__((noinline)) __u32 first_rule_linear(struct filter_state *st, const struct facts *f,
+						  __u32 *action)
 {
+	struct set_key key;
 	__u32 i;
+	int takes;
 
 	if (!st || !f || !action)
 		return COUNTER_DEFAULT;
-	for (i = 0; i < MAX_RULES; i++) {
+	for (i = 0; i < LINEAR_RULES; i++) {
 		struct rule *r = rule_at(st, i);
 
 		if (!r)
 			break;
-		if ((r->family && r->family != f->family) ||
-		    (r->protocol && r->protocol != f->proto))
+		if (sets_failed(r, f, &key))
 			continue;
-		if (!in_prefix(f->dst, r->addr, r->mask) ||
-		    (r->source && !in_prefix(f->src, r->saddr, r->smask)))
-			continue;
-		if (r->extra && !frame_extras_match(r, f))
-			continue;
-		if (f->later && needs_l4(r)) {
-			*action = ACTION_REDIRECT;
-			return r->action == ACTION_REDIRECT && !r->police ? i : PORTS_UNKNOWN;
-		}
-		if (!ports_match(r, f->sport, f->dport) || (r->extra && !l4_extras_match(r, f)))
-			continue;
-		*action = r->action;
-		return i;
+		takes = rule_takes(r, f);
+		if (takes != TAKES_NOT)
+			return taken(r, i, takes, action);
 	}
 	*action = st->config.default_action;
 	return COUNTER_DEFAULT;
+}
+
+/* The first rule a packet matches, walked or looked up by vectors. */
+static __always_inline __u32 first_rule(struct filter_state *st, const struct facts *f,
+					__u32 *action)
+{
+	if (st->config.rule_count > LINEAR_RULES)
+		return first_rule_vectors(st, f, action);
+	return first_rule_linear(st, f, action);
 }
 
 /*
@@ -936,11 +1457,11 @@ static __always_inline __u32 settle_partial(__u32 *hit, __u32 action, void *l4, 
 static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *st, struct iphdr *ip,
 				       void *end, __u32 room, __u64 pkt_len, __u16 vlan, __u32 *why)
 {
-	struct facts f = {.family = 4, .vlan = vlan};
+	struct facts *f = facts_of(4, vlan);
 	__u32 hl, total, hit, action;
 	void *l4 = 0;
 
-	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+	if (!f || (void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
 		return -1;
 	hl = ip->ihl * 4;
 	if ((void *)ip + hl > end)
@@ -948,21 +1469,21 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 	total = bpf_ntohs(ip->tot_len);
 	if (total < hl || total > room)
 		return -1;
-	f.proto = ip->protocol;
-	f.later = (ip->frag_off & bpf_htons(0x1fff)) != 0;
-	f.ip_len = total;
-	f.src[0] = ip->saddr;
-	f.dst[0] = ip->daddr;
+	f->proto = ip->protocol;
+	f->later = (ip->frag_off & bpf_htons(0x1fff)) != 0;
+	f->ip_len = total;
+	f->src[0] = ip->saddr;
+	f->dst[0] = ip->daddr;
 	/* The TCP, UDP or ICMP header only in the first fragment. */
-	if (!f.later) {
+	if (!f->later) {
 		l4 = (void *)ip + hl;
-		if (read_l4(&f, l4, end, total - hl) < 0)
+		if (read_l4(f, l4, end, total - hl) < 0)
 			return -1;
 	}
-	hit = first_rule(st, &f, &action);
+	hit = first_rule(st, f, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
-	action = police(rule_police(st, hit), &hit, action, pkt_len, 4, f.src);
+	action = police(rule_police(st, hit), &hit, action, pkt_len, 4, f->src);
 	/* A checksum spans the whole datagram: none in any fragment. */
 	if (action == ACTION_FORWARD && !(ip->frag_off & bpf_htons(0x3fff)))
 		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr,
@@ -978,12 +1499,12 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 				       struct ipv6hdr *ip6, void *end, __u32 room, __u64 pkt_len,
 				       __u16 vlan, __u32 *why)
 {
-	struct facts f = {.family = 6, .vlan = vlan};
+	struct facts *f = facts_of(6, vlan);
 	__u32 plen, hit, action;
 	__u8 proto;
 	void *l4 = ip6 + 1;
 
-	if ((void *)(ip6 + 1) > end || ip6->version != 6)
+	if (!f || (void *)(ip6 + 1) > end || ip6->version != 6)
 		return -1;
 	plen = bpf_ntohs(ip6->payload_len);
 	if (plen == 0 || 40 + plen > room)
@@ -994,14 +1515,16 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 		count(COUNTER_UNDECIDED, pkt_len);
 		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 	}
-	f.proto = proto;
-	if (read_l4(&f, l4, end, plen) < 0)
+	f->proto = proto;
+	if (read_l4(f, l4, end, plen) < 0)
 		return -1;
-	f.ip_len = 40 + plen > 0xffff ? 0xffff : 40 + plen;
-	__builtin_memcpy(f.src, &ip6->saddr, 16);
-	__builtin_memcpy(f.dst, &ip6->daddr, 16);
-	hit = first_rule(st, &f, &action);
-	action = police(rule_police(st, hit), &hit, action, pkt_len, 6, f.src);
+	f->ip_len = 40 + plen > 0xffff ? 0xffff : 40 + plen;
+	__builtin_memcpy(f->src, &ip6->saddr, 16);
+	__builtin_memcpy(f->dst, &ip6->daddr, 16);
+	hit = first_rule(st, f, &action);
+	if (hit == PORTS_UNKNOWN)
+		return -1;
+	action = police(rule_police(st, hit), &hit, action, pkt_len, 6, f->src);
 	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
 	return settle(ctx, why, hit, action, pkt_len);
 }
@@ -1038,6 +1561,7 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	__u32 hit, action;
 	__u64 total;
 	__u16 sport, dport;
+	__u8 flags = 0;
 	void *l4;
 
 	l4 = ip + 1;
@@ -1048,15 +1572,22 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	total = bpf_ntohs(ip->tot_len);
 	if (total < sizeof(*ip) + 4 || total > pkt_len - sizeof(struct ethhdr))
 		return -1;
+	/* TCP cut short before its flags: the general path reads the packet again and decides. */
+	if (ip->protocol == IPPROTO_TCP) {
+		if (l4 + 14 > end || total < sizeof(*ip) + 14)
+			return -1;
+		flags = *(__u8 *)(l4 + 13);
+	}
 	sport = bpf_ntohs(*(__u16 *)l4);
 	dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-	hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport, &action);
-	/*
-	 * A rule with extra keys, or TCP cut short before its flags: the general path reads the
-	 * packet again and decides. Checked after the rules, as decide_ipv4 does.
-	 */
-	if (action == UNSETTLED ||
-	    (ip->protocol == IPPROTO_TCP && (l4 + 14 > end || total < sizeof(*ip) + 14)))
+	if (st->config.rule_count > LINEAR_RULES)
+		hit = plain_by_vectors(st, ip->protocol, ip->saddr, ip->daddr, sport, dport, flags,
+				       total, &action);
+	else
+		hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport,
+				      &action);
+	/* A rule with extra keys: the general path decides. */
+	if (action == UNSETTLED)
 		return -1;
 	if (action == ACTION_FORWARD)
 		return forward_plain(ctx, hit, pkt_len, why);
@@ -1120,10 +1651,14 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 		verdict = decide_ipv6(ctx, st, l3, end, room, pkt_len, vlan, why);
 	else {
 		/* Not IP: no family, protocol, address, port or length to match but "any". */
-		struct facts f = {.vlan = vlan};
+		struct facts *f = facts_of(0, vlan);
 
-		hit = first_rule(st, &f, &action);
-		action = police(rule_police(st, hit), &hit, action, pkt_len, 0, f.src);
+		if (!f)
+			goto unclassifiable;
+		hit = first_rule(st, f, &action);
+		if (hit == PORTS_UNKNOWN)
+			goto unclassifiable;
+		action = police(rule_police(st, hit), &hit, action, pkt_len, 0, f->src);
 		return settle(ctx, why, hit, action, pkt_len);
 	}
 	if (verdict >= 0)

@@ -4,8 +4,17 @@
 
 /// Rules the kernel filter holds at most: a power of two, which the program masks indices
 /// with.
-pub const MAX_RULES: usize = 64;
+pub const MAX_RULES: usize = 4096;
 const _: () = assert!(MAX_RULES.is_power_of_two());
+
+/// Rule sets up to this long are walked rule by rule; longer ones are looked up in bit
+/// vectors ([`Field`]), whose cost hardly grows with the rules.
+pub const LINEAR_RULES: usize = 8;
+
+/// 64-bit words of a rule bit vector: a bit for each rule, rule `i` in bit `i % 64` of word
+/// `i / 64`. A vector's summary word has bit `w` set when word `w` is not zero.
+pub const VECTOR_WORDS: usize = MAX_RULES / 64;
+const _: () = assert!(VECTOR_WORDS <= 64 && VECTOR_WORDS.is_power_of_two());
 
 /// ARP monitor targets the filter's table holds (Linux's `BOND_MAX_ARP_TARGETS`).
 pub const MAX_ARP_TARGETS: usize = 16;
@@ -165,6 +174,103 @@ pub const COST_SHIFT: u32 = 12;
 /// What a packet without a VLAN tag has for a VLAN ID in the program: no ID is this large.
 pub const NO_VLAN: u16 = 0xffff;
 
+c_enum! {
+    /// The packet fields a rule bit vector is looked up by: each has a table of
+    /// [`FIELD_VALUES`] vector ids, one for each of its [`Field::domain`] values, whose vector
+    /// has the bits of the rules that value satisfies. The first [`PLAIN_FIELDS`] are the
+    /// program's plain path's.
+    pub enum Field ("FIELD_") {
+        Protocol = "PROTOCOL", "the IP protocol";
+        SrcPort = "SRC_PORT", "the TCP or UDP source port (0 without one)";
+        DstPort = "DST_PORT", "the destination port";
+        Src4High = "SRC4_HIGH", "an IPv4 source's first 16 bits";
+        Src4Low = "SRC4_LOW", "an IPv4 source's last 16 bits";
+        Dst4High = "DST4_HIGH", "an IPv4 destination's first 16 bits";
+        Dst4Low = "DST4_LOW", "an IPv4 destination's last 16 bits";
+        TcpFlags = "TCP_FLAGS", "TCP's flag byte (0 without one)";
+        Length = "LENGTH", "the IP length";
+        Icmp = "ICMP", "ICMP's type << 8 | its code (0 without one)";
+        Vlan = "VLAN", "the outer tag's VLAN ID; UNTAGGED_VLAN without a tag";
+    }
+}
+
+/// Entries of a field's table: the largest domain's.
+pub const FIELD_VALUES: usize = 1 << 16;
+
+/// The fields of the plain path (untagged IPv4 TCP or UDP): those before [`Field::Icmp`].
+pub const PLAIN_FIELDS: usize = Field::Icmp as usize;
+
+/// [`Field::Vlan`]'s value for a frame without a tag.
+pub const UNTAGGED_VLAN: usize = 4096;
+
+#[allow(dead_code)]
+impl Field {
+    /// How many values it has.
+    pub const fn domain(self) -> usize {
+        match self {
+            Field::Protocol | Field::TcpFlags => 256,
+            Field::Vlan => UNTAGGED_VLAN + 1,
+            _ => FIELD_VALUES,
+        }
+    }
+
+    /// Where its table starts in a flat array of every field's.
+    pub const fn base(self) -> usize {
+        self as usize * FIELD_VALUES
+    }
+}
+
+/// Entries of every field's table.
+pub const FIELD_IDS: usize = Field::ALL.len() * FIELD_VALUES;
+
+#[allow(dead_code)]
+impl Field {
+    /// For a plain field, where its words start in `plain_words`, whose one value (below the
+    /// 4 MiB a map value may take) holds the tables of every plain field, each as long as its
+    /// domain: the two of 256 values first.
+    pub const fn word_base(self) -> usize {
+        let mut base = 0;
+        let mut i = 0;
+        while i < PLAIN_FIELDS {
+            let f = Field::ALL[i];
+            if Self::word_order(f) < Self::word_order(self) {
+                base += f.domain();
+            }
+            i += 1;
+        }
+        base
+    }
+
+    /// The plain fields' order in `plain_words`: the short ones first, so that every table
+    /// starts where a bounded index reaches it.
+    const fn word_order(self) -> usize {
+        match self {
+            Field::Protocol => 0,
+            Field::TcpFlags => 1,
+            other => 2 + other as usize,
+        }
+    }
+}
+
+/// Words of `plain_words`: every plain field's table.
+pub const PLAIN_WORDS: usize = {
+    let mut total = 0;
+    let mut i = 0;
+    while i < PLAIN_FIELDS {
+        total += Field::ALL[i].domain();
+        i += 1;
+    }
+    total
+};
+const _: () = assert!(
+    PLAIN_WORDS * 8 <= 4 << 20,
+    "a map value takes at most 4 MiB"
+);
+
+/// Rule sets of up to this many rules (a vector of one word) are looked up on the plain path
+/// by the words themselves, not by vector ids.
+pub const WORD_RULES: usize = 64;
+
 #[allow(dead_code)]
 impl Slot {
     /// Its index in the filter's `counters` map.
@@ -235,6 +341,7 @@ pub fn c_header() -> String {
     }
     define("NO_VLAN", format!("{NO_VLAN:#x}"), "no VLAN tag");
     define("MAX_SETS", MAX_SETS.to_string(), "prefix sets");
+    vector_defines(&mut define);
     define(
         "SET_BLOCK_WORDS",
         SET_BLOCK_WORDS.to_string(),
@@ -262,4 +369,58 @@ pub fn c_header() -> String {
         define(b.c_name(), (*b as u32).to_string(), b.describe());
     }
     h
+}
+
+/// The rule vectors' part of [`c_header`].
+fn vector_defines(define: &mut impl FnMut(&str, String, &str)) {
+    define(
+        "LINEAR_RULES",
+        LINEAR_RULES.to_string(),
+        "rules walked one by one",
+    );
+    define(
+        "VECTOR_WORDS",
+        VECTOR_WORDS.to_string(),
+        "words of a rule bit vector",
+    );
+    for f in Field::ALL {
+        define(f.c_name(), (*f as u32).to_string(), f.describe());
+    }
+    define(
+        "FIELDS",
+        Field::ALL.len().to_string(),
+        "fields with vector tables",
+    );
+    define(
+        "PLAIN_FIELDS",
+        PLAIN_FIELDS.to_string(),
+        "the plain path's fields",
+    );
+    define(
+        "FIELD_VALUES",
+        FIELD_VALUES.to_string(),
+        "entries of a field's table",
+    );
+    for f in &Field::ALL[..PLAIN_FIELDS] {
+        define(
+            &format!("WORDS_{}", &f.c_name()["FIELD_".len()..]),
+            f.word_base().to_string(),
+            "where the field's words start in plain_words",
+        );
+    }
+    define(
+        "PLAIN_WORDS",
+        PLAIN_WORDS.to_string(),
+        "words of plain_words",
+    );
+    define(
+        "WORD_RULES",
+        WORD_RULES.to_string(),
+        "rules looked up by words on the plain path",
+    );
+    define(
+        "UNTAGGED_VLAN",
+        UNTAGGED_VLAN.to_string(),
+        "FIELD_VLAN's value without a tag",
+    );
 }

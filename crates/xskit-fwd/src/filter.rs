@@ -13,6 +13,7 @@ use xskit_os::sync::LockUnpoisoned;
 use crate::abi::{Slot, TxMode, TxSetting};
 use crate::bucket::Limit;
 use crate::error::{Error, Result};
+use crate::rule_vectors::RuleVectors;
 pub use crate::set_tables::SetRoom;
 use crate::set_tables::SetTables;
 use crate::sets::{PortSet, PrefixSet};
@@ -20,6 +21,7 @@ pub use crate::sys::filter::KernelRule;
 use crate::sys::filter::{
     BlockedRepr, CounterRepr, PoliceCountRepr, PolicerRepr, SourceKeyRepr, StateRepr,
 };
+use crate::vector_tables::VectorTables;
 use crate::MAX_RULES;
 
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
@@ -170,6 +172,7 @@ struct FilterMaps {
     installed: usize,
     unclassifiable: Action,
     sets: SetTables,
+    vectors: VectorTables,
 }
 
 fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
@@ -205,9 +208,32 @@ impl FilterMaps {
     }
 
     fn write(&mut self, what: &'static str) -> Result<()> {
+        // Borrowed: a copy of the state would take hundreds of KiB of the stack.
+        #[allow(clippy::needless_borrows_for_generic_args)]
         self.state
-            .set(0, *self.written, 0)
+            .set(0, &*self.written, 0)
             .map_err(|e| map_error(what, e))
+    }
+
+    /// Puts `rules` in force. Each write is one copy that a packet may see half done: only
+    /// the count changes in the first and the last, and no rule is in force while the rules
+    /// and their vectors change.
+    fn install(
+        &mut self,
+        rules: &[KernelRule],
+        vectors: Option<&RuleVectors>,
+        default: Action,
+    ) -> Result<()> {
+        self.configure(0, default)?;
+        if let Some(vectors) = vectors {
+            self.vectors.write(vectors)?;
+            self.written.config.set_vectors(&vectors.special);
+        }
+        self.written.rules[..rules.len()].copy_from_slice(rules);
+        self.write("updating the filter's rules")?;
+        self.configure(rules.len(), default)?;
+        self.installed = rules.len();
+        Ok(())
     }
 }
 
@@ -260,7 +286,7 @@ impl XdpFilter {
             arp_target_count: 0,
             lacp: false,
             state: program.take_map("state")?,
-            written: Box::default(),
+            written: StateRepr::boxed(),
             counters: program.take_map("counters")?,
             policers: program.take_map("policers")?,
             limits: Vec::new(),
@@ -273,6 +299,7 @@ impl XdpFilter {
             installed: 0,
             unclassifiable: Action::Drop,
             sets,
+            vectors: VectorTables::take(&program, room.vectors, room.rule_prefixes)?,
         };
         maps.configure(0, Action::Redirect)?;
         Ok(XdpFilter {
@@ -288,23 +315,33 @@ impl XdpFilter {
 
     /// Replaces the rules (evaluated in order, first match wins) and the default action while
     /// the program keeps running. During the update packets see no rule and take the new
-    /// default.
-    pub fn set_rules(&self, rules: &[KernelRule], default: Action) -> Result<()> {
+    /// default. More than [`crate::abi::LINEAR_RULES`] rules need their `vectors`
+    /// ([`crate::rules::RuleSet::vectors`]), made with their port sets as
+    /// [`XdpFilter::set_port_sets`] wrote them.
+    pub fn set_rules(
+        &self,
+        rules: &[KernelRule],
+        vectors: Option<&RuleVectors>,
+        default: Action,
+    ) -> Result<()> {
         if rules.len() > MAX_RULES {
             return Err(Error::TooManyRules {
                 count: rules.len(),
                 max: MAX_RULES,
             });
         }
+        let linear = rules.len() <= crate::abi::LINEAR_RULES;
+        if !linear && vectors.is_none_or(|v| v.rules() != rules.len()) {
+            return Err(Error::Filter {
+                what: "updating the filter's rules",
+                reason: format!(
+                    "{} rules need the bit vectors made for them (RuleSet::vectors)",
+                    rules.len()
+                ),
+            });
+        }
         let mut maps = self.maps.lock_unpoisoned();
-        // Each write is one copy that a packet may see half done: only the count changes in
-        // the first and the last, and no rule is in force while the rules change.
-        maps.configure(0, default)?;
-        maps.written.rules[..rules.len()].copy_from_slice(rules);
-        maps.write("updating the filter's rules")?;
-        maps.configure(rules.len(), default)?;
-        maps.installed = rules.len();
-        Ok(())
+        maps.install(rules, vectors.filter(|_| !linear), default)
     }
 
     /// Writes the rate-limit rules' limits, by rule index (`None` for a rule without one;

@@ -39,6 +39,8 @@ pub(crate) struct KernelRules {
     pub(crate) port_sets: Vec<Arc<PortSet>>,
     /// The rate-limit rules' limits, by rule.
     pub(crate) limits: Vec<Option<crate::bucket::Limit>>,
+    /// Their bit vectors, past LINEAR_RULES rules.
+    pub(crate) vectors: Option<Arc<crate::rules::RuleVectors>>,
 }
 
 /// A device's link as the running forwarder watches it.
@@ -174,6 +176,8 @@ pub(crate) fn set_up<K: Kernel>(
         } else {
             0
         },
+        vectors: rules.vectors().map_or(0, |v| v.len()),
+        rule_prefixes: rules.vectors().map_or(0, |v| v.trie_entries()),
         ..SetRoom::for_sets(rules.sets(), rules.port_sets().len())
     };
     let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus, room)?;
@@ -198,6 +202,7 @@ pub(crate) fn set_up<K: Kernel>(
         sets: rules.sets().to_vec(),
         port_sets: rules.port_sets().to_vec(),
         limits: in_kernel.kernel_limits(),
+        vectors: rules.vectors().cloned(),
     };
     for (filter, offer) in filters.iter().zip(&offers) {
         kernel.install(filter, &share)?;
@@ -321,7 +326,7 @@ impl Kernel for RealKernel {
         filter.set_sets(&rules.sets)?;
         filter.set_port_sets(&rules.port_sets)?;
         filter.set_limits(&rules.limits)?;
-        filter.set_rules(&rules.rules, rules.default)?;
+        filter.set_rules(&rules.rules, rules.vectors.as_deref(), rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }
 

@@ -21,6 +21,7 @@ mod prefix;
 pub mod reasons;
 mod report;
 mod rule_state;
+mod rule_vectors;
 pub mod rules;
 mod set_tables;
 mod sets;
@@ -29,6 +30,7 @@ mod supervise;
 #[allow(unsafe_code)]
 mod sys;
 pub mod text_file;
+mod vector_tables;
 mod worker;
 mod worker_plan;
 

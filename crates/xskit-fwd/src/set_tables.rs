@@ -34,6 +34,10 @@ pub struct SetRoom {
     pub sources: usize,
     /// Blocked sources.
     pub blocked: usize,
+    /// Rule bit vectors, for more than [`crate::abi::LINEAR_RULES`] rules.
+    pub vectors: usize,
+    /// The rules' IPv6 prefixes, in their vectors' trie.
+    pub rule_prefixes: usize,
 }
 
 impl SetRoom {
@@ -69,7 +73,7 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 7] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 10] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
@@ -79,7 +83,21 @@ impl SetRoom {
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
             ("source_buckets", entries(self.sources)),
             ("blocked", entries(self.blocked)),
+            ("vectors", entries(self.vectors)),
+            ("rule_trie", entries(self.rule_prefixes)),
+            // A field's tables only with vectors to find: each takes half a MiB.
+            // The fields' tables only with vectors to find: each takes half a MiB.
+            ("field_ids", entries(self.field_tables())),
         ]
+    }
+
+    /// The fields' tables the room holds: every field's when it has vectors, else none.
+    pub(crate) fn field_tables(&self) -> usize {
+        if self.vectors > 0 {
+            crate::abi::Field::ALL.len()
+        } else {
+            0
+        }
     }
 }
 

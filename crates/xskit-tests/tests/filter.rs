@@ -112,6 +112,7 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
                 .kernel_rule(Action::Pass)
                 .unwrap(),
             ],
+            None,
             Action::Redirect,
         )
         .unwrap();
@@ -145,7 +146,7 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
     assert_eq!(c[2].packets, 80, "default (redirect)");
 
     // Change the rules while running: the drop rule goes, port 7 now takes the default.
-    program.set_rules(&[], Action::Redirect).unwrap();
+    program.set_rules(&[], None, Action::Redirect).unwrap();
     send(&mut tx, &template(&bed, 7), 100, 20);
     assert_eq!(receive(&mut rx, 20), 20, "port 7 is redirected now");
     let c = program.rule_counters().unwrap();
@@ -161,7 +162,7 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
     );
 
     // A default of Drop stops everything without a rule.
-    program.set_rules(&[], Action::Drop).unwrap();
+    program.set_rules(&[], None, Action::Drop).unwrap();
     send(&mut tx, &template(&bed, 9), 200, 10);
     assert_eq!(receive(&mut rx, 10), 0);
 }
@@ -182,12 +183,13 @@ fn rule_errors_are_clear() {
             let any = Match::default().kernel_rule(Action::Pass).unwrap();
             let too_many = vec![any; xskit_fwd::MAX_RULES + 1];
             filter
-                .set_rules(&too_many, Action::Pass)
+                .set_rules(&too_many, None, Action::Pass)
                 .unwrap_err()
                 .to_string()
         })
         .unwrap();
-    assert!(filter.contains("at most 64"), "{filter}");
+    let want = format!("at most {}", xskit_fwd::MAX_RULES);
+    assert!(filter.contains(&want), "{filter}");
 }
 
 mod split {
@@ -402,7 +404,10 @@ mod split {
         program.set_port_sets(share.rule_set().port_sets()).unwrap();
         program.set_limits(&share.kernel_limits()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
-        program.set_rules(&kernel_rules, kernel_default).unwrap();
+        let vectors = share.rule_set().vectors().map(|v| &**v);
+        program
+            .set_rules(&kernel_rules, vectors, kernel_default)
+            .unwrap();
         program
             .set_unclassifiable(share.kernel_unclassifiable())
             .unwrap();
@@ -540,6 +545,9 @@ mod split {
                     port_sets: 1,
                     sources: 64,
                     blocked: 4,
+                    // The vectors of the longest rule sets drawn here, and more.
+                    vectors: 4096,
+                    rule_prefixes: 64,
                 };
                 let program =
                     XdpFilter::attach_with_sets(&iface, Mode::Skb, multi_buffer, room).unwrap();
@@ -799,7 +807,12 @@ mod split {
         // Mostly intact packets; the rest damaged in one of the ways `mutate` knows.
         let damage = prop_oneof![3 => Just(0usize), 2 => 1..12usize];
         let case = (
-            prop::collection::vec(rule, 0..8),
+            // Up to LINEAR_RULES rules are walked, more looked up by their vectors: by their
+            // words up to WORD_RULES on the plain path, by their anchored vectors past it.
+            prop_oneof![
+                prop::collection::vec(rule.clone(), 0..=xskit_fwd::abi::LINEAR_RULES),
+                prop::collection::vec(rule, xskit_fwd::abi::LINEAR_RULES + 1..100),
+            ],
             0..3usize,
             prop::collection::vec((packet, damage, 0..200usize), 1..24),
             any::<bool>(),

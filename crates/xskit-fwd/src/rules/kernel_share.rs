@@ -170,7 +170,10 @@ impl Match {
             }
         };
         named(Extra::Vlan, self.vlan.is_some());
-        named(Extra::Length, self.length.is_some());
+        named(
+            Extra::Length,
+            self.length.is_some_and(|l| l != (0, u16::MAX)),
+        );
         named(Extra::TcpFlags, self.tcp_flags.is_some());
         named(Extra::IcmpType, self.icmp_type.is_some());
         named(Extra::IcmpCode, self.icmp_code.is_some());

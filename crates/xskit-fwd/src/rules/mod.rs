@@ -36,8 +36,10 @@ mod set_syntax;
 mod syntax;
 #[cfg(test)]
 mod tests;
+pub(crate) mod vectors;
 
 pub use crate::bucket::{ticks, Bucket};
+pub use crate::rule_vectors::RuleVectors;
 pub use crate::sets::{
     kernel_bytes as set_kernel_bytes, PortSet, PrefixSet, SetLayout, SetLineError, SetStats,
     MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES,
@@ -106,6 +108,9 @@ pub struct RuleSet {
     rules: Vec<RuleSpec>,
     /// The rules' matches as the rules stage tries them, one per rule.
     fast: Vec<FastMatch>,
+    /// For more than [`crate::abi::LINEAR_RULES`] rules, their bit vectors, which say which
+    /// to try.
+    vectors: Option<Arc<RuleVectors>>,
     default: Verdict,
     unclassifiable: Verdict,
     /// The sets the rules name, by index ([`Match::src_set`]).
@@ -124,12 +129,48 @@ impl RuleSet {
         RuleSet {
             rules: Vec::new(),
             fast: Vec::new(),
+            vectors: None,
             default,
             unclassifiable: Verdict::Drop,
             sets: Vec::new(),
             port_sets: Vec::new(),
             source_table: DEFAULT_SOURCE_TABLE,
             block_table: DEFAULT_BLOCK_TABLE,
+        }
+    }
+
+    /// Forwarding rules that match `rules`, on `sets` and `port_sets`, looked up by their
+    /// vectors or walked one by one (`vectored`).
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        rules: Vec<Match>,
+        sets: Vec<Arc<PrefixSet>>,
+        port_sets: Vec<Arc<PortSet>>,
+        vectored: bool,
+    ) -> Self {
+        let fast = rules
+            .iter()
+            .map(|m| FastMatch::new(m, &sets, &port_sets))
+            .collect();
+        let vectors = vectored.then(|| Arc::new(vectors::build(&rules, &port_sets)));
+        let rules = rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, matcher)| RuleSpec {
+                name: format!("r{i}"),
+                matcher,
+                action: Verdict::Forward,
+                rate: None,
+                per_source: None,
+            })
+            .collect();
+        RuleSet {
+            rules,
+            fast,
+            vectors,
+            sets,
+            port_sets,
+            ..RuleSet::with_default(Verdict::Drop)
         }
     }
 
@@ -203,11 +244,32 @@ impl RuleSet {
     /// whether that rule is its packet's cannot be told from it, and the rules after it (and
     /// the default) must not take it for want of ports.
     pub fn classify(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
-        let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
-        if !key.later_fragment {
-            return Ok(self.fast.iter().position(|m| m.matches(key, src, dst)));
+        match &self.vectors {
+            Some(v) => self.first_of(key, vectors::candidates(v, key)),
+            None => self.first_of(key, 0..self.fast.len()),
         }
-        for (i, m) in self.fast.iter().enumerate() {
+    }
+
+    /// The vectors of these rules, when there are more than [`crate::abi::LINEAR_RULES`]:
+    /// the XDP filter looks them up by these too ([`crate::filter::XdpFilter::set_rules`]).
+    pub fn vectors(&self) -> Option<&Arc<RuleVectors>> {
+        self.vectors.as_ref()
+    }
+
+    /// [`RuleSet::classify`] over `candidates`: in order, every rule `key` may match.
+    fn first_of(
+        &self,
+        key: &PacketKey,
+        candidates: impl Iterator<Item = usize>,
+    ) -> Result<Option<usize>, Unclassifiable> {
+        let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
+        let mut candidates = candidates.filter_map(|i| Some((i, self.fast.get(i)?)));
+        if !key.later_fragment {
+            return Ok(candidates
+                .find(|(_, m)| m.matches(key, src, dst))
+                .map(|(i, _)| i));
+        }
+        for (i, m) in candidates {
             if !m.matches_but_l4(key, src, dst) {
                 continue;
             }

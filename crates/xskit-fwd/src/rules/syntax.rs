@@ -451,11 +451,14 @@ impl RuleSet {
             .map(|(i, spanned)| parse_rule(text, i, spanned, &sets))
             .collect::<Result<Vec<_>, _>>()?;
         unique_names(text, &file.rule, &rules)?;
+        let matches: Vec<Match> = rules.iter().map(|r| r.matcher).collect();
         Ok(RuleSet {
-            fast: rules
+            fast: matches
                 .iter()
-                .map(|r| FastMatch::new(&r.matcher, &sets.prefixes, &sets.ports))
+                .map(|m| FastMatch::new(m, &sets.prefixes, &sets.ports))
                 .collect(),
+            vectors: (rules.len() > crate::abi::LINEAR_RULES)
+                .then(|| Arc::new(super::vectors::build(&matches, &sets.ports))),
             rules,
             default,
             unclassifiable,

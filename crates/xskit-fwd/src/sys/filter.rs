@@ -56,6 +56,30 @@ pub(crate) struct ConfigRepr {
     pub(crate) lacp: u32,
     /// Non-zero when any of the three above is: no packet takes the program's plain path.
     pub(crate) duties: u32,
+    /// The ids of [`crate::rule_vectors::SpecialVectors`], in its order.
+    pub(crate) all_rules: u32,
+    pub(crate) non_ip: u32,
+    pub(crate) src6_none: u32,
+    pub(crate) dst6_none: u32,
+    pub(crate) plain: u32,
+    pub(crate) plain_always: u32,
+    /// Source sets', then destination sets'.
+    pub(crate) set_rules: [u32; 2 * crate::abi::MAX_SETS],
+}
+
+impl ConfigRepr {
+    /// Takes the special vectors' ids from `v`.
+    pub(crate) fn set_vectors(&mut self, v: &crate::rule_vectors::SpecialVectors) {
+        self.all_rules = v.all;
+        self.non_ip = v.non_ip;
+        self.src6_none = v.src6_none;
+        self.dst6_none = v.dst6_none;
+        self.plain = v.plain;
+        self.plain_always = v.plain_always;
+        let (src, dst) = self.set_rules.split_at_mut(crate::abi::MAX_SETS);
+        src.copy_from_slice(&v.set_rules[0]);
+        dst.copy_from_slice(&v.set_rules[1]);
+    }
 }
 
 impl ConfigRepr {
@@ -77,13 +101,37 @@ pub(crate) struct StateRepr {
     pub(crate) rules: [KernelRule; crate::MAX_RULES],
 }
 
-impl Default for StateRepr {
-    fn default() -> Self {
-        StateRepr {
-            config: ConfigRepr::default(),
-            rules: [KernelRule::default(); crate::MAX_RULES],
+impl StateRepr {
+    /// An empty state, on the heap: it is too large for a thread's stack.
+    pub(crate) fn boxed() -> Box<StateRepr> {
+        let layout = std::alloc::Layout::new::<StateRepr>();
+        // SAFETY: the layout is StateRepr's, of non-zero size; StateRepr is integers all
+        // through (repr(C) structs and arrays of them), for which all zero bits are a valid
+        // value, the one its Default would give; the Box frees it with the same layout.
+        unsafe {
+            let memory = std::alloc::alloc_zeroed(layout).cast::<StateRepr>();
+            if memory.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            Box::from_raw(memory)
         }
     }
+}
+
+/// `struct field_table`: a field's vector ids ([`crate::abi::Field`]), each its full
+/// vector's in the low 32 bits and its anchored vector's in the high 32.
+pub(crate) type FieldTableRepr = [u64; crate::abi::FIELD_VALUES];
+
+/// `struct plain_words`: the plain fields' vectors of one word ([`crate::abi::Field::word_base`]).
+pub(crate) type PlainWordsRepr = [u64; crate::abi::PLAIN_WORDS];
+
+/// `struct rule_addr`, a rule trie key without its prefix length: the field (0 source, 1
+/// destination) and the IPv6 address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct RuleAddrRepr {
+    pub(crate) field: u32,
+    pub(crate) addr: [u8; 16],
 }
 
 /// `struct set_addr`, a set trie key without its prefix length (aya's `lpm_trie::Key` adds
@@ -159,10 +207,10 @@ pub(crate) struct CounterRepr {
 // fields naturally aligned) and every bit pattern is a valid value, which is what aya::Pod
 // requires.
 unsafe impl aya::Pod for KernelRule {}
-// SAFETY: seven u32s, repr(C), no padding, any bit pattern valid.
+// SAFETY: u32s and an array of them, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
-// SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both (28 and
-// 92 bytes, aligned to 4), so no padding, and any bit pattern valid.
+// SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both
+// (aligned to 4), so no padding, and any bit pattern valid.
 unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -179,6 +227,10 @@ unsafe impl aya::Pod for BlockedRepr {}
 unsafe impl aya::Pod for SetKeyRepr {}
 // SAFETY: four u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBitsRepr {}
+// SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
+unsafe impl aya::Pod for RuleAddrRepr {}
+// SAFETY: u64s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for crate::rule_vectors::RuleVector {}
 
 #[cfg(test)]
 mod tests {
@@ -397,6 +449,51 @@ mod tests {
                 ("arp_targets", offset_of!(ConfigRepr, arp_targets)),
                 ("lacp", offset_of!(ConfigRepr, lacp)),
                 ("duties", offset_of!(ConfigRepr, duties)),
+                ("all_rules", offset_of!(ConfigRepr, all_rules)),
+                ("non_ip", offset_of!(ConfigRepr, non_ip)),
+                ("src6_none", offset_of!(ConfigRepr, src6_none)),
+                ("dst6_none", offset_of!(ConfigRepr, dst6_none)),
+                ("plain", offset_of!(ConfigRepr, plain)),
+                ("plain_always", offset_of!(ConfigRepr, plain_always)),
+                ("set_rules", offset_of!(ConfigRepr, set_rules)),
+            ],
+        );
+    }
+
+    #[test]
+    fn the_state_counters_and_rule_vectors_match_the_compiled_c_program() {
+        let btf = btf();
+        assert_layout(
+            &btf,
+            "rule_vector",
+            size_of::<crate::rule_vectors::RuleVector>(),
+            &[
+                (
+                    "summary",
+                    offset_of!(crate::rule_vectors::RuleVector, summary),
+                ),
+                ("words", offset_of!(crate::rule_vectors::RuleVector, words)),
+            ],
+        );
+        assert_layout(
+            &btf,
+            "field_table",
+            size_of::<FieldTableRepr>(),
+            &[("ids", 0)],
+        );
+        assert_layout(
+            &btf,
+            "plain_words",
+            size_of::<PlainWordsRepr>(),
+            &[("words", 0)],
+        );
+        assert_layout(
+            &btf,
+            "rule_addr",
+            size_of::<RuleAddrRepr>(),
+            &[
+                ("field", offset_of!(RuleAddrRepr, field)),
+                ("addr", offset_of!(RuleAddrRepr, addr)),
             ],
         );
         assert_layout(

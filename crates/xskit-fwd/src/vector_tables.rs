@@ -1,0 +1,158 @@
+//! The XDP filter's rule bit vectors in the kernel ([`crate::rule_vectors`]): the vectors (a
+//! mapped array, stored a word at a time), every field's table of vector ids (one map value)
+//! and the trie of the rules' IPv6 prefixes.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+
+use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
+use aya::maps::{Array, MapData};
+use xskit::XdpProgram;
+
+use crate::abi::{Field, FIELD_VALUES, PLAIN_FIELDS};
+use crate::error::{Error, Result};
+use crate::rule_vectors::{RuleVector, RuleVectors};
+use crate::sys::filter::{FieldTableRepr, PlainWordsRepr, RuleAddrRepr};
+
+/// Words of a vector in `vectors`' memory.
+const VECTOR_WORDS: usize = std::mem::size_of::<RuleVector>() / 8;
+
+fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
+    Error::Filter {
+        what,
+        reason: xskit::error_chain(&e),
+    }
+}
+
+/// The vector tables of one loaded filter.
+pub(crate) struct VectorTables {
+    /// Vectors the filter was loaded with room for, and IPv6 rule prefixes.
+    room: (usize, usize),
+    /// Held for as long as its memory is mapped.
+    _vectors_map: Array<MapData, RuleVector>,
+    vectors: Option<xskit_os::Mmap>,
+    ids: Array<MapData, FieldTableRepr>,
+    words: Array<MapData, PlainWordsRepr>,
+    /// Whether the filter has room for the fields' tables.
+    tables: bool,
+    trie: LpmTrie<MapData, RuleAddrRepr, u32>,
+    /// The trie's keys, so that a change removes those it no longer has.
+    prefixes: HashSet<(u32, RuleAddrRepr)>,
+}
+
+impl VectorTables {
+    /// The tables of `program`, loaded with room for `vectors` vectors and `prefixes` IPv6
+    /// rule prefixes.
+    pub(crate) fn take(program: &XdpProgram, vectors: usize, prefixes: usize) -> Result<Self> {
+        let vectors_map: Array<MapData, RuleVector> = program.take_map("vectors")?;
+        let memory = if vectors == 0 {
+            None
+        } else {
+            let fd = aya::maps::IterableMap::map(&vectors_map).fd().as_fd();
+            let bytes = vectors * std::mem::size_of::<RuleVector>();
+            Some(
+                xskit_os::Mmap::shared(fd, bytes, 0)
+                    .map_err(|e| map_error("mapping the rule vectors", e))?,
+            )
+        };
+        Ok(VectorTables {
+            room: (vectors, prefixes),
+            _vectors_map: vectors_map,
+            vectors: memory,
+            ids: program.take_map("field_ids")?,
+            words: program.take_map("plain_words")?,
+            tables: vectors > 0,
+            trie: program.take_map("rule_trie")?,
+            prefixes: HashSet::new(),
+        })
+    }
+
+    /// Writes `v`, while no packet looks them up (the filter's rule count is 0 or at most
+    /// LINEAR_RULES meanwhile).
+    pub(crate) fn write(&mut self, v: &RuleVectors) -> Result<()> {
+        if v.vectors.len() > self.room.0 || v.trie_entries() > self.room.1 {
+            return Err(Error::SetsOutgrown {
+                wanted: format!(
+                    "{} rule vectors and {} IPv6 rule prefixes",
+                    v.vectors.len(),
+                    v.trie_entries()
+                ),
+                room: format!(
+                    "{} rule vectors and {} IPv6 rule prefixes",
+                    self.room.0, self.room.1
+                ),
+            });
+        }
+        if let Some(memory) = &self.vectors {
+            let words = memory.words();
+            for (i, vector) in v.vectors.iter().enumerate() {
+                let at = &words[i * VECTOR_WORDS..(i + 1) * VECTOR_WORDS];
+                at[0].store(vector.summary, Ordering::Relaxed);
+                for (word, &bits) in at[1..].iter().zip(&vector.words) {
+                    word.store(bits, Ordering::Relaxed);
+                }
+            }
+        }
+        if self.tables {
+            self.write_fields(v)?;
+        }
+        self.write_trie(v)
+    }
+
+    /// Each field's table: full and anchored ids packed, and the plain fields' words.
+    fn write_fields(&mut self, v: &RuleVectors) -> Result<()> {
+        let mut table: Box<FieldTableRepr> = vec![0u64; FIELD_VALUES]
+            .into_boxed_slice()
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("FIELD_VALUES entries"));
+        for &field in Field::ALL {
+            let at = field.base();
+            for (value, entry) in table.iter_mut().enumerate() {
+                let anchored = if (field as usize) < PLAIN_FIELDS {
+                    v.anchors[at + value]
+                } else {
+                    0
+                };
+                *entry = u64::from(v.ids[at + value]) | u64::from(anchored) << 32;
+            }
+            // Borrowed: a copy of the table would take half a MiB of the stack.
+            #[allow(clippy::needless_borrows_for_generic_args)]
+            self.ids
+                .set(field as u32, &*table, 0)
+                .map_err(|e| map_error("writing the rule vectors' tables", e))?;
+        }
+        if let Ok(words) = <&PlainWordsRepr>::try_from(&*v.plain_words) {
+            self.words
+                .set(0, words, 0)
+                .map_err(|e| map_error("writing the plain path's words", e))?;
+        }
+        Ok(())
+    }
+
+    /// The trie's prefixes become `v`'s.
+    fn write_trie(&mut self, v: &RuleVectors) -> Result<()> {
+        let mut keep = HashSet::new();
+        let fields = [(0u32, &v.src6), (1u32, &v.dst6)];
+        for (field, prefixes) in fields {
+            for (net, len, id) in prefixes.entries() {
+                let data = RuleAddrRepr {
+                    field,
+                    addr: net.to_be_bytes(),
+                };
+                let key = TrieKey::new(32 + u32::from(len), data);
+                self.trie
+                    .insert(&key, id, 0)
+                    .map_err(|e| map_error("writing the rules' IPv6 prefixes", e))?;
+                keep.insert((key.prefix_len(), data));
+            }
+        }
+        for &(len, data) in self.prefixes.difference(&keep) {
+            self.trie
+                .remove(&TrieKey::new(len, data))
+                .map_err(|e| map_error("removing a rule's IPv6 prefix", e))?;
+        }
+        self.prefixes = keep;
+        Ok(())
+    }
+}
