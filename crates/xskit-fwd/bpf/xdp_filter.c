@@ -1053,33 +1053,22 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
  * they do not (a later rule may match), at a rate limit, or when a table is missing, the
  * general path decides.
  */
-static __always_inline __u32 plain_by_vectors(struct filter_state *st, __u8 proto, __u32 saddr,
-					      __u32 daddr, __u16 sport, __u16 dport, __u8 flags,
-					      __u16 total, __u32 *action)
+static __always_inline __u32 plain_by_vectors(struct filter_state *st,
+					      const struct plain_key *key, __u32 *action)
 {
-	struct plain_key key = {
-		.saddr = bpf_ntohl(saddr),
-		.daddr = bpf_ntohl(daddr),
-		.sport = sport,
-		.dport = dport,
-		.total = total,
-		.proto = proto,
-		.flags = flags,
-	};
 	struct rule *r;
 	__u32 i;
 
 	if (st->config.rule_count <= WORD_RULES)
-		i = first_in_words(&key);
+		i = first_in_words(key);
 	else
-		i = first_in_plain(st, &key);
-
+		i = first_in_plain(st, key);
 	if (i == NO_RULE) {
 		*action = st->config.default_action;
 		return COUNTER_DEFAULT;
 	}
 	r = rule_at(st, i);
-	if (!r || r->police || !sets_ipv4(r, saddr, daddr)) {
+	if (!r || r->police || !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr))) {
 		*action = UNSETTLED;
 		return i;
 	}
@@ -1580,10 +1569,19 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	}
 	sport = bpf_ntohs(*(__u16 *)l4);
 	dport = bpf_ntohs(*(__u16 *)(l4 + 2));
-	if (st->config.rule_count > LINEAR_RULES)
-		hit = plain_by_vectors(st, ip->protocol, ip->saddr, ip->daddr, sport, dport, flags,
-				       total, &action);
-	else
+	if (st->config.rule_count > LINEAR_RULES) {
+		struct plain_key key = {
+			.saddr = bpf_ntohl(ip->saddr),
+			.daddr = bpf_ntohl(ip->daddr),
+			.sport = sport,
+			.dport = dport,
+			.total = total,
+			.proto = ip->protocol,
+			.flags = flags,
+		};
+
+		hit = plain_by_vectors(st, &key, &action);
+	} else
 		hit = first_rule_ipv4(st, ip->protocol, ip->saddr, ip->daddr, sport, dport,
 				      &action);
 	/* A rule with extra keys: the general path decides. */
