@@ -135,7 +135,7 @@ def unsteady(r):
 
 FWD_RUNS = {
     "fwd": "plain forwarding",
-    "fwd-64": "64 rules tried in turn",
+    "fwd-64": "behind 64 rules, none matching",
     "fwd-ddos": "DDoS mix: the legitimate probes",
 }
 

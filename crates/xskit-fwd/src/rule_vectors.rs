@@ -468,6 +468,12 @@ impl<'a> Candidates<'a> {
         self.anchored_len += 1;
     }
 
+    /// The candidates of a list of at most 64 rules: `bits`' rules.
+    pub(crate) fn of_word(mut self, bits: u64) -> Self {
+        (self.summary, self.word, self.bits) = (0, 0, bits);
+        self
+    }
+
     pub(crate) fn start(mut self) -> Self {
         self.summary = if self.anchored_len > 0 {
             let anchored = &self.anchored[..self.anchored_len];

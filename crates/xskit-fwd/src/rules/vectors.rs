@@ -181,12 +181,26 @@ pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<
         && key.vlan.is_none()
         && !key.later_fragment
         && (key.protocol == 6 || key.protocol == 17);
-    if plain {
-        c.anchor(v.special(v.special.plain_always));
-    }
     let icmp = usize::from(key.icmp_type) << 8 | usize::from(key.icmp_code);
     let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
     let (src4, dst4) = ((src >> 96) as usize, (dst >> 96) as usize);
+    if plain && !v.plain_words.is_empty() {
+        // At most 64 rules: one word per field, as the XDP filter's plain path reads them.
+        let word = |field: Field, value: usize| v.plain_words[field.word_base() + value];
+        let bits = word(Field::Protocol, usize::from(key.protocol))
+            & word(Field::SrcPort, usize::from(key.src_port))
+            & word(Field::DstPort, usize::from(key.dst_port))
+            & word(Field::Src4High, src4 >> 16)
+            & word(Field::Src4Low, src4 & 0xffff)
+            & word(Field::Dst4High, dst4 >> 16)
+            & word(Field::Dst4Low, dst4 & 0xffff)
+            & word(Field::TcpFlags, usize::from(key.tcp_flags))
+            & word(Field::Length, usize::from(key.ip_len));
+        return c.of_word(bits);
+    }
+    if plain {
+        c.anchor(v.special(v.special.plain_always));
+    }
     let values = [
         (Field::Protocol, usize::from(key.protocol)),
         (Field::Length, usize::from(key.ip_len)),
