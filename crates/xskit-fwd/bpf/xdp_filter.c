@@ -226,7 +226,10 @@ struct {
 	__type(value, struct plain_words);
 } plain_words SEC(".maps");
 
-/* The rules' IPv6 prefixes: the field (0 source, 1 destination), then the address. */
+/*
+ * The rules' IPv6 prefixes: the field (2 * the table set, + 0 for the source or 1 for the
+ * destination), then the address.
+ */
 struct rule_addr {
 	__u32 field;
 	__u8 addr[16];
@@ -270,10 +273,14 @@ static __always_inline struct rule_vector *vector(__u32 id)
 	return bpf_map_lookup_elem(&vectors, &id);
 }
 
-/* Field `field`'s table entry for `value`: the ids of its vectors; ~0 when it is missing. */
-static __always_inline __u64 field_entry(__u32 field, __u32 value)
+/*
+ * Field `field`'s table entry for `value`, in table set `table`: the ids of its vectors; ~0
+ * when it is missing.
+ */
+static __always_inline __u64 field_entry(__u32 table, __u32 field, __u32 value)
 {
-	struct field_table *t = bpf_map_lookup_elem(&field_ids, &field);
+	__u32 at = table * FIELDS + field;
+	struct field_table *t = bpf_map_lookup_elem(&field_ids, &at);
 
 	return t ? t->ids[value & (FIELD_VALUES - 1)] : ~0ULL;
 }
@@ -454,6 +461,8 @@ struct config {
 	__u32 plain;
 	__u32 plain_always;
 	__u32 set_rules[2 * MAX_SETS];
+	/* Which of the two table sets this state is of: its index in `state`. */
+	__u32 table;
 };
 
 struct vlan_tag {
@@ -482,12 +491,23 @@ struct filter_state {
 	struct rule rules[MAX_RULES];
 };
 
+/*
+ * Two table sets, each a state (its configuration and rules) with its field tables, words,
+ * trie prefixes and vectors: user space writes the one not in force and then switches
+ * table_in_force, one word, so that a packet sees the old rules or the new, whole.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct filter_state);
 } state SEC(".maps");
+
+/*
+ * The table set in force: 0 or 1. A global of its own section (a map the loader makes, named
+ * for it), read with one load, not a lookup.
+ */
+volatile __u32 xskit_table_in_force SEC(".data.xskit_tbl") = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -916,10 +936,11 @@ static __always_inline void plain_values(const struct plain_key *p, __u32 *v)
  * NO_RULE; NO_TABLE when the table is missing. The words are the vectors themselves (the
  * protocol's with the untagged packet's and no ICMP's folded in).
  */
-static __always_inline __u32 first_in_words(const struct plain_key *p)
+static __always_inline __u32 first_in_words(const struct filter_state *st,
+					    const struct plain_key *p)
 {
-	__u32 zero = 0;
-	struct plain_words *t = bpf_map_lookup_elem(&plain_words, &zero);
+	__u32 table = st->config.table;
+	struct plain_words *t = bpf_map_lookup_elem(&plain_words, &table);
 	__u64 acc;
 
 	if (!t)
@@ -955,7 +976,7 @@ static __attribute__((noinline)) __u32 first_in_plain(struct filter_state *st,
 	s = always->summary;
 #pragma unroll
 	for (f = 0; f < PLAIN_FIELDS; f++) {
-		__u64 ids = field_entry(f, v[f]);
+		__u64 ids = field_entry(st->config.table, f, v[f]);
 
 		full[f] = vector((__u32)ids);
 		anchored[f] = vector(ids >> 32);
@@ -1060,7 +1081,7 @@ static __always_inline __u32 plain_by_vectors(struct filter_state *st,
 	__u32 i;
 
 	if (st->config.rule_count <= WORD_RULES)
-		i = first_in_words(key);
+		i = first_in_words(st, key);
 	else
 		i = first_in_plain(st, key);
 	if (i == NO_RULE) {
@@ -1140,9 +1161,9 @@ static __always_inline __u64 dead_rules(struct filter_state *st, __u32 w, __u32 
 
 
 /* The id of the vector of a field's value (~0 when the table is missing). */
-static __always_inline __u32 field_id(__u32 field, __u32 value)
+static __always_inline __u32 field_id(const struct filter_state *st, __u32 field, __u32 value)
 {
-	return (__u32)field_entry(field, value);
+	return (__u32)field_entry(st->config.table, field, value);
 }
 
 /*
@@ -1165,8 +1186,8 @@ struct search {
 };
 
 /*
- * The id of the IPv6 rule prefix vector for `addr` in `field` (0 source, 1 destination), or
- * `none`. `key` is memory for the trie's key.
+ * The id of the IPv6 rule prefix vector for `addr` in `field` (2 * the table set, + 0 for
+ * the source or 1 for the destination), or `none`. `key` is memory for the trie's key.
  */
 static __always_inline __u32 prefix_vector(__u32 field, const __u32 *addr, __u32 none,
 					   struct rule_prefix *key)
@@ -1221,24 +1242,26 @@ static __always_inline void general_vectors(struct filter_state *st, const struc
 	__u32 all = st->config.all_rules;
 	int l4 = f->family && !f->later;
 
-	sc->ids[0] = field_id(FIELD_VLAN, vlan);
-	sc->ids[1] = f->family ? field_id(FIELD_PROTOCOL, f->proto) : st->config.non_ip;
-	sc->ids[2] = f->family ? field_id(FIELD_LENGTH, f->ip_len) : all;
-	sc->ids[3] = l4 ? field_id(FIELD_SRC_PORT, f->sport) : all;
-	sc->ids[4] = l4 ? field_id(FIELD_DST_PORT, f->dport) : all;
-	sc->ids[5] = l4 ? field_id(FIELD_TCP_FLAGS, f->tcp_flags) : all;
-	sc->ids[6] = l4 ? field_id(FIELD_ICMP, ((__u32)f->icmp_type << 8 | f->icmp_code)) : all;
+	sc->ids[0] = field_id(st, FIELD_VLAN, vlan);
+	sc->ids[1] = f->family ? field_id(st, FIELD_PROTOCOL, f->proto) : st->config.non_ip;
+	sc->ids[2] = f->family ? field_id(st, FIELD_LENGTH, f->ip_len) : all;
+	sc->ids[3] = l4 ? field_id(st, FIELD_SRC_PORT, f->sport) : all;
+	sc->ids[4] = l4 ? field_id(st, FIELD_DST_PORT, f->dport) : all;
+	sc->ids[5] = l4 ? field_id(st, FIELD_TCP_FLAGS, f->tcp_flags) : all;
+	sc->ids[6] = l4 ? field_id(st, FIELD_ICMP, ((__u32)f->icmp_type << 8 | f->icmp_code)) : all;
 	sc->ids[7] = sc->ids[8] = sc->ids[9] = sc->ids[10] = all;
 	if (f->family == 4) {
 		__u32 src = bpf_ntohl(f->src[0]), dst = bpf_ntohl(f->dst[0]);
 
-		sc->ids[7] = field_id(FIELD_SRC4_HIGH, (src >> 16));
-		sc->ids[8] = field_id(FIELD_SRC4_LOW, (src & 0xffff));
-		sc->ids[9] = field_id(FIELD_DST4_HIGH, (dst >> 16));
-		sc->ids[10] = field_id(FIELD_DST4_LOW, (dst & 0xffff));
+		sc->ids[7] = field_id(st, FIELD_SRC4_HIGH, (src >> 16));
+		sc->ids[8] = field_id(st, FIELD_SRC4_LOW, (src & 0xffff));
+		sc->ids[9] = field_id(st, FIELD_DST4_HIGH, (dst >> 16));
+		sc->ids[10] = field_id(st, FIELD_DST4_LOW, (dst & 0xffff));
 	} else if (f->family == 6) {
-		sc->ids[7] = prefix_vector(0, f->src, st->config.src6_none, &sc->prefix);
-		sc->ids[8] = prefix_vector(1, f->dst, st->config.dst6_none, &sc->prefix);
+		__u32 source = st->config.table * 2;
+
+		sc->ids[7] = prefix_vector(source, f->src, st->config.src6_none, &sc->prefix);
+		sc->ids[8] = prefix_vector(source + 1, f->dst, st->config.dst6_none, &sc->prefix);
 	}
 }
 
@@ -1669,12 +1692,15 @@ unclassifiable:
 /* Decides a packet's fate; `why` gets the counter that counted the decision. */
 static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 {
+	__u32 table = xskit_table_in_force & 1;
 	struct filter_state *st;
-	__u32 zero = 0;
 	int verdict;
 
-	/* The lookup first: the packet's pointers read after it need no saving across it. */
-	st = bpf_map_lookup_elem(&state, &zero);
+	/*
+	 * The lookup first: the packet's pointers read after it need no saving across it. The
+	 * table set is read once: every later lookup follows st->config.table.
+	 */
+	st = bpf_map_lookup_elem(&state, &table);
 	if (!st)
 		return XDP_PASS;
 	if (!st->config.duties) {

@@ -170,6 +170,9 @@ struct FilterMaps {
     /// The blocked sources, when the filter was loaded with room for them.
     blocked: Option<HashMap<MapData, SourceKeyRepr, BlockedRepr>>,
     installed: usize,
+    /// The table set in force (`state`'s index), and the map that tells the program.
+    in_force: u32,
+    table_in_force: Array<MapData, u32>,
     unclassifiable: Action,
     sets: SetTables,
     vectors: VectorTables,
@@ -207,31 +210,46 @@ impl FilterMaps {
         self.write("writing the filter's configuration")
     }
 
+    /// Writes the state in force, in place: for settings beside the rules (each a word a
+    /// packet reads whole), not for rules.
     fn write(&mut self, what: &'static str) -> Result<()> {
+        self.write_set(self.in_force, what)
+    }
+
+    /// Writes the state as table set `set`'s.
+    fn write_set(&mut self, set: u32, what: &'static str) -> Result<()> {
+        self.written.config.table = set;
         // Borrowed: a copy of the state would take hundreds of KiB of the stack.
         #[allow(clippy::needless_borrows_for_generic_args)]
         self.state
-            .set(0, &*self.written, 0)
+            .set(set, &*self.written, 0)
             .map_err(|e| map_error(what, e))
     }
 
-    /// Puts `rules` in force. Each write is one copy that a packet may see half done: only
-    /// the count changes in the first and the last, and no rule is in force while the rules
-    /// and their vectors change.
+    /// Puts `rules` in force at once: written with their vectors in the table set not in
+    /// force, which then is, by one word. A packet sees the old rules or the new, whole.
     fn install(
         &mut self,
         rules: &[KernelRule],
         vectors: Option<&RuleVectors>,
         default: Action,
     ) -> Result<()> {
-        self.configure(0, default)?;
+        let next = 1 - self.in_force;
         if let Some(vectors) = vectors {
-            self.vectors.write(vectors)?;
-            self.written.config.set_vectors(&vectors.special);
+            let offset = self.vectors.write(vectors, next as usize)?;
+            self.written.config.set_vectors(&vectors.special, offset);
         }
         self.written.rules[..rules.len()].copy_from_slice(rules);
-        self.write("updating the filter's rules")?;
-        self.configure(rules.len(), default)?;
+        let config = &mut self.written.config;
+        config.rule_count = rules.len() as u32;
+        config.default_action = default as u32;
+        config.unclassifiable_action = self.unclassifiable as u32;
+        config.set_duties(self.inactive, self.arp_target_count, self.lacp);
+        self.write_set(next, "updating the filter's rules")?;
+        self.table_in_force
+            .set(0, next, 0)
+            .map_err(|e| map_error("putting the new rules in force", e))?;
+        self.in_force = next;
         self.installed = rules.len();
         Ok(())
     }
@@ -297,6 +315,8 @@ impl XdpFilter {
                 None
             },
             installed: 0,
+            in_force: 0,
+            table_in_force: program.take_map(".data.xskit_tbl")?,
             unclassifiable: Action::Drop,
             sets,
             vectors: VectorTables::take(&program, room.vectors, room.rule_prefixes)?,
@@ -314,8 +334,10 @@ impl XdpFilter {
     }
 
     /// Replaces the rules (evaluated in order, first match wins) and the default action while
-    /// the program keeps running. During the update packets see no rule and take the new
-    /// default. More than [`crate::abi::LINEAR_RULES`] rules need their `vectors`
+    /// the program keeps running: at once, so that every packet meets the old rules or the
+    /// new, whole (the rules are written in the table set not in force, which one word then
+    /// puts in force). Rate limits ([`XdpFilter::set_limits`]) and sets are written in place,
+    /// before. More than [`crate::abi::LINEAR_RULES`] rules need their `vectors`
     /// ([`crate::rules::RuleSet::vectors`]), made with their port sets as
     /// [`XdpFilter::set_port_sets`] wrote them.
     pub fn set_rules(

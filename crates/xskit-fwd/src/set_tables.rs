@@ -73,7 +73,7 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 10] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 11] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
@@ -83,18 +83,22 @@ impl SetRoom {
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
             ("source_buckets", entries(self.sources)),
             ("blocked", entries(self.blocked)),
-            ("vectors", entries(self.vectors)),
-            ("rule_trie", entries(self.rule_prefixes)),
-            // A field's tables only with vectors to find: each takes half a MiB.
+            // Twice each: a table set in force, and one to write the next rules in.
+            ("vectors", entries(2 * self.vectors)),
+            ("rule_trie", entries(2 * self.rule_prefixes)),
             // The fields' tables only with vectors to find: each takes half a MiB.
-            ("field_ids", entries(self.field_tables())),
+            (
+                "field_ids",
+                entries(2 * self.field_tables(crate::abi::Field::ALL.len())),
+            ),
+            ("plain_words", entries(2 * self.field_tables(1))),
         ]
     }
 
-    /// The fields' tables the room holds: every field's when it has vectors, else none.
-    pub(crate) fn field_tables(&self) -> usize {
+    /// `tables` when the room has vectors, else none.
+    pub(crate) fn field_tables(&self, tables: usize) -> usize {
         if self.vectors > 0 {
-            crate::abi::Field::ALL.len()
+            tables
         } else {
             0
         }

@@ -1,6 +1,7 @@
 //! The XDP filter's rule bit vectors in the kernel ([`crate::rule_vectors`]): the vectors (a
-//! mapped array, stored a word at a time), every field's table of vector ids (one map value)
-//! and the trie of the rules' IPv6 prefixes.
+//! mapped array, stored a word at a time), every field's table of vector ids, the plain
+//! fields' words and the trie of the rules' IPv6 prefixes, each twice: a table set in force,
+//! and one the next rules are written in while packets use the first.
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -27,7 +28,8 @@ fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
 
 /// The vector tables of one loaded filter.
 pub(crate) struct VectorTables {
-    /// Vectors the filter was loaded with room for, and IPv6 rule prefixes.
+    /// Vectors the filter was loaded with room for in each table set, and IPv6 rule
+    /// prefixes.
     room: (usize, usize),
     /// Held for as long as its memory is mapped.
     _vectors_map: Array<MapData, RuleVector>,
@@ -37,8 +39,8 @@ pub(crate) struct VectorTables {
     /// Whether the filter has room for the fields' tables.
     tables: bool,
     trie: LpmTrie<MapData, RuleAddrRepr, u32>,
-    /// The trie's keys, so that a change removes those it no longer has.
-    prefixes: HashSet<(u32, RuleAddrRepr)>,
+    /// Each table set's trie keys, so that a change removes those it no longer has.
+    prefixes: [HashSet<(u32, RuleAddrRepr)>; 2],
 }
 
 impl VectorTables {
@@ -50,7 +52,7 @@ impl VectorTables {
             None
         } else {
             let fd = aya::maps::IterableMap::map(&vectors_map).fd().as_fd();
-            let bytes = vectors * std::mem::size_of::<RuleVector>();
+            let bytes = 2 * vectors * std::mem::size_of::<RuleVector>();
             Some(
                 xskit_os::Mmap::shared(fd, bytes, 0)
                     .map_err(|e| map_error("mapping the rule vectors", e))?,
@@ -64,13 +66,13 @@ impl VectorTables {
             words: program.take_map("plain_words")?,
             tables: vectors > 0,
             trie: program.take_map("rule_trie")?,
-            prefixes: HashSet::new(),
+            prefixes: [HashSet::new(), HashSet::new()],
         })
     }
 
-    /// Writes `v`, while no packet looks them up (the filter's rule count is 0 or at most
-    /// LINEAR_RULES meanwhile).
-    pub(crate) fn write(&mut self, v: &RuleVectors) -> Result<()> {
+    /// Writes `v` in table set `set` (0 or 1), which no packet may use meanwhile; returns
+    /// the offset of its vector ids in the filter's vectors.
+    pub(crate) fn write(&mut self, v: &RuleVectors, set: usize) -> Result<u32> {
         if v.vectors.len() > self.room.0 || v.trie_entries() > self.room.1 {
             return Err(Error::SetsOutgrown {
                 wanted: format!(
@@ -84,8 +86,9 @@ impl VectorTables {
                 ),
             });
         }
+        let offset = set * self.room.0;
         if let Some(memory) = &self.vectors {
-            let words = memory.words();
+            let words = &memory.words()[offset * VECTOR_WORDS..];
             for (i, vector) in v.vectors.iter().enumerate() {
                 let at = &words[i * VECTOR_WORDS..(i + 1) * VECTOR_WORDS];
                 at[0].store(vector.summary, Ordering::Relaxed);
@@ -94,14 +97,16 @@ impl VectorTables {
                 }
             }
         }
+        let offset = u32::try_from(offset).unwrap_or(u32::MAX);
         if self.tables {
-            self.write_fields(v)?;
+            self.write_fields(v, set as u32, offset)?;
         }
-        self.write_trie(v)
+        self.write_trie(v, set, offset)?;
+        Ok(offset)
     }
 
     /// Each field's table: full and anchored ids packed, and the plain fields' words.
-    fn write_fields(&mut self, v: &RuleVectors) -> Result<()> {
+    fn write_fields(&mut self, v: &RuleVectors, set: u32, offset: u32) -> Result<()> {
         let mut table: Box<FieldTableRepr> = vec![0u64; FIELD_VALUES]
             .into_boxed_slice()
             .try_into()
@@ -114,26 +119,28 @@ impl VectorTables {
                 } else {
                     0
                 };
-                *entry = u64::from(v.ids[at + value]) | u64::from(anchored) << 32;
+                let (id, anchored) = (v.ids[at + value] + offset, anchored + offset);
+                *entry = u64::from(id) | u64::from(anchored) << 32;
             }
             // Borrowed: a copy of the table would take half a MiB of the stack.
             #[allow(clippy::needless_borrows_for_generic_args)]
             self.ids
-                .set(field as u32, &*table, 0)
+                .set(set * Field::ALL.len() as u32 + field as u32, &*table, 0)
                 .map_err(|e| map_error("writing the rule vectors' tables", e))?;
         }
         if let Ok(words) = <&PlainWordsRepr>::try_from(&*v.plain_words) {
             self.words
-                .set(0, words, 0)
+                .set(set, words, 0)
                 .map_err(|e| map_error("writing the plain path's words", e))?;
         }
         Ok(())
     }
 
-    /// The trie's prefixes become `v`'s.
-    fn write_trie(&mut self, v: &RuleVectors) -> Result<()> {
+    /// Table set `set`'s trie prefixes become `v`'s.
+    fn write_trie(&mut self, v: &RuleVectors, set: usize, offset: u32) -> Result<()> {
         let mut keep = HashSet::new();
-        let fields = [(0u32, &v.src6), (1u32, &v.dst6)];
+        let source = 2 * set as u32;
+        let fields = [(source, &v.src6), (source + 1, &v.dst6)];
         for (field, prefixes) in fields {
             for (net, len, id) in prefixes.entries() {
                 let data = RuleAddrRepr {
@@ -142,17 +149,17 @@ impl VectorTables {
                 };
                 let key = TrieKey::new(32 + u32::from(len), data);
                 self.trie
-                    .insert(&key, id, 0)
+                    .insert(&key, id + offset, 0)
                     .map_err(|e| map_error("writing the rules' IPv6 prefixes", e))?;
                 keep.insert((key.prefix_len(), data));
             }
         }
-        for &(len, data) in self.prefixes.difference(&keep) {
+        for &(len, data) in self.prefixes[set].difference(&keep) {
             self.trie
                 .remove(&TrieKey::new(len, data))
                 .map_err(|e| map_error("removing a rule's IPv6 prefix", e))?;
         }
-        self.prefixes = keep;
+        self.prefixes[set] = keep;
         Ok(())
     }
 }

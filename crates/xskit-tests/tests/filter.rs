@@ -609,6 +609,61 @@ mod split {
         }
     }
 
+    /// A rule table is put in force whole: while rule lists of 5 (walked), 40 (one word a
+    /// field) and 100 rules (anchored vectors) replace each other, a stream of frames meets
+    /// one list's last rule or another's, never a default that no list would give it.
+    #[test]
+    fn a_rule_table_is_swapped_whole_while_frames_flow() {
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let list = |count: usize, action: &str| {
+            let mut text = String::from("default = \"forward\"\n");
+            for i in 1..count {
+                text += &format!(
+                    "[[rule]]\nname = \"r{i}\"\nprotocol = \"tcp\"\ndst_port = {i}\n\
+                     action = \"drop\"\n"
+                );
+            }
+            text += &format!(
+                "[[rule]]\nname = \"last\"\nprotocol = \"udp\"\ndst_port = 53\n\
+                 action = \"{action}\"\n"
+            );
+            RuleSet::from_toml(&text).unwrap()
+        };
+        let lists = [list(5, "drop"), list(40, "pass"), list(100, "drop")];
+        // UDP from 198.51.100.1 to 198.51.100.2, port 9 to port 53.
+        let f = frame((1, 0, 1, 0, 0, 1, true));
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let runner = Arc::clone(program.program());
+        install(&program, &lists[2].kernel_share(false));
+        let verdicts = std::thread::scope(|scope| {
+            let seen = scope.spawn(|| {
+                let mut seen = [0u64; 8];
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    seen[runner.test_run(&f).unwrap() as usize & 7] += 1;
+                }
+                seen
+            });
+            for round in 0..300 {
+                install(&program, &lists[round % 3].kernel_share(false));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            seen.join().unwrap()
+        });
+        // XDP_DROP is 1, XDP_PASS 2; the default (forward, to the socket) would be 4.
+        assert!(
+            verdicts[1] > 0 && verdicts[2] > 0,
+            "both lists met: {verdicts:?}"
+        );
+        assert_eq!(
+            verdicts[1] + verdicts[2],
+            verdicts.iter().sum::<u64>(),
+            "only a list's last rule decides: {verdicts:?}"
+        );
+    }
+
     /// A set rewritten in place, three times: the kernel's table and trie follow it (what a
     /// set no longer holds is gone from the trie), as user space's ranges do.
     #[test]

@@ -65,20 +65,23 @@ pub(crate) struct ConfigRepr {
     pub(crate) plain_always: u32,
     /// Source sets', then destination sets'.
     pub(crate) set_rules: [u32; 2 * crate::abi::MAX_SETS],
+    /// Which of the filter's two table sets this state is of.
+    pub(crate) table: u32,
 }
 
 impl ConfigRepr {
-    /// Takes the special vectors' ids from `v`.
-    pub(crate) fn set_vectors(&mut self, v: &crate::rule_vectors::SpecialVectors) {
-        self.all_rules = v.all;
-        self.non_ip = v.non_ip;
-        self.src6_none = v.src6_none;
-        self.dst6_none = v.dst6_none;
-        self.plain = v.plain;
-        self.plain_always = v.plain_always;
-        let (src, dst) = self.set_rules.split_at_mut(crate::abi::MAX_SETS);
-        src.copy_from_slice(&v.set_rules[0]);
-        dst.copy_from_slice(&v.set_rules[1]);
+    /// Takes the special vectors' ids from `v`, written `offset` vectors into the filter's.
+    pub(crate) fn set_vectors(&mut self, v: &crate::rule_vectors::SpecialVectors, offset: u32) {
+        self.all_rules = v.all + offset;
+        self.non_ip = v.non_ip + offset;
+        self.src6_none = v.src6_none + offset;
+        self.dst6_none = v.dst6_none + offset;
+        self.plain = v.plain + offset;
+        self.plain_always = v.plain_always + offset;
+        let sets = v.set_rules[0].iter().chain(&v.set_rules[1]);
+        for (to, &id) in self.set_rules.iter_mut().zip(sets) {
+            *to = id + offset;
+        }
     }
 }
 
@@ -456,6 +459,7 @@ mod tests {
                 ("plain", offset_of!(ConfigRepr, plain)),
                 ("plain_always", offset_of!(ConfigRepr, plain_always)),
                 ("set_rules", offset_of!(ConfigRepr, set_rules)),
+                ("table", offset_of!(ConfigRepr, table)),
             ],
         );
     }
@@ -514,7 +518,7 @@ mod tests {
                 ("bytes", offset_of!(CounterRepr, bytes)),
             ],
         );
-        assert_eq!(btf.max_entries["state"], 1, "one filter state");
+        assert_eq!(btf.max_entries["state"], 2, "a state for each table set");
         assert!(
             btf.max_entries["counters"] == crate::abi::COUNTERS,
             "the counters map has a slot per rule and per abi::Slot"
