@@ -861,8 +861,6 @@ fn header(args: &FwdArgs, forwarder: &Forwarder) -> String {
     )
 }
 
-/// The bonds, the notes and the promiscuous interfaces, on stderr.
-/// A rules file with no rules is said.
 /// What to say of the rules file at the start: that it has no rules, and what its sets hold.
 fn rule_notes(args: &FwdArgs, rules: &RuleSet) -> Vec<String> {
     let mut notes = Vec::new();
@@ -871,6 +869,17 @@ fn rule_notes(args: &FwdArgs, rules: &RuleSet) -> Vec<String> {
             "{} has no rules: every packet takes the default ({})",
             path.display(),
             rules.default_verdict().name()
+        ));
+    }
+    if let Some(v) = rules.vectors() {
+        notes.push(format!(
+            "{} rules, looked up by bit vectors: {} vectors and {} IPv6 rule prefixes; in the \
+             kernel about {:.1} MiB on each interface (twice the tables, so that a change \
+             is put in force whole)",
+            thousands(v.rules() as u64),
+            thousands(v.len() as u64),
+            thousands(v.trie_entries() as u64),
+            v.kernel_bytes() as f64 / f64::from(1 << 20)
         ));
     }
     notes.extend(set_lines(rules));

@@ -510,5 +510,17 @@ fn hostile_rules_files_are_refused_before_they_are_read() {
         text.contains("has no rules: every packet takes the default (forward)"),
         "{text}"
     );
+    // Past eight rules, the start says they are looked up by vectors, and what that takes.
+    let many = dir.join("many.toml");
+    let rules: String = (0..20)
+        .map(|i| format!("[[rule]]\nname = \"r{i}\"\nprotocol = \"udp\"\ndst_port = {i}\naction = \"drop\"\n"))
+        .collect();
+    std::fs::write(&many, rules).unwrap();
+    let (code, text) = explain(&many);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("20 rules, looked up by bit vectors:") && text.contains("MiB on each"),
+        "{text}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }

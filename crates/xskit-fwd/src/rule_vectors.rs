@@ -378,6 +378,16 @@ impl RuleVectors {
         self.vectors.is_empty()
     }
 
+    /// About what the XDP filter's tables for them take on each interface: two table sets
+    /// (one in force, one for the next rules), each with the vectors, every field's table of
+    /// ids, the plain fields' words and the trie's IPv6 prefixes (about 64 bytes a node).
+    pub fn kernel_bytes(&self) -> u64 {
+        let vectors = self.vectors.len() * std::mem::size_of::<RuleVector>();
+        let tables = FIELD_IDS * 8 + PLAIN_WORDS * 8;
+        let trie = self.trie_entries() * 64;
+        2 * (vectors + tables + trie) as u64
+    }
+
     /// The vectors of rules of these shapes (at most [`crate::MAX_RULES`]).
     pub(crate) fn build(shapes: &[RuleShape]) -> Self {
         debug_assert!(shapes.len() <= crate::MAX_RULES);
