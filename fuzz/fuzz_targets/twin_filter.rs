@@ -54,6 +54,9 @@ fn bench() -> Bench {
         partial_blocks: 64,
         trie_entries: 64,
         port_sets: 1,
+        // The vectors of the longest rule lists the menu draws (80 rules), and more.
+        vectors: 8192,
+        rule_prefixes: 64,
         ..SetRoom::default()
     };
     let filter = XdpFilter::attach_with_sets(&iface, Mode::Skb, false, room).unwrap();
@@ -82,7 +85,8 @@ fuzz_target!(|data: &[u8]| {
     program.set_sets(set.sets()).unwrap();
     program.set_port_sets(set.port_sets()).unwrap();
     let (rules, default) = share.kernel_rules().unwrap();
-    program.set_rules(&rules, default).unwrap();
+    let vectors = set.vectors().map(|v| &**v);
+    program.set_rules(&rules, vectors, default).unwrap();
     program
         .set_unclassifiable(share.kernel_unclassifiable())
         .unwrap();

@@ -64,11 +64,13 @@ const EXTRAS: [(&str, &str); 9] = [
     ("icmp_code = 0", "icmpv6"),
 ];
 
-/// Up to 8 rules, 4 bytes each, from the front of `data` (the first byte says how many, the
-/// default and the unclassifiable verdict); the rest is the frame.
+/// Up to 8 rules, or (a first byte of 128 or more) up to 80, so that lists past
+/// LINEAR_RULES are looked up by their bit vectors: 4 bytes each, from the front of `data`
+/// (the first byte says how many, the default and the unclassifiable verdict); the rest is
+/// the frame.
 pub fn rules(data: &[u8]) -> (String, &[u8]) {
     let first = data.first().copied().unwrap_or(0);
-    let n = usize::from(first % 9);
+    let n = usize::from(first % 9) * if first >= 128 { 10 } else { 1 };
     let body = data.get(1..).unwrap_or_default();
     let (spec, frame) = body.split_at((n * 4).min(body.len()));
     let mut text = format!(
