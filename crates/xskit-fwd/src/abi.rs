@@ -7,6 +7,11 @@
 pub const MAX_RULES: usize = 4096;
 const _: () = assert!(MAX_RULES.is_power_of_two());
 
+/// Bytes of the filter's state (its configuration and rules, padded): a power of two, so
+/// that the program finds a table set's state with a shift.
+pub const STATE_BYTES: usize = 1 << 19;
+const _: () = assert!(STATE_BYTES.is_power_of_two());
+
 /// Rule sets up to this long are walked rule by rule; longer ones are looked up in bit
 /// vectors ([`Field`]), whose cost hardly grows with the rules.
 pub const LINEAR_RULES: usize = 8;
@@ -341,7 +346,7 @@ pub fn c_header() -> String {
     }
     define("NO_VLAN", format!("{NO_VLAN:#x}"), "no VLAN tag");
     define("MAX_SETS", MAX_SETS.to_string(), "prefix sets");
-    vector_defines(&mut define);
+    table_defines(&mut define);
     define(
         "SET_BLOCK_WORDS",
         SET_BLOCK_WORDS.to_string(),
@@ -371,8 +376,13 @@ pub fn c_header() -> String {
     h
 }
 
-/// The rule vectors' part of [`c_header`].
-fn vector_defines(define: &mut impl FnMut(&str, String, &str)) {
+/// The rule tables' part of [`c_header`]: the state's size and the rule vectors'.
+fn table_defines(define: &mut impl FnMut(&str, String, &str)) {
+    define(
+        "STATE_BYTES",
+        STATE_BYTES.to_string(),
+        "bytes of the filter's state",
+    );
     define(
         "LINEAR_RULES",
         LINEAR_RULES.to_string(),

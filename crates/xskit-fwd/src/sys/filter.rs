@@ -102,7 +102,14 @@ pub(crate) struct StateRepr {
     pub(crate) config: ConfigRepr,
     /// The first `config.rule_count` are in force.
     pub(crate) rules: [KernelRule; crate::MAX_RULES],
+    /// To [`crate::abi::STATE_BYTES`].
+    pub(crate) pad: [u8; STATE_PAD],
 }
+
+/// The bytes that take the state to [`crate::abi::STATE_BYTES`].
+const STATE_PAD: usize = crate::abi::STATE_BYTES
+    - std::mem::size_of::<ConfigRepr>()
+    - crate::MAX_RULES * std::mem::size_of::<KernelRule>();
 
 impl StateRepr {
     /// An empty state, on the heap: it is too large for a thread's stack.
@@ -212,8 +219,8 @@ pub(crate) struct CounterRepr {
 unsafe impl aya::Pod for KernelRule {}
 // SAFETY: u32s and an array of them, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for ConfigRepr {}
-// SAFETY: repr(C) of two Pod types whose sizes are multiples of the alignment of both
-// (aligned to 4), so no padding, and any bit pattern valid.
+// SAFETY: repr(C) of Pod types whose sizes are multiples of the alignment of all (4), ending
+// in bytes that take it to STATE_BYTES, a multiple of 4: no padding, any bit pattern valid.
 unsafe impl aya::Pod for StateRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for CounterRepr {}
@@ -507,6 +514,7 @@ mod tests {
             &[
                 ("config", offset_of!(StateRepr, config)),
                 ("rules", offset_of!(StateRepr, rules)),
+                ("pad", offset_of!(StateRepr, pad)),
             ],
         );
         assert_layout(
