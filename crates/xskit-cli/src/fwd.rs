@@ -692,12 +692,18 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
     }
     let unclassifiable =
         (now.unclassifiable.packets > 0).then_some((&now.unclassifiable, &last.unclassifiable));
-    for (r, q) in now
+    // A long list shows the rules that matched in the interval, the busiest.
+    let moved: Vec<u64> = now
         .rules
         .iter()
-        .zip(last.rules.iter())
-        .chain(unclassifiable)
-    {
+        .zip(&last.rules)
+        .map(|(r, q)| r.packets - q.packets.min(r.packets))
+        .collect();
+    let (shown, rest) = crate::rule_lines::shown(&moved);
+    let pairs = shown
+        .iter()
+        .filter_map(|&i| now.rules.get(i).zip(last.rules.get(i)));
+    for (r, q) in pairs.chain(unclassifiable) {
         out!(
             "{elapsed:7.1}s   rule {:<18} {:<10} {:>11} pps  total {:>13}{}",
             r.name,
@@ -706,6 +712,9 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
             thousands(r.packets),
             limit_words(r)
         );
+    }
+    if let Some(rest) = rest {
+        out!("{elapsed:7.1}s   {rest} in the last {secs:.0} s");
     }
     if let Some(line) = blocked_line(now) {
         out!("{elapsed:7.1}s   {line}");
@@ -1047,7 +1056,11 @@ fn print_report(report: &Report) {
         print_port(p);
     }
     let c = &report.counters;
-    for r in c.rules.iter().chain(std::iter::once(&c.unclassifiable)) {
+    // A long list shows its busiest rules (--json has every one).
+    let totals: Vec<u64> = c.rules.iter().map(|r| r.packets).collect();
+    let (shown, rest) = crate::rule_lines::shown(&totals);
+    let rules = shown.iter().filter_map(|&i| c.rules.get(i));
+    for r in rules.chain(std::iter::once(&c.unclassifiable)) {
         out!(
             "  rule {:<18} {:<10} packets {}  bytes {}  in kernel {}{}",
             r.name,
@@ -1057,6 +1070,9 @@ fn print_report(report: &Report) {
             thousands(r.in_kernel),
             limit_words(r)
         );
+    }
+    if let Some(rest) = rest {
+        out!("  {rest} (--json lists every rule)");
     }
     if let Some(line) = blocked_line(c) {
         out!("  {line}");

@@ -31,6 +31,7 @@ mod info;
 mod metrics;
 mod opts;
 mod recv;
+mod rule_lines;
 mod serve;
 mod state;
 mod zcsend;
