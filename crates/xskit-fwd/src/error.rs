@@ -212,6 +212,17 @@ pub enum Error {
         /// What the filter has.
         room: String,
     },
+    /// A rule list whose bit vectors need more room than the filter was loaded with.
+    #[error(
+        "the rules need {wanted}, more than the kernel filter was loaded with room for \
+         ({room}): start the forwarder again with the new rules"
+    )]
+    RulesOutgrown {
+        /// What the rules' vectors need.
+        wanted: String,
+        /// What the filter has.
+        room: String,
+    },
     /// The UMEM's frames were taken before the forwarder could.
     #[error("the UMEM's frames were already taken: give the forwarder a UMEM of its own")]
     FramesTaken,

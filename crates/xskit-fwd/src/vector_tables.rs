@@ -74,7 +74,7 @@ impl VectorTables {
     /// the offset of its vector ids in the filter's vectors.
     pub(crate) fn write(&mut self, v: &RuleVectors, set: usize) -> Result<u32> {
         if v.vectors.len() > self.room.0 || v.trie_entries() > self.room.1 {
-            return Err(Error::SetsOutgrown {
+            return Err(Error::RulesOutgrown {
                 wanted: format!(
                     "{} rule vectors and {} IPv6 rule prefixes",
                     v.vectors.len(),

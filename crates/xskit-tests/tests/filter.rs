@@ -182,14 +182,34 @@ fn rule_errors_are_clear() {
             let filter = XdpFilter::attach(&iface, Mode::Skb, false).unwrap();
             let any = Match::default().kernel_rule(Action::Pass).unwrap();
             let too_many = vec![any; xskit_fwd::MAX_RULES + 1];
-            filter
+            let too_many = filter
                 .set_rules(&too_many, None, Action::Pass)
                 .unwrap_err()
-                .to_string()
+                .to_string();
+            // Attached with no room for vectors: a list past LINEAR_RULES is refused, and says
+            // so in words of rules, not sets.
+            let text: String = (0..20)
+                .map(|i| {
+                    format!("[[rule]]\nprotocol = \"udp\"\ndst_port = {i}\naction = \"drop\"\n")
+                })
+                .collect();
+            let rs = xskit_fwd::rules::RuleSet::from_toml(&text).unwrap();
+            let (rules, default) = rs.kernel_share(false).kernel_rules().unwrap();
+            let vectors = rs.vectors().map(|v| &**v);
+            let no_room = filter
+                .set_rules(&rules, vectors, default)
+                .unwrap_err()
+                .to_string();
+            (too_many, no_room)
         })
         .unwrap();
+    let (too_many, no_room) = filter;
     let want = format!("at most {}", xskit_fwd::MAX_RULES);
-    assert!(filter.contains(&want), "{filter}");
+    assert!(too_many.contains(&want), "{too_many}");
+    assert!(
+        no_room.contains("the rules need") && no_room.contains("start the forwarder again"),
+        "{no_room}"
+    );
 }
 
 mod split {
