@@ -1,6 +1,6 @@
 //! `xskit gen`: a transmit-only traffic generator on an xskit socket.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -90,9 +90,17 @@ pub(crate) struct GenArgs {
     /// Source MACs to cycle through (default 1).
     #[arg(long)]
     src_macs: Option<u32>,
-    /// Source addresses to cycle through (default 1).
+    /// Source addresses to cycle through (default 1); with --engine live, IPv4 only, each
+    /// copy of the frame leaves from the next one.
     #[arg(long)]
     src_ips: Option<u32>,
+    /// With --engine live: send each copy of the frame from the next address of FILE, round
+    /// and round, checksums updated: a flood from many sources. FILE is written as a set
+    /// file (one address or prefix a line, `#` and `;` comments; a prefix sends from its
+    /// first address): give it a blocklist to flood from the addresses it holds. IPv4, up to
+    /// 16,777,216 addresses.
+    #[arg(long, value_name = "FILE", conflicts_with = "src_ips")]
+    src_list: Option<std::path::PathBuf>,
     /// Destination addresses to cycle through (default 1).
     #[arg(long)]
     dst_ips: Option<u32>,
@@ -236,6 +244,76 @@ fn own_mac(iface: Option<&Interface>) -> Result<[u8; 6]> {
     Ok(mac.unwrap_or([0x02, 0, 0, 0, 0, 1]))
 }
 
+/// The live engine's source addresses: `--src-list`'s, or `--src-ips` from `--src-ip` on;
+/// none when the frame's own source is sent. The live engine varies nothing else.
+fn live_sources(args: &GenArgs, t: Option<&Template>) -> Result<Vec<Ipv4Addr>> {
+    if args.engine != Engine::Live {
+        if args.src_list.is_some() {
+            bail!("--src-list is for --engine live: the xsk engine cycles --src-ips addresses");
+        }
+        return Ok(Vec::new());
+    }
+    for (flag, n) in [
+        ("--flows", args.flows),
+        ("--src-ports", args.src_ports),
+        ("--dst-ports", args.dst_ports),
+        ("--dst-ips", args.dst_ips),
+        ("--src-macs", args.src_macs),
+    ] {
+        if n.is_some_and(|n| n > 1) {
+            bail!(
+                "{flag}: --engine live sends one frame and varies only its source address                  (--src-ips, --src-list): leave {flag} out or use --engine xsk"
+            );
+        }
+    }
+    let Some(t) = t else { return Ok(Vec::new()) };
+    let from = match t.ends().src_ip {
+        IpAddr::V4(from) => from,
+        IpAddr::V6(_) if args.src_list.is_some() || args.src_ips.is_some_and(|n| n > 1) => {
+            bail!("--engine live varies IPv4 sources only: leave out -6, or use --engine xsk")
+        }
+        IpAddr::V6(_) => return Ok(Vec::new()),
+    };
+    match (&args.src_list, args.src_ips) {
+        (Some(path), _) => read_source_list(path),
+        (None, Some(n)) if n > 1 => Ok((0..n)
+            .map(|k| Ipv4Addr::from(u32::from(from).wrapping_add(k)))
+            .collect()),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// `--src-list FILE`'s addresses, each prefix's first.
+fn read_source_list(path: &std::path::Path) -> Result<Vec<Ipv4Addr>> {
+    let shown = path.display();
+    let text = xskit_fwd::text_file::read_bounded(path, xskit_fwd::rules::MAX_SET_FILE_BYTES)
+        .map_err(|e| anyhow::anyhow!("--src-list {e}"))?;
+    let all = xskit_fwd::rules::set_first_addresses(&text)
+        .map_err(|e| anyhow::anyhow!("--src-list {shown} line {}: {}", e.line, e.message))?;
+    let count = all.len();
+    let v4: Vec<Ipv4Addr> = all
+        .into_iter()
+        .filter_map(|a| match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
+    if v4.len() != count {
+        bail!(
+            "--src-list {shown}: {} of its {count} prefixes are IPv6; --engine live sends from              IPv4 sources only",
+            count - v4.len()
+        );
+    }
+    if v4.is_empty() {
+        bail!("--src-list {shown} holds no address: write one address or prefix a line");
+    }
+    let max = xskit_traffic::LiveFrames::MAX_SOURCES as usize;
+    if v4.len() > max {
+        bail!("--src-list {shown}: {count} addresses, more than the {max} the engine holds");
+    }
+    Ok(v4)
+}
+
 /// Says so when the template's frames are too short to carry a probe's number.
 fn note_if_unnumbered(args: &GenArgs, t: &Template) {
     if !t.numbered() {
@@ -341,6 +419,8 @@ struct GenPlan {
     config: xskit::PortConfig,
     times: crate::opts::RunTimes,
     queues: Vec<u32>,
+    /// The live engine's source addresses (none: the frame's own).
+    sources: Vec<Ipv4Addr>,
 }
 
 impl GenPlan {
@@ -367,13 +447,24 @@ impl GenPlan {
         let config = m.take(args.port.config(multi_buffer, true));
         let times = m.take(args.run.times());
         let queues = m.take(args.queues());
-        let plan = (iface.zip(template).zip(config).zip(times).zip(queues)).map(
-            |((((iface, template), config), times), queues)| GenPlan {
+        let sources = m.take(live_sources(
+            args,
+            template.as_ref().and_then(Option::as_ref),
+        ));
+        let plan = (iface
+            .zip(template)
+            .zip(config)
+            .zip(times)
+            .zip(queues)
+            .zip(sources))
+        .map(
+            |(((((iface, template), config), times), queues), sources)| GenPlan {
                 iface,
                 template,
                 config,
                 times,
                 queues,
+                sources,
             },
         );
         m.finish_with(plan)
@@ -467,6 +558,7 @@ fn run_on(args: &GenArgs, plan: GenPlan) -> Result<i32> {
         config,
         times,
         queues,
+        sources,
     } = plan;
     let t = match (template, &args.pcap) {
         (_, Some(path)) => return replay::run(args, &iface, path),
@@ -478,7 +570,7 @@ fn run_on(args: &GenArgs, plan: GenPlan) -> Result<i32> {
     check_mtu(&iface, t.len(), args.vlan.is_some())?;
     let dropped_before = tx_dropped(&iface)?;
     if args.engine == Engine::Live {
-        return run_live(args, &iface, &t, times.duration, times.interval, rate);
+        return run_live(args, (&iface, &sources), &t, times, rate);
     }
     if queues.len() > 1 {
         return multi::run(args, &iface, &t, &config, &queues, rate, dropped_before);
@@ -694,19 +786,19 @@ fn still_there(iface: &Interface, sent: Option<u64>) -> Result<()> {
 /// loop checks the clock, the count and the rate.
 fn run_live(
     args: &GenArgs,
-    iface: &Interface,
+    (iface, sources): (&Interface, &[Ipv4Addr]),
     t: &Template,
-    duration: Option<Duration>,
-    interval: Duration,
+    times: crate::opts::RunTimes,
     rate: u64,
 ) -> Result<i32> {
+    let (duration, interval) = (times.duration, times.interval);
     if t.len() > 3520 {
         bail!("the live-frames engine sends single-page frames: use a packet size up to 3520");
     }
     let dropped_before = tx_dropped(iface)?;
     let mut frame = vec![0u8; t.len()];
     t.write(&mut frame, 0, 0).context("building the frame")?;
-    let mut live = xskit_traffic::LiveFrames::new(iface)?;
+    let mut live = xskit_traffic::LiveFrames::with_sources(iface, sources)?;
     let stop = stop_flag()?;
     let header = format!(
         "{}:{} gen live-frames {} bytes",
@@ -769,8 +861,8 @@ fn run_live(
         interface: iface.name().to_string(),
         queue: args.port.queue,
         mode: "live-frames".into(),
-        // One frame, sent again and again.
-        flows: 1,
+        // One frame, sent again and again, from each source in turn.
+        flows: sources.len().max(1) as u64,
         device_tx_dropped: dropped,
         ..GenReport::measured(t, rate, sent, elapsed, cpu_start)
     };

@@ -187,6 +187,112 @@ fn live_frames_engine() {
     assert_eq!(r["corrupt"], 0);
 }
 
+/// dumpcap (Wireshark's) capturing `count` UDP frames at `host` into `file`, started once
+/// its capture is open.
+fn start_dumpcap(host: &Host, count: u32, file: &std::path::Path) -> std::process::Child {
+    let mut dumpcap = host
+        .ns
+        .command("dumpcap")
+        .args([
+            "-i",
+            &host.ifname,
+            "-c",
+            &count.to_string(),
+            "-a",
+            "duration:120",
+        ])
+        .args(["-f", "udp", "-w"])
+        .arg(file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // dumpcap says "Capturing on" once its capture is open.
+    let mut said = BufReader::new(dumpcap.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).unwrap() > 0,
+            "dumpcap did not start"
+        );
+    }
+    // Read on, so that dumpcap's later lines never meet a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut said, &mut std::io::sink()));
+    dumpcap
+}
+
+/// The live engine with `--src-list`: each copy of the frame leaves from the next address
+/// of the list (a prefix from its first), and Wireshark finds every IPv4 and UDP checksum
+/// right; `--src-ips` counts on from `--src-ip` the same way.
+#[test]
+fn live_frames_come_from_each_listed_source_with_right_checksums() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    // Without XDP at b, redirected frames reach its stack (and dumpcap) only through GRO.
+    let gro = bed
+        .b
+        .ns
+        .command("ethtool")
+        .args(["-K", &bed.b.ifname, "gro", "on"])
+        .status();
+    assert!(gro.unwrap().success());
+    let list = std::env::temp_dir().join(format!("xskit-sources-{}.txt", std::process::id()));
+    let text = "# three sources\n198.51.100.10\n203.0.113.0/24 ; SBL1\n\n198.51.100.77/32\n";
+    std::fs::write(&list, text).unwrap();
+    let file = std::env::temp_dir().join(format!("xskit-sources-{}.pcap", std::process::id()));
+    let cases: [(&[&str], &[&str]); 2] = [
+        (
+            &["--src-list", list.to_str().unwrap()],
+            &["198.51.100.10", "203.0.113.0", "198.51.100.77"],
+        ),
+        (
+            &["--src-ip", "203.0.113.250", "--src-ips", "3"],
+            &["203.0.113.250", "203.0.113.251", "203.0.113.252"],
+        ),
+    ];
+    for (args, sources) in cases {
+        let mut dumpcap = start_dumpcap(&bed.b, 300, &file);
+        let mut all = vec!["--engine", "live", "-n", "300", "-r", "20000"];
+        all.extend_from_slice(args);
+        let g = gen(&bed.a, &bed.b, &all);
+        assert_eq!(
+            (g["tx_packets"].as_u64(), g["flows"].as_u64()),
+            (Some(300), Some(3)),
+            "{g}"
+        );
+        assert!(dumpcap.wait().unwrap().success());
+        let fields = wireshark(
+            "tshark",
+            &["-r", file.to_str().unwrap(), "-o", "ip.check_checksum:TRUE"]
+                .into_iter()
+                .chain([
+                    "-o",
+                    "udp.check_checksum:TRUE",
+                    "-T",
+                    "fields",
+                    "-e",
+                    "ip.src",
+                ])
+                .chain(["-e", "ip.checksum.status", "-e", "udp.checksum.status"])
+                .collect::<Vec<_>>(),
+        );
+        let lines: Vec<&str> = fields.lines().collect();
+        assert_eq!(lines.len(), 300, "{fields}");
+        for (i, line) in lines.iter().enumerate() {
+            let expected = format!("{}\t1\t1", sources[i % 3]);
+            assert_eq!(
+                *line, expected,
+                "frame {i} (status 1: the checksum is good)"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&list);
+}
+
 #[test]
 fn native_attach_with_jumbo_mtu_explains_multi_buffer() {
     if !privileged() {
@@ -245,12 +351,71 @@ fn gen_errors_are_clear() {
             "or a duration such as 30s",
         ),
     ] {
-        let out = Command::new(XSKIT).args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_ne!(out.status.code(), Some(0), "{args:?}");
-        assert!(err.contains(expected), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        refused(&args, expected);
     }
+}
+
+/// The live engine's sources: what it cannot vary, and lists it cannot read.
+#[test]
+fn live_source_errors_are_clear() {
+    for (args, expected) in [
+        (
+            vec!["gen", "-i", "lo", "--src-list", "/dev/null"],
+            "--src-list is for --engine live",
+        ),
+        (
+            vec!["gen", "-i", "lo", "--engine", "live", "--dst-ports", "4"],
+            "--dst-ports: --engine live sends one frame and varies only its source",
+        ),
+        (
+            vec![
+                "gen",
+                "-i",
+                "lo",
+                "--engine",
+                "live",
+                "-6",
+                "--src-ips",
+                "4",
+            ],
+            "varies IPv4 sources only",
+        ),
+        (
+            vec![
+                "gen",
+                "-i",
+                "lo",
+                "--engine",
+                "live",
+                "--src-list",
+                "/dev/zero",
+            ],
+            "--src-list /dev/zero: ",
+        ),
+        (
+            vec![
+                "gen",
+                "-i",
+                "lo",
+                "--engine",
+                "live",
+                "--src-list",
+                "/nope/list",
+            ],
+            "--src-list /nope/list: ",
+        ),
+    ] {
+        refused(&args, expected);
+    }
+}
+
+/// `xskit ARGS` fails, saying `expected`, without a panic.
+fn refused(args: &[&str], expected: &str) {
+    let out = Command::new(XSKIT).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{args:?}");
+    assert!(err.contains(expected), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
 }
 
 /// Runs `xskit ARGS` in `host`'s namespace; (exit code, stdout, stderr).
@@ -597,27 +762,7 @@ fn two_threads_on_two_queues_send_every_number_once() {
     }
     let bed = Testbed::new(&TestbedConfig::default().queues(2)).unwrap();
     let file = std::env::temp_dir().join(format!("xskit-threads-{}.pcap", std::process::id()));
-    let mut dumpcap = bed
-        .b
-        .ns
-        .command("dumpcap")
-        .args(["-i", &bed.b.ifname, "-c", "1000", "-a", "duration:120"])
-        .args(["-f", "udp", "-w"])
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // dumpcap says "Capturing on" once its capture is open.
-    let mut said = BufReader::new(dumpcap.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("Capturing on") {
-        line.clear();
-        assert!(
-            said.read_line(&mut line).unwrap() > 0,
-            "dumpcap did not start"
-        );
-    }
+    let mut dumpcap = start_dumpcap(&bed.b, 1000, &file);
     let g = gen(&bed.a, &bed.b, &["-t", "2", "-n", "1000", "-r", "5000"]);
     assert_eq!(g["tx_packets"], 1000, "{g}");
     let queues = g["queues"].as_array().unwrap();

@@ -5,6 +5,7 @@
 //! 256 addresses of each /24 it holds in part (found by a rank: the table word's count of
 //! partial /24s before it, plus those before the /24 in the word), and a trie for IPv6.
 
+use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
 use crate::abi::{Block, PORT_SET_WORDS, SET_BLOCK_WORDS};
@@ -18,6 +19,28 @@ pub const MAX_SET_FILE_BYTES: u64 = 128 << 20;
 
 /// Kernel memory the set tables of one filter take at most, estimated before loading.
 pub const MAX_SET_KERNEL_BYTES: u64 = 1 << 30;
+
+/// A set file's prefixes with their 1-based lines: one prefix or address a line; `#` and
+/// `;` start a comment; blank lines are skipped.
+fn set_file_items(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter_map(|(i, line)| {
+        let content = line.split(['#', ';']).next().unwrap_or("").trim();
+        (!content.is_empty()).then_some((i + 1, content))
+    })
+}
+
+/// The first address of each prefix a set file writes, in the file's order, duplicates kept
+/// (a prefix written with host bits set gives its network's first address): what the
+/// generator's `--src-list` sends from, so a flood's sources are spread over a set.
+pub fn first_addresses(text: &str) -> Result<Vec<IpAddr>, SetLineError> {
+    set_file_items(text)
+        .map(|(line, item)| {
+            Prefix::parse_lenient(item)
+                .map(|(prefix, _)| prefix.network())
+                .map_err(|message| SetLineError { line, message })
+        })
+        .collect()
+}
 
 /// A named set of prefixes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,11 +135,7 @@ impl PrefixSet {
     /// A set read from a file's text: one prefix or address a line; `#` and `;` start a
     /// comment (Spamhaus's lists put `; SBL...` after each prefix); blank lines are skipped.
     pub fn parse(name: &str, text: &str) -> Result<Self, SetLineError> {
-        let items = text.lines().enumerate().filter_map(|(i, line)| {
-            let content = line.split(['#', ';']).next().unwrap_or("").trim();
-            (!content.is_empty()).then_some((i + 1, content))
-        });
-        Self::from_items(name, items)
+        Self::from_items(name, set_file_items(text))
     }
 
     /// Its name.

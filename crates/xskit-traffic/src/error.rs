@@ -53,6 +53,14 @@ pub enum Error {
     /// A port range that runs past 65535.
     #[error("a port range runs past 65535: start lower or take fewer ports")]
     PortRange,
+    /// More source addresses than the live-frames generator holds.
+    #[error("{count} source addresses: the live-frames generator cycles through at most {max}")]
+    TooManySources {
+        /// The addresses given.
+        count: usize,
+        /// The most it holds.
+        max: u32,
+    },
     /// A BPF program of this crate could not be loaded, run or read.
     #[error("{what}: {reason}")]
     Bpf {

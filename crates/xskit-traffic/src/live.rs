@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use aya::maps::PerCpuArray;
+use aya::maps::{Array, MapData, PerCpuArray};
 use aya::programs::Xdp;
 use aya::Ebpf;
 use xskit::{AttachedMode, Interface, Mode, ProgramObject, XdpProgram};
@@ -133,14 +133,54 @@ impl fmt::Debug for LiveFrames {
 
 const LIVE_PROGRAM: &str = "xskit_live_redirect";
 
+/// Writes the generator's source addresses, in network order.
+fn write_sources(ebpf: &mut Ebpf, sources: &[std::net::Ipv4Addr]) -> Result<()> {
+    const WHAT: &str = "writing the live-frames generator's sources";
+    if sources.is_empty() {
+        return Ok(());
+    }
+    let map = ebpf.map_mut("sources").ok_or_else(|| Error::Bpf {
+        what: WHAT,
+        reason: "the embedded object has no sources map".into(),
+    })?;
+    let mut array: Array<&mut MapData, u32> =
+        Array::try_from(map).map_err(|e| bpf_error(WHAT, &e))?;
+    for (i, addr) in (0u32..).zip(sources) {
+        array
+            .set(i, u32::from_ne_bytes(addr.octets()), 0)
+            .map_err(|e| bpf_error(WHAT, &e))?;
+    }
+    Ok(())
+}
+
 impl LiveFrames {
+    /// The most source addresses a generator cycles through (64 MiB of kernel memory).
+    pub const MAX_SOURCES: u32 = 1 << 24;
+
     /// Prepares the program that transmits out of `target` (in this thread's namespace).
     pub fn new(target: &Interface) -> Result<Self> {
+        Self::with_sources(target, &[])
+    }
+
+    /// [`LiveFrames::new`], sending each copy of an IPv4 frame from the next of `sources`
+    /// in turn (checksums updated), so a flood comes from many addresses; none: every copy
+    /// is the frame as given. At most [`LiveFrames::MAX_SOURCES`].
+    pub fn with_sources(target: &Interface, sources: &[std::net::Ipv4Addr]) -> Result<Self> {
         let index = target.index();
+        let count = u32::try_from(sources.len())
+            .ok()
+            .filter(|&n| n <= Self::MAX_SOURCES)
+            .ok_or(Error::TooManySources {
+                count: sources.len(),
+                max: Self::MAX_SOURCES,
+            })?;
         let mut ebpf = aya::EbpfLoader::new()
             .override_global("target_ifindex", &index, true)
+            .override_global("source_count", &count, true)
+            .map_max_entries("sources", count.max(1))
             .load(LIVE_REDIRECT_OBJ)
             .map_err(|e| bpf_error("loading the live-frames program", &e))?;
+        write_sources(&mut ebpf, sources)?;
         let program: &mut Xdp = ebpf
             .program_mut(LIVE_PROGRAM)
             .ok_or_else(|| Error::Bpf {

@@ -188,6 +188,11 @@ impl Template {
         self.size == 0
     }
 
+    /// The addresses and ports the first flow is sent between.
+    pub fn ends(&self) -> &Endpoints {
+        &self.ends
+    }
+
     /// The flows.
     pub fn flows(&self) -> &Flows {
         &self.flows
