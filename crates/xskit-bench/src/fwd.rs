@@ -9,9 +9,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use xskit_testbed::{Chain, Host};
 
+use crate::ddos::{self, Case, Peer, Rule, Sources, CASES};
 use crate::procs::{
-    command, finish, finish_any, interrupt, live_gen_args, rx_packets, set_gro, start, strings,
-    Proc, BENCH_CPU, GEN_CPU,
+    command, finish, finish_any, finish_text, interrupt, live_gen_args, rx_packets, set_gro, start,
+    strings, Proc, BENCH_CPU, GEN_CPU,
 };
 use crate::table::Cell;
 use crate::Observer;
@@ -134,7 +135,8 @@ enum Forwarder {
 /// bare XDP_DROP ceiling takes on the side link, from two generators on one CPU.
 struct Ddos {
     dropped: Rates,
-    ceiling: Rates,
+    /// The peer's drops: the ceiling's, or xdp-filter's.
+    peer: Rates,
     legit_expected: u64,
     legit_valid: u64,
 }
@@ -244,6 +246,53 @@ struct DdosRunner {
     a2: Host,
     m2: Host,
     method: Method,
+    lists: Lists,
+}
+
+/// The floods' source lists and xdp-filter's batch, in a directory of their own, removed
+/// on drop.
+struct Lists {
+    dir: std::path::PathBuf,
+}
+
+impl Lists {
+    const BLOCKLIST: &'static str = "blocklist.txt";
+    const SCATTERED: &'static str = "scattered.txt";
+    const XDP_FILTER_BATCH: &'static str = "xdp-filter.batch";
+    /// Where xdp-filter pins its IPv4 table, in the shell that loads it.
+    const XDP_FILTER_MAP: &'static str = "/sys/fs/bpf/xdp-filter/filter_ipv4";
+
+    fn write() -> Result<Lists> {
+        let dir = std::env::temp_dir().join(format!("xskit-ddos-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let lists = Lists { dir };
+        let scattered = ddos::scattered_hosts(11, ddos::SCATTERED_SOURCES);
+        let batch = ddos::xdp_filter_batch(&scattered, Self::XDP_FILTER_MAP);
+        std::fs::write(lists.path(Self::SCATTERED), scattered)?;
+        std::fs::write(lists.path(Self::XDP_FILTER_BATCH), batch)?;
+        let blocklist = ddos::blocklist(7, ddos::BLOCKLIST_PREFIXES);
+        std::fs::write(lists.path(Self::BLOCKLIST), blocklist)?;
+        Ok(lists)
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The list a case's attack comes from, if not from one address.
+    fn of(&self, sources: Sources) -> Option<std::path::PathBuf> {
+        match sources {
+            Sources::One => None,
+            Sources::Blocklist => Some(self.path(Self::BLOCKLIST)),
+            Sources::Scattered => Some(self.path(Self::SCATTERED)),
+        }
+    }
+}
+
+impl Drop for Lists {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// What one side of a run sent: the attack generator's JSON, and the legitimate probes.
@@ -262,11 +311,40 @@ impl DdosRunner {
     }
 
     /// UDP from port 53 to port 9 from `from` (a reflection flood's shape), the live-frames
-    /// generator flat out; the rule drops it.
-    fn attack(&self, from: &Host) -> Result<Proc> {
+    /// generator flat out, from each address of `sources` in turn when given; the rule
+    /// drops it.
+    fn attack(&self, from: &Host, sources: Option<&std::path::Path>) -> Result<Proc> {
         let args = live_gen_args(from, "02:00:00:00:00:00", 64, self.fwd.secs);
-        let args = [args, strings(&["--src-port", "53"])].concat();
+        let mut args = [args, strings(&["--src-port", "53"])].concat();
+        if let Some(list) = sources {
+            args.extend(["--src-list".to_string(), list.display().to_string()]);
+        }
         start(&self.fwd.exe, from, GEN_CPU, &args)
+    }
+
+    /// Debian's xdp-filter on `on` in native mode, its IPv4 table filled with the scattered
+    /// sources, for longer than the generators run; its `status` on stdout at the end. One
+    /// shell does it all: each `ip netns exec` mounts a /sys of its own, and xdp-filter
+    /// keeps its tables pinned there. This kernel refuses libxdp's dispatcher (freplace):
+    /// one program per interface.
+    fn xdp_filter(&self, on: &Host) -> Result<Proc> {
+        let (dev, secs) = (&on.ifname, self.span() + 3.0);
+        let batch = self.lists.path(Lists::XDP_FILTER_BATCH);
+        let script = format!(
+            "mount -t bpf bpf /sys/fs/bpf || exit 1\n\
+             export LIBXDP_SKIP_DISPATCHER=1\n\
+             xdp-filter load -m native -f ipv4 {dev} >/dev/null 2>&1 || {{ echo \"xskit: \
+             xdp-filter could not load on {dev}: install xdp-tools (apt-get install \
+             xdp-tools)\" >&2; exit 1; }}\n\
+             trap 'xdp-filter unload {dev} >/dev/null 2>&1' EXIT\n\
+             bpftool batch file {} >/dev/null || {{ echo \"xskit: bpftool could not fill \
+             xdp-filter's table\" >&2; exit 1; }}\n\
+             echo \"xdp-filter ready on {dev}\" >&2\n\
+             sleep {secs}\n\
+             xdp-filter status\n",
+            batch.display()
+        );
+        start("sh", on, BENCH_CPU, &strings(&["-c", &script]))
     }
 
     /// `xskit bench xdp-drop` on `on`: the ceiling, for longer than the generators run.
@@ -281,9 +359,9 @@ impl DdosRunner {
         )
     }
 
-    /// The attack from `from`, and `n` legitimate probes beside it.
-    fn send(&self, from: &Host, n: u64) -> Result<Sent> {
-        let gen = self.attack(from)?;
+    /// The attack from `from` (from each of `sources`), and `n` legitimate probes beside it.
+    fn send(&self, from: &Host, n: u64, sources: Option<&std::path::Path>) -> Result<Sent> {
+        let gen = self.attack(from, sources)?;
         let legit = if n > 0 {
             self.legit(from, n)?["tx_packets"].as_u64().unwrap_or(0)
         } else {
@@ -298,16 +376,24 @@ impl DdosRunner {
 
     /// Both sides' traffic, in the order given, so that runs can alternate it; at once or
     /// in turn, as the method says.
-    fn send_both(&self, filter_first: bool, n: u64) -> Result<(Sent, Sent)> {
+    fn send_both(
+        &self,
+        filter_first: bool,
+        n: u64,
+        sources: Option<&std::path::Path>,
+    ) -> Result<(Sent, Sent)> {
         let (a, a2) = (&self.fwd.chain.a, &self.a2);
         let (first, second) = if filter_first { (a, a2) } else { (a2, a) };
         let (first, second) = match self.method {
-            Method::OneAfterTheOther => (self.send(first, n)?, self.send(second, n)?),
+            Method::OneAfterTheOther => (
+                self.send(first, n, sources)?,
+                self.send(second, n, sources)?,
+            ),
             Method::SideBySide => std::thread::scope(|s| {
-                let first = s.spawn(|| self.send(first, n));
+                let first = s.spawn(|| self.send(first, n, sources));
                 // A moment apart, so that the order given is the order they start in.
                 std::thread::sleep(Duration::from_millis(50));
-                let second = self.send(second, n);
+                let second = self.send(second, n, sources);
                 let first = first
                     .join()
                     .map_err(|_| anyhow::anyhow!("a generator's thread panicked"))?;
@@ -358,51 +444,55 @@ impl DdosRunner {
         })
     }
 
-    /// `xskit fwd` on m_a and m_c in DRV mode, a kernel rule dropping the attack by its
-    /// destination port, or by its source port (`by_source`).
-    fn start_fwd(&self, by_source: bool) -> Result<Proc> {
-        let rules = std::env::temp_dir().join(format!("xskit-ddos-{}.toml", std::process::id()));
-        let key = if by_source {
-            "src_port = 53"
-        } else {
-            "dst_port = 9"
-        };
-        std::fs::write(
-            &rules,
-            format!("[[rule]]\nname = \"attack\"\nprotocol = \"udp\"\n{key}\naction = \"drop\"\n"),
-        )?;
+    /// `xskit fwd` on m_a and m_c in DRV mode, with the case's rule (a set's file is the
+    /// attack's own list).
+    fn start_fwd(&self, case: &Case) -> Result<Proc> {
+        let rules = self.lists.path("rules.toml");
+        let list = self.lists.of(case.sources).unwrap_or_default();
+        std::fs::write(&rules, ddos::rules_text(case.rule, &list))?;
         let args = [
             self.fwd.fwd_args("drv"),
             vec!["--rules".into(), rules.display().to_string()],
         ]
         .concat();
-        let fwd = start(&self.fwd.exe, &self.fwd.chain.m_a, BENCH_CPU, &args);
-        let _ = std::fs::remove_file(&rules);
-        fwd
+        start(&self.fwd.exe, &self.fwd.chain.m_a, BENCH_CPU, &args)
     }
 
-    /// The attack on both links, the probes beside it when `legit` (the mix): into `xskit
-    /// fwd` (the rule drops it, by the source port when `by_source`; the probes are forwarded
-    /// to c and checked there) and into the ceiling on the side link.
-    fn ddos(&self, filter_first: bool, legit: bool, by_source: bool) -> Result<Ddos> {
+    /// The attack on both links, the probes beside it when the case has them (the mix):
+    /// into `xskit fwd` (the case's rule drops it; the probes are forwarded to c and checked
+    /// there) and into the case's peer on the side link.
+    fn ddos(&self, filter_first: bool, case: &Case) -> Result<Ddos> {
         let chain = &self.fwd.chain;
         for host in [&chain.m_a, &chain.c, &self.m2] {
             set_gro(host, false)?;
         }
-        let legit_expected = if legit {
+        let legit_expected = if case.legit {
             (20_000.0 * self.fwd.secs) as u64
         } else {
             0
         };
-        let fwd = self.start_fwd(by_source)?;
+        let fwd = self.start_fwd(case)?;
         // The receiver sleeps in poll(2) between packets, off the generators' CPU.
-        let recv = legit
+        let recv = case
+            .legit
             .then(|| self.ddos_receiver(legit_expected))
             .transpose()?;
-        let ceiling = self.ceiling(&self.m2)?;
+        let peer = match case.peer {
+            Peer::Ceiling => self.ceiling(&self.m2)?,
+            Peer::XdpFilter => self.xdp_filter(&self.m2)?,
+        };
         std::thread::sleep(Duration::from_millis(300));
-        let (to_filter, to_ceiling) = self.send_both(filter_first, legit_expected)?;
-        let ceiling: serde_json::Value = finish(ceiling)?;
+        let sources = self.lists.of(case.sources);
+        let (to_filter, to_peer) =
+            self.send_both(filter_first, legit_expected, sources.as_deref())?;
+        let taken = match case.peer {
+            Peer::Ceiling => finish(peer)?["rx_packets"].as_u64().unwrap_or(0),
+            Peer::XdpFilter => {
+                let status = finish_text(peer)?;
+                ddos::xdp_filter_drops(&status)
+                    .with_context(|| format!("reading xdp-filter's status: {status}"))?
+            }
+        };
         let delivered = match recv {
             Some(recv) => finish_any(recv)?,
             None => serde_json::json!({ "valid": 0, "corrupt": 0 }),
@@ -415,13 +505,15 @@ impl DdosRunner {
         if delivered["corrupt"] != 0 {
             bail!("legitimate probes arrived damaged: {delivered}");
         }
-        let dropped = report["counters"]["rules"][0]["in_kernel"]
-            .as_u64()
-            .unwrap_or(0);
-        let taken = ceiling["rx_packets"].as_u64().unwrap_or(0);
+        let rule = &report["counters"]["rules"][0];
+        let count = |key: &str| rule[key].as_u64().unwrap_or(0);
+        let dropped = match case.rule {
+            Rule::PerSourceLimit => count("over_rate") + count("blocked"),
+            _ => count("in_kernel"),
+        };
         Ok(Ddos {
             dropped: Rates::of(dropped, &to_filter.attack),
-            ceiling: Rates::of(taken.saturating_sub(to_ceiling.legit), &to_ceiling.attack),
+            peer: Rates::of(taken.saturating_sub(to_peer.legit), &to_peer.attack),
             legit_expected,
             legit_valid: delivered["valid"].as_u64().unwrap_or(0),
         })
@@ -437,7 +529,7 @@ impl DdosRunner {
         let on_m_a = self.ceiling(&chain.m_a)?;
         let on_m2 = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
-        let (f, c) = self.send_both(true, 0)?;
+        let (f, c) = self.send_both(true, 0, None)?;
         let count = |v: serde_json::Value| v["rx_packets"].as_u64().unwrap_or(0);
         let (nf, nc) = (count(finish(on_m_a)?), count(finish(on_m2)?));
         Ok((Rates::of(nf, &f.attack), Rates::of(nc, &c.attack)))
@@ -479,45 +571,75 @@ pub(crate) fn ddos_cells(
         a2,
         m2,
         method,
+        lists: Lists::write().context("writing the floods' source lists")?,
     };
-    let mut cells = DDOS_CELLS.map(|bench| Cell {
-        bench: bench.to_string(),
-        mode: "drv".into(),
-        size: 64,
-        mpps: vec![],
-        cpu_ns_per_packet: vec![],
-    });
+    let mut cells: Vec<Cell> = ddos_cell_names()
+        .map(|bench| Cell {
+            bench: bench.to_string(),
+            mode: "drv".into(),
+            size: 64,
+            mpps: vec![],
+            cpu_ns_per_packet: vec![],
+        })
+        .collect();
     observer.line(&format!("  ddos: {description}"));
+    let xdp_filter = on_path("xdp-filter") && on_path("bpftool");
+    if !xdp_filter {
+        observer.line(
+            "  xdp-filter or bpftool is not installed (apt-get install xdp-tools bpftool): \
+             the row beside xdp-filter is left out",
+        );
+    }
     let mut record = |at: usize, what: &str, x: Rates, p: Rates, tail: String| {
         let (x, p) = (method.rate(x), method.rate(p));
         cells[at].mpps.push(x / 1e6);
         cells[at + 1].mpps.push(p / 1e6);
         observer.line(&format!(
-            "  {what:<18} {:>7.3} against {:>7.3} Mpps ({:.3}x){tail}",
+            "  {what:<22} {:>7.3} against {:>7.3} Mpps ({:.3}x){tail}",
             x / 1e6,
             p / 1e6,
             x / p.max(1.0),
         ));
     };
     let (x, p) = runner.check()?;
-    record(6, "check: ceiling", x, p, String::new());
+    record(2 * CASES.len(), "check: ceiling", x, p, String::new());
     let (mut valid, mut expected) = (0u64, 0u64);
-    let kinds = [
-        (true, false, "ddos mix", 0),
-        (false, false, "ddos alone", 2),
-        (false, true, "reflection alone", 4),
-    ];
     for run in 0..runs {
-        for (legit, by_source, what, at) in kinds {
-            let d = runner.ddos(run % 2 == 0, legit, by_source)?;
+        for (at, case) in CASES.iter().enumerate() {
+            if case.peer == Peer::XdpFilter && !xdp_filter {
+                continue;
+            }
+            let d = runner
+                .ddos(run % 2 == 0, case)
+                .with_context(|| format!("the DDoS case {}", case.what))?;
             valid += d.legit_valid;
             expected += d.legit_expected;
-            let tail = format!(", legitimate {}/{} intact", d.legit_valid, d.legit_expected);
-            let what = format!("run {} {what}", run + 1);
-            record(at, &what, d.dropped, d.ceiling, tail);
+            let tail = if case.legit {
+                format!(", legitimate {}/{} intact", d.legit_valid, d.legit_expected)
+            } else {
+                String::new()
+            };
+            let what = format!("run {} {}", run + 1, case.what);
+            record(2 * at, &what, d.dropped, d.peer, tail);
         }
     }
-    Ok((cells.into(), valid as f64 / expected.max(1) as f64))
+    cells.retain(|c| !c.mpps.is_empty());
+    Ok((cells, valid as f64 / expected.max(1) as f64))
+}
+
+/// True if `program` is on the PATH.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// The DDoS cells' names, in the order [`ddos_cells`] keeps them: each case's pair, then the
+/// method's check.
+fn ddos_cell_names() -> impl Iterator<Item = &'static str> {
+    CASES
+        .iter()
+        .flat_map(|c| [c.dropped, c.peer_cell])
+        .chain([DDOS_CHECK_M_A, DDOS_CHECK_SIDE])
 }
 
 /// Overrides the DDoS rows' method: `side-by-side` or `one-after-the-other`.
@@ -548,25 +670,9 @@ fn irq_time_in(config: &str) -> bool {
         .any(|l| l.trim() == "CONFIG_IRQ_TIME_ACCOUNTING=y")
 }
 
-/// The DDoS cells' names, which the table pairs into ratios run by run.
-pub(crate) const DDOS_MIX_DROPPED: &str = "ddos: fwd drops in XDP";
-pub(crate) const DDOS_MIX_CEILING: &str = "ddos: XDP_DROP ceiling";
-pub(crate) const DDOS_ALONE_DROPPED: &str = "ddos alone: fwd drops in XDP";
-pub(crate) const DDOS_ALONE_CEILING: &str = "ddos alone: XDP_DROP ceiling";
-pub(crate) const DDOS_REFLECT_DROPPED: &str = "reflection (src_port rule): fwd drops in XDP";
-pub(crate) const DDOS_REFLECT_CEILING: &str = "reflection (src_port rule): XDP_DROP ceiling";
+/// The method check's cells, which the table pairs into a ratio as it does each case's.
 pub(crate) const DDOS_CHECK_M_A: &str = "ddos check: XDP_DROP on fwd's link";
 pub(crate) const DDOS_CHECK_SIDE: &str = "ddos check: XDP_DROP on the ceiling's link";
-const DDOS_CELLS: [&str; 8] = [
-    DDOS_MIX_DROPPED,
-    DDOS_MIX_CEILING,
-    DDOS_ALONE_DROPPED,
-    DDOS_ALONE_CEILING,
-    DDOS_REFLECT_DROPPED,
-    DDOS_REFLECT_CEILING,
-    DDOS_CHECK_M_A,
-    DDOS_CHECK_SIDE,
-];
 
 /// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
 pub(crate) fn fwd_cells(

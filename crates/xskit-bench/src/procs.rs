@@ -69,6 +69,16 @@ pub(crate) fn finish(proc: Proc) -> Result<serde_json::Value> {
 
 /// As [`finish`], for a command whose status says whether it met a target (`recv --expect`):
 /// its JSON is the result either way.
+/// Waits for a process that prints text, not JSON; its stdout, if it succeeded.
+pub(crate) fn finish_text(proc: Proc) -> Result<String> {
+    let out = proc.child.wait_with_output()?;
+    let stderr = proc.stderr.join().unwrap_or_default();
+    if !out.status.success() {
+        bail!("a benchmark process failed ({}): {stderr}", out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 pub(crate) fn finish_any(proc: Proc) -> Result<serde_json::Value> {
     let out = proc.child.wait_with_output()?;
     let stderr = proc.stderr.join().unwrap_or_default();

@@ -172,33 +172,14 @@ impl Table {
                 self.ratios.push((name, x / p));
             }
         }
-        use crate::fwd::{
-            DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED, DDOS_CHECK_M_A, DDOS_CHECK_SIDE,
-            DDOS_MIX_CEILING, DDOS_MIX_DROPPED, DDOS_REFLECT_CEILING, DDOS_REFLECT_DROPPED,
-        };
         // Measured side by side, run by run: the median of each run's ratio.
-        for (name, x, p) in [
-            (
-                "ddos drops in XDP / XDP_DROP ceiling",
-                DDOS_MIX_DROPPED,
-                DDOS_MIX_CEILING,
-            ),
-            (
-                "ddos rule alone / XDP_DROP ceiling",
-                DDOS_ALONE_DROPPED,
-                DDOS_ALONE_CEILING,
-            ),
-            (
-                "reflection, src_port rule alone / XDP_DROP ceiling",
-                DDOS_REFLECT_DROPPED,
-                DDOS_REFLECT_CEILING,
-            ),
-            (
-                "ddos method check: XDP_DROP / XDP_DROP",
-                DDOS_CHECK_M_A,
-                DDOS_CHECK_SIDE,
-            ),
-        ] {
+        let check = (
+            "ddos method check: XDP_DROP / XDP_DROP",
+            crate::fwd::DDOS_CHECK_M_A,
+            crate::fwd::DDOS_CHECK_SIDE,
+        );
+        let cases = crate::ddos::CASES.map(|c| (c.ratio, c.dropped, c.peer_cell));
+        for (name, x, p) in cases.into_iter().chain([check]) {
             if let Some(r) = self.paired_ratio(x, p) {
                 self.ratios.push((name.into(), r));
             }
@@ -508,7 +489,8 @@ mod tests {
 
     #[test]
     fn side_by_side_cells_are_compared_run_by_run() {
-        use crate::fwd::{DDOS_ALONE_CEILING, DDOS_ALONE_DROPPED};
+        let alone = crate::ddos::CASES[1];
+        let (dropped, peer) = (alone.dropped, alone.peer_cell);
         let cell = |bench: &str, mpps: &[f64]| Cell {
             mpps: mpps.to_vec(),
             ..Cell::empty(bench, "drv", 64)
@@ -518,8 +500,8 @@ mod tests {
             seconds_per_cell: 1.0,
             runs: 3,
             cells: vec![
-                cell(DDOS_ALONE_DROPPED, &[1.0, 4.0, 2.0]),
-                cell(DDOS_ALONE_CEILING, &[1.0, 5.0, 1.0]),
+                cell(dropped, &[1.0, 4.0, 2.0]),
+                cell(peer, &[1.0, 5.0, 1.0]),
             ],
             ratios: vec![],
             machine: Machine::default(),

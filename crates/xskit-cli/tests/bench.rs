@@ -214,6 +214,41 @@ fn extra_stats_lines() {
     );
 }
 
+/// The cells the testbed table measures: (benchmark, mode).
+#[cfg(feature = "bench-harness")]
+const TABLE_CELLS: [(&str, &str); 30] = [
+    ("rxdrop", "skb"),
+    ("rxdrop", "drv"),
+    ("txpush", "skb"),
+    ("txpush", "drv"),
+    ("l2fwd", "skb"),
+    ("l2fwd", "drv"),
+    ("afpacket-rx", "skb"),
+    ("afpacket-tx", "skb"),
+    ("xdp-drop", "drv"),
+    ("fwd", "skb"),
+    ("fwd", "drv"),
+    ("fwd --xdp-forward", "skb"),
+    ("fwd --xdp-forward", "drv"),
+    ("xdp redirect (devmap)", "skb"),
+    ("xdp redirect (devmap)", "drv"),
+    ("kernel bridge", "-"),
+    ("ddos: fwd drops in XDP", "drv"),
+    ("ddos: XDP_DROP ceiling", "drv"),
+    ("ddos alone: fwd drops in XDP", "drv"),
+    ("ddos alone: XDP_DROP ceiling", "drv"),
+    ("reflection (src_port rule): fwd drops in XDP", "drv"),
+    ("reflection (src_port rule): XDP_DROP ceiling", "drv"),
+    ("set flood (1M-prefix set): fwd drops in XDP", "drv"),
+    ("set flood (1M-prefix set): XDP_DROP ceiling", "drv"),
+    ("per-source limit (10k sources): fwd drops in XDP", "drv"),
+    ("per-source limit (10k sources): XDP_DROP ceiling", "drv"),
+    ("10k-source set: fwd drops in XDP", "drv"),
+    ("10k-source set: xdp-filter drops", "drv"),
+    ("ddos check: XDP_DROP on fwd's link", "drv"),
+    ("ddos check: XDP_DROP on the ceiling's link", "drv"),
+];
+
 #[cfg(feature = "bench-harness")]
 #[test]
 fn testbed_table_and_plot() {
@@ -233,32 +268,7 @@ fn testbed_table_and_plot() {
     );
     let t: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = t["cells"].as_array().unwrap();
-    for (bench, mode) in [
-        ("rxdrop", "skb"),
-        ("rxdrop", "drv"),
-        ("txpush", "skb"),
-        ("txpush", "drv"),
-        ("l2fwd", "skb"),
-        ("l2fwd", "drv"),
-        ("afpacket-rx", "skb"),
-        ("afpacket-tx", "skb"),
-        ("xdp-drop", "drv"),
-        ("fwd", "skb"),
-        ("fwd", "drv"),
-        ("fwd --xdp-forward", "skb"),
-        ("fwd --xdp-forward", "drv"),
-        ("xdp redirect (devmap)", "skb"),
-        ("xdp redirect (devmap)", "drv"),
-        ("kernel bridge", "-"),
-        ("ddos: fwd drops in XDP", "drv"),
-        ("ddos: XDP_DROP ceiling", "drv"),
-        ("ddos alone: fwd drops in XDP", "drv"),
-        ("ddos alone: XDP_DROP ceiling", "drv"),
-        ("reflection (src_port rule): fwd drops in XDP", "drv"),
-        ("reflection (src_port rule): XDP_DROP ceiling", "drv"),
-        ("ddos check: XDP_DROP on fwd's link", "drv"),
-        ("ddos check: XDP_DROP on the ceiling's link", "drv"),
-    ] {
+    for (bench, mode) in TABLE_CELLS {
         let cell = cells
             .iter()
             .find(|c| c["bench"] == bench && c["mode"] == mode)
@@ -266,7 +276,7 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 14, "{ratios:?}");
+    assert_eq!(ratios.len(), 17, "{ratios:?}");
     assert!(
         ratios
             .iter()
@@ -276,6 +286,9 @@ fn testbed_table_and_plot() {
     for name in [
         "ddos rule alone / XDP_DROP ceiling",
         "reflection, src_port rule alone / XDP_DROP ceiling",
+        "flood from a 1,000,000-prefix set's sources / XDP_DROP ceiling",
+        "per-source limit, flood from 10,000 sources / XDP_DROP ceiling",
+        "flood from 10,000 sources, set / xdp-filter",
     ] {
         assert!(ratios.iter().any(|r| r[0] == name), "{name}: {ratios:?}");
     }
