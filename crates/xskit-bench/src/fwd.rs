@@ -511,6 +511,9 @@ impl DdosRunner {
             Rule::PerSourceLimit => count("over_rate") + count("blocked"),
             _ => count("in_kernel"),
         };
+        if dropped == 0 {
+            bail!("xskit fwd dropped nothing in XDP: {report}");
+        }
         Ok(Ddos {
             dropped: Rates::of(dropped, &to_filter.attack),
             peer: Rates::of(taken.saturating_sub(to_peer.legit), &to_peer.attack),

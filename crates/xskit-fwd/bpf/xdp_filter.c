@@ -115,12 +115,12 @@ struct facts {
 };
 
 /*
- * Prefix sets. Each set has SET_BLOCK_WORDS words of set_blocks: two bits (BLOCK_*) for every
- * IPv4 /24, so that one load decides an address in a /24 the set holds whole or not at all;
- * a /24 it holds in part has a bitmap of its 256 addresses in set_bitmaps, at the index
- * set_ranks gives the table word's first partial /24 plus the partial /24s before it in the
- * word. IPv6 is looked up in set_trie. Sized when loaded, and written through mappings of
- * their memory, a word at a time.
+ * Prefix sets. Each set has SET_BLOCK_WORDS entries of set_blocks: a word of two bits
+ * (BLOCK_*) for every IPv4 /24, so that one load decides an address in a /24 the set holds
+ * whole or not at all; a /24 it holds in part has a bitmap of its 256 addresses in
+ * set_bitmaps, at the index the entry's rank gives (its word's first partial /24) plus the
+ * partial /24s before it in the word. IPv6 is looked up in set_trie. Sized when loaded, and
+ * written through mappings of their memory, a word at a time.
  */
 
 /* An array of VALUEs user space maps and stores into; its size is set when it is loaded. */
@@ -133,15 +133,20 @@ struct facts {
 		__type(value, VALUE);                                                          \
 	} name SEC(".maps")
 
-MAPPED_ARRAY(set_blocks, __u64);
+/* A word of a set's /24 table and, beside it in the same cache line, its rank: the index in
+ * set_bitmaps of its first partial /24. */
+struct set_block {
+	__u64 word;
+	__u64 rank;
+};
+
+MAPPED_ARRAY(set_blocks, struct set_block);
 
 /* The addresses of a /24 in a set: bit (a & 63) of word (a & 255) >> 6. */
 struct set_bits {
 	__u64 bits[4];
 };
 
-/* For each word of set_blocks, the index in set_bitmaps of its first partial /24. */
-MAPPED_ARRAY(set_ranks, __u64);
 MAPPED_ARRAY(set_bitmaps, struct set_bits);
 
 /* Port sets: PORT_SET_WORDS words each, bit (p & 63) of word p >> 6 for port p. */
@@ -294,19 +299,18 @@ static __always_inline int in_set4(__u32 set, __u32 a)
 {
 	__u32 host = bpf_ntohl(a), index = set * SET_BLOCK_WORDS + (host >> 13);
 	__u32 shift = ((host >> 8) & 31) * 2, block, n;
-	__u64 *word = bpf_map_lookup_elem(&set_blocks, &index), *rank, below;
+	struct set_block *entry = bpf_map_lookup_elem(&set_blocks, &index);
 	struct set_bits *b;
+	__u64 word, below;
 
-	if (!word)
+	if (!entry)
 		return 0;
-	block = (*word >> shift) & 3;
+	word = entry->word;
+	block = (word >> shift) & 3;
 	if (block != BLOCK_PARTIAL)
 		return block == BLOCK_FULL;
-	rank = bpf_map_lookup_elem(&set_ranks, &index);
-	if (!rank)
-		return 0;
-	below = *word & ((1ULL << shift) - 1);
-	n = *rank + popcount64((below >> 1) & ~below & 0x5555555555555555ULL);
+	below = word & ((1ULL << shift) - 1);
+	n = entry->rank + popcount64((below >> 1) & ~below & 0x5555555555555555ULL);
 	b = bpf_map_lookup_elem(&set_bitmaps, &n);
 	return b && (b->bits[(host & 255) >> 6] >> (host & 63)) & 1;
 }

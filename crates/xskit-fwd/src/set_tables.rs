@@ -14,10 +14,12 @@ use xskit::XdpProgram;
 use crate::abi::{PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::error::{Error, Result};
 use crate::sets::{PortSet, PrefixSet};
-use crate::sys::filter::{SetBitsRepr, SetKeyRepr};
+use crate::sys::filter::{SetBitsRepr, SetBlockRepr, SetKeyRepr};
 
 /// Words of a /24 bitmap in `set_bitmaps`' memory.
 const BITMAP_WORDS: usize = std::mem::size_of::<SetBitsRepr>() / 8;
+/// Words of an entry of `set_blocks`' memory: the table's word, then its rank.
+const BLOCK_ENTRY_WORDS: usize = std::mem::size_of::<SetBlockRepr>() / 8;
 
 /// What the filter's set tables are loaded with room for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,11 +75,10 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 11] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 10] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
-            ("set_ranks", entries(self.sets * SET_BLOCK_WORDS)),
             ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
@@ -128,17 +129,15 @@ fn map_words<V: aya::Pod>(map: &Array<MapData, V>, words: usize) -> Result<Optio
 pub(crate) struct SetTables {
     room: SetRoom,
     /// Held for as long as its memory is mapped.
-    _blocks_map: Array<MapData, u64>,
-    /// `set_blocks`' memory, when the filter has block tables.
+    _blocks_map: Array<MapData, SetBlockRepr>,
+    /// `set_blocks`' memory (each table word beside its rank), when the filter has block
+    /// tables.
     blocks: Option<xskit_os::Mmap>,
     _ports_map: Array<MapData, u64>,
     /// `port_sets`' memory, when the filter has port sets.
     ports: Option<xskit_os::Mmap>,
     /// The port set each bitmap holds.
     written_ports: Vec<Option<Arc<PortSet>>>,
-    _ranks_map: Array<MapData, u64>,
-    /// `set_ranks`' memory, beside the block tables.
-    ranks: Option<xskit_os::Mmap>,
     _bitmaps_map: Array<MapData, SetBitsRepr>,
     /// `set_bitmaps`' memory, when some set holds a /24 in part.
     bitmaps: Option<xskit_os::Mmap>,
@@ -151,12 +150,10 @@ pub(crate) struct SetTables {
 impl SetTables {
     /// The tables of `program`, loaded with `room`.
     pub(crate) fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
-        let blocks_map: Array<MapData, u64> = program.take_map("set_blocks")?;
-        let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS)?;
+        let blocks_map: Array<MapData, SetBlockRepr> = program.take_map("set_blocks")?;
+        let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS)?;
         let ports_map: Array<MapData, u64> = program.take_map("port_sets")?;
         let ports = map_words(&ports_map, room.port_sets * PORT_SET_WORDS)?;
-        let ranks_map: Array<MapData, u64> = program.take_map("set_ranks")?;
-        let ranks = map_words(&ranks_map, room.sets * SET_BLOCK_WORDS)?;
         let bitmaps_map: Array<MapData, SetBitsRepr> = program.take_map("set_bitmaps")?;
         let bitmaps = map_words(&bitmaps_map, room.partial_blocks * BITMAP_WORDS)?;
         Ok(SetTables {
@@ -166,8 +163,6 @@ impl SetTables {
             _ports_map: ports_map,
             ports,
             written_ports: vec![None; room.port_sets],
-            _ranks_map: ranks_map,
-            ranks,
             _bitmaps_map: bitmaps_map,
             bitmaps,
             trie: program.take_map("set_trie")?,
@@ -225,8 +220,9 @@ impl SetTables {
     }
 
     /// Set `i` becomes `new` (none: empty), its bitmaps from index `first`: the bitmaps and
-    /// the new trie entries first, then the ranks, then the block table, so that a /24 marked
-    /// partial finds its bitmap; then the old trie entries it lacks are removed.
+    /// the new trie entries first, then the block table, each word's rank before the word,
+    /// so that a /24 marked partial finds its bitmap; then the old trie entries it lacks are
+    /// removed.
     fn replace(&mut self, i: usize, new: Option<&Arc<PrefixSet>>, first: usize) -> Result<()> {
         let layout = new.map(|s| s.kernel_layout()).unwrap_or_default();
         let set = i as u32;
@@ -251,8 +247,7 @@ impl SetTables {
             .iter()
             .map(|&r| first as u64 + u64::from(r))
             .collect();
-        Self::store_table(self.ranks.as_ref(), i, &ranks);
-        Self::store_table(self.blocks.as_ref(), i, &layout.blocks);
+        Self::store_table(self.blocks.as_ref(), i, &layout.blocks, &ranks);
         let Some(old) = self.written[i].0.clone() else {
             return Ok(());
         };
@@ -267,13 +262,15 @@ impl SetTables {
         Ok(())
     }
 
-    /// Set `i`'s words of a table of SET_BLOCK_WORDS words a set (`set_blocks`,
-    /// `set_ranks`): `words`, or zeros when empty.
-    fn store_table(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64]) {
+    /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): `words` and their
+    /// `ranks`, or zeros when empty; each rank is stored before its word.
+    fn store_table(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64], ranks: &[u64]) {
         let Some(map) = map else { return };
-        let table = &map.words()[i * SET_BLOCK_WORDS..(i + 1) * SET_BLOCK_WORDS];
-        for (j, word) in table.iter().enumerate() {
-            word.store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+        let size = SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS;
+        let table = &map.words()[i * size..(i + 1) * size];
+        for (j, entry) in table.chunks_exact(BLOCK_ENTRY_WORDS).enumerate() {
+            entry[1].store(ranks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+            entry[0].store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
         }
     }
 }

@@ -153,6 +153,14 @@ pub(crate) struct SetKeyRepr {
     pub(crate) addr: [u8; 16],
 }
 
+/// `struct set_block`: a word of a set's /24 table and its rank.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SetBlockRepr {
+    pub(crate) word: u64,
+    pub(crate) rank: u64,
+}
+
 /// `struct set_bits`: the addresses of a /24 in a set.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -237,6 +245,8 @@ unsafe impl aya::Pod for BlockedRepr {}
 unsafe impl aya::Pod for SetKeyRepr {}
 // SAFETY: four u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBitsRepr {}
+// SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for SetBlockRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
 unsafe impl aya::Pod for RuleAddrRepr {}
 // SAFETY: u64s, repr(C), no padding, any bit pattern valid.
@@ -429,6 +439,15 @@ mod tests {
     #[test]
     fn set_keys_and_map_sizes_match_the_compiled_c_program() {
         let btf = btf();
+        assert_layout(
+            &btf,
+            "set_block",
+            size_of::<SetBlockRepr>(),
+            &[
+                ("word", offset_of!(SetBlockRepr, word)),
+                ("rank", offset_of!(SetBlockRepr, rank)),
+            ],
+        );
         assert_layout(
             &btf,
             "set_bits",
