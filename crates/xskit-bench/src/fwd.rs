@@ -607,9 +607,10 @@ pub(crate) fn ddos_cells(
     let (x, p) = runner.check()?;
     record(2 * CASES.len(), "check: ceiling", x, p, String::new());
     let (mut valid, mut expected) = (0u64, 0u64);
+    let chosen = ChosenCases::from_env()?;
     for run in 0..runs {
         for (at, case) in CASES.iter().enumerate() {
-            if case.peer == Peer::XdpFilter && !xdp_filter {
+            if (case.peer == Peer::XdpFilter && !xdp_filter) || !chosen.contains(case.what) {
                 continue;
             }
             let d = runner
@@ -628,6 +629,36 @@ pub(crate) fn ddos_cells(
     }
     cells.retain(|c| !c.mpps.is_empty());
     Ok((cells, valid as f64 / expected.max(1) as f64))
+}
+
+/// The DDoS cases `XSKIT_DDOS_CASES` names (comma-separated, as the progress lines name
+/// them: `set flood,vs xdp-filter`), or all of them.
+struct ChosenCases(Option<Vec<String>>);
+
+impl ChosenCases {
+    const VAR: &'static str = "XSKIT_DDOS_CASES";
+
+    fn from_env() -> Result<Self> {
+        let Ok(list) = std::env::var(Self::VAR) else {
+            return Ok(ChosenCases(None));
+        };
+        let names: Vec<String> = list.split(',').map(|n| n.trim().to_string()).collect();
+        if let Some(unknown) = names.iter().find(|n| !CASES.iter().any(|c| c.what == *n)) {
+            let known: Vec<&str> = CASES.iter().map(|c| c.what).collect();
+            bail!(
+                "{}: no DDoS case is named {unknown:?}; the cases are {}",
+                Self::VAR,
+                known.join(", ")
+            );
+        }
+        Ok(ChosenCases(Some(names)))
+    }
+
+    fn contains(&self, what: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == what))
+    }
 }
 
 /// True if `program` is on the PATH.
