@@ -1268,6 +1268,100 @@ fn prefix_sets_from_a_blocklist_file_drop_listed_sources_in_xdp() {
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
 
+/// 10,000 host addresses spread over the IPv4 space, none in the testbed's own /24s, one a
+/// line: a botnet's sources.
+fn scattered_sources() -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut x: u32 = 0x2545_f491;
+    let mut text = String::new();
+    while seen.len() < 10_000 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let own = [0x00C6_3364_u32, 0x00CB_0071].contains(&(x >> 8));
+        if !own && seen.insert(x) {
+            text += &format!("{}\n", std::net::Ipv4Addr::from(x));
+        }
+    }
+    text
+}
+
+/// A flood from 10,000 sources listed in a set (the live-frames generator sending each frame
+/// from the next address of the list) is dropped in XDP, every packet of it on the rule's
+/// kernel count, while the kernel's ping and an HTTP download cross the forwarder intact.
+#[test]
+fn a_flood_from_ten_thousand_listed_sources_drops_in_xdp_while_ping_and_http_cross() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let list = RulesFile::new(&scattered_sources());
+    let rules = RulesFile::new(&format!(
+        "[[set]]\nname = \"botnet\"\nfile = \"{}\"\n\
+         [[rule]]\nname = \"botnet\"\nsrc = \"@botnet\"\naction = \"drop\"\n",
+        list.path()
+    ));
+    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
+    let flood = KillOnDrop::new(start(
+        &chain.a,
+        &[
+            "gen",
+            "--engine",
+            "live",
+            "-i",
+            &chain.a.ifname,
+            "--src-list",
+            list.path(),
+            "--dst-mac",
+            &mac(&chain.c),
+            "--dst-ip",
+            &chain.c.ip.to_string(),
+            "-r",
+            "100000",
+            "-d",
+            "300",
+            "--json",
+        ],
+    ));
+    let ping = run(
+        &chain.a,
+        "ping",
+        &["-c", "10", "-i", "0.2", "-W", "2", &chain.c.ip.to_string()],
+    );
+    http_download(&chain.a, &chain.c);
+    let sent = flood_report(flood);
+    let report = stop_fwd(fwd);
+    assert_eq!(
+        pings_received(&ping),
+        10,
+        "every ping crossed during the flood"
+    );
+    assert_eq!(sent["flows"], 10_000, "{sent}");
+    let botnet = rule(&report, "botnet");
+    let left = sent["tx_packets"].as_u64().unwrap() - sent["device_tx_dropped"].as_u64().unwrap();
+    assert!(
+        botnet["in_kernel"].as_u64() == Some(left) && botnet["packets"] == left,
+        "every frame of the flood that left a ({left}) was dropped in XDP: {sent} {report}"
+    );
+}
+
+/// SIGINT to a live-frames flood, then its summary, whatever its status: a veth whose peer's
+/// ring is full drops frames (counted as `device_tx_dropped`), and gen's status says so.
+fn flood_report(flood: KillOnDrop) -> serde_json::Value {
+    let status = Command::new("kill")
+        .args(["-INT", &flood.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = flood.take().wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "gen's summary: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// Replies `ping` reports in its summary ("N received").
 fn pings_received(out: &std::process::Output) -> u64 {
     let text = String::from_utf8_lossy(&out.stdout);
