@@ -437,6 +437,15 @@ impl RuleVectors {
     }
 }
 
+/// The rules of a list of at most 64 whose bits `word` sets, first to last.
+pub(crate) fn bits_of(mut word: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let bit = word.trailing_zeros() as usize;
+        word &= word.wrapping_sub(1);
+        (bit < 64).then_some(bit)
+    })
+}
+
 /// Vectors a packet picks: at most one per field, and the specials.
 const MAX_PICKED: usize = 12;
 
@@ -476,12 +485,6 @@ impl<'a> Candidates<'a> {
     pub(crate) fn anchor(&mut self, v: &'a RuleVector) {
         self.anchored[self.anchored_len] = v;
         self.anchored_len += 1;
-    }
-
-    /// The candidates of a list of at most 64 rules: `bits`' rules.
-    pub(crate) fn of_word(mut self, bits: u64) -> Self {
-        (self.summary, self.word, self.bits) = (0, 0, bits);
-        self
     }
 
     pub(crate) fn start(mut self) -> Self {

@@ -245,7 +245,10 @@ impl RuleSet {
     /// the default) must not take it for want of ports.
     pub fn classify(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
         match &self.vectors {
-            Some(v) => self.first_of(key, vectors::candidates(v, key)),
+            Some(v) => match vectors::plain_word(v, key) {
+                Some(word) => self.first_of(key, crate::rule_vectors::bits_of(word)),
+                None => self.first_of(key, vectors::candidates(v, key)),
+            },
             None => self.first_of(key, 0..self.fast.len()),
         }
     }

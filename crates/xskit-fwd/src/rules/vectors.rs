@@ -165,6 +165,41 @@ impl<'a> RuleKeys<'a> {
     }
 }
 
+/// True for the XDP filter's plain path's packets: untagged IPv4 TCP or UDP, not a later
+/// fragment.
+fn is_plain(key: &PacketKey) -> bool {
+    key.family == 4
+        && key.vlan.is_none()
+        && !key.later_fragment
+        && (key.protocol == 6 || key.protocol == 17)
+}
+
+/// For a plain packet and at most 64 rules, the rules it may match as one word: one word per
+/// field ANDed, as the XDP filter's plain path reads them; `None` for any other packet or
+/// list, which [`candidates`] looks up.
+pub(crate) fn plain_word(v: &RuleVectors, key: &PacketKey) -> Option<u64> {
+    if v.plain_words.is_empty() || !is_plain(key) {
+        return None;
+    }
+    // An IPv4 address is the first four bytes.
+    let (src4, dst4) = (
+        u32::from_be_bytes([key.src[0], key.src[1], key.src[2], key.src[3]]) as usize,
+        u32::from_be_bytes([key.dst[0], key.dst[1], key.dst[2], key.dst[3]]) as usize,
+    );
+    let word = |field: Field, value: usize| v.plain_words[field.word_base() + value];
+    Some(
+        word(Field::Protocol, usize::from(key.protocol))
+            & word(Field::SrcPort, usize::from(key.src_port))
+            & word(Field::DstPort, usize::from(key.dst_port))
+            & word(Field::Src4High, src4 >> 16)
+            & word(Field::Src4Low, src4 & 0xffff)
+            & word(Field::Dst4High, dst4 >> 16)
+            & word(Field::Dst4Low, dst4 & 0xffff)
+            & word(Field::TcpFlags, usize::from(key.tcp_flags))
+            & word(Field::Length, usize::from(key.ip_len)),
+    )
+}
+
 /// The rules `key` may match, in order: every rule it matches, and rules it may not
 /// that name a prefix set. A later fragment's missing fields take every rule. A plain
 /// packet (untagged IPv4 TCP or UDP, not a later fragment) is looked up as the XDP
@@ -177,27 +212,10 @@ pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<
         c.full(v.special(v.special.non_ip));
         return c.start();
     }
-    let plain = key.family == 4
-        && key.vlan.is_none()
-        && !key.later_fragment
-        && (key.protocol == 6 || key.protocol == 17);
+    let plain = is_plain(key);
     let icmp = usize::from(key.icmp_type) << 8 | usize::from(key.icmp_code);
     let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
     let (src4, dst4) = ((src >> 96) as usize, (dst >> 96) as usize);
-    if plain && !v.plain_words.is_empty() {
-        // At most 64 rules: one word per field, as the XDP filter's plain path reads them.
-        let word = |field: Field, value: usize| v.plain_words[field.word_base() + value];
-        let bits = word(Field::Protocol, usize::from(key.protocol))
-            & word(Field::SrcPort, usize::from(key.src_port))
-            & word(Field::DstPort, usize::from(key.dst_port))
-            & word(Field::Src4High, src4 >> 16)
-            & word(Field::Src4Low, src4 & 0xffff)
-            & word(Field::Dst4High, dst4 >> 16)
-            & word(Field::Dst4Low, dst4 & 0xffff)
-            & word(Field::TcpFlags, usize::from(key.tcp_flags))
-            & word(Field::Length, usize::from(key.ip_len));
-        return c.of_word(bits);
-    }
     if plain {
         c.anchor(v.special(v.special.plain_always));
     }
