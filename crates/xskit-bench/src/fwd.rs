@@ -323,12 +323,12 @@ impl DdosRunner {
     }
 
     /// Debian's xdp-filter on `on` in native mode, its IPv4 table filled with the scattered
-    /// sources, for longer than the generators run; its `status` on stdout at the end. One
+    /// sources, until it is interrupted; its `status` on stdout at the end. One
     /// shell does it all: each `ip netns exec` mounts a /sys of its own, and xdp-filter
     /// keeps its tables pinned there. This kernel refuses libxdp's dispatcher (freplace):
     /// one program per interface.
     fn xdp_filter(&self, on: &Host) -> Result<Proc> {
-        let (dev, secs) = (&on.ifname, self.span() + 3.0);
+        let dev = &on.ifname;
         let batch = self.lists.path(Lists::XDP_FILTER_BATCH);
         let script = format!(
             "mount -t bpf bpf /sys/fs/bpf || exit 1\n\
@@ -339,24 +339,24 @@ impl DdosRunner {
              trap 'xdp-filter unload {dev} >/dev/null 2>&1' EXIT\n\
              bpftool batch file {} >/dev/null || {{ echo \"xskit: bpftool could not fill \
              xdp-filter's table\" >&2; exit 1; }}\n\
+             trap : INT\n\
              echo \"xdp-filter ready on {dev}\" >&2\n\
-             sleep {secs}\n\
+             sleep 3600 & wait $!\n\
+             kill $! 2>/dev/null\n\
              xdp-filter status\n",
             batch.display()
         );
         start("sh", on, BENCH_CPU, &strings(&["-c", &script]))
     }
 
-    /// `xskit bench xdp-drop` on `on`: the ceiling, for longer than the generators run.
+    /// `xskit bench xdp-drop` on `on`: the ceiling, until it is interrupted once the
+    /// generators are done (however long they took to set up: a million sources take a
+    /// second to load, more on a loaded machine).
     fn ceiling(&self, on: &Host) -> Result<Proc> {
-        let args = strings(&["bench", "xdp-drop", "-i", &on.ifname, "-m", "drv", "--json"]);
-        let secs = format!("{}", self.span() + 3.0);
-        start(
-            &self.fwd.exe,
-            on,
-            BENCH_CPU,
-            &[args, vec!["-d".into(), secs]].concat(),
-        )
+        let args = strings(&[
+            "bench", "xdp-drop", "-i", &on.ifname, "-m", "drv", "--json", "-d", "3600",
+        ]);
+        start(&self.fwd.exe, on, BENCH_CPU, &args)
     }
 
     /// The attack from `from` (from each of `sources`), and `n` legitimate probes beside it.
@@ -485,6 +485,7 @@ impl DdosRunner {
         let sources = self.lists.of(case.sources);
         let (to_filter, to_peer) =
             self.send_both(filter_first, legit_expected, sources.as_deref())?;
+        interrupt(&peer);
         let taken = match case.peer {
             Peer::Ceiling => finish(peer)?["rx_packets"].as_u64().unwrap_or(0),
             Peer::XdpFilter => {
@@ -533,6 +534,8 @@ impl DdosRunner {
         let on_m2 = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
         let (f, c) = self.send_both(true, 0, None)?;
+        interrupt(&on_m_a);
+        interrupt(&on_m2);
         let count = |v: serde_json::Value| v["rx_packets"].as_u64().unwrap_or(0);
         let (nf, nc) = (count(finish(on_m_a)?), count(finish(on_m2)?));
         Ok((Rates::of(nf, &f.attack), Rates::of(nc, &c.attack)))
