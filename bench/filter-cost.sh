@@ -17,12 +17,17 @@
 # sources are: in a /24 the set holds whole, in a /24 it holds part of (found in its bitmap), and
 # in that /24 but not in the set (the default, drop, takes it).
 #
+# With LIMIT=1, a filter of one rule limiting each source (`rate-limit`, `per = "source"`,
+# `block = "60s"`) on UDP to port 9 is timed beside the one-rule filter: the repetitions of the
+# packet take its source over the rate at once, so what is timed is a blocked source's drop.
+#
 # Each forwarder runs between two veth pairs whose peers have no program, so that nothing it
 # forwards comes back to it; its worker sleeps while the programs are timed.
 #
 #   sudo bash bench/filter-cost.sh          # ROUNDS=12 REPEAT=20000000, BIN=target/release/xskit
 #   sudo RULES=64 bash bench/filter-cost.sh
 #   sudo SET=1000000 bash bench/filter-cost.sh
+#   sudo LIMIT=1 bash bench/filter-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-12}
@@ -30,6 +35,7 @@ REPEAT=${REPEAT:-20000000}
 BIN=${BIN:-target/release/xskit}
 RULES=${RULES:-1}
 SET=${SET:-0}
+LIMIT=${LIMIT:-0}
 SEED=${SEED:-7}
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -40,6 +46,7 @@ fi
 command -v bpftool >/dev/null || { echo "filter-cost.sh: needs bpftool" >&2; exit 1; }
 case "$RULES" in '' | *[!0-9]* | 0) echo "filter-cost.sh: RULES is a number of rules, 1 or more" >&2; exit 2 ;; esac
 case "$SET" in '' | *[!0-9]*) echo "filter-cost.sh: SET is a number of prefixes" >&2; exit 2 ;; esac
+case "$LIMIT" in 0 | 1) ;; *) echo "filter-cost.sh: LIMIT is 0 or 1" >&2; exit 2 ;; esac
 
 ns="xskit-fcost-$$"
 work=$(mktemp -d)
@@ -104,6 +111,12 @@ if [ "$SET" -gt 0 ]; then
         '[[rule]]' 'src = "@list"' 'action = "drop"' >"$work/set.toml"
     files+=("$work/set.toml")
 fi
+if [ "$LIMIT" -eq 1 ]; then
+    printf '%s\n' '[[rule]]' 'protocol = "udp"' 'dst_port = 9' 'action = "rate-limit"' \
+        'rate = "10pps"' 'per = "source"' 'block = "60s"' >"$work/limit.toml"
+    files+=("$work/limit.toml")
+    positions+=(limit)
+fi
 k=1
 for f in "${files[@]}"; do
     link "$k"
@@ -143,6 +156,7 @@ ceiling, one = rows[0], rows[1]
 print("filter  (xskit fwd, one drop rule): median %s ns, lowest %s ns" % (one[1], one[2]))
 print("ceiling (XDP_DROP, counting):       median %s ns, lowest %s ns" % (ceiling[1], ceiling[2]))
 print("difference, median of the rounds:   %s ns" % one[3])
+limit = rows.pop() if positions[-1] == "limit" else None
 if len(rows) > 2:
     print("%d rules of mixed shapes (median ns a packet; over the ceiling):" % n)
     totals = []
@@ -153,4 +167,7 @@ if len(rows) > 2:
     mean, worst, base = sum(totals) / len(totals), max(totals), float(one[1])
     print("mean %.2f ns, %.2fx the one rule's %.2f; worst %.2f ns, %.2fx"
           % (mean, mean / base, base, worst, worst / base))
+if limit:
+    print("per-source limit, a blocked source: median %s ns, %s over the ceiling, %.2fx the "
+          "one-rule filter" % (limit[1], limit[3], float(limit[1]) / float(one[1])))
 EOF

@@ -333,6 +333,9 @@ static __always_inline int in_set(__u32 set, __u8 family, const __u32 *a, struct
 
 /* What first_rule_ipv4 sets `action` to at a rule with extra keys: the general path decides. */
 #define UNSETTLED 0xff
+/* What the plain path's rule lookups set `action` to at a rate-limit rule: police_plain
+ * polices it, with the rule's own action within the rate. */
+#define POLICED 0xfe
 
 /* True when rule r names a port range: a packet without ports cannot be matched to it. */
 static __always_inline int has_ports(const struct rule *r)
@@ -803,10 +806,13 @@ __attribute__((noinline)) int police_source(struct source_key *k, __u64 len)
 	bits = k->family == 6 ? p->v6_len : p->v4_len;
 	for (i = 0; i < 4; i++)
 		k->addr[i] &= prefix_mask(bits - 32 * i);
-	now_ns = bpf_ktime_get_ns();
 	if (p->block) {
+		/*
+		 * A block is timed by the coarse clock, at most a tick behind the other and
+		 * cheaper to read: a blocked source's packet, a flood's, needs no more.
+		 */
 		b = bpf_map_lookup_elem(&blocked, k);
-		if (b && b->until > now_ns) {
+		if (b && b->until > bpf_ktime_get_coarse_ns()) {
 			__sync_fetch_and_add(&b->drops, 1);
 			c->blocked++;
 			return 1;
@@ -814,6 +820,7 @@ __attribute__((noinline)) int police_source(struct source_key *k, __u64 len)
 		if (b)
 			bpf_map_delete_elem(&blocked, k);
 	}
+	now_ns = bpf_ktime_get_ns();
 	tat = bpf_map_lookup_elem(&source_buckets, k);
 	if (!tat) {
 		fresh = (now_ns << TICK_SHIFT) + frame_cost(p, len);
@@ -1067,10 +1074,10 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (!ports_match(r, sport, dport))
 			continue;
 		/*
-		 * A rate limit is policed on the general path: policing here too would double the
-		 * paths the verifier walks after this loop (and its time at every load).
+		 * A rate limit is policed out of line (police_plain): policing here would double
+		 * the paths the verifier walks after this loop (and its time at every load).
 		 */
-		*action = r->police ? UNSETTLED : r->action;
+		*action = r->police ? POLICED : r->action;
 		return i;
 	}
 	*action = st->config.default_action;
@@ -1098,11 +1105,11 @@ static __always_inline __u32 plain_by_vectors(struct filter_state *st,
 		return COUNTER_DEFAULT;
 	}
 	r = rule_at(st, i);
-	if (!r || r->police || !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr))) {
+	if (!r || !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr))) {
 		*action = UNSETTLED;
 		return i;
 	}
-	*action = r->action;
+	*action = r->police ? POLICED : r->action;
 	return i;
 }
 
@@ -1571,6 +1578,29 @@ static __attribute__((noinline)) int forward_plain(struct xdp_md *ctx, __u32 hit
 }
 
 /*
+ * A plain packet at rate-limit rule `hit`: policed by its source as decide_ipv4 polices it,
+ * without reading the packet again, then settled (forwarded as forward_plain does). Over the
+ * rate, or with anything amiss, it is dropped: a limit fails closed. Not inlined, as
+ * forward_plain.
+ */
+static __attribute__((noinline)) int police_plain(struct xdp_md *ctx, struct filter_state *st,
+						  __u32 hit, __u64 pkt_len, __u32 *why)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	struct rule *r = rule_at(st, hit);
+	__u32 src[1], action = ACTION_DROP;
+
+	if (r && (void *)(ip + 1) <= end) {
+		src[0] = ip->saddr;
+		action = police(rule_police(st, hit), &hit, r->action, pkt_len, 4, src);
+	}
+	if (action == ACTION_FORWARD)
+		return forward_plain(ctx, hit, pkt_len, why);
+	return settle(ctx, why, hit, action, pkt_len);
+}
+
+/*
  * The shape most packets have, and a flood's: untagged IPv4 without options, not a fragment,
  * TCP or UDP with its ports, on an interface with no bond duties. Decided as decide_ipv4
  * decides it, in fewer instructions: -1 for any other packet, which takes the general path.
@@ -1619,6 +1649,8 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	/* A rule with extra keys: the general path decides. */
 	if (action == UNSETTLED)
 		return -1;
+	if (action == POLICED)
+		return police_plain(ctx, st, hit, pkt_len, why);
 	if (action == ACTION_FORWARD)
 		return forward_plain(ctx, hit, pkt_len, why);
 	return settle(ctx, why, hit, action, pkt_len);
