@@ -803,6 +803,86 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
     assert_eq!(x["counters"]["rules"][0]["in_kernel"], 40, "{x}");
 }
 
+/// A hundred rules (looked up by their bit vectors), a prefix set from a blocklist file and a
+/// limit per source, in zero-copy on virtio_net: the set's drops and the limit's in the
+/// kernel, every other probe and the kernel's ping and TCP through to c.
+#[test]
+fn rule_vectors_sets_and_per_source_limits_work_in_zero_copy() {
+    if !privileged() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
+    let list = RulesFile::new(&format!(
+        "; in Spamhaus DROP's format\n{}/32 ; SBL1\n203.0.113.0/24 ; SBL2\n",
+        wire.a.ip
+    ));
+    let mut text = format!("[[set]]\nname = \"listed\"\nfile = \"{}\"\n", list.path());
+    for i in 0..97 {
+        text += &format!(
+            "[[rule]]\nname = \"r{i}\"\nprotocol = \"tcp\"\ndst_port = {}\naction = \"drop\"\n",
+            20_000 + i
+        );
+    }
+    text += "[[rule]]\nname = \"listed-7\"\nsrc = \"@listed\"\nprotocol = \"udp\"\n\
+             dst_port = 7\naction = \"drop\"\n\
+             [[rule]]\nname = \"per-source-10\"\nprotocol = \"udp\"\ndst_port = 10\n\
+             action = \"rate-limit\"\nrate = \"100pps\"\nburst = 10\nper = \"source\"\n\
+             block = \"60s\"\n";
+    let rules = RulesFile::new(&text);
+    let script = format!(
+        r#"{WAIT_FOR}
+XSKIT={XSKIT}
+{RUN_FWD}
+ip link set eth0 up; ip link set eth1 up
+run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
+"#,
+        rules = rules.path()
+    );
+    let running = boot(&mut wire.guest, &script);
+    wait_for(&running, "FWD scale");
+    let c_recv = KillOnDrop::new(start(&wire.c, &["recv", "-i", &wire.c.ifname, "--json"]));
+    probes(&wire.a, &wire.c, 7, &["-n", "50", "-r", "1000"]);
+    probes(&wire.a, &wire.c, 9, &["-n", "20", "-r", "1000"]);
+    probes(&wire.a, &wire.c, 10, &["-n", "500", "-r", "5000"]);
+    std::thread::sleep(Duration::from_millis(500));
+    // recv's program takes every frame at c, the kernel's too: stopped first.
+    let at_c = signal(c_recv, "-INT");
+    let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
+    running.signal("stop-scale").unwrap();
+    let run = running.wait().unwrap();
+    assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
+    let r = fwd_report(&wire.guest.share(), "scale");
+    assert_eq!(r["zero_copy"], true, "{r}");
+    let rule = |name: &str| {
+        r["counters"]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("no rule {name}: {r}"))
+            .clone()
+    };
+    let listed = rule("listed-7");
+    assert_eq!(
+        (listed["packets"].as_u64(), listed["in_kernel"].as_u64()),
+        (Some(50), Some(50)),
+        "the set's source was dropped in the kernel: {r}"
+    );
+    let limited = rule("per-source-10");
+    let dropped = limited["over_rate"].as_u64().unwrap() + limited["blocked"].as_u64().unwrap();
+    assert!(
+        dropped > 100 && dropped < 500 && limited["sources_blocked"] == 1,
+        "the source went over its rate and was blocked: {r}"
+    );
+    assert_eq!(
+        at_c["valid"].as_u64(),
+        Some(20 + 500 - dropped),
+        "c received the default's 20 and what the limit let by: {at_c} {r}"
+    );
+    assert_eq!(at_c["corrupt"], 0, "{at_c}");
+}
+
 /// The forwarder's counts against what reached c.
 fn check_rules_report(r: &serde_json::Value, at_c: &serde_json::Value) {
     assert_eq!(r["zero_copy"], true, "{r}");
