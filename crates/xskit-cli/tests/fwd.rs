@@ -163,15 +163,6 @@ fn explain_says_where_each_rule_is_decided() {
     );
 }
 
-fn rule<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["counters"]["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no rule {name}: {report}"))
-}
-
 #[test]
 fn rule_counters_are_exact_in_the_kernel_and_in_user_space() {
     if !privileged() {

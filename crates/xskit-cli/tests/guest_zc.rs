@@ -854,22 +854,13 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
     assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
     let r = fwd_report(&wire.guest.share(), "scale");
     assert_eq!(r["zero_copy"], true, "{r}");
-    let rule = |name: &str| {
-        r["counters"]["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["name"] == name)
-            .unwrap_or_else(|| panic!("no rule {name}: {r}"))
-            .clone()
-    };
-    let listed = rule("listed-7");
+    let listed = rule(&r, "listed-7");
     assert_eq!(
         (listed["packets"].as_u64(), listed["in_kernel"].as_u64()),
         (Some(50), Some(50)),
         "the set's source was dropped in the kernel: {r}"
     );
-    let limited = rule("per-source-10");
+    let limited = rule(&r, "per-source-10");
     let dropped = limited["over_rate"].as_u64().unwrap() + limited["blocked"].as_u64().unwrap();
     assert!(
         dropped > 100 && dropped < 500 && limited["sources_blocked"] == 1,

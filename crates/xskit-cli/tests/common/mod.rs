@@ -449,3 +449,13 @@ pub fn http_download(a: &Host, c: &Host) -> String {
     assert_eq!(have, want, "the download's SHA-256");
     format!("http: 2 MiB, sha256 {have}\n")
 }
+
+/// Rule `name`'s counts in a forwarder's summary.
+pub fn rule<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["counters"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no rule {name}: {report}"))
+}
