@@ -1308,7 +1308,7 @@ fn a_flood_from_ten_thousand_listed_sources_drops_in_xdp_while_ping_and_http_cro
             "--dst-ip",
             &chain.c.ip.to_string(),
             "-r",
-            "100000",
+            "20000",
             "-d",
             "300",
             "--json",
@@ -1329,10 +1329,14 @@ fn a_flood_from_ten_thousand_listed_sources_drops_in_xdp_while_ping_and_http_cro
     );
     assert_eq!(sent["flows"], 10_000, "{sent}");
     let botnet = rule(&report, "botnet");
-    let left = sent["tx_packets"].as_u64().unwrap() - sent["device_tx_dropped"].as_u64().unwrap();
+    // a's transmit drops count the kernel's own packets as well as the flood's.
+    let sent_n = sent["tx_packets"].as_u64().unwrap();
+    let left = sent_n - sent["device_tx_dropped"].as_u64().unwrap();
+    let dropped = botnet["in_kernel"].as_u64().unwrap();
     assert!(
-        botnet["in_kernel"].as_u64() == Some(left) && botnet["packets"] == left,
-        "every frame of the flood that left a ({left}) was dropped in XDP: {sent} {report}"
+        (left..=sent_n).contains(&dropped) && botnet["packets"] == dropped,
+        "every frame of the flood that left a ({left} to {sent_n}) was dropped in XDP: {sent} \
+         {report}"
     );
 }
 
