@@ -642,7 +642,12 @@ impl ChosenCases {
     const VAR: &'static str = "XSKIT_DDOS_CASES";
 
     fn from_env() -> Result<Self> {
-        let Ok(list) = std::env::var(Self::VAR) else {
+        Self::from_value(std::env::var(Self::VAR).ok().as_deref())
+    }
+
+    /// The cases `list` names (the variable's value), or all of them without one.
+    fn from_value(list: Option<&str>) -> Result<Self> {
+        let Some(list) = list else {
             return Ok(ChosenCases(None));
         };
         let names: Vec<String> = list.split(',').map(|n| n.trim().to_string()).collect();
@@ -767,6 +772,24 @@ pub(crate) fn fwd_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ddos_cases_are_picked_by_name_and_a_wrong_name_lists_them() {
+        let all = ChosenCases::from_value(None).unwrap();
+        assert!(CASES.iter().all(|c| all.contains(c.what)));
+        let some = ChosenCases::from_value(Some("set flood, vs xdp-filter")).unwrap();
+        assert!(some.contains("set flood") && some.contains("vs xdp-filter"));
+        assert!(!some.contains("ddos mix"));
+        let e = ChosenCases::from_value(Some("set flood,nope"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("XSKIT_DDOS_CASES: no DDoS case is named \"nope\"")
+                && e.contains("per-source limit"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn side_by_side_only_where_the_generators_cpu_time_holds_the_softirq_work() {
