@@ -758,7 +758,7 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
     );
     let running = boot(&mut wire.guest, &script);
     wait_for(&running, "FWD rules");
-    let c_recv = KillOnDrop::new(start(&wire.c, &["recv", "-i", &wire.c.ifname, "--json"]));
+    let c_recv = KillOnDrop::new(start(&wire.c, &recv_lines(&wire.c.ifname)));
     for (port, n) in [(7, "50"), (8, "30"), (9, "20")] {
         probes(&wire.a, &wire.c, port, &["-n", n, "-r", "1000"]);
     }
@@ -773,17 +773,18 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
         "fwd answers for its address: {}",
         text(&ping)
     );
-    std::thread::sleep(Duration::from_millis(500));
-    let at_c = signal(c_recv, "-INT");
     running.signal("stop-rules").unwrap();
     wait_for(&running, "FWD xdpfwd");
+    let rules = fwd_report(&running.share(), "rules");
+    // recv's program takes every frame at c, the kernel's too: stopped before kernel traffic.
+    let at_c = recv_until_valid(c_recv, expected_at_c(&rules, "limit-udp-10"), RECV_LIMIT);
     let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
     probes(&wire.a, &wire.c, 7, &["-n", "40", "-r", "1000"]);
     running.signal("stop-xdpfwd").unwrap();
     let run = running.wait().unwrap();
     assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
     let share = wire.guest.share();
-    check_rules_report(&fwd_report(&share, "rules"), &at_c);
+    check_rules_report(&rules, &at_c);
     check_capture(&share.join("cap.pcapng"));
     // Forwarding in XDP from a zero-copy queue would copy each packet into a page virtio_net
     // cannot send: the programs drop by rule, and forward through the sockets, copying nothing.
@@ -841,18 +842,17 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
     );
     let running = boot(&mut wire.guest, &script);
     wait_for(&running, "FWD scale");
-    let c_recv = KillOnDrop::new(start(&wire.c, &["recv", "-i", &wire.c.ifname, "--json"]));
+    // recv's program takes every frame at c, the kernel's too: kernel traffic goes first.
+    let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
+    let c_recv = KillOnDrop::new(start(&wire.c, &recv_lines(&wire.c.ifname)));
     probes(&wire.a, &wire.c, 7, &["-n", "50", "-r", "1000"]);
     probes(&wire.a, &wire.c, 9, &["-n", "20", "-r", "1000"]);
     probes(&wire.a, &wire.c, 10, &["-n", "500", "-r", "5000"]);
-    std::thread::sleep(Duration::from_millis(500));
-    // recv's program takes every frame at c, the kernel's too: stopped first.
-    let at_c = signal(c_recv, "-INT");
-    let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
     running.signal("stop-scale").unwrap();
     let run = running.wait().unwrap();
     assert_eq!(run.status, 0, "{}\n{traffic}", run.output);
     let r = fwd_report(&wire.guest.share(), "scale");
+    let at_c = recv_until_valid(c_recv, expected_at_c(&r, "per-source-10"), RECV_LIMIT);
     assert_eq!(r["zero_copy"], true, "{r}");
     let listed = rule(&r, "listed-7");
     assert_eq!(
@@ -872,6 +872,22 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
         "c received the default's 20 and what the limit let by: {at_c} {r}"
     );
     assert_eq!(at_c["corrupt"], 0, "{at_c}");
+}
+
+/// c's `recv`, its counts streamed every tenth of a second for [`recv_until_valid`].
+fn recv_lines(ifname: &str) -> [&str; 6] {
+    ["recv", "-i", ifname, "--json-lines", "-I", "0.1"]
+}
+
+/// Long enough for the last probes to cross an emulated guest on a loaded machine.
+const RECV_LIMIT: Duration = Duration::from_secs(60);
+
+/// The probes c should count: the default's 20 to port 9, and the 500 to port 10 less what
+/// the limiting rule dropped.
+fn expected_at_c(r: &serde_json::Value, limiting: &str) -> u64 {
+    let limited = rule(r, limiting);
+    let dropped = limited["over_rate"].as_u64().unwrap() + limited["blocked"].as_u64().unwrap_or(0);
+    20 + 500 - dropped
 }
 
 /// The forwarder's counts against what reached c.

@@ -152,6 +152,46 @@ impl KillOnDrop {
     pub fn take(mut self) -> Child {
         self.0.take().expect("taken once")
     }
+
+    /// The child's piped stdout, to read while it runs.
+    pub fn stdout(&mut self) -> std::process::ChildStdout {
+        self.0
+            .as_mut()
+            .and_then(|c| c.stdout.take())
+            .expect("a piped stdout, taken once")
+    }
+}
+
+/// Stops a `recv` started with `--json-lines` once an interval line counts `valid` probes, or
+/// once `limit` has passed (the caller's check then fails with the counts), and returns its
+/// summary. The condition is the count itself: frames still on their way are waited for, and
+/// no fixed pause guesses how long they take.
+pub fn recv_until_valid(
+    mut recv: KillOnDrop,
+    valid: u64,
+    limit: std::time::Duration,
+) -> serde_json::Value {
+    let start = std::time::Instant::now();
+    let mut stopping = false;
+    for line in BufReader::new(recv.stdout()).lines() {
+        let object: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if object["interval"] != true {
+            assert!(recv.take().wait().unwrap().success(), "{object}");
+            return object;
+        }
+        let seen = object["counters"]["ports"][0]["valid"]
+            .as_u64()
+            .unwrap_or(0);
+        if !stopping && (seen >= valid || start.elapsed() >= limit) {
+            let status = std::process::Command::new("kill")
+                .args(["-INT", &recv.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            stopping = true;
+        }
+    }
+    panic!("recv ended without its summary");
 }
 
 impl Drop for KillOnDrop {
