@@ -15,7 +15,8 @@
 # With SET=N, a filter of one rule, `src = "@list"`, on a set of N prefixes from
 # bench/set_prefixes.py (seed SEED) is timed beside the one-rule filter on three packets whose
 # sources are: in a /24 the set holds whole, in a /24 it holds part of (found in its bitmap), and
-# in that /24 but not in the set (the default, drop, takes it).
+# in that /24 but not in the set (the default, drop, takes it). With COUNTED=1 as well, the same
+# set with `counters = true` (kept element by element, asked on the general path) is timed too.
 #
 # With LIMIT=1, a filter of one rule limiting each source (`rate-limit`, `per = "source"`,
 # `block = "60s"`) on UDP to port 9 is timed beside the one-rule filter: the repetitions of the
@@ -27,6 +28,7 @@
 #   sudo bash bench/filter-cost.sh          # ROUNDS=12 REPEAT=20000000, BIN=target/release/xskit
 #   sudo RULES=64 bash bench/filter-cost.sh
 #   sudo SET=1000000 bash bench/filter-cost.sh
+#   sudo SET=100000 COUNTED=1 bash bench/filter-cost.sh
 #   sudo LIMIT=1 bash bench/filter-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,7 @@ BIN=${BIN:-target/release/xskit}
 RULES=${RULES:-1}
 SET=${SET:-0}
 LIMIT=${LIMIT:-0}
+COUNTED=${COUNTED:-0}
 SEED=${SEED:-7}
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -47,6 +50,7 @@ command -v bpftool >/dev/null || { echo "filter-cost.sh: needs bpftool" >&2; exi
 case "$RULES" in '' | *[!0-9]* | 0) echo "filter-cost.sh: RULES is a number of rules, 1 or more" >&2; exit 2 ;; esac
 case "$SET" in '' | *[!0-9]*) echo "filter-cost.sh: SET is a number of prefixes" >&2; exit 2 ;; esac
 case "$LIMIT" in 0 | 1) ;; *) echo "filter-cost.sh: LIMIT is 0 or 1" >&2; exit 2 ;; esac
+case "$COUNTED" in 0 | 1) ;; *) echo "filter-cost.sh: COUNTED is 0 or 1" >&2; exit 2 ;; esac
 
 ns="xskit-fcost-$$"
 work=$(mktemp -d)
@@ -110,6 +114,10 @@ if [ "$SET" -gt 0 ]; then
     printf '%s\n' 'default = "drop"' '[[set]]' 'name = "list"' "file = \"$work/list.txt\"" \
         '[[rule]]' 'src = "@list"' 'action = "drop"' >"$work/set.toml"
     files+=("$work/set.toml")
+    if [ "$COUNTED" -eq 1 ]; then
+        sed 's/^name = "list"$/name = "list"\ncounters = true/' "$work/set.toml" >"$work/counted.toml"
+        files+=("$work/counted.toml")
+    fi
 fi
 if [ "$LIMIT" -eq 1 ]; then
     printf '%s\n' '[[rule]]' 'protocol = "udp"' 'dst_port = 9' 'action = "rate-limit"' \
@@ -141,9 +149,13 @@ cases = [("198.51.100.1", "in a /24 the set holds whole"),
          ("203.0.113.200", "not in the set (its /24 held in part)")]
 for src, what in cases:
     rows = [l.split() for l in open("%s/t-%s" % (work, src))]
-    ceiling, one, sets = (float(r[1]) for r in rows)
+    ceiling, one, sets = (float(r[1]) for r in rows[:3])
     print("  source %-14s %-38s %7.2f ns, %6.2f over the ceiling, %.2fx the one-rule filter's %.2f"
           % (src, what, sets, sets - ceiling, sets / one, one))
+    if len(rows) > 3:
+        counted = float(rows[3][1])
+        print("  %-53s %7.2f ns, %6.2f over the ceiling, %.2fx the one-rule filter"
+              % ("  the same set with counters = true", counted, counted - ceiling, counted / one))
 EOF
     exit 0
 fi

@@ -53,6 +53,7 @@ fn bench() -> Bench {
         sets: rules_menu::SETS.len(),
         partial_blocks: 64,
         trie_entries: 64,
+        elements: 64,
         port_sets: 1,
         // The vectors of the longest rule lists the menu draws (80 rules), and more.
         vectors: 8192,

@@ -719,6 +719,9 @@ fn print_tick(elapsed: f64, now: &Counters, last: &Counters, secs: f64) {
     if let Some(line) = blocked_line(now) {
         out!("{elapsed:7.1}s   {line}");
     }
+    for line in element_lines(now) {
+        out!("{elapsed:7.1}s   {line}");
+    }
     if answered_any(now) {
         out!(
             "{elapsed:7.1}s   answered ARP {}  echo {}  refused {}",
@@ -928,6 +931,9 @@ fn set_lines(rules: &RuleSet) -> Vec<String> {
                 format!(" ({})", read.join(", "))
             };
             let (partial, trie) = set.kernel_entries();
+            if set.is_tracked() {
+                return tracked_set_line(set, &read);
+            }
             let bytes = xskit_fwd::rules::set_kernel_bytes(1, partial, trie);
             format!(
                 "set {}: {} prefixes, {} of them IPv6{read}; in the kernel a /24 table, {} \
@@ -942,6 +948,30 @@ fn set_lines(rules: &RuleSet) -> Vec<String> {
         })
         .chain(ports)
         .collect()
+}
+
+/// `--explain`'s line for a set with timeouts or counters: kept element by element.
+fn tracked_set_line(set: &xskit_fwd::rules::PrefixSet, read: &str) -> String {
+    let st = set.stats();
+    let (_, trie) = set.kernel_entries();
+    let elements = set.kernel_elements();
+    let bytes = xskit_fwd::rules::set_kernel_bytes(1, 0, trie + elements);
+    let counted = if set.counts_elements() {
+        ", each counting its hits"
+    } else {
+        ""
+    };
+    format!(
+        "set {}: {} prefixes, {} of them IPv6, {} with a timeout{read}; in the kernel element \
+         by element{counted} ({} elements in a trie, an expired one looked past to a shorter \
+         live one), about {:.1} MiB on each interface",
+        set.name(),
+        thousands(st.prefixes as u64),
+        thousands(st.ipv6 as u64),
+        thousands(st.timed as u64),
+        thousands(elements as u64),
+        bytes as f64 / f64::from(1 << 20)
+    )
 }
 
 fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {
@@ -1077,6 +1107,9 @@ fn print_report(report: &Report) {
     if let Some(line) = blocked_line(c) {
         out!("  {line}");
     }
+    for line in element_lines(c) {
+        out!("  {line}");
+    }
     if answered_any(c) {
         out!(
             "  answered ARP {}  echo {}  refused {}",
@@ -1129,6 +1162,38 @@ fn blocked_line(c: &Counters) -> Option<String> {
         thousands(c.blocked_now),
         top.join("  ")
     ))
+}
+
+/// The sets with timeouts or counters: their elements, the expired, and the busiest.
+fn element_lines(c: &Counters) -> Vec<String> {
+    c.sets
+        .iter()
+        .map(|s| {
+            let mut line = format!(
+                "set {}: {} elements, {} expired",
+                s.name,
+                thousands(s.elements),
+                thousands(s.expired)
+            );
+            if !s.top.is_empty() {
+                let top: Vec<String> = s
+                    .top
+                    .iter()
+                    .take(5)
+                    .map(|e| match e.left_s {
+                        Some(left) => format!("{} {} ({left}s)", e.element, thousands(e.packets)),
+                        None => format!("{} {}", e.element, thousands(e.packets)),
+                    })
+                    .collect();
+                line += &format!(
+                    "; {} packets matched, most: {}",
+                    thousands(s.packets),
+                    top.join("  ")
+                );
+            }
+            line
+        })
+        .collect()
 }
 
 /// One interface's lines of the summary, and its bond's members'.

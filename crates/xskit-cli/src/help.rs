@@ -289,14 +289,23 @@ mod tests {
     }
 
     #[test]
-    fn the_rules_reference_example_is_a_rules_file() {
-        let toml = RULES_REFERENCE
+    fn the_rules_reference_examples_are_rules_files() {
+        let examples: Vec<&str> = RULES_REFERENCE
             .split("```toml")
-            .nth(1)
-            .and_then(|rest| rest.split("```").next())
-            .expect("the reference has a TOML example");
-        let rules = xskit_fwd::rules::RuleSet::from_toml(toml).unwrap();
+            .skip(1)
+            .filter_map(|rest| rest.split("```").next())
+            .collect();
+        assert_eq!(examples.len(), 2, "the rules and the set with timeouts");
+        let rules = xskit_fwd::rules::RuleSet::from_toml(examples[0]).unwrap();
         assert!(!rules.sets().is_empty() && !rules.port_sets().is_empty());
+        let timed = xskit_fwd::rules::RuleSet::from_toml(examples[1]).unwrap();
+        assert!(timed.sets()[0].counts_elements() && timed.sets()[0].stats().timed == 2);
+        let days = xskit_fwd::rules::MAX_ELEMENT_TIMEOUT.as_secs() / 86_400;
+        let one_line = RULES_REFERENCE
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(one_line.contains(&format!("(1ms to {days}d,")), "{days}");
     }
 
     #[test]

@@ -41,6 +41,8 @@ const GAUGES: &[&str] = &[
     "flows",
     "schema_version",
     "blocked_now",
+    "elements",
+    "expired",
 ];
 
 /// Whole-number fields that name a thing rather than measure it: labels of the `_info`
@@ -74,6 +76,8 @@ const LISTS: &[(&str, &str, &str, &str, &str)] = &[
         "blocked_source_",
         "blocked_source_info",
     ),
+    ("sets", "set", "name", "set_", "set_info"),
+    ("top", "element", "element", "element_", "element_info"),
 ];
 
 /// Objects that are one more element of a list: (key, the list).
@@ -521,6 +525,30 @@ mod tests {
         assert_eq!(
             sample(&f, "blocked_source_left_seconds", &source),
             Sample::Gauge(55.0)
+        );
+    }
+
+    #[test]
+    fn a_sets_elements_are_a_label_each_under_their_set() {
+        let snapshot = serde_json::json!({
+            "command": "fwd",
+            "sets": [{"name": "attackers", "elements": 2, "expired": 1, "packets": 9,
+                "top": [{"element": "198.51.100.7/32", "packets": 9, "left_s": 30},
+                        {"element": "203.0.113.0/24", "packets": 0, "left_s": null}]}]
+        });
+        let f = families(&snapshot);
+        let set = [("set", "attackers")];
+        assert_eq!(sample(&f, "set_elements", &set), Sample::Gauge(2.0));
+        assert_eq!(sample(&f, "set_expired", &set), Sample::Gauge(1.0));
+        assert_eq!(sample(&f, "set_packets", &set), Sample::Counter(9));
+        let element = [("set", "attackers"), ("element", "198.51.100.7/32")];
+        assert_eq!(
+            sample(&f, "set_element_packets", &element),
+            Sample::Counter(9)
+        );
+        assert_eq!(
+            sample(&f, "set_element_left_seconds", &element),
+            Sample::Gauge(30.0)
         );
     }
 

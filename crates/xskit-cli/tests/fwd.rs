@@ -1259,6 +1259,62 @@ fn prefix_sets_from_a_blocklist_file_drop_listed_sources_in_xdp() {
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
 
+/// A set with a timeout and counters: a's pings are dropped in XDP while its element lives,
+/// each counted on it; once the element has expired they cross, and the summary lists the
+/// element, expired, with every ping it matched.
+#[test]
+fn a_sets_element_drops_until_it_expires_and_counts_what_it_matched() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let rules = RulesFile::new(&format!(
+        "[[set]]\nname = \"cooling\"\ncounters = true\n\
+         prefixes = [\"{}/32 timeout 5s\", \"203.0.113.0/24\"]\n\
+         [[rule]]\nname = \"cooling-pings\"\nsrc = \"@cooling\"\nprotocol = \"icmp\"\n\
+         action = \"drop\"\n",
+        chain.a.ip
+    ));
+    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
+    let c = chain.c.ip.to_string();
+    let ping = run(&chain.a, "ping", &["-c", "2", "-W", "1", &c]);
+    assert!(
+        !ping.status.success(),
+        "pings from a live element were dropped"
+    );
+    // The condition the element's expiry brings: a ping crosses (within a minute).
+    let crossed = (0..60).any(|_| {
+        run(&chain.a, "ping", &["-c", "1", "-W", "1", &c])
+            .status
+            .success()
+    });
+    assert!(crossed, "a's pings crossed once its element expired");
+    let after = run(&chain.a, "ping", &["-c", "3", "-i", "0.2", "-W", "2", &c]);
+    assert_eq!(
+        pings_received(&after),
+        3,
+        "after the expiry every ping crosses"
+    );
+    let report = interrupt(fwd);
+    let r = rule(&report, "cooling-pings");
+    let dropped = r["in_kernel"].as_u64().unwrap();
+    assert!(dropped >= 2 && r["packets"] == dropped, "{report}");
+    let set = &report["counters"]["sets"][0];
+    assert_eq!(
+        (&set["name"], &set["elements"], &set["expired"]),
+        (&"cooling".into(), &2.into(), &1.into()),
+        "{report}"
+    );
+    let element = &set["top"][0];
+    assert_eq!(element["element"], format!("{}/32", chain.a.ip), "{report}");
+    assert_eq!(
+        element["packets"], dropped,
+        "each dropped ping matched it: {report}"
+    );
+    assert_eq!(element["left_s"], 0, "{report}");
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+}
+
 /// 10,000 host addresses spread over the IPv4 space, none in the testbed's own /24s, one a
 /// line: a botnet's sources.
 fn scattered_sources() -> String {

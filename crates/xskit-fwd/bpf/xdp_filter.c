@@ -112,6 +112,7 @@ struct facts {
 	__u8 tcp_flags;
 	__u8 icmp_type;
 	__u8 icmp_code;
+	__u64 tracked;  /* track_packet's answer */
 };
 
 /*
@@ -185,6 +186,210 @@ struct {
 	__type(key, struct set_key);
 	__type(value, __u8);
 } set_trie SEC(".maps");
+
+/*
+ * The elements of the sets with timeouts or counters, each prefix as written (not merged:
+ * each has its own expiry and count), keyed by set * 2 + (1 for IPv6) and the address. Such
+ * a set's /24 table marks BLOCK_TRACKED where an element reaches, and its IPv6 prefixes are in
+ * set_trie as TRIE_TRACKED, so that only addresses near an element come here.
+ */
+struct set_element {
+	__u64 expires;  /* CLOCK_MONOTONIC ns; 0: never */
+	__u64 packets;  /* lookups that matched it, when counted */
+	__u32 len;      /* its prefix length */
+	__u32 counted;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct set_key);
+	__type(value, struct set_element);
+} set_elements SEC(".maps");
+
+/* A lookup in set_elements: the key, the clock once read, and the answer. */
+struct element_walk {
+	struct set_key key;
+	__u64 now;
+	int found;
+};
+
+/*
+ * One step of in_elements: the longest element under the key's length that holds the
+ * address. A live one answers (counted, if its set counts); an expired one is gone, so the
+ * walk goes on below its length. 1 stops the walk.
+ */
+static long element_step(__u64 i, void *data)
+{
+	struct element_walk *w = data;
+	struct set_element *e = bpf_map_lookup_elem(&set_elements, &w->key);
+
+	if (!e)
+		return 1;
+	if (e->expires) {
+		/* The coarse clock: an element lives at most a tick past its time. */
+		if (!w->now)
+			w->now = bpf_ktime_get_coarse_ns();
+		if (e->expires <= w->now) {
+			if (!e->len || e->len > 128)
+				return 1;
+			w->key.prefixlen = 32 + e->len - 1;
+			return 0;
+		}
+	}
+	if (e->counted)
+		__sync_fetch_and_add(&e->packets, 1);
+	w->found = 1;
+	return 1;
+}
+
+/*
+ * True when a live element of set `set_family` (set * 2, + 1 for IPv6) holds the address
+ * a0..a3 (IPv4 in a0): at most one step per prefix length, by bpf_loop, so that the verifier
+ * checks one step, not 129. A global function: verified once for every caller.
+ */
+__attribute__((noinline)) int in_elements(__u32 set_family, __u32 a0, __u32 a1, __u32 a2,
+					  __u32 a3)
+{
+	struct element_walk w = {};
+	__u32 *addr = (__u32 *)w.key.data.addr;
+
+	w.key.prefixlen = 32 + ((set_family & 1) ? 128 : 32);
+	w.key.data.set = set_family;
+	addr[0] = a0;
+	addr[1] = a1;
+	addr[2] = a2;
+	addr[3] = a3;
+	bpf_loop(129, element_step, &w, 0);
+	return w.found;
+}
+
+/*
+ * The sets with timeouts or counters (a bit each): a global of its own section, as
+ * xskit_table_in_force. User space sets a set's bit before its tables mark anything
+ * BLOCK_TRACKED or TRIE_TRACKED, and clears it after they no longer do.
+ */
+volatile __u32 xskit_tracked_sets SEC(".data.xskit_trk") = 0;
+
+/*
+ * The packet's addresses and, per side (0 source, 1 destination), a bit for each set with
+ * timeouts or counters that holds the address: worked out once a packet, by track, before any
+ * rule asks, so that a rule's question is one load, and the verifier walks the elements'
+ * lookup once, not at every place a rule asks of a set.
+ */
+struct tracked_in {
+	__u32 addr[2][4];
+	__u32 bits[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tracked_in);
+} tracked_in SEC(".maps");
+
+/* True when a live element of set `set` holds the address `a` of `family`. */
+static __always_inline int tracked_member(__u32 set, __u32 family, const __u32 *a)
+{
+	struct set_key key = {};
+	struct set_block *entry;
+	__u32 host, index;
+	__u8 *v;
+
+	if (family == 4) {
+		host = bpf_ntohl(a[0]);
+		index = set * SET_BLOCK_WORDS + (host >> 13);
+		entry = bpf_map_lookup_elem(&set_blocks, &index);
+		if (!entry || ((entry->word >> (((host >> 8) & 31) * 2)) & 3) != BLOCK_TRACKED)
+			return 0;
+		return in_elements(set * 2, a[0], 0, 0, 0);
+	}
+	key.prefixlen = 32 + 128;
+	key.data.set = set;
+	__builtin_memcpy(key.data.addr, a, 16);
+	v = bpf_map_lookup_elem(&set_trie, &key);
+	if (!v || *v != TRIE_TRACKED)
+		return 0;
+	return in_elements(set * 2 + 1, a[0], a[1], a[2], a[3]);
+}
+
+/* What track's steps share: the packet's addresses and bits, and their family. */
+struct track_walk {
+	struct tracked_in *t;
+	__u32 mask;
+	__u32 family;
+};
+
+/* One set of track's: its bit for each side whose address a live element of it holds. */
+static long track_step(__u64 set, void *data)
+{
+	struct track_walk *w = data;
+	struct tracked_in *t = w->t;
+
+	if (!(w->mask & (1u << (set & (MAX_SETS - 1)))))
+		return 0;
+	if (tracked_member(set, w->family, t->addr[0]))
+		t->bits[0] |= 1u << set;
+	if (tracked_member(set, w->family, t->addr[1]))
+		t->bits[1] |= 1u << set;
+	return 0;
+}
+
+/*
+ * Works out tracked_in's bits for the addresses in it, of `family` (4 or 6), for every set
+ * with timeouts or counters; each element that holds one counts the packet, if it counts.
+ * Global, its sets stepped by bpf_loop: the verifier checks one step, once, whichever path
+ * calls it once a packet.
+ */
+__attribute__((noinline)) int track(__u32 family)
+{
+	__u32 zero = 0;
+	struct track_walk w = {
+		.mask = xskit_tracked_sets,
+		.family = family,
+	};
+
+	w.t = bpf_map_lookup_elem(&tracked_in, &zero);
+	if (!w.t)
+		return 0;
+	w.t->bits[0] = 0;
+	w.t->bits[1] = 0;
+	bpf_loop(MAX_SETS, track_step, &w, 0);
+	return 0;
+}
+
+/*
+ * Tracks a packet's addresses (4 bytes each for IPv4, else 16) when any set needs it: the sets with timeouts or counters that hold its source
+ * in the low 32 bits, its destination in the high 32 (0 when there are none).
+ */
+static __always_inline __u64 track_packet(__u32 family, const void *src, const void *dst)
+{
+	__u32 zero = 0;
+	struct tracked_in *t;
+
+	if (!xskit_tracked_sets)
+		return 0;
+	t = bpf_map_lookup_elem(&tracked_in, &zero);
+	if (!t)
+		return 0;
+	if (family == 4) {
+		t->addr[0][0] = *(const __u32 *)src;
+		t->addr[1][0] = *(const __u32 *)dst;
+	} else {
+		__builtin_memcpy(t->addr[0], src, 16);
+		__builtin_memcpy(t->addr[1], dst, 16);
+	}
+	track(family);
+	return t->bits[0] | (__u64)t->bits[1] << 32;
+}
+
+/* The bit of track_packet's answer for set `set` on `side` (0 source, 1 destination). */
+static __always_inline __u32 held_by(__u64 tracked, __u32 set, __u32 side)
+{
+	return (tracked >> ((set & (MAX_SETS - 1)) + 32 * side)) & 1;
+}
 
 /*
  * Rule bit vectors (src/rule_vectors.rs says how they are made): a bit for each rule, rule i
@@ -307,8 +512,9 @@ static __always_inline int in_set4(__u32 set, __u32 a)
 		return 0;
 	word = entry->word;
 	block = (word >> shift) & 3;
+	/* OUT 0, FULL 1, TRACKED 3: the general path asks track_packet of the last. */
 	if (block != BLOCK_PARTIAL)
-		return block == BLOCK_FULL;
+		return block;
 	below = word & ((1ULL << shift) - 1);
 	n = entry->rank + popcount64((below >> 1) & ~below & 0x5555555555555555ULL);
 	b = bpf_map_lookup_elem(&set_bitmaps, &n);
@@ -319,16 +525,29 @@ static __always_inline int in_set4(__u32 set, __u32 a)
  * True when the address `a` of `family` is in set `set`; never for what is not IP. `key` is
  * memory for the trie's key.
  */
-static __always_inline int in_set(__u32 set, __u8 family, const __u32 *a, struct set_key *key)
+static __always_inline int in_set(__u32 set, const struct facts *f, __u32 side,
+				  struct set_key *key)
 {
-	if (family == 4)
-		return in_set4(set, a[0]);
-	if (family != 6)
+	const __u32 *a = side ? f->dst : f->src;
+	__u8 *entry;
+
+	if (f->family == 4) {
+		int in = in_set4(set, a[0]);
+
+		return in == BLOCK_TRACKED ? held_by(f->tracked, set, side) : in != 0;
+	}
+	if (f->family != 6)
 		return 0;
 	key->prefixlen = 32 + 128;
 	key->data.set = set;
 	__builtin_memcpy(key->data.addr, a, 16);
-	return bpf_map_lookup_elem(&set_trie, key) != 0;
+	entry = bpf_map_lookup_elem(&set_trie, key);
+	if (!entry)
+		return 0;
+	/* A member, or an element's prefix: then track_packet's answer. */
+	if (*entry == TRIE_TRACKED)
+		return held_by(f->tracked, set, side);
+	return 1;
 }
 
 /* What first_rule_ipv4 sets `action` to at a rule with extra keys: the general path decides. */
@@ -355,12 +574,14 @@ static __always_inline int needs_l4(const struct rule *r)
  * The set bits (rule_vector ids in config.set_rules) of rule r's sets that do not hold the
  * packet's addresses: 0 when they all do, or it names none.
  */
-static __always_inline __u32 sets_failed(const struct rule *r, const struct facts *f,
-					 struct set_key *key)
+__attribute__((noinline)) __u32 sets_failed(const struct rule *r, const struct facts *f,
+					    struct set_key *key)
 {
-	if ((r->extra & EXTRA_SRC_SET) && !in_set(r->sset - 1, f->family, f->src, key))
+	if (!r || !f || !key)
+		return 1;
+	if ((r->extra & EXTRA_SRC_SET) && !in_set(r->sset - 1, f, 0, key))
 		return 1u << ((r->sset - 1) & (MAX_SETS - 1));
-	if ((r->extra & EXTRA_DST_SET) && !in_set(r->dset - 1, f->family, f->dst, key))
+	if ((r->extra & EXTRA_DST_SET) && !in_set(r->dset - 1, f, 1, key))
 		return 1u << (MAX_SETS + ((r->dset - 1) & (MAX_SETS - 1)));
 	return 0;
 }
@@ -1036,6 +1257,7 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 /* True when the packet is in rule r's prefix sets (or it names none). */
 static __always_inline int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
 {
+	/* No set with timeouts or counters here: the plain path is not taken while any is. */
 	return (!(r->extra & EXTRA_SRC_SET) || in_set4(r->sset - 1, saddr)) &&
 	       (!(r->extra & EXTRA_DST_SET) || in_set4(r->dset - 1, daddr));
 }
@@ -1502,6 +1724,7 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 	f->ip_len = total;
 	f->src[0] = ip->saddr;
 	f->dst[0] = ip->daddr;
+	f->tracked = track_packet(4, f->src, f->dst);
 	/* The TCP, UDP or ICMP header only in the first fragment. */
 	if (!f->later) {
 		l4 = (void *)ip + hl;
@@ -1549,6 +1772,7 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 	f->ip_len = 40 + plen > 0xffff ? 0xffff : 40 + plen;
 	__builtin_memcpy(f->src, &ip6->saddr, 16);
 	__builtin_memcpy(f->dst, &ip6->daddr, 16);
+	f->tracked = track_packet(6, f->src, f->dst);
 	hit = first_rule(st, f, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
@@ -1616,6 +1840,9 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	void *l4;
 
 	l4 = ip + 1;
+	/* Sets with timeouts or counters are asked on the general path alone. */
+	if (xskit_tracked_sets)
+		return -1;
 	if (l4 + 4 > end || eth_proto(data) != bpf_htons(ETH_P_IP) || *(__u8 *)ip != 0x45 ||
 	    (ip->frag_off & bpf_htons(0x3fff)) ||
 	    (ip->protocol != IPPROTO_UDP && ip->protocol != IPPROTO_TCP))

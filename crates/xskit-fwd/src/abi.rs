@@ -148,6 +148,16 @@ c_enum! {
         Out = "OUT", "no address of the /24 is in the set";
         Full = "FULL", "every address of the /24 is in the set";
         Partial = "PARTIAL", "some are: the set's trie says which";
+        Tracked = "TRACKED", "an element of a set with timeouts or counters holds some: set_elements decides";
+    }
+}
+
+c_enum! {
+    /// The value of an IPv6 prefix in `set_trie`.
+    pub enum TrieEntry ("TRIE_") {
+        Absent = "ABSENT", "not written";
+        Member = "MEMBER", "the prefix is in the set";
+        Tracked = "TRACKED", "an element of a set with timeouts or counters: set_elements decides";
     }
 }
 
@@ -370,10 +380,18 @@ pub fn c_header() -> String {
     for p in Police::ALL {
         define(p.c_name(), (*p as u32).to_string(), p.describe());
     }
+    set_defines(&mut define);
+    h
+}
+
+/// The sets' part of [`c_header`]: what a /24 table's two bits and a trie value say.
+fn set_defines(define: &mut impl FnMut(&str, String, &str)) {
     for b in Block::ALL {
         define(b.c_name(), (*b as u32).to_string(), b.describe());
     }
-    h
+    for t in TrieEntry::ALL {
+        define(t.c_name(), (*t as u32).to_string(), t.describe());
+    }
 }
 
 /// The rule tables' part of [`c_header`]: the state's size and the rule vectors'.

@@ -127,6 +127,39 @@ pub struct Counters {
     pub blocked_sources: Vec<BlockedCount>,
     /// Sources blocked now, on every interface.
     pub blocked_now: u64,
+    /// The sets with timeouts or counters, in the rules file's order.
+    pub sets: Vec<SetCount>,
+}
+
+/// The elements [`SetCount`] lists.
+pub const TOP_ELEMENTS: usize = 10;
+
+/// A set with timeouts or counters: its elements, and the busiest.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SetCount {
+    /// The set's name.
+    pub name: String,
+    /// Its elements.
+    pub elements: u64,
+    /// Of those, expired: gone from every lookup.
+    pub expired: u64,
+    /// Packets from or to an address its elements hold, on every interface (0 without
+    /// `counters`).
+    pub packets: u64,
+    /// The elements that matched most, most first (at most [`TOP_ELEMENTS`]); with
+    /// `counters` only.
+    pub top: Vec<ElementCount>,
+}
+
+/// An element of a set, and what it matched.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ElementCount {
+    /// Its prefix.
+    pub element: String,
+    /// Packets from or to an address it was the longest live element to hold.
+    pub packets: u64,
+    /// Seconds until it expires (0: expired), or none if it never does.
+    pub left_s: Option<u64>,
 }
 
 /// The blocked sources [`Counters`] lists.

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::rule_vectors::RuleVectors;
 pub use crate::set_tables::SetRoom;
 use crate::set_tables::SetTables;
-use crate::sets::{PortSet, PrefixSet};
+use crate::sets::{Element, PortSet, PrefixSet};
 pub use crate::sys::filter::KernelRule;
 use crate::sys::filter::{
     BlockedRepr, CounterRepr, PoliceCountRepr, PolicerRepr, SourceKeyRepr, StateRepr,
@@ -456,6 +456,16 @@ impl XdpFilter {
         }
         out.sort_by_key(|b| std::cmp::Reverse(b.drops));
         Ok(out)
+    }
+
+    /// For each of `sets` (as [`XdpFilter::set_sets`] wrote them), its elements with the
+    /// packets the kernel counted on each; none for a set without timeouts or counters.
+    pub fn element_counts(&self, sets: &[Arc<PrefixSet>]) -> Result<Vec<Vec<(Element, u64)>>> {
+        let maps = self.maps.lock_unpoisoned();
+        sets.iter()
+            .enumerate()
+            .map(|(i, set)| maps.sets.element_counts(i, set))
+            .collect()
     }
 
     /// Writes the sets the rules name by index ([`crate::rules::Match::src_set`]), in

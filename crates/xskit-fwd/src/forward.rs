@@ -28,6 +28,10 @@ use crate::stages::{PortMacs, RuleCells};
 use crate::worker::{Worker, WorkerEnd};
 use crate::worker_plan::{ReplyCounters, WorkerCells, WorkerPlan};
 
+/// The most elements of sets with timeouts or counters whose counts are read every interval
+/// (a system call each): more are read for the summary only.
+const LIVE_ELEMENTS: usize = 65_536;
+
 /// A kernel counter read; without `strict` a failed read counts nothing (a device that
 /// vanished while the forwarder stops).
 fn lenient<T: Default, E: Into<Error>>(strict: bool, r: std::result::Result<T, E>) -> Result<T> {
@@ -220,6 +224,8 @@ pub(crate) struct Forwarding<K: Kernel> {
     links: Vec<(bool, u64)>,
     /// The interfaces (a bond's members) the kernel holds in promiscuous mode.
     promiscuous: Vec<String>,
+    /// Set when the workers have stopped and the summary's counters are read.
+    summary: bool,
     /// Last, so that what it holds (promiscuous mode) outlives everything set up through it.
     _kernel: K,
 }
@@ -297,6 +303,7 @@ impl<K: Kernel> Forwarding<K> {
             zero_copy: setup.sockets.zero_copy,
             links: links.iter().map(|l| (l.up, 0)).collect(),
             promiscuous,
+            summary: false,
             _kernel: kernel,
         };
         forwarding.program_filters()?;
@@ -459,6 +466,7 @@ impl<K: Kernel> Forwarding<K> {
             sides: &self.sides,
             umem_frames: self.total,
             shared_free: self.shared.len(),
+            now_ns: xskit_os::monotonic_ns(),
         };
         Ok(crate::report::counters(
             self.blank_counters(),
@@ -466,6 +474,22 @@ impl<K: Kernel> Forwarding<K> {
             &workers,
             &filters,
         ))
+    }
+
+    /// The elements' counts of `filter`'s sets with timeouts or counters: every interval
+    /// while they are few, else only for the summary, as a stopped forwarder reads them
+    /// ([`LIVE_ELEMENTS`]).
+    fn element_counts(
+        &self,
+        filter: &K::Filter,
+        strict: bool,
+    ) -> Result<Vec<Vec<(crate::sets::Element, u64)>>> {
+        let sets = self.rules.sets();
+        let elements: usize = sets.iter().map(|s| s.kernel_elements()).sum();
+        if elements == 0 || (elements > LIVE_ELEMENTS && !self.summary) {
+            return Ok(Vec::new());
+        }
+        lenient(strict, filter.element_counts(sets))
     }
 
     /// What filter `i` and its device counted.
@@ -477,6 +501,7 @@ impl<K: Kernel> Forwarding<K> {
             rules: lenient(strict, filter.rule_counters())?,
             police: lenient(strict, filter.police_counts())?,
             blocked: lenient(strict, filter.blocked_sources(xskit_os::monotonic_ns()))?,
+            elements: self.element_counts(filter, strict)?,
             slots: Slot::ALL
                 .iter()
                 .map(|&slot| lenient(strict, filter.slot_counter(slot)))
@@ -526,6 +551,7 @@ impl<K: Kernel> Forwarding<K> {
             frames: LiveFrames::default(),
             blocked_sources: Vec::new(),
             blocked_now: 0,
+            sets: Vec::new(),
         }
     }
 
@@ -616,6 +642,7 @@ impl<K: Kernel> Forwarding<K> {
         // Every worker's pool has given its cache back by now.
         let (frames, worker_error) = account_frames(self.total, self.shared.len(), worker_ends)?;
         // The counters of a vanished device can no longer be read: report what can be.
+        self.summary = true;
         let counters = match self.counters() {
             Ok(c) => c,
             Err(_) if lost.is_some() || worker_error.is_some() => self.counters_lenient(),

@@ -24,7 +24,7 @@ use crate::filter::{Action, BlockedSource, KernelRule, PoliceCount, RuleCounter,
 use crate::filter_plan::FilterControl;
 use crate::plan::{LinkFacts, LinkOffer, SocketAsk, SocketPlan};
 use crate::rules::RuleSet;
-use crate::sets::{PortSet, PrefixSet};
+use crate::sets::{Element, PortSet, PrefixSet};
 use crate::worker::TapPath;
 
 /// The kernel's share of the rules, as every filter gets it.
@@ -75,6 +75,9 @@ pub(crate) trait RunningFilter: FilterControl {
     /// The sources blocked now (CLOCK_MONOTONIC `now_ns`), most dropped first; blocks that
     /// ran out are cleared.
     fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>>;
+    /// For each of `sets`, its elements with the packets counted on each; none for a set
+    /// without timeouts or counters.
+    fn element_counts(&self, sets: &[Arc<PrefixSet>]) -> Result<Vec<Vec<(Element, u64)>>>;
     /// Whether the filter polices the rate-limit rules (then user space forwards what it
     /// sends up within the rate without policing it again).
     fn polices(&self) -> bool;
@@ -424,6 +427,9 @@ impl RunningFilter for XdpFilter {
 
     fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>> {
         XdpFilter::blocked_sources(self, now_ns)
+    }
+    fn element_counts(&self, sets: &[Arc<PrefixSet>]) -> Result<Vec<Vec<(Element, u64)>>> {
+        XdpFilter::element_counts(self, sets)
     }
 
     fn polices(&self) -> bool {

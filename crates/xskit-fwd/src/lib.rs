@@ -11,6 +11,7 @@ mod config;
 mod config_check;
 mod counter;
 mod counts;
+mod duration;
 mod error;
 pub mod filter;
 mod filter_plan;
@@ -38,7 +39,8 @@ pub use bonded::{BondConfig, BondCount, FailOverMac, LacpEnd, MemberCount, Membe
 pub use config::{ChecksumMode, ForwardConfig};
 pub use counter::UserPortCounts;
 pub use counts::{
-    BlockedCount, Counters, FrameReport, LiveFrames, PortCount, Report, RuleCount, TOP_BLOCKED,
+    BlockedCount, Counters, ElementCount, FrameReport, LiveFrames, PortCount, Report, RuleCount,
+    SetCount, TOP_BLOCKED, TOP_ELEMENTS,
 };
 pub use error::{Error, Result};
 pub use forward::Forwarder;

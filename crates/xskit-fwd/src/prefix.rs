@@ -11,6 +11,12 @@ pub struct Prefix {
     pub len: u8,
 }
 
+impl std::fmt::Display for Prefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
 impl Prefix {
     /// Parses `"198.51.100.0/24"`, `"2001:db8::/32"` or a lone address (a host prefix).
     /// A prefix with host bits set (`"10.0.0.1/8"`) is refused, saying which network and

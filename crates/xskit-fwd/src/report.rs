@@ -12,9 +12,12 @@ use xskit_pipeline::PoolStats;
 
 use crate::abi::Slot;
 use crate::counter::{UserPortCounts, UserRuleCounts as RuleTally};
-use crate::counts::{BlockedCount, Counters, PortCount, RuleCount, TOP_BLOCKED};
+use crate::counts::{
+    BlockedCount, Counters, ElementCount, PortCount, RuleCount, SetCount, TOP_BLOCKED, TOP_ELEMENTS,
+};
 use crate::filter::{BlockedSource, PoliceCount, RuleCounter};
 use crate::rules::{KernelShare, Verdict};
+use crate::sets::Element;
 use crate::worker::FramesSeen;
 
 /// What one worker had published.
@@ -45,6 +48,9 @@ pub(crate) struct FilterSnapshot {
     pub(crate) blocked: Vec<BlockedSource>,
     /// Per [`Slot`], in its order.
     pub(crate) slots: Vec<RuleCounter>,
+    /// Per set of the rules: its elements with their counts (none for a set without
+    /// timeouts or counters, or when they were not read).
+    pub(crate) elements: Vec<Vec<(Element, u64)>>,
 }
 
 impl FilterSnapshot {
@@ -63,6 +69,8 @@ pub(crate) struct Shape<'a> {
     pub(crate) umem_frames: usize,
     /// Frames in the shared pool, outside every worker.
     pub(crate) shared_free: usize,
+    /// When the counters were read (CLOCK_MONOTONIC nanoseconds): which elements expired.
+    pub(crate) now_ns: u64,
 }
 
 impl Shape<'_> {
@@ -95,6 +103,7 @@ pub(crate) fn counters(
         .blocked_sources
         .sort_by_key(|b| std::cmp::Reverse(b.drops));
     blank.blocked_sources.truncate(TOP_BLOCKED);
+    blank.sets = set_counts(shape, filters);
     if blank.ports.len() == 2 {
         for q in 0..2 {
             let into_q = blank.ports[1 - q].xdp_forwarded;
@@ -167,6 +176,56 @@ fn add_kernel_decision(count: &mut RuleCount, k: RuleCounter) {
     count.packets += k.packets;
     count.bytes += k.bytes;
     count.in_kernel += k.packets;
+}
+
+/// The sets with timeouts or counters: their elements' counts summed over the filters, the
+/// expired ones counted, the busiest listed.
+fn set_counts(shape: &Shape<'_>, filters: &[FilterSnapshot]) -> Vec<SetCount> {
+    let sets = shape.rules.rule_set().sets();
+    sets.iter()
+        .enumerate()
+        .filter(|(_, set)| set.is_tracked())
+        .map(|(i, set)| {
+            let mut elements: Vec<(Element, u64)> =
+                set.elements().iter().map(|e| (*e, 0)).collect();
+            for f in filters {
+                let Some(counted) = f.elements.get(i) else {
+                    continue;
+                };
+                for ((_, total), (_, packets)) in elements.iter_mut().zip(counted) {
+                    *total += packets;
+                }
+            }
+            let left_s = |e: &Element| {
+                e.expires_ns
+                    .map(|t| t.saturating_sub(shape.now_ns).div_ceil(1_000_000_000))
+            };
+            let mut count = SetCount {
+                name: set.name().to_string(),
+                elements: elements.len() as u64,
+                expired: elements
+                    .iter()
+                    .filter(|(e, _)| left_s(e) == Some(0))
+                    .count() as u64,
+                packets: elements.iter().map(|(_, p)| p).sum(),
+                top: Vec::new(),
+            };
+            if set.counts_elements() {
+                elements.sort_by_key(|&(e, p)| (std::cmp::Reverse(p), e));
+                count.top = elements
+                    .iter()
+                    .take(TOP_ELEMENTS)
+                    .filter(|(_, p)| *p > 0)
+                    .map(|(e, p)| ElementCount {
+                        element: e.prefix().to_string(),
+                        packets: *p,
+                        left_s: left_s(e),
+                    })
+                    .collect();
+            }
+            count
+        })
+        .collect()
 }
 
 /// The sources filter `i` blocks now.
@@ -289,6 +348,7 @@ mod tests {
             police: Vec::new(),
             blocked: Vec::new(),
             slots: vec![RuleCounter::default(); Slot::ALL.len()],
+            elements: Vec::new(),
         };
         for &(slot, n) in slots {
             f.slots[slot as usize] = counter(n);
@@ -315,6 +375,7 @@ mod tests {
             sides: &sides,
             umem_frames: 4096,
             shared_free: 10,
+            now_ns: 0,
         };
         let mut w = worker(2, 2);
         w.ports[0].rx_packets = 7;
@@ -359,6 +420,7 @@ mod tests {
             sides: &sides,
             umem_frames: 64,
             shared_free: 0,
+            now_ns: 0,
         };
         let mut w = worker(2, 2);
         w.rules[2].packets = 900;
@@ -378,6 +440,7 @@ mod tests {
             sides: &sides,
             umem_frames: 64,
             shared_free: 0,
+            now_ns: 0,
         };
         let mut blank = blank(&rules, 2);
         blank.ports[0].bond = Some(BondCount {
@@ -423,5 +486,56 @@ mod tests {
         assert_eq!(c.ports[0].device_tx_packets, 300);
         assert_eq!(c.ports[0].xdp_partial_checksums, 3, "both members' filters");
         assert_eq!(c.ports[0].user.copies, 9);
+    }
+
+    /// A set with counters and timeouts: each element's counts summed over the interfaces,
+    /// the expired counted, the busiest listed most first.
+    #[test]
+    fn set_elements_are_summed_over_interfaces_and_the_busiest_listed() {
+        let rules = crate::rules::RuleSet::from_toml(
+            "[[set]]\nname = \"s\"\ncounters = true\nprefixes = [\"198.51.100.0/24\", \
+             \"198.51.100.7 timeout 10s\", \"2001:db8::/32\"]\n\
+             [[rule]]\nsrc = \"@s\"\naction = \"drop\"\n",
+        )
+        .unwrap();
+        let set = &rules.sets()[0];
+        let elements = set.elements().to_vec();
+        assert_eq!(elements.len(), 3);
+        let expires = elements.iter().find_map(|e| e.expires_ns).unwrap();
+        let sides = [0..1, 1..2];
+        let shape = |now_ns| Shape {
+            rules: rules.kernel_share(true),
+            sides: &sides,
+            umem_frames: 64,
+            shared_free: 0,
+            now_ns,
+        };
+        let counted = |n: [u64; 3]| FilterSnapshot {
+            elements: vec![elements.iter().copied().zip(n).collect()],
+            ..kernel([0, 0, 0], &[], 0)
+        };
+        let filters = [counted([5, 1, 0]), counted([2, 9, 0])];
+        let c = counters(blank(&rules, 2), &shape(expires - 1), &[], &filters);
+        assert_eq!(c.sets.len(), 1);
+        let s = &c.sets[0];
+        assert_eq!(
+            (s.name.as_str(), s.elements, s.expired, s.packets),
+            ("s", 3, 0, 17)
+        );
+        let top: Vec<_> = s
+            .top
+            .iter()
+            .map(|e| (e.element.as_str(), e.packets, e.left_s))
+            .collect();
+        assert_eq!(
+            top,
+            [
+                ("198.51.100.7/32", 10, Some(1)),
+                ("198.51.100.0/24", 7, None)
+            ]
+        );
+        let c = counters(blank(&rules, 2), &shape(expires), &[], &filters);
+        assert_eq!(c.sets[0].expired, 1);
+        assert_eq!(c.sets[0].top[0].left_s, Some(0));
     }
 }

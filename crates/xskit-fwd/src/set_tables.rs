@@ -11,10 +11,10 @@ use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
-use crate::abi::{PORT_SET_WORDS, SET_BLOCK_WORDS};
+use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::error::{Error, Result};
-use crate::sets::{PortSet, PrefixSet};
-use crate::sys::filter::{SetBitsRepr, SetBlockRepr, SetKeyRepr};
+use crate::sets::{Element, PortSet, PrefixSet};
+use crate::sys::filter::{SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr};
 
 /// Words of a /24 bitmap in `set_bitmaps`' memory.
 const BITMAP_WORDS: usize = std::mem::size_of::<SetBitsRepr>() / 8;
@@ -30,6 +30,8 @@ pub struct SetRoom {
     pub partial_blocks: usize,
     /// IPv6 trie prefixes, over all sets.
     pub trie_entries: usize,
+    /// Elements of the sets with timeouts or counters, over all sets.
+    pub elements: usize,
     /// Port sets (a bitmap of 65,536 bits each).
     pub port_sets: usize,
     /// Per-source buckets of the rate limits kept per source.
@@ -54,6 +56,7 @@ impl SetRoom {
             let (partial, trie) = set.kernel_entries();
             room.partial_blocks += partial;
             room.trie_entries += trie;
+            room.elements += set.kernel_elements();
         }
         room
     }
@@ -61,8 +64,9 @@ impl SetRoom {
     /// What the room holds, in words.
     fn describe(&self) -> String {
         format!(
-            "{} sets with {} /24s held in part and {} IPv6 prefixes, {} port sets",
-            self.sets, self.partial_blocks, self.trie_entries, self.port_sets
+            "{} sets with {} /24s held in part, {} IPv6 prefixes and {} elements with timeouts \
+             or counters, {} port sets",
+            self.sets, self.partial_blocks, self.trie_entries, self.elements, self.port_sets
         )
     }
 
@@ -71,16 +75,18 @@ impl SetRoom {
         other.sets <= self.sets
             && other.partial_blocks <= self.partial_blocks
             && other.trie_entries <= self.trie_entries
+            && other.elements <= self.elements
             && other.port_sets <= self.port_sets
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 10] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 11] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
             ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
+            ("set_elements", entries(self.elements)),
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
             ("source_buckets", entries(self.sources)),
             ("blocked", entries(self.blocked)),
@@ -142,6 +148,13 @@ pub(crate) struct SetTables {
     /// `set_bitmaps`' memory, when some set holds a /24 in part.
     bitmaps: Option<xskit_os::Mmap>,
     trie: LpmTrie<MapData, SetKeyRepr, u8>,
+    /// The elements of sets with timeouts or counters.
+    elements: LpmTrie<MapData, SetKeyRepr, SetElementRepr>,
+    /// `xskit_tracked_sets`: a bit for each set with timeouts or counters, which sends every
+    /// packet to the general path, where they are asked.
+    tracked_sets: Array<MapData, u32>,
+    /// What it holds.
+    tracked_mask: u32,
     /// The set each table holds and where its bitmaps start, so that a change rewrites only
     /// the sets that changed or moved and removes the trie entries they lost.
     written: Vec<(Option<Arc<PrefixSet>>, usize)>,
@@ -166,6 +179,9 @@ impl SetTables {
             _bitmaps_map: bitmaps_map,
             bitmaps,
             trie: program.take_map("set_trie")?,
+            elements: program.take_map("set_elements")?,
+            tracked_sets: program.take_map(".data.xskit_trk")?,
+            tracked_mask: 0,
             written: vec![(None, 0); room.sets],
         })
     }
@@ -206,6 +222,14 @@ impl SetTables {
                 room: self.room.describe(),
             });
         }
+        // A set's bit before its tables say TRACKED anywhere, cleared only after they no
+        // longer do: the plain path, which does not ask the elements, never meets them.
+        let mask = sets
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_tracked())
+            .fold(0u32, |m, (i, _)| m | 1 << i);
+        self.set_tracked(self.tracked_mask | mask)?;
         // Each set's bitmaps follow the sets' before it.
         let mut first = 0;
         for i in 0..self.room.sets {
@@ -215,6 +239,17 @@ impl SetTables {
                 self.written[i] = (new.cloned(), first);
             }
             first += new.map_or(0, |s| s.kernel_entries().0);
+        }
+        self.set_tracked(mask)
+    }
+
+    /// Writes `xskit_tracked_sets`.
+    fn set_tracked(&mut self, mask: u32) -> Result<()> {
+        if mask != self.tracked_mask {
+            self.tracked_sets
+                .set(0, mask, 0)
+                .map_err(|e| map_error("writing which sets have timeouts or counters", e))?;
+            self.tracked_mask = mask;
         }
         Ok(())
     }
@@ -234,11 +269,17 @@ impl SetTables {
                 }
             }
         }
+        let kept_elements = self.write_elements(set, new)?;
+        let entry = if layout.tracked {
+            TrieEntry::Tracked
+        } else {
+            TrieEntry::Member
+        };
         let mut keep = HashSet::with_capacity(layout.trie.len());
         for &(addr, len) in &layout.trie {
             let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
             self.trie
-                .insert(&key, 1, 0)
+                .insert(&key, entry as u8, 0)
                 .map_err(|e| map_error("writing a set's trie", e))?;
             keep.insert((key.prefix_len(), key.data()));
         }
@@ -251,6 +292,14 @@ impl SetTables {
         let Some(old) = self.written[i].0.clone() else {
             return Ok(());
         };
+        for e in old.elements() {
+            let key = element_key(set, e);
+            if !kept_elements.contains(&(key.prefix_len(), key.data())) {
+                self.elements
+                    .remove(&key)
+                    .map_err(|e| map_error("removing a set's element", e))?;
+            }
+        }
         for &(addr, len) in &old.kernel_layout().trie {
             let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
             if !keep.contains(&(key.prefix_len(), key.data())) {
@@ -260,6 +309,49 @@ impl SetTables {
             }
         }
         Ok(())
+    }
+
+    /// Writes the elements of `new` (set `set`), if it has timeouts or counters, each with a
+    /// zero count; returns their keys.
+    fn write_elements(
+        &mut self,
+        set: u32,
+        new: Option<&Arc<PrefixSet>>,
+    ) -> Result<HashSet<(u32, SetKeyRepr)>> {
+        let Some(new) = new else {
+            return Ok(HashSet::new());
+        };
+        let counted = u32::from(new.counts_elements());
+        let mut keys = HashSet::with_capacity(new.elements().len());
+        for e in new.elements() {
+            let key = element_key(set, e);
+            let value = SetElementRepr {
+                expires: e.expires_ns.unwrap_or(0),
+                packets: 0,
+                len: u32::from(e.len),
+                counted,
+            };
+            self.elements
+                .insert(&key, value, 0)
+                .map_err(|e| map_error("writing a set's elements", e))?;
+            keys.insert((key.prefix_len(), key.data()));
+        }
+        Ok(keys)
+    }
+
+    /// Each element of set `set` with the packets the kernel counted on it.
+    pub(crate) fn element_counts(&self, set: usize, of: &PrefixSet) -> Result<Vec<(Element, u64)>> {
+        of.elements()
+            .iter()
+            .map(|e| {
+                let key = element_key(set as u32, e);
+                let value = self
+                    .elements
+                    .get(&key, 0)
+                    .map_err(|err| map_error("reading a set's elements", err))?;
+                Ok((*e, value.packets))
+            })
+            .collect()
     }
 
     /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): `words` and their
@@ -273,4 +365,16 @@ impl SetTables {
             entry[0].store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
         }
     }
+}
+
+/// Element `e` of set `set` as a key of `set_elements`: the set and family, the network.
+fn element_key(set: u32, e: &Element) -> TrieKey<SetKeyRepr> {
+    let family_bit = u32::from(e.family == 6);
+    TrieKey::new(
+        32 + u32::from(e.len),
+        SetKeyRepr {
+            set: set * 2 + family_bit,
+            addr: e.network.to_be_bytes(),
+        },
+    )
 }

@@ -5,8 +5,10 @@
 //! 256 addresses of each /24 it holds in part (found by a rank: the table word's count of
 //! partial /24s before it, plus those before the /24 in the word), and a trie for IPv6.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use crate::abi::{Block, PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::prefix::Prefix;
@@ -42,15 +44,133 @@ pub fn first_addresses(text: &str) -> Result<Vec<IpAddr>, SetLineError> {
         .collect()
 }
 
+/// The longest an element's timeout may be.
+pub const MAX_ELEMENT_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
+
+/// How a set's elements live and are counted, beyond their prefixes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetOptions {
+    /// Elements written without a timeout of their own expire this long after `now_ns`.
+    pub timeout: Option<Duration>,
+    /// Each element counts, in the kernel, the packets from or to an address it holds.
+    pub counters: bool,
+    /// When the set was read (CLOCK_MONOTONIC nanoseconds): timeouts count from here.
+    pub now_ns: u64,
+}
+
 /// A named set of prefixes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrefixSet {
     name: String,
-    /// Disjoint, sorted, merged inclusive ranges of IPv4 addresses.
+    /// Disjoint, sorted, merged inclusive ranges of IPv4 addresses (of a set with
+    /// timeouts, the elements that never expire).
     v4: Vec<(u32, u32)>,
     /// Likewise for IPv6.
     v6: Vec<(u128, u128)>,
+    /// Its elements one by one, when it has timeouts or counters.
+    tracked: Option<Box<Tracked>>,
     stats: SetStats,
+}
+
+/// An element of a set with timeouts or counters: a prefix and when it expires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Element {
+    /// 4 or 6.
+    pub family: u8,
+    /// The network, as a key's 16 address bytes taken as a big-endian number (IPv4 in the
+    /// first 4).
+    pub network: u128,
+    /// The prefix length.
+    pub len: u8,
+    /// When it expires (CLOCK_MONOTONIC nanoseconds), or never.
+    pub expires_ns: Option<u64>,
+}
+
+impl Element {
+    /// The element as a prefix, for people.
+    pub fn prefix(&self) -> Prefix {
+        let addr = match self.family {
+            4 => IpAddr::from(((self.network >> 96) as u32).to_be_bytes()),
+            _ => IpAddr::from(self.network.to_be_bytes()),
+        };
+        Prefix {
+            addr,
+            len: self.len,
+        }
+    }
+}
+
+/// A set's elements kept one by one (a set with timeouts or counters): the kernel holds each
+/// with its own expiry and count, and a lookup steps past an expired element to a shorter one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Tracked {
+    counters: bool,
+    /// Every element, sorted, one per prefix (the longest-lived of a prefix written twice).
+    elements: Vec<Element>,
+    /// The elements that expire, by (family, length, network): their expiry.
+    timed: HashMap<(u8, u8, u128), u64>,
+    /// The lengths of the timed elements of IPv4 and of IPv6, longest first.
+    timed_lengths: [Vec<u8>; 2],
+}
+
+impl Tracked {
+    /// Takes `elements` (with duplicates); returns how many were duplicates.
+    fn new(counters: bool, mut elements: Vec<Element>) -> (Self, usize) {
+        // Per prefix, the one that never expires, else the latest.
+        elements.sort_unstable_by_key(|e| {
+            (
+                e.family,
+                e.network,
+                e.len,
+                e.expires_ns.is_none(),
+                e.expires_ns,
+            )
+        });
+        let written = elements.len();
+        let mut out: Vec<Element> = Vec::with_capacity(written);
+        for e in elements {
+            match out.last_mut() {
+                Some(last)
+                    if (last.family, last.network, last.len) == (e.family, e.network, e.len) =>
+                {
+                    *last = e
+                }
+                _ => out.push(e),
+            }
+        }
+        let timed: HashMap<_, _> = out
+            .iter()
+            .filter_map(|e| Some(((e.family, e.len, e.network), e.expires_ns?)))
+            .collect();
+        let mut timed_lengths = [Vec::new(), Vec::new()];
+        for &(family, len, _) in timed.keys() {
+            timed_lengths[usize::from(family == 6)].push(len);
+        }
+        for lengths in &mut timed_lengths {
+            lengths.sort_unstable_by(|a, b| b.cmp(a));
+            lengths.dedup();
+        }
+        let duplicates = written - out.len();
+        let tracked = Tracked {
+            counters,
+            elements: out,
+            timed,
+            timed_lengths,
+        };
+        (tracked, duplicates)
+    }
+
+    /// True if a timed element that has not expired at `now_ns` holds `addr`.
+    fn holds_timed(&self, family: u8, addr: u128, now_ns: u64) -> bool {
+        self.timed_lengths[usize::from(family == 6)]
+            .iter()
+            .any(|&len| {
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                self.timed
+                    .get(&(family, len, addr & mask))
+                    .is_some_and(|&expires| expires > now_ns)
+            })
+    }
 }
 
 /// What reading a set found.
@@ -60,9 +180,12 @@ pub struct SetStats {
     pub prefixes: usize,
     /// Of those, IPv6.
     pub ipv6: usize,
+    /// Of those, with a timeout.
+    pub timed: usize,
     /// Written with host bits set, and taken as their network (`10.0.0.1/8` as `10.0.0.0/8`).
     pub normalised: usize,
-    /// Duplicates, or inside another prefix of the set: they add nothing.
+    /// Duplicates, or inside another prefix of the set: they add nothing. (In a set with
+    /// timeouts or counters, only duplicates: each element is kept with its own.)
     pub covered: usize,
 }
 
@@ -91,6 +214,56 @@ pub struct SetLayout {
     pub ranks: Vec<u32>,
     /// The IPv6 ranges as trie prefixes: (address, length).
     pub trie: Vec<([u8; 16], u8)>,
+    /// True for a set with timeouts or counters: its /24s are [`Block::Tracked`] where an
+    /// element reaches, its trie prefixes are its IPv6 elements, and its elements decide.
+    pub tracked: bool,
+}
+
+/// The kernel's form of a set with timeouts or counters: each /24 an element reaches is
+/// [`Block::Tracked`] (asked of the elements' trie), each IPv6 element a trie prefix.
+fn tracked_layout(elements: &[Element]) -> SetLayout {
+    let mut layout = SetLayout {
+        tracked: true,
+        ..SetLayout::default()
+    };
+    for e in elements {
+        if e.family == 6 {
+            layout.trie.push((e.network.to_be_bytes(), e.len));
+            continue;
+        }
+        if layout.blocks.is_empty() {
+            layout.blocks = vec![0; SET_BLOCK_WORDS];
+        }
+        let lo = (e.network >> 96) as u32;
+        let hi = lo | u32::MAX.checked_shr(u32::from(e.len)).unwrap_or(0);
+        for block in (lo >> 8)..=(hi >> 8) {
+            layout.blocks[(block >> 5) as usize] |= (Block::Tracked as u64) << ((block & 31) * 2);
+        }
+    }
+    layout.ranks = vec![0; layout.blocks.len()];
+    layout
+}
+
+/// A set's element: a prefix (host bits cleared, and true if there were some), then
+/// optionally `timeout DURATION`.
+fn parse_element(item: &str) -> Result<(Prefix, bool, Option<Duration>), String> {
+    let mut words = item.split_whitespace();
+    let (prefix, normalised) = Prefix::parse_lenient(words.next().unwrap_or(""))?;
+    let timeout = match (words.next(), words.next(), words.next()) {
+        (None, _, _) => None,
+        (Some("timeout"), Some(t), None) => Some(crate::duration::parse_within(
+            t,
+            "timeout",
+            (MAX_ELEMENT_TIMEOUT, "365d"),
+        )?),
+        _ => {
+            return Err(format!(
+                "{item:?}: after the prefix an element takes only \"timeout DURATION\" \
+                 (\"198.51.100.0/24 timeout 10m\")"
+            ))
+        }
+    };
+    Ok((prefix, normalised, timeout))
 }
 
 impl PrefixSet {
@@ -99,7 +272,18 @@ impl PrefixSet {
         name: &str,
         items: impl IntoIterator<Item = (usize, &'a str)>,
     ) -> Result<Self, SetLineError> {
+        Self::from_items_with(name, items, SetOptions::default())
+    }
+
+    /// A set of the elements in `items` (a prefix, and `timeout DURATION` if it expires),
+    /// each with the line it came from, kept as `options` say.
+    pub fn from_items_with<'a>(
+        name: &str,
+        items: impl IntoIterator<Item = (usize, &'a str)>,
+        options: SetOptions,
+    ) -> Result<Self, SetLineError> {
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        let mut elements = Vec::new();
         let mut stats = SetStats::default();
         for (line, item) in items {
             if stats.prefixes == MAX_SET_PREFIXES {
@@ -111,23 +295,44 @@ impl PrefixSet {
                     ),
                 });
             }
-            let (prefix, normalised) =
-                Prefix::parse_lenient(item).map_err(|message| SetLineError { line, message })?;
+            let (prefix, normalised, timeout) =
+                parse_element(item).map_err(|message| SetLineError { line, message })?;
             stats.prefixes += 1;
             stats.normalised += usize::from(normalised);
+            stats.ipv6 += usize::from(prefix.family() == 6);
+            let expires_ns = timeout.or(options.timeout).map(|t| {
+                options
+                    .now_ns
+                    .saturating_add(t.as_nanos().try_into().unwrap_or(u64::MAX))
+            });
+            stats.timed += usize::from(expires_ns.is_some());
             let (lo, hi) = prefix.range();
-            if prefix.family() == 4 {
-                v4.push(((lo >> 96) as u32, (hi >> 96) as u32));
-            } else {
-                stats.ipv6 += 1;
-                v6.push((lo, hi));
+            elements.push(Element {
+                family: prefix.family(),
+                network: lo,
+                len: prefix.len,
+                expires_ns,
+            });
+            match (expires_ns, prefix.family()) {
+                (Some(_), _) => {}
+                (None, 4) => v4.push(((lo >> 96) as u32, (hi >> 96) as u32)),
+                (None, _) => v6.push((lo, hi)),
             }
         }
-        stats.covered = merge(&mut v4) + merge(&mut v6);
+        let covered = merge(&mut v4) + merge(&mut v6);
+        let tracked = (options.counters || stats.timed > 0).then(|| {
+            let (tracked, duplicates) = Tracked::new(options.counters, elements);
+            stats.covered = duplicates;
+            Box::new(tracked)
+        });
+        if tracked.is_none() {
+            stats.covered = covered;
+        }
         Ok(PrefixSet {
             name: name.to_string(),
             v4,
             v6,
+            tracked,
             stats,
         })
     }
@@ -136,6 +341,12 @@ impl PrefixSet {
     /// comment (Spamhaus's lists put `; SBL...` after each prefix); blank lines are skipped.
     pub fn parse(name: &str, text: &str) -> Result<Self, SetLineError> {
         Self::from_items(name, set_file_items(text))
+    }
+
+    /// As [`PrefixSet::parse`], kept as `options` say; a line may give its element a
+    /// timeout of its own (`198.51.100.0/24 timeout 10m`).
+    pub fn parse_with(name: &str, text: &str, options: SetOptions) -> Result<Self, SetLineError> {
+        Self::from_items_with(name, set_file_items(text), options)
     }
 
     /// Its name.
@@ -149,24 +360,62 @@ impl PrefixSet {
     }
 
     /// True if the address `addr` of `family` (a key's 16 bytes as a big-endian number, IPv4
-    /// in the first 4) is in the set; never for family 0 (not IP).
+    /// in the first 4) is in the set now; never for family 0 (not IP).
     #[inline]
     pub fn contains(&self, family: u8, addr: u128) -> bool {
-        match family {
+        let permanent = match family {
             4 => find(&self.v4, (addr >> 96) as u32),
             6 => find(&self.v6, addr),
-            _ => false,
-        }
+            _ => return false,
+        };
+        permanent
+            || self.tracked.as_ref().is_some_and(|t| {
+                // The XDP program's clock, so that both decide alike.
+                !t.timed.is_empty() && t.holds_timed(family, addr, xskit_os::monotonic_coarse_ns())
+            })
+    }
+
+    /// As [`PrefixSet::contains`], at CLOCK_MONOTONIC `now_ns`: an element that expired by
+    /// then is gone, and a shorter one that holds the address still answers.
+    pub fn contains_at(&self, family: u8, addr: u128, now_ns: u64) -> bool {
+        let permanent = match family {
+            4 => find(&self.v4, (addr >> 96) as u32),
+            6 => find(&self.v6, addr),
+            _ => return false,
+        };
+        permanent
+            || self
+                .tracked
+                .as_ref()
+                .is_some_and(|t| t.holds_timed(family, addr, now_ns))
+    }
+
+    /// True if its elements are kept one by one, with timeouts or counters.
+    pub fn is_tracked(&self) -> bool {
+        self.tracked.is_some()
+    }
+
+    /// True if the kernel counts its elements' hits.
+    pub fn counts_elements(&self) -> bool {
+        self.tracked.as_ref().is_some_and(|t| t.counters)
+    }
+
+    /// Its elements one by one, when it has timeouts or counters; else none.
+    pub fn elements(&self) -> &[Element] {
+        self.tracked.as_ref().map_or(&[], |t| &t.elements)
     }
 
     /// True if it holds IPv4 prefixes (the kernel gives it a /24 block table).
     pub fn has_ipv4(&self) -> bool {
-        !self.v4.is_empty()
+        !self.v4.is_empty() || self.elements().iter().any(|e| e.family == 4)
     }
 
     /// How many /24s it holds in part, and how many IPv6 trie prefixes it takes: the sizes of
     /// its kernel tables beside its block table.
     pub fn kernel_entries(&self) -> (usize, usize) {
+        if let Some(t) = &self.tracked {
+            return (0, t.elements.iter().filter(|e| e.family == 6).count());
+        }
         let mut partial = 0;
         let mut last = None;
         self.walk_ipv4(|block, state, _| {
@@ -183,8 +432,17 @@ impl PrefixSet {
         (partial, trie)
     }
 
+    /// How many elements it puts in the kernel's table of elements with timeouts or
+    /// counters (none unless it has them).
+    pub fn kernel_elements(&self) -> usize {
+        self.elements().len()
+    }
+
     /// The set as the kernel holds it.
     pub fn kernel_layout(&self) -> SetLayout {
+        if let Some(t) = &self.tracked {
+            return tracked_layout(&t.elements);
+        }
         let mut layout = SetLayout::default();
         if self.has_ipv4() {
             layout.blocks = vec![0; SET_BLOCK_WORDS];
@@ -502,5 +760,105 @@ mod tests {
         assert_eq!(partial_rank(0b10_01_10_00, 4), 2);
         assert_eq!(partial_rank(0b10_01_10_00, 2), 1);
         assert_eq!(partial_rank(u64::MAX, 32), 0);
+    }
+
+    fn timed(text: &str, options: SetOptions) -> PrefixSet {
+        PrefixSet::parse_with("t", text, options).unwrap()
+    }
+
+    /// An expired element is gone; a shorter one under it still answers, timed or not.
+    #[test]
+    fn an_expired_element_is_gone_and_a_shorter_live_one_still_matches() {
+        let options = SetOptions {
+            timeout: Some(Duration::from_secs(100)),
+            counters: false,
+            now_ns: 1_000,
+        };
+        let s = timed(
+            "10.0.0.0/8 timeout 1s\n10.1.0.0/16 timeout 10s\n10.1.2.3 ; the set's 100s\n\
+             192.0.2.0/24 timeout 1s\n2001:db8::/32\n2001:db8::1 timeout 1s\n",
+            options,
+        );
+        assert!(s.is_tracked() && !s.counts_elements());
+        assert_eq!(
+            (s.stats().prefixes, s.stats().timed, s.stats().covered),
+            (6, 6, 0)
+        );
+        let second = 1_000_000_000u64;
+        let at = |a: &str, t: u64| s.contains_at(4, v4(a), 1_000 + t);
+        assert!(at("10.1.2.3", 0) && at("10.9.9.9", 0) && at("192.0.2.1", 0));
+        // The /8 and the /24 expired at 1 s; the /16 holds 10.1/16 to 10 s, the host to 100 s.
+        assert!(!at("10.9.9.9", second) && !at("192.0.2.1", second));
+        assert!(at("10.1.9.9", second) && at("10.1.2.3", second));
+        assert!(!at("10.1.9.9", 10 * second) && at("10.1.2.3", 10 * second));
+        assert!(!at("10.1.2.3", 100 * second));
+        let v6 = |a: &str| u128::from(a.parse::<std::net::Ipv6Addr>().unwrap());
+        assert!(s.contains_at(6, v6("2001:db8::1"), 1_000 + second));
+        assert!(
+            s.contains_at(6, v6("2001:db8::1"), 1_000 + 50 * second),
+            "its /32 lives the set's 100 s"
+        );
+        assert!(!s.contains_at(6, v6("2001:db8::1"), 1_000 + 100 * second));
+        assert!(!s.contains_at(6, v6("2001:db9::1"), 1_000));
+        assert!(!s.contains_at(0, v4("10.1.2.3"), 1_000));
+    }
+
+    /// The kernel's form: every /24 an element reaches asks the elements, IPv6 elements are
+    /// trie prefixes, nothing is merged; a prefix written twice keeps its longest life.
+    #[test]
+    fn a_tracked_set_is_laid_out_element_by_element() {
+        let options = SetOptions {
+            counters: true,
+            ..SetOptions::default()
+        };
+        let s = timed(
+            "198.51.100.0/23\n198.51.100.7\n198.51.100.7 timeout 5s\n2001:db8::/48\n",
+            options,
+        );
+        assert!(s.counts_elements());
+        assert_eq!(s.stats().covered, 1);
+        let e: Vec<_> = s
+            .elements()
+            .iter()
+            .map(|e| (e.prefix().to_string(), e.expires_ns))
+            .collect();
+        assert_eq!(
+            e,
+            [
+                ("198.51.100.0/23".to_string(), None),
+                ("198.51.100.7/32".to_string(), None),
+                ("2001:db8::/48".to_string(), None)
+            ]
+        );
+        let layout = s.kernel_layout();
+        assert!(layout.tracked && layout.partial.is_empty());
+        let block = |a: &str| {
+            let b = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap()) >> 8;
+            layout.blocks[(b >> 5) as usize] >> ((b & 31) * 2) & 3
+        };
+        assert_eq!(block("198.51.100.0"), Block::Tracked as u64);
+        assert_eq!(block("198.51.101.0"), Block::Tracked as u64);
+        assert_eq!(block("198.51.102.0"), Block::Out as u64);
+        assert_eq!(layout.trie.len(), 1);
+        assert_eq!(s.kernel_entries(), (0, 1));
+        assert_eq!(s.kernel_elements(), 3);
+    }
+
+    #[test]
+    fn an_elements_words_after_its_prefix_are_a_timeout_or_refused() {
+        for bad in [
+            "10.0.0.0/8 timeout",
+            "10.0.0.0/8 10m",
+            "10.0.0.0/8 timeout 10m x",
+        ] {
+            let e = PrefixSet::parse("s", bad).unwrap_err();
+            assert!(
+                e.message.contains("timeout DURATION"),
+                "{bad}: {}",
+                e.message
+            );
+        }
+        let e = PrefixSet::parse("s", "10.0.0.0/8 timeout 400d").unwrap_err();
+        assert!(e.message.contains("1ms to 365d"), "{}", e.message);
     }
 }

@@ -133,6 +133,12 @@ pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_MONOTONIC_COARSE in nanoseconds: the clock an XDP program reads with
+/// `bpf_ktime_get_coarse_ns`, cheaper and up to a tick behind CLOCK_MONOTONIC.
+pub fn monotonic_coarse_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
+}
+
 /// CPU time (user + system) consumed by all threads of this process, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)

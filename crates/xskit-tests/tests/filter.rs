@@ -224,25 +224,33 @@ mod split {
     use xskit_fwd::rules::{KernelShare, PacketKey, RuleSet, Verdict};
     use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
 
-    const DSTS: [&str; 6] = [
+    const DSTS: [&str; 7] = [
         "",
         "198.51.100.0/24",
         "198.51.100.2/32",
         "203.0.113.0/25",
         "2001:db8::/32",
         "@b",
+        "@c",
     ];
-    const SRCS: [&str; 4] = ["", "198.51.100.1/32", "2001:db8::1/128", "@a"];
+    const SRCS: [&str; 5] = ["", "198.51.100.1/32", "2001:db8::1/128", "@a", "@c"];
     /// The sets every rules text declares: a /24 the set holds whole (203.0.113.0/24 in b),
     /// parts of /24s (their bitmaps found by rank, with other partial /24s before them in the
     /// same table word: 198.51.96-99 and 203.0.112, never in a frame, whose bitmaps hold the
-    /// frames' last bytes where the right ones do not), and IPv6.
+    /// frames' last bytes where the right ones do not), and IPv6; and a set with timeouts and
+    /// counters (c): an expired /24 and IPv6 /32 leave out what no live element under them
+    /// holds, and an expired host is looked past to the live /31 or /127 that holds it.
     const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.96.2\", \"198.51.99.128/25\", \
                         \"198.51.100.0/31\", \"203.0.112.9\", \"203.0.113.128/25\", \
                         \"2001:db8::/127\"]\n\
                         [[set]]\nname = \"b\"\nprefixes = [\"203.0.112.5\", \"198.51.100.2/31\", \
                         \"203.0.113.0/24\", \"2001:db8::/32\"]\n\
-                        [[set]]\nname = \"p\"\nports = [53, \"900-1000\"]\n";
+                        [[set]]\nname = \"p\"\nports = [53, \"900-1000\"]\n\
+                        [[set]]\nname = \"c\"\ntimeout = \"1h\"\ncounters = true\nprefixes = [\
+                        \"198.51.100.0/24 timeout 1ms\", \"198.51.100.0/31\", \
+                        \"198.51.100.1 timeout 1ms\", \"203.0.113.0/25\", \
+                        \"2001:db8::/32 timeout 1ms\", \"2001:db8::/127\", \
+                        \"2001:db8::1 timeout 1ms\"]\n";
     const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];
     const PORTS: [&str; 4] = ["", "53", "\"1-100\"", "\"@p\""];
     const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
@@ -418,9 +426,11 @@ mod split {
         f
     }
 
-    /// The kernel's share of a rule set, in force in `program`.
+    /// The kernel's share of a rule set, in force in `program`; the sets' elements that
+    /// expire within a second have expired when it returns.
     fn install(program: &XdpFilter, share: &KernelShare<'_>) {
         program.set_sets(share.rule_set().sets()).unwrap();
+        settle_expiry(share.rule_set());
         program.set_port_sets(share.rule_set().port_sets()).unwrap();
         program.set_limits(&share.kernel_limits()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
@@ -431,6 +441,25 @@ mod split {
         program
             .set_unclassifiable(share.kernel_unclassifiable())
             .unwrap();
+    }
+
+    /// Waits until the elements of `rs`'s sets that expire within a second have expired on
+    /// the XDP program's clock (CLOCK_MONOTONIC_COARSE), which user space reads too: both
+    /// then take them as gone, and no decision falls on the tick between.
+    fn settle_expiry(rs: &RuleSet) {
+        let now = xskit_os::monotonic_coarse_ns();
+        let soon = rs
+            .sets()
+            .iter()
+            .flat_map(|s| s.elements())
+            .filter_map(|e| e.expires_ns)
+            .filter(|&t| t <= now + 1_000_000_000)
+            .max();
+        if let Some(t) = soon {
+            while xskit_os::monotonic_coarse_ns() <= t {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// One frame through the kernel's dry run and user space's decision, held to each other;
@@ -559,9 +588,10 @@ mod split {
             .run(move || {
                 let iface = Interface::by_name(&b_if).unwrap();
                 let room = SetRoom {
-                    sets: 2,
+                    sets: 3,
                     partial_blocks: 64,
                     trie_entries: 64,
+                    elements: 64,
                     port_sets: 1,
                     sources: 64,
                     blocked: 4,

@@ -46,6 +46,9 @@ pub const SETS: [(&str, &[&str]); 3] = [
     ),
     ("none", &[]),
 ];
+/// The set of [`SETS`] declared with `counters = true`: kept element by element, its
+/// addresses asked of the kernel's trie of elements.
+pub const COUNTED: &str = "b";
 const PROTOS: [&str; 6] = ["", "udp", "tcp", "icmp", "icmpv6", "47"];
 const PORTS: [&str; 6] = ["", "53", "\"1-100\"", "0", "65535", "\"@p\""];
 /// The port set every rule set declares, as inclusive ranges.
@@ -84,6 +87,9 @@ pub fn rules(data: &[u8]) -> (String, &[u8]) {
             "[[set]]\nname = \"{name}\"\nprefixes = [{}]\n",
             list.join(", ")
         ));
+        if name == COUNTED {
+            text.push_str("counters = true\n");
+        }
     }
     let ports: Vec<String> = PORT_SET
         .1

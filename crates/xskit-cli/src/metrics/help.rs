@@ -192,6 +192,26 @@ const HELP: &[(&str, &str)] = &[
     ),
     ("blocked_now", "Sources blocked now"),
     (
+        "set_elements",
+        "Elements of a set with timeouts or counters, expired ones included",
+    ),
+    (
+        "set_expired",
+        "Elements of a set that expired: no lookup matches them",
+    ),
+    (
+        "set_packets",
+        "Packets from or to an address a set's elements hold, counted in XDP (sets with counters)",
+    ),
+    (
+        "set_element_packets",
+        "Packets from or to an address one element holds, counted in XDP (the busiest elements)",
+    ),
+    (
+        "set_element_left_seconds",
+        "Seconds until an element of a set expires",
+    ),
+    (
         "blocked_source_drops",
         "Packets dropped from a source since it was blocked (the most dropping ones)",
     ),

@@ -24,6 +24,7 @@ use crate::error::Result;
 use crate::filter::{BlockedSource, PoliceCount, RuleCounter};
 use crate::filter_plan::{FilterControl, FilterSettings};
 use crate::plan::{LinkFacts, LinkOffer};
+use crate::sets::{Element, PrefixSet};
 use crate::worker::host_path::HostLink;
 use crate::worker::TapPath;
 
@@ -101,6 +102,13 @@ impl RunningFilter for Recorded {
     }
     fn blocked_sources(&self, _now_ns: u64) -> Result<Vec<BlockedSource>> {
         Ok(Vec::new())
+    }
+    /// No kernel counts here: each tracked set's elements at zero.
+    fn element_counts(&self, sets: &[Arc<PrefixSet>]) -> Result<Vec<Vec<(Element, u64)>>> {
+        Ok(sets
+            .iter()
+            .map(|s| s.elements().iter().map(|e| (*e, 0)).collect())
+            .collect())
     }
     /// No program runs here: user space decides every packet, and polices too.
     fn polices(&self) -> bool {

@@ -44,27 +44,7 @@ fn parse_per_value(s: &str) -> Result<(u8, u8), String> {
 
 /// `"500ms"`, `"60s"`, `"5m"`, `"1h"`: at least a millisecond, at most [`MAX_BLOCK`].
 pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a time such as \"60s\", \"5m\" or \"1h\""))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => {
-            return Err(format!(
-                "{s:?} has no unit: write ms, s, m or h, as in \"60s\""
-            ))
-        }
-    };
-    if d < Duration::from_millis(1) || d > MAX_BLOCK {
-        return Err(format!("block {s:?} must be 1ms to 24h"));
-    }
-    Ok(d)
+    crate::duration::parse_within(s, "block", (MAX_BLOCK, "24h"))
 }
 
 /// A rule's `per` and `block`: only for `rate-limit`, and `block` only with `per`.
@@ -134,7 +114,7 @@ mod tests {
         assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        for bad in ["60", "0s", "25h", "1d", "s", "-1s"] {
+        for bad in ["60", "0s", "25h", "2d", "s", "-1s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         let limit = "[[rule]]\naction = \"rate-limit\"\nrate = \"10pps\"\n";
@@ -169,8 +149,8 @@ mod tests {
                 "block_table must be 1 to",
             ),
             (
-                format!("{limit}per = \"source\"\nblock = \"1d\"\n"),
-                "write ms, s, m or h",
+                format!("{limit}per = \"source\"\nblock = \"1w\"\n"),
+                "write ms, s, m, h or d",
             ),
         ] {
             let e = RuleSet::from_toml(&text).unwrap_err().to_string();

@@ -41,8 +41,9 @@ pub(crate) mod vectors;
 pub use crate::bucket::{ticks, Bucket};
 pub use crate::rule_vectors::RuleVectors;
 pub use crate::sets::{
-    first_addresses as set_first_addresses, kernel_bytes as set_kernel_bytes, PortSet, PrefixSet,
-    SetLayout, SetLineError, SetStats, MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES,
+    first_addresses as set_first_addresses, kernel_bytes as set_kernel_bytes, Element, PortSet,
+    PrefixSet, SetLayout, SetLineError, SetOptions, SetStats, MAX_ELEMENT_TIMEOUT,
+    MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES, MAX_SET_PREFIXES,
 };
 pub use kernel_share::KernelShare;
 pub use limit_syntax::{

@@ -6,7 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::syntax::{check_name, RulesError, SetRepr};
-use crate::sets::{kernel_bytes, PortSet, PrefixSet, MAX_SET_FILE_BYTES, MAX_SET_KERNEL_BYTES};
+use crate::sets::{
+    kernel_bytes, PortSet, PrefixSet, SetOptions, MAX_ELEMENT_TIMEOUT, MAX_SET_FILE_BYTES,
+    MAX_SET_KERNEL_BYTES,
+};
 
 type Spanned<T> = toml::Spanned<T>;
 
@@ -87,6 +90,7 @@ fn parse_set(
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     let r = spanned.get_ref();
     let name = r.name.get_ref();
+    let options = set_options(text, r)?;
     match (&r.file, &r.prefixes, &r.ports) {
         (None, None, Some(list)) => parse_ports(text, name, list.get_ref()).map(Parsed::Ports),
         (Some(file), None, None) => {
@@ -96,7 +100,7 @@ fn parse_set(
             };
             let content = crate::text_file::read_bounded(&path, MAX_SET_FILE_BYTES)
                 .map_err(|e| at(file.span(), format!("set {name:?}: {e}")))?;
-            PrefixSet::parse(name, &content)
+            PrefixSet::parse_with(name, &content, options)
                 .map_err(|e| {
                     at(
                         file.span(),
@@ -112,12 +116,13 @@ fn parse_set(
         }
         (None, Some(list), None) => {
             let items = list.get_ref();
-            PrefixSet::from_items(
+            PrefixSet::from_items_with(
                 name,
                 items
                     .iter()
                     .enumerate()
                     .map(|(i, s)| (i + 1, s.get_ref().as_str())),
+                options,
             )
             .map_err(|e| {
                 let span = items.get(e.line - 1).map_or(list.span(), |s| s.span());
@@ -135,6 +140,38 @@ fn parse_set(
     }
 }
 
+/// A prefix set's `timeout` (its elements' default) and `counters`; a port set takes
+/// neither. Timeouts count from now, as the set is read.
+fn set_options(text: &str, r: &SetRepr) -> Result<SetOptions, RulesError> {
+    let name = r.name.get_ref();
+    if r.ports.is_some() {
+        if let Some(span) = r
+            .timeout
+            .as_ref()
+            .map(|t| t.span())
+            .or(r.counters.as_ref().map(|c| c.span()))
+        {
+            return Err(RulesError::at(
+                text,
+                span.start,
+                format!("set {name:?}: a port set takes no timeout or counters"),
+            ));
+        }
+    }
+    let timeout = match &r.timeout {
+        Some(t) => Some(
+            crate::duration::parse_within(t.get_ref(), "timeout", (MAX_ELEMENT_TIMEOUT, "365d"))
+                .map_err(|m| RulesError::at(text, t.span().start, format!("set {name:?}: {m}")))?,
+        ),
+        None => None,
+    };
+    Ok(SetOptions {
+        timeout,
+        counters: r.counters.as_ref().is_some_and(|c| *c.get_ref()),
+        now_ns: xskit_os::monotonic_ns(),
+    })
+}
+
 /// Refuses sets whose kernel tables would take more than [`MAX_SET_KERNEL_BYTES`], before
 /// anything is loaded.
 fn check_memory(
@@ -143,7 +180,11 @@ fn check_memory(
     sets: &[Arc<PrefixSet>],
 ) -> Result<(), RulesError> {
     let room = crate::set_tables::SetRoom::for_sets(sets, 0);
-    let bytes = kernel_bytes(room.sets, room.partial_blocks, room.trie_entries);
+    let bytes = kernel_bytes(
+        room.sets,
+        room.partial_blocks,
+        room.trie_entries + room.elements,
+    );
     if bytes <= MAX_SET_KERNEL_BYTES {
         return Ok(());
     }
@@ -315,5 +356,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rs.classify(&v4([198, 51, 100, 1])), Ok(None));
+    }
+
+    #[test]
+    fn timeouts_and_counters_are_read_and_refused_where_they_do_not_belong() {
+        let rs = RuleSet::from_toml(
+            "[[set]]\nname = \"t\"\ntimeout = \"10m\"\ncounters = true\n\
+             prefixes = [\"198.51.100.0/24\", \"198.51.100.7 timeout 1h\"]\n\
+             [[set]]\nname = \"plain\"\nprefixes = [\"192.0.2.0/24\"]\n",
+        )
+        .unwrap();
+        let (t, plain) = (&rs.sets()[0], &rs.sets()[1]);
+        assert!(t.is_tracked() && t.counts_elements() && !plain.is_tracked());
+        assert_eq!(t.stats().timed, 2);
+        let lives: Vec<u64> = t.elements().iter().filter_map(|e| e.expires_ns).collect();
+        assert_eq!(
+            lives[1] - lives[0],
+            50 * 60 * 1_000_000_000,
+            "1h against the set's 10m"
+        );
+        assert!(t.contains(4, u128::from(0xc633_6407u32) << 96));
+        for (text, says) in [
+            (
+                "[[set]]\nname = \"p\"\nports = [53]\ncounters = true\n",
+                "a port set takes no timeout or counters",
+            ),
+            (
+                "[[set]]\nname = \"s\"\ntimeout = \"soon\"\nprefixes = []\n",
+                "set \"s\": \"soon\" is not a time",
+            ),
+            (
+                "[[set]]\nname = \"s\"\nprefixes = [\"10.0.0.0/8 timeout 0s\"]\n",
+                "timeout \"0s\" must be 1ms to 365d",
+            ),
+        ] {
+            let e = RuleSet::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 }

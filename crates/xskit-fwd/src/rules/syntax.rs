@@ -57,6 +57,8 @@ pub(super) struct SetRepr {
     pub(super) file: Option<toml::Spanned<String>>,
     pub(super) prefixes: Option<toml::Spanned<Vec<toml::Spanned<String>>>>,
     pub(super) ports: Option<toml::Spanned<Vec<toml::Spanned<toml::Value>>>>,
+    pub(super) timeout: Option<toml::Spanned<String>>,
+    pub(super) counters: Option<toml::Spanned<bool>>,
 }
 
 #[derive(Deserialize)]

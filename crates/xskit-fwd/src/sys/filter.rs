@@ -161,6 +161,17 @@ pub(crate) struct SetBlockRepr {
     pub(crate) rank: u64,
 }
 
+/// `struct set_element`: an element of a set with timeouts or counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SetElementRepr {
+    /// CLOCK_MONOTONIC nanoseconds; 0: never.
+    pub(crate) expires: u64,
+    pub(crate) packets: u64,
+    pub(crate) len: u32,
+    pub(crate) counted: u32,
+}
+
 /// `struct set_bits`: the addresses of a /24 in a set.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -245,6 +256,8 @@ unsafe impl aya::Pod for BlockedRepr {}
 unsafe impl aya::Pod for SetKeyRepr {}
 // SAFETY: four u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBitsRepr {}
+// SAFETY: two u64s and two u32s, repr(C), 24 bytes with no padding, any bit pattern valid.
+unsafe impl aya::Pod for SetElementRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBlockRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
@@ -453,6 +466,17 @@ mod tests {
             "set_bits",
             size_of::<SetBitsRepr>(),
             &[("bits", offset_of!(SetBitsRepr, bits))],
+        );
+        assert_layout(
+            &btf,
+            "set_element",
+            size_of::<SetElementRepr>(),
+            &[
+                ("expires", offset_of!(SetElementRepr, expires)),
+                ("packets", offset_of!(SetElementRepr, packets)),
+                ("len", offset_of!(SetElementRepr, len)),
+                ("counted", offset_of!(SetElementRepr, counted)),
+            ],
         );
         assert_layout(
             &btf,
