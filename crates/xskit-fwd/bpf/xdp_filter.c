@@ -115,6 +115,21 @@ struct facts {
 	__u64 tracked;  /* track_packet's answer */
 };
 
+/* The 1 bits of x (BPF has no instruction for it). */
+static __always_inline __u32 popcount64(__u64 x)
+{
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (x * 0x0101010101010101ULL) >> 56;
+}
+
+/* The index of the lowest 1 bit of x, which is not 0. */
+static __always_inline __u32 ctz64(__u64 x)
+{
+	return popcount64((x & -x) - 1);
+}
+
 /*
  * Prefix sets. Each set has SET_BLOCK_WORDS entries of set_blocks: a word of two bits
  * (BLOCK_*) for every IPv4 /24, so that one load decides an address in a /24 the set holds
@@ -261,14 +276,18 @@ __attribute__((noinline)) int in_elements(__u32 set_family, __u32 a0, __u32 a1, 
 	addr[1] = a1;
 	addr[2] = a2;
 	addr[3] = a3;
-	bpf_loop(129, element_step, &w, 0);
+	/* Mostly one step: the longest element is live, or there is none. */
+	if (!element_step(0, &w))
+		bpf_loop(128, element_step, &w, 0);
 	return w.found;
 }
 
 /*
- * The sets with timeouts or counters (a bit each): a global of its own section, as
- * xskit_table_in_force. User space sets a set's bit before its tables mark anything
- * BLOCK_TRACKED or TRIE_TRACKED, and clears it after they no longer do.
+ * The sides the rules ask of the sets with timeouts or counters: bit i for set i's sources,
+ * bit 16 + i for its destinations. A global of its own section, as xskit_table_in_force.
+ * User space sets a set's bits before its tables mark anything BLOCK_TRACKED or TRIE_TRACKED
+ * where a rule asks them, and before rules that ask them are in force; not zero, every
+ * packet takes the general path.
  */
 volatile __u32 xskit_tracked_sets SEC(".data.xskit_trk") = 0;
 
@@ -315,48 +334,32 @@ static __always_inline int tracked_member(__u32 set, __u32 family, const __u32 *
 	return in_elements(set * 2 + 1, a[0], a[1], a[2], a[3]);
 }
 
-/* What track's steps share: the packet's addresses and bits, and their family. */
-struct track_walk {
-	struct tracked_in *t;
-	__u32 mask;
-	__u32 family;
-};
-
-/* One set of track's: its bit for each side whose address a live element of it holds. */
-static long track_step(__u64 set, void *data)
-{
-	struct track_walk *w = data;
-	struct tracked_in *t = w->t;
-
-	if (!(w->mask & (1u << (set & (MAX_SETS - 1)))))
-		return 0;
-	if (tracked_member(set, w->family, t->addr[0]))
-		t->bits[0] |= 1u << set;
-	if (tracked_member(set, w->family, t->addr[1]))
-		t->bits[1] |= 1u << set;
-	return 0;
-}
-
 /*
- * Works out tracked_in's bits for the addresses in it, of `family` (4 or 6), for every set
- * with timeouts or counters; each element that holds one counts the packet, if it counts.
- * Global, its sets stepped by bpf_loop: the verifier checks one step, once, whichever path
- * calls it once a packet.
+ * Works out tracked_in's bits for the addresses in it, of `family` (4 or 6): for each set
+ * and side xskit_tracked_sets asks, whether a live element holds the address; each element
+ * that does counts the packet, if it counts. Global: verified once, called once a packet
+ * from the general path.
  */
 __attribute__((noinline)) int track(__u32 family)
 {
-	__u32 zero = 0;
-	struct track_walk w = {
-		.mask = xskit_tracked_sets,
-		.family = family,
-	};
+	__u32 zero = 0, asked = xskit_tracked_sets, sets, set, i;
+	struct tracked_in *t = bpf_map_lookup_elem(&tracked_in, &zero);
 
-	w.t = bpf_map_lookup_elem(&tracked_in, &zero);
-	if (!w.t)
+	if (!t)
 		return 0;
-	w.t->bits[0] = 0;
-	w.t->bits[1] = 0;
-	bpf_loop(MAX_SETS, track_step, &w, 0);
+	t->bits[0] = 0;
+	t->bits[1] = 0;
+	sets = (asked | asked >> 16) & 0xffff;
+	for (i = 0; i < MAX_SETS && sets; i++) {
+		set = ctz64(sets);
+		sets &= sets - 1;
+		if (set >= MAX_SETS)
+			break;
+		if (((asked >> set) & 1) && tracked_member(set, family, t->addr[0]))
+			t->bits[0] |= 1u << set;
+		if (((asked >> (16 + set)) & 1) && tracked_member(set, family, t->addr[1]))
+			t->bits[1] |= 1u << set;
+	}
 	return 0;
 }
 
@@ -458,21 +461,6 @@ struct {
 	__type(key, struct rule_prefix);
 	__type(value, __u32);
 } rule_trie SEC(".maps");
-
-/* The 1 bits of x (BPF has no instruction for it). */
-static __always_inline __u32 popcount64(__u64 x)
-{
-	x = x - ((x >> 1) & 0x5555555555555555ULL);
-	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
-	return (x * 0x0101010101010101ULL) >> 56;
-}
-
-/* The index of the lowest 1 bit of x, which is not 0. */
-static __always_inline __u32 ctz64(__u64 x)
-{
-	return popcount64((x & -x) - 1);
-}
 
 /* What a vector search answers when no rule's bit is in every vector, or a table is missing. */
 #define NO_RULE 0xffffffff

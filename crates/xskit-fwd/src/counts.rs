@@ -143,8 +143,8 @@ pub struct SetCount {
     pub elements: u64,
     /// Of those, expired: gone from every lookup.
     pub expired: u64,
-    /// Packets from or to an address its elements hold, on every interface (0 without
-    /// `counters`).
+    /// Packets whose source (the set named in `src`) or destination (in `dst`) its elements
+    /// hold, on every interface (0 without `counters`).
     pub packets: u64,
     /// The elements that matched most, most first (at most [`TOP_ELEMENTS`]); with
     /// `counters` only.
@@ -156,7 +156,8 @@ pub struct SetCount {
 pub struct ElementCount {
     /// Its prefix.
     pub element: String,
-    /// Packets from or to an address it was the longest live element to hold.
+    /// Packets whose address (on the side a rule asks) it was the longest live element to
+    /// hold.
     pub packets: u64,
     /// Seconds until it expires (0: expired), or none if it never does.
     pub left_s: Option<u64>,

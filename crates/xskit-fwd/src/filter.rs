@@ -10,7 +10,7 @@ use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 use xskit_os::sync::LockUnpoisoned;
 
-use crate::abi::{Slot, TxMode, TxSetting};
+use crate::abi::{Extra, Slot, TxMode, TxSetting, MAX_SETS};
 use crate::bucket::Limit;
 use crate::error::{Error, Result};
 use crate::rule_vectors::RuleVectors;
@@ -176,6 +176,20 @@ struct FilterMaps {
     unclassifiable: Action,
     sets: SetTables,
     vectors: VectorTables,
+}
+
+/// The sets `rules` ask of, by side: bit `i` for set `i`'s sources, bit `16 + i` for its
+/// destinations (the program's `xskit_tracked_sets`, of the sets with timeouts or counters).
+fn sides_asked(rules: &[KernelRule]) -> u32 {
+    let side = |named: bool, set: u8, shift: u32| match (named, set) {
+        (true, 1..) => 1u32 << (shift + u32::from(set - 1) % MAX_SETS as u32),
+        _ => 0,
+    };
+    rules.iter().fold(0, |asked, r| {
+        asked
+            | side(r.extra & Extra::SrcSet.bit() != 0, r.sset, 0)
+            | side(r.extra & Extra::DstSet.bit() != 0, r.dset, 16)
+    })
 }
 
 fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
@@ -363,7 +377,12 @@ impl XdpFilter {
             });
         }
         let mut maps = self.maps.lock_unpoisoned();
-        maps.install(rules, vectors.filter(|_| !linear), default)
+        // The sides of the sets with timeouts or counters the new rules ask, asked from
+        // before they are in force until the old rules are gone.
+        let asked = sides_asked(rules);
+        maps.sets.rules_ask(asked)?;
+        maps.install(rules, vectors.filter(|_| !linear), default)?;
+        maps.sets.rules_asked(asked)
     }
 
     /// Writes the rate-limit rules' limits, by rule index (`None` for a rule without one;

@@ -150,11 +150,15 @@ pub(crate) struct SetTables {
     trie: LpmTrie<MapData, SetKeyRepr, u8>,
     /// The elements of sets with timeouts or counters.
     elements: LpmTrie<MapData, SetKeyRepr, SetElementRepr>,
-    /// `xskit_tracked_sets`: a bit for each set with timeouts or counters, which sends every
-    /// packet to the general path, where they are asked.
+    /// `xskit_tracked_sets`: a bit for each side (source, destination) of a set with timeouts
+    /// or counters that rules ask; not zero, it sends every packet to the general path, where
+    /// they are asked.
     tracked_sets: Array<MapData, u32>,
     /// What it holds.
     tracked_mask: u32,
+    /// The sides the rules in force ask of each set, as `xskit_tracked_sets` says them
+    /// (none yet: every side).
+    asked: Option<u32>,
     /// The set each table holds and where its bitmaps start, so that a change rewrites only
     /// the sets that changed or moved and removes the trie entries they lost.
     written: Vec<(Option<Arc<PrefixSet>>, usize)>,
@@ -182,6 +186,7 @@ impl SetTables {
             elements: program.take_map("set_elements")?,
             tracked_sets: program.take_map(".data.xskit_trk")?,
             tracked_mask: 0,
+            asked: None,
             written: vec![(None, 0); room.sets],
         })
     }
@@ -222,13 +227,15 @@ impl SetTables {
                 room: self.room.describe(),
             });
         }
-        // A set's bit before its tables say TRACKED anywhere, cleared only after they no
-        // longer do: the plain path, which does not ask the elements, never meets them.
-        let mask = sets
+        // A set's bits before its tables say TRACKED anywhere, cleared only after they no
+        // longer do: the plain path, which does not ask the elements, never meets them in a
+        // rule's question.
+        let both = sets
             .iter()
             .enumerate()
             .filter(|(_, s)| s.is_tracked())
-            .fold(0u32, |m, (i, _)| m | 1 << i);
+            .fold(0u32, |m, (i, _)| m | (0x1_0001 << i));
+        let mask = self.asked.map_or(both, |asked| asked & both);
         self.set_tracked(self.tracked_mask | mask)?;
         // Each set's bitmaps follow the sets' before it.
         let mut first = 0;
@@ -241,6 +248,30 @@ impl SetTables {
             first += new.map_or(0, |s| s.kernel_entries().0);
         }
         self.set_tracked(mask)
+    }
+
+    /// Before rules that ask the sides `asked` (bit `i`: set `i`'s sources, `16 + i`: its
+    /// destinations) are put in force: those of sets with timeouts or counters join the
+    /// asked ones.
+    pub(crate) fn rules_ask(&mut self, asked: u32) -> Result<()> {
+        let both = self.tracked_sides();
+        self.set_tracked(self.tracked_mask | (asked & both))
+    }
+
+    /// After they are: only theirs are asked, for the packets' sides the rules ask.
+    pub(crate) fn rules_asked(&mut self, asked: u32) -> Result<()> {
+        self.asked = Some(asked);
+        let both = self.tracked_sides();
+        self.set_tracked(asked & both)
+    }
+
+    /// Both sides of every set written with timeouts or counters.
+    fn tracked_sides(&self) -> u32 {
+        self.written
+            .iter()
+            .enumerate()
+            .filter(|(_, (s, _))| s.as_ref().is_some_and(|s| s.is_tracked()))
+            .fold(0, |m, (i, _)| m | (0x1_0001 << i))
     }
 
     /// Writes `xskit_tracked_sets`.

@@ -52,7 +52,8 @@ pub const MAX_ELEMENT_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
 pub struct SetOptions {
     /// Elements written without a timeout of their own expire this long after `now_ns`.
     pub timeout: Option<Duration>,
-    /// Each element counts, in the kernel, the packets from or to an address it holds.
+    /// Each element counts, in the kernel, the packets whose address it holds on the side a
+    /// rule asks (source for `src`, destination for `dst`).
     pub counters: bool,
     /// When the set was read (CLOCK_MONOTONIC nanoseconds): timeouts count from here.
     pub now_ns: u64,

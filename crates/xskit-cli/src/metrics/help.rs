@@ -201,11 +201,11 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "set_packets",
-        "Packets from or to an address a set's elements hold, counted in XDP (sets with counters)",
+        "Packets whose address, on the side a rule asks, a set's elements hold, counted in XDP",
     ),
     (
         "set_element_packets",
-        "Packets from or to an address one element holds, counted in XDP (the busiest elements)",
+        "Packets whose address, on the side a rule asks, one element holds (the busiest)",
     ),
     (
         "set_element_left_seconds",
