@@ -14,7 +14,7 @@ use xskit::XdpProgram;
 use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS};
 use crate::error::{Error, Result};
 use crate::sets::{Element, PortSet, PrefixSet};
-use crate::sys::filter::{SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr};
+use crate::sys::filter::{ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr};
 
 /// Words of a /24 bitmap in `set_bitmaps`' memory.
 const BITMAP_WORDS: usize = std::mem::size_of::<SetBitsRepr>() / 8;
@@ -149,7 +149,7 @@ pub(crate) struct SetTables {
     bitmaps: Option<xskit_os::Mmap>,
     trie: LpmTrie<MapData, SetKeyRepr, u8>,
     /// The elements of sets with timeouts or counters.
-    elements: LpmTrie<MapData, SetKeyRepr, SetElementRepr>,
+    elements: LpmTrie<MapData, ElementKeyRepr, SetElementRepr>,
     /// `xskit_tracked_sets`: a bit for each side (source, destination) of a set with timeouts
     /// or counters that rules ask; not zero, it sends every packet to the general path, where
     /// they are asked.
@@ -348,7 +348,7 @@ impl SetTables {
         &mut self,
         set: u32,
         new: Option<&Arc<PrefixSet>>,
-    ) -> Result<HashSet<(u32, SetKeyRepr)>> {
+    ) -> Result<HashSet<(u32, ElementKeyRepr)>> {
         let Some(new) = new else {
             return Ok(HashSet::new());
         };
@@ -399,13 +399,14 @@ impl SetTables {
 }
 
 /// Element `e` of set `set` as a key of `set_elements`: the set and family, the network.
-fn element_key(set: u32, e: &Element) -> TrieKey<SetKeyRepr> {
+fn element_key(set: u32, e: &Element) -> TrieKey<ElementKeyRepr> {
     let family_bit = u32::from(e.family == 6);
     TrieKey::new(
         32 + u32::from(e.len),
-        SetKeyRepr {
+        ElementKeyRepr {
             set: set * 2 + family_bit,
             addr: e.network.to_be_bytes(),
+            pad: 0,
         },
     )
 }

@@ -161,6 +161,17 @@ pub(crate) struct SetBlockRepr {
     pub(crate) rank: u64,
 }
 
+/// `struct element_key`'s data: a set key padded to 24 bytes, so that the trie's value
+/// after it is 8-aligned (a count split over two cache lines makes its atomic add a split
+/// lock).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct ElementKeyRepr {
+    pub(crate) set: u32,
+    pub(crate) addr: [u8; 16],
+    pub(crate) pad: u32,
+}
+
 /// `struct set_element`: an element of a set with timeouts or counters.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -258,6 +269,8 @@ unsafe impl aya::Pod for SetKeyRepr {}
 unsafe impl aya::Pod for SetBitsRepr {}
 // SAFETY: two u64s and two u32s, repr(C), 24 bytes with no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetElementRepr {}
+// SAFETY: a u32, 16 bytes and a u32, repr(C), 24 bytes with no padding, any bit pattern valid.
+unsafe impl aya::Pod for ElementKeyRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBlockRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
@@ -466,6 +479,16 @@ mod tests {
             "set_bits",
             size_of::<SetBitsRepr>(),
             &[("bits", offset_of!(SetBitsRepr, bits))],
+        );
+        assert_layout(
+            &btf,
+            "element_key",
+            size_of::<ElementKeyRepr>() + 4,
+            &[
+                ("prefixlen", 0),
+                ("data", 4 + offset_of!(ElementKeyRepr, set)),
+                ("pad", 4 + offset_of!(ElementKeyRepr, pad)),
+            ],
         );
         assert_layout(
             &btf,
