@@ -366,6 +366,11 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
         let mut queued = 0;
         for m in &mut self.members {
             if m.batch.is_empty() {
+                // A member the hash sends nothing to now is not woken by a send: frames it
+                // holds still get their wakeup if its driver left them on the ring.
+                if m.port.tx_in_flight() > 0 {
+                    m.port.nudge()?;
+                }
                 continue;
             }
             let sent = m.port.send(umem, &mut m.batch, pool)?;
@@ -402,6 +407,17 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
             m.port.flush()?;
         }
         Ok(())
+    }
+
+    fn nudge(&mut self) -> Result<()> {
+        for m in &mut self.members {
+            m.port.nudge()?;
+        }
+        Ok(())
+    }
+
+    fn tx_stall_wakeups(&self) -> u64 {
+        self.members.iter().map(|m| m.port.tx_stall_wakeups()).sum()
     }
 
     fn ring_occupancy(&mut self) -> Option<RingOccupancy> {

@@ -1218,6 +1218,13 @@ fn print_port(p: &PortCount) {
         thousands(p.user.segments),
         thousands(p.user.copies)
     );
+    if p.user.tx_stall_wakeups > 0 {
+        out!(
+            "  {:<12} transmit woken {} times: the driver left frames on a tx ring a millisecond without asking",
+            "",
+            thousands(p.user.tx_stall_wakeups)
+        );
+    }
     if let Some(b) = &p.bond {
         for m in &b.members {
             out!("  {:<12} {}", "", member_line(m, None, 1.0));

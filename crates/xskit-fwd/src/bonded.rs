@@ -467,6 +467,15 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
     fn flush(&mut self) -> xskit_pipeline::Result<()> {
         on_side!(self, p => p.flush())
     }
+    fn nudge(&mut self) -> xskit_pipeline::Result<()> {
+        on_side!(self, p => p.nudge())
+    }
+    fn tx_stall_wakeups(&self) -> u64 {
+        match self {
+            Side::One(p) => p.tx_stall_wakeups(),
+            Side::Bond(b) => b.port.tx_stall_wakeups(),
+        }
+    }
     fn ring_occupancy(&mut self) -> Option<RingOccupancy> {
         on_side!(self, p => p.ring_occupancy())
     }

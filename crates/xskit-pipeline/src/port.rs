@@ -73,6 +73,19 @@ pub trait PipelinePort {
         Ok(())
     }
 
+    /// Wakes transmit if the kernel asked, or if frames have waited on a tx ring with none
+    /// taken (see [`xskit::TxRing::wakeup_if_needed`]): for a worker that is about to wait
+    /// with transmits in flight and nothing new to send.
+    fn nudge(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Wakeups made because frames waited on a tx ring the kernel had not asked to be woken
+    /// for ([`xskit::TxRing::stall_wakeups`]), since the port opened.
+    fn tx_stall_wakeups(&self) -> u64 {
+        0
+    }
+
     /// What the port's kernel rings hold, to check [`PipelinePort::in_flight`] against;
     /// `None` for ports without kernel rings.
     fn ring_occupancy(&mut self) -> Option<RingOccupancy> {

@@ -22,8 +22,6 @@ pub struct XskPort {
     in_fill_rx: usize,
     /// Frames given to the tx ring and not yet reaped from the completion ring.
     in_tx: usize,
-    /// When frames were last given to the tx ring with none completed since, or none.
-    tx_waiting_since: Option<std::time::Instant>,
     /// Frames on their way from the pool to the fill ring, reused from call to call.
     scratch: Vec<Frame>,
     /// Completed frames on their way to the pool, reused from call to call.
@@ -61,7 +59,6 @@ impl XskPort {
             program,
             in_fill_rx: 0,
             in_tx: 0,
-            tx_waiting_since: None,
             scratch: Vec::with_capacity(cfg.fill_size as usize),
             done: Vec::with_capacity(cfg.completion_size as usize),
         })
@@ -70,29 +67,6 @@ impl XskPort {
     /// The socket (statistics, rings).
     pub fn socket(&mut self) -> &mut Socket {
         &mut self.socket
-    }
-
-    /// True when frames have waited in the tx ring for a millisecond with none completed
-    /// (`reaped` now): a driver that cleared the need_wakeup flag and then stopped without
-    /// taking them (seen on virtio_net in zero-copy, whose NIC then sends nothing until
-    /// woken) is woken regardless of the flag. Restarts the wait when frames complete.
-    fn tx_stalled(&mut self, reaped: usize) -> bool {
-        if reaped > 0 || self.in_tx == 0 {
-            self.tx_waiting_since = None;
-            return false;
-        }
-        let now = std::time::Instant::now();
-        match self.tx_waiting_since {
-            Some(since) if now - since >= std::time::Duration::from_millis(1) => {
-                self.tx_waiting_since = Some(now);
-                true
-            }
-            Some(_) => false,
-            None => {
-                self.tx_waiting_since = Some(now);
-                false
-            }
-        }
     }
 }
 
@@ -160,8 +134,7 @@ impl PipelinePort for XskPort {
         frames: &mut Vec<Frame>,
         pool: &mut FramePool,
     ) -> Result<usize> {
-        let reaped = self.complete(pool);
-        let stalled = self.tx_stalled(reaped);
+        self.complete(pool);
         let Some(tx) = self.socket.tx() else {
             pool.free(frames);
             return Ok(0);
@@ -173,9 +146,7 @@ impl PipelinePort for XskPort {
         // Frames that did not fit are dropped back to the pool, as a full NIC queue drops
         // (before the wakeup, so a failed one leaves no frame outside the pool's count).
         pool.free(frames);
-        if !tx.wakeup_if_needed()? && stalled {
-            tx.wakeup()?;
-        }
+        tx.wakeup_if_needed()?;
         Ok(n)
     }
 
@@ -220,6 +191,17 @@ impl PipelinePort for XskPort {
             tx.wakeup()?;
         }
         Ok(())
+    }
+
+    fn nudge(&mut self) -> Result<()> {
+        if let Some(tx) = self.socket.tx() {
+            tx.wakeup_if_needed()?;
+        }
+        Ok(())
+    }
+
+    fn tx_stall_wakeups(&self) -> u64 {
+        self.socket.tx_stall_wakeups()
     }
 
     fn readiness<'a>(&'a self, fds: &mut Vec<std::os::fd::BorrowedFd<'a>>) {

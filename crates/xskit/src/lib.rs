@@ -27,6 +27,7 @@ mod packet;
 mod port;
 pub mod program;
 mod socket;
+mod stall;
 #[allow(unsafe_code)]
 mod sys;
 mod umem;
@@ -43,6 +44,7 @@ pub use socket::{
     kernel_supports_tx_metadata, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts,
     Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
 };
+pub use stall::TX_STALL_AFTER;
 pub use sys::rings::{CompletionRing, FillRing, Forwarded, RxRing, TxRing};
 pub use sys::umem::{
     Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, TX_METADATA_LEN, XDP_PACKET_HEADROOM,

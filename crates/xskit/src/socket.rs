@@ -640,6 +640,11 @@ impl Socket {
     pub fn tx(&mut self) -> Option<&mut TxRing> {
         self.tx.as_mut()
     }
+    /// Wakeups the tx ring made because the kernel left frames on it without asking to be
+    /// woken ([`TxRing::stall_wakeups`]); 0 without a tx ring.
+    pub fn tx_stall_wakeups(&self) -> u64 {
+        self.tx.as_ref().map_or(0, TxRing::stall_wakeups)
+    }
     /// The fill ring, unless another socket on the same queue owns it.
     pub fn fill(&mut self) -> Option<&mut FillRing> {
         self.fill.as_mut()

@@ -97,6 +97,10 @@ const HELP: &[(&str, &str)] = &[
         "copies",
         "Frames copied on the way through (zero-copy moves descriptors only)",
     ),
+    (
+        "tx_stall_wakeups",
+        "Transmit wakeups made because frames waited a millisecond on a tx ring the driver had not asked to be woken for",
+    ),
     ("arp_replies", "ARP requests answered (--respond)"),
     ("echo_replies", "ICMP echo requests answered (--respond)"),
     (

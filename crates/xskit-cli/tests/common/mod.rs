@@ -372,6 +372,17 @@ pub fn iperf3(client: &Host, server: &Host, extra: &[&str]) -> serde_json::Value
     panic!("iperf3 {extra:?} failed twice: {failures:#?}");
 }
 
+/// Whether `from` has an answer to a ping of `ip`, waited for up to a minute and a half: a
+/// path through an emulated guest answers however slowly it starts (neighbours resolved, a
+/// bond's member taken over), and a path that never answers is a failure.
+pub fn answers_ping(from: &Host, ip: &str) -> bool {
+    (0..30).any(|_| {
+        run(from, "ping", &["-c", "1", "-W", "3", ip])
+            .status
+            .success()
+    })
+}
+
 /// Kernel traffic between two hosts with their default settings, through whatever joins
 /// them: ping, iperf3 TCP both ways, iperf3 UDP, and an HTTP download (Python's server,
 /// curl) checked by SHA-256. Panics naming what did not cross; returns a line per check.
@@ -381,12 +392,7 @@ pub fn kernel_traffic_crosses(a: &Host, c: &Host, tcp_seconds: u32) -> String {
     // emulated guest, slower still on a loaded host): the first exchange resolves a's ARP
     // entry for c, however long it takes, within a minute and a half.
     let ip = c.ip.to_string();
-    let resolved = (0..30).any(|_| {
-        run(a, "ping", &["-c", "1", "-W", "3", &ip])
-            .status
-            .success()
-    });
-    assert!(resolved, "a never reached c");
+    assert!(answers_ping(a, &ip), "a never reached c");
     let ping = run(
         a,
         "ping",

@@ -202,6 +202,11 @@ impl<T: Copy> RawRing<T> {
         self.size - self.free(self.size)
     }
 
+    /// The consumer index as last read (by [`RawRing::free`] or [`RawRing::outstanding`]).
+    pub(crate) fn consumed(&self) -> u32 {
+        self.cached_cons.wrapping_sub(self.size)
+    }
+
     // ---- consumer side ----
 
     /// How many entries are ready, refreshing the producer index only when the cache is empty.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::ring::{zip_runs, RawRing};
 use super::umem::{Frame, Umem};
 use super::{xsk, SyscallError};
+use crate::stall::StallWatch;
 
 /// What [`RxRing::forward_into`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub struct TxRing {
     umem: Umem,
     fd: Arc<OwnedFd>,
     wakeups: u64,
+    stall: StallWatch,
+    stall_wakeups: u64,
 }
 
 /// What every ring has.
@@ -218,6 +221,8 @@ impl TxRing {
             umem,
             fd,
             wakeups: 0,
+            stall: StallWatch::default(),
+            stall_wakeups: 0,
         }
     }
 
@@ -283,13 +288,33 @@ impl TxRing {
         Ok(())
     }
 
-    /// Kicks transmission only if the kernel asked for it; returns whether a call was made.
+    /// Kicks transmission if the kernel asked for it, or if entries have waited on the ring
+    /// for [`crate::TX_STALL_AFTER`] with none taken (a driver may clear the flag and then stop
+    /// without taking them: see [`TxRing::stall_wakeups`]); returns whether a call was made.
+    /// Call it after each batch, and now and then while entries wait and nothing is sent.
     pub fn wakeup_if_needed(&mut self) -> Result<bool, SyscallError> {
         if self.needs_wakeup() {
             self.wakeup()?;
             return Ok(true);
         }
+        let pending = self.ring.outstanding();
+        let consumer = self.ring.consumed();
+        if self
+            .stall
+            .stalled(pending, consumer, std::time::Instant::now)
+        {
+            self.stall_wakeups += 1;
+            self.wakeup()?;
+            return Ok(true);
+        }
         Ok(false)
+    }
+
+    /// Wakeups [`TxRing::wakeup_if_needed`] made without the kernel asking, because entries
+    /// had waited on the ring with none taken (also counted in [`TxRing::wakeups`]). Any but
+    /// zero means the driver left frames on the ring while saying it needed no wakeup.
+    pub fn stall_wakeups(&self) -> u64 {
+        self.stall_wakeups
     }
 }
 
@@ -475,6 +500,48 @@ mod tests {
             assert_eq!(next_in, next_out);
             assert!(next_in > 100);
         }
+    }
+
+    /// The consumer index a producer reports (for the stall watch) is the kernel's, across
+    /// the u32 wrap.
+    #[test]
+    fn a_producer_reads_where_the_consumer_stands() {
+        let start = u32::MAX - 1;
+        let (mut prod, mut cons) = memory_ring_pair::<u64>(8, start).unwrap();
+        let (_, n) = prod.reserve(5);
+        prod.submit(n);
+        assert_eq!((prod.outstanding(), prod.consumed()), (5, start));
+        let (_, m) = cons.peek(3);
+        cons.release(m);
+        assert_eq!(prod.outstanding(), 2);
+        assert_eq!(prod.consumed(), start.wrapping_add(3));
+    }
+
+    /// A tx ring whose kernel side takes nothing, never asking for a wakeup, is woken once
+    /// entries have waited TX_STALL_AFTER (the wakeup itself fails on the fake's descriptor,
+    /// /dev/null, after it was counted); one the kernel took everything from is not.
+    #[test]
+    fn a_tx_ring_the_kernel_leaves_untaken_is_woken_and_counted() {
+        use crate::{Umem, UmemConfig};
+        let umem = Umem::new(UmemConfig::default().frame_count(16)).unwrap();
+        let mut frames = umem.take_frames().unwrap();
+        for f in frames.iter_mut() {
+            umem.set_len(f, 64).unwrap();
+        }
+        let (mut tx, mut kernel) = super::super::testing::tx_ring(&umem, 8).unwrap();
+        assert_eq!(tx.send(&mut frames, 2), 2);
+        let started = std::time::Instant::now();
+        while let Ok(false) = tx.wakeup_if_needed() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        }
+        assert!(started.elapsed() >= crate::TX_STALL_AFTER);
+        assert_eq!((tx.stall_wakeups(), tx.wakeups()), (1, 1));
+        assert_eq!(kernel.consume(8, |_| {}), 2);
+        let taken = std::time::Instant::now();
+        while taken.elapsed() < 2 * crate::TX_STALL_AFTER {
+            assert_eq!(tx.wakeup_if_needed().ok(), Some(false), "nothing waits");
+        }
+        assert_eq!(tx.stall_wakeups(), 1);
     }
 
     #[test]
