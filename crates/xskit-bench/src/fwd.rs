@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use xskit_testbed::{Chain, Host};
 
+use crate::crossing::{Crossed, Crossing};
 use crate::ddos::{self, Case, Peer, Rule, Sources, CASES};
 use crate::procs::{
     command, finish, finish_any, finish_text, interrupt, live_gen_args, rx_packets, set_gro, start,
@@ -131,6 +132,9 @@ enum Forwarder {
     Fwd(Proc),
 }
 
+/// A row of what crossed during the floods: its name, and the share of what was sent.
+pub(crate) type Share = (String, f64);
+
 /// One DDoS run: the attack that `xskit fwd`'s kernel rule drops on m_a, and the attack the
 /// bare XDP_DROP ceiling takes on the side link, from two generators on one CPU.
 struct Ddos {
@@ -139,6 +143,9 @@ struct Ddos {
     peer: Rates,
     legit_expected: u64,
     legit_valid: u64,
+    /// The kernel's pings and download from a to c during the flood, in the cases whose c
+    /// has no probe receiver taking its interface.
+    crossed: Option<Crossed>,
 }
 
 /// How the two sides of a DDoS run share the generators' CPU.
@@ -483,8 +490,13 @@ impl DdosRunner {
         };
         std::thread::sleep(Duration::from_millis(300));
         let sources = self.lists.of(case.sources);
+        let crossing = (!case.legit)
+            .then(|| Crossing::start(&chain.a, &chain.c, self.span()))
+            .transpose()
+            .context("the kernel's traffic through xskit fwd before the flood")?;
         let (to_filter, to_peer) =
             self.send_both(filter_first, legit_expected, sources.as_deref())?;
+        let crossed = crossing.map(Crossing::finish).transpose()?;
         interrupt(&peer);
         let taken = match case.peer {
             Peer::Ceiling => finish(peer)?["rx_packets"].as_u64().unwrap_or(0),
@@ -520,6 +532,7 @@ impl DdosRunner {
             peer: Rates::of(taken.saturating_sub(to_peer.legit), &to_peer.attack),
             legit_expected,
             legit_valid: delivered["valid"].as_u64().unwrap_or(0),
+            crossed,
         })
     }
 
@@ -563,7 +576,7 @@ pub(crate) fn ddos_cells(
     runs: usize,
     (method, description): (Method, &str),
     observer: &mut dyn Observer,
-) -> Result<(Vec<Cell>, f64)> {
+) -> Result<(Vec<Cell>, Vec<Share>)> {
     let chain = Chain::bridged().context("building the three-namespace testbed")?;
     let (a2, m2) = chain
         .side_link()
@@ -610,6 +623,7 @@ pub(crate) fn ddos_cells(
     let (x, p) = runner.check()?;
     record(2 * CASES.len(), "check: ceiling", x, p, String::new());
     let (mut valid, mut expected) = (0u64, 0u64);
+    let mut crossed = Vec::new();
     let chosen = ChosenCases::from_env()?;
     for run in 0..runs {
         for (at, case) in CASES.iter().enumerate() {
@@ -621,17 +635,48 @@ pub(crate) fn ddos_cells(
                 .with_context(|| format!("the DDoS case {}", case.what))?;
             valid += d.legit_valid;
             expected += d.legit_expected;
-            let tail = if case.legit {
+            let mut tail = if case.legit {
                 format!(", legitimate {}/{} intact", d.legit_valid, d.legit_expected)
             } else {
                 String::new()
             };
+            if let Some(c) = d.crossed {
+                tail.push_str(&c.words());
+                crossed.push(c);
+            }
             let what = format!("run {} {}", run + 1, case.what);
             record(2 * at, &what, d.dropped, d.peer, tail);
         }
     }
     cells.retain(|c| !c.mpps.is_empty());
-    Ok((cells, valid as f64 / expected.max(1) as f64))
+    let mut shares = Vec::new();
+    if expected > 0 {
+        let share = valid as f64 / expected as f64;
+        shares.push(("ddos legitimate delivered intact".to_string(), share));
+    }
+    shares.extend(crossed_shares(&crossed));
+    Ok((cells, shares))
+}
+
+/// The shares of the kernel's pings answered and downloads intact over the floods, when any
+/// were tried.
+fn crossed_shares(crossed: &[Crossed]) -> Vec<Share> {
+    if crossed.is_empty() {
+        return Vec::new();
+    }
+    let sent: u64 = crossed.iter().map(|c| c.pings_sent).sum();
+    let answered: u64 = crossed.iter().map(|c| c.pings_answered).sum();
+    let intact = crossed.iter().filter(|c| c.download_intact).count();
+    vec![
+        (
+            "ddos pings answered during the floods".to_string(),
+            answered as f64 / sent.max(1) as f64,
+        ),
+        (
+            "ddos downloads intact during the floods".to_string(),
+            intact as f64 / crossed.len() as f64,
+        ),
+    ]
 }
 
 /// The DDoS cases `XSKIT_DDOS_CASES` names (comma-separated, as the progress lines name
@@ -772,6 +817,27 @@ pub(crate) fn fwd_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_crossed_is_summed_over_the_floods() {
+        assert!(
+            crossed_shares(&[]).is_empty(),
+            "no rows when nothing was tried"
+        );
+        let run = |answered, intact| Crossed {
+            pings_sent: 10,
+            pings_answered: answered,
+            download_intact: intact,
+        };
+        let shares = crossed_shares(&[run(10, true), run(5, false)]);
+        assert_eq!(
+            shares,
+            [
+                ("ddos pings answered during the floods".to_string(), 0.75),
+                ("ddos downloads intact during the floods".to_string(), 0.5)
+            ]
+        );
+    }
 
     #[test]
     fn ddos_cases_are_picked_by_name_and_a_wrong_name_lists_them() {

@@ -6,6 +6,8 @@ pub mod bond;
 #[cfg(feature = "harness")]
 pub mod chart;
 #[cfg(feature = "harness")]
+mod crossing;
+#[cfg(feature = "harness")]
 mod ddos;
 #[cfg(feature = "harness")]
 mod fwd;

@@ -132,8 +132,9 @@ impl Table {
         (!ratios.is_empty() && x.mpps.len() == p.mpps.len()).then(|| median(&ratios))
     }
 
-    /// Each benchmark against its peer or ceiling, where both were measured.
-    fn add_ratios(&mut self, legit_share: Option<f64>) {
+    /// Each benchmark against its peer or ceiling, where both were measured; then `shares`
+    /// (what crossed during the floods, as shares of what was sent).
+    fn add_ratios(&mut self, shares: Vec<(String, f64)>) {
         let mut pairs: Vec<(String, CellName, CellName)> = vec![
             (
                 "rxdrop drv / AF_PACKET rx".into(),
@@ -184,10 +185,7 @@ impl Table {
                 self.ratios.push((name.into(), r));
             }
         }
-        if let Some(share) = legit_share {
-            self.ratios
-                .push(("ddos legitimate delivered intact".to_string(), share));
-        }
+        self.ratios.extend(shares);
     }
 }
 
@@ -262,7 +260,7 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
         plan.len() * request.runs,
     );
     let mut cells = runner.measure_plan(&plan, request, observer)?;
-    let mut legit_share = None;
+    let mut shares = Vec::new();
     if let Some((method, description)) = &ddos_method {
         let (exe, secs, runs) = (&request.exe, request.secs, request.runs);
         cells.extend(crate::fwd::fwd_cells(
@@ -272,10 +270,10 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
             request.size,
             observer,
         )?);
-        let (ddos, share) =
+        let (ddos, ddos_shares) =
             crate::fwd::ddos_cells(exe, secs, runs, (*method, description), observer)?;
         cells.extend(ddos);
-        legit_share = Some(share);
+        shares = ddos_shares;
     }
     let mut table = Table {
         seconds_per_cell: request.secs,
@@ -285,7 +283,7 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
         machine: Machine::here(),
         ddos_method: ddos_method.map(|(_, description)| description),
     };
-    table.add_ratios(legit_share);
+    table.add_ratios(shares);
     Ok(table)
 }
 
@@ -474,7 +472,7 @@ mod tests {
             machine: Machine::default(),
             ddos_method: None,
         };
-        table.add_ratios(Some(1.0));
+        table.add_ratios(vec![("ddos legitimate delivered intact".into(), 1.0)]);
         let names: Vec<_> = table.ratios.iter().map(|(n, r)| (n.as_str(), *r)).collect();
         assert_eq!(
             names,
@@ -507,7 +505,7 @@ mod tests {
             machine: Machine::default(),
             ddos_method: None,
         };
-        table.add_ratios(None);
+        table.add_ratios(Vec::new());
         assert_eq!(
             table.ratios,
             [("ddos rule alone / XDP_DROP ceiling".to_string(), 1.0)]
@@ -515,7 +513,7 @@ mod tests {
         // Runs that do not pair up give no ratio.
         table.cells[1].mpps.pop();
         table.ratios.clear();
-        table.add_ratios(None);
+        table.add_ratios(Vec::new());
         assert!(table.ratios.is_empty());
     }
 }

@@ -276,7 +276,7 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 17, "{ratios:?}");
+    assert_eq!(ratios.len(), 19, "{ratios:?}");
     assert!(
         ratios
             .iter()
@@ -303,6 +303,7 @@ fn testbed_table_and_plot() {
         .find(|r| r[0] == "ddos legitimate delivered intact")
         .unwrap();
     assert!(legit[1].as_f64().unwrap() > 0.0, "{legit}");
+    assert_kernel_traffic_crossed(ratios);
     assert!(
         t["ddos_method"].as_str().is_some(),
         "the DDoS rows' method is said"
@@ -356,6 +357,7 @@ fn ddos_rows_measured_one_after_the_other_where_asked() {
         .find(|r| r[0] == "ddos legitimate delivered intact")
         .unwrap();
     assert!(legit[1].as_f64().unwrap() > 0.0, "{legit}");
+    assert_kernel_traffic_crossed(t["ratios"].as_array().unwrap());
     // A method nobody offers is refused, naming the variable.
     let out = std::process::Command::new(XSKIT)
         .args(["bench", "fwd", "-d", "0.4", "--json"])
@@ -364,6 +366,21 @@ fn ddos_rows_measured_one_after_the_other_where_asked() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("XSKIT_DDOS_METHOD=\"both\""));
+}
+
+/// The kernel's pings and downloads through `xskit fwd` during the floods: pings answered
+/// (a loss under a loaded machine is reported, not failed on) and every download intact.
+#[cfg(feature = "bench-harness")]
+fn assert_kernel_traffic_crossed(ratios: &[serde_json::Value]) {
+    let share = |name: &str| {
+        ratios
+            .iter()
+            .find(|r| r[0] == name)
+            .and_then(|r| r[1].as_f64())
+            .unwrap_or_else(|| panic!("no {name:?}: {ratios:?}"))
+    };
+    assert!(share("ddos pings answered during the floods") > 0.0);
+    assert_eq!(share("ddos downloads intact during the floods"), 1.0);
 }
 
 #[cfg(feature = "bench-harness")]
