@@ -480,11 +480,7 @@ impl XdpFilter {
     /// For each of `sets` (as [`XdpFilter::set_sets`] wrote them), its elements with the
     /// packets the kernel counted on each; none for a set without timeouts or counters.
     pub fn element_counts(&self, sets: &[Arc<PrefixSet>]) -> Result<Vec<Vec<(Element, u64)>>> {
-        let maps = self.maps.lock_unpoisoned();
-        sets.iter()
-            .enumerate()
-            .map(|(i, set)| maps.sets.element_counts(i, set))
-            .collect()
+        self.maps.lock_unpoisoned().sets.element_counts(sets)
     }
 
     /// Writes the sets the rules name by index ([`crate::rules::Match::src_set`]), in

@@ -211,11 +211,16 @@ fn set_counts(shape: &Shape<'_>, filters: &[FilterSnapshot]) -> Vec<SetCount> {
                 top: Vec::new(),
             };
             if set.counts_elements() {
-                elements.sort_by_key(|&(e, p)| (std::cmp::Reverse(p), e));
+                // The busiest few of what may be millions: selected, then only they sorted.
+                let by_count = |&(e, p): &(Element, u64)| (std::cmp::Reverse(p), e);
+                elements.retain(|(_, p)| *p > 0);
+                if elements.len() > TOP_ELEMENTS {
+                    elements.select_nth_unstable_by_key(TOP_ELEMENTS - 1, by_count);
+                    elements.truncate(TOP_ELEMENTS);
+                }
+                elements.sort_by_key(by_count);
                 count.top = elements
                     .iter()
-                    .take(TOP_ELEMENTS)
-                    .filter(|(_, p)| *p > 0)
                     .map(|(e, p)| ElementCount {
                         element: e.prefix().to_string(),
                         packets: *p,
@@ -537,5 +542,49 @@ mod tests {
         let c = counters(blank(&rules, 2), &shape(expires), &[], &filters);
         assert_eq!(c.sets[0].expired, 1);
         assert_eq!(c.sets[0].top[0].left_s, Some(0));
+    }
+
+    /// Of more elements than the list holds, the busiest TOP_ELEMENTS, most first (a tie in
+    /// address order); none that counted nothing.
+    #[test]
+    fn only_the_busiest_elements_are_listed_in_order() {
+        let hosts: Vec<String> = (1..=14).map(|h| format!("\"198.51.100.{h}\"")).collect();
+        let rules = crate::rules::RuleSet::from_toml(&format!(
+            "[[set]]\nname = \"s\"\ncounters = true\nprefixes = [{}]\n\
+             [[rule]]\nsrc = \"@s\"\naction = \"drop\"\n",
+            hosts.join(", ")
+        ))
+        .unwrap();
+        let elements = rules.sets()[0].elements().to_vec();
+        // Host h counts h packets, but 14 counts 0 and 13 ties with 12.
+        let packets = |e: &Element| match (e.network >> 96) as u32 & 0xff {
+            14 => 0,
+            13 => 12,
+            h => u64::from(h),
+        };
+        let sides = [std::ops::Range { start: 0, end: 1 }];
+        let shape = Shape {
+            rules: rules.kernel_share(true),
+            sides: &sides,
+            umem_frames: 64,
+            shared_free: 0,
+            now_ns: 0,
+        };
+        let filter = FilterSnapshot {
+            elements: vec![elements.iter().map(|e| (*e, packets(e))).collect()],
+            ..kernel([0, 0, 0], &[], 0)
+        };
+        let c = counters(blank(&rules, 1), &shape, &[], &[filter]);
+        let top: Vec<_> = c.sets[0]
+            .top
+            .iter()
+            .map(|e| (e.element.as_str(), e.packets))
+            .collect();
+        let expected: Vec<(String, u64)> = [12, 13, 11, 10, 9, 8, 7, 6, 5, 4]
+            .iter()
+            .map(|&h| (format!("198.51.100.{h}/32"), if h == 13 { 12 } else { h }))
+            .collect();
+        let expected: Vec<_> = expected.iter().map(|(e, p)| (e.as_str(), *p)).collect();
+        assert_eq!(top, expected);
     }
 }

@@ -306,14 +306,14 @@ impl SetTables {
         } else {
             TrieEntry::Member
         };
-        let mut keep = HashSet::with_capacity(layout.trie.len());
-        for &(addr, len) in &layout.trie {
-            let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
-            self.trie
-                .insert(&key, entry as u8, 0)
-                .map_err(|e| map_error("writing a set's trie", e))?;
-            keep.insert((key.prefix_len(), key.data()));
-        }
+        let keys: Vec<_> = layout
+            .trie
+            .iter()
+            .map(|&(addr, len)| TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr }))
+            .collect();
+        let values = vec![entry as u8; keys.len()];
+        insert_all(&mut self.trie, &keys, &values, "writing a set's trie")?;
+        let keep: HashSet<_> = keys.iter().map(|k| (k.prefix_len(), k.data())).collect();
         let ranks: Vec<u64> = layout
             .ranks
             .iter()
@@ -353,36 +353,88 @@ impl SetTables {
             return Ok(HashSet::new());
         };
         let counted = u32::from(new.counts_elements());
-        let mut keys = HashSet::with_capacity(new.elements().len());
-        for e in new.elements() {
-            let key = element_key(set, e);
-            let value = SetElementRepr {
+        let keys: Vec<_> = new.elements().iter().map(|e| element_key(set, e)).collect();
+        let values: Vec<_> = new
+            .elements()
+            .iter()
+            .map(|e| SetElementRepr {
                 expires: e.expires_ns.unwrap_or(0),
                 packets: 0,
                 len: u32::from(e.len),
                 counted,
-            };
-            self.elements
-                .insert(&key, value, 0)
-                .map_err(|e| map_error("writing a set's elements", e))?;
-            keys.insert((key.prefix_len(), key.data()));
-        }
-        Ok(keys)
+            })
+            .collect();
+        insert_all(
+            &mut self.elements,
+            &keys,
+            &values,
+            "writing a set's elements",
+        )?;
+        Ok(keys.iter().map(|k| (k.prefix_len(), k.data())).collect())
     }
 
-    /// Each element of set `set` with the packets the kernel counted on it.
-    pub(crate) fn element_counts(&self, set: usize, of: &PrefixSet) -> Result<Vec<(Element, u64)>> {
-        of.elements()
-            .iter()
-            .map(|e| {
-                let key = element_key(set as u32, e);
+    /// For each of `sets` (by index, as written), its elements with the packets the kernel
+    /// counted on each: the elements' trie read whole, a system call per many thousand.
+    pub(crate) fn element_counts(
+        &self,
+        sets: &[Arc<PrefixSet>],
+    ) -> Result<Vec<Vec<(Element, u64)>>> {
+        const WHAT: &str = "reading a set's elements";
+        if sets.iter().all(|s| s.elements().is_empty()) {
+            return Ok(vec![Vec::new(); sets.len()]);
+        }
+        let read = xskit::maps::lookup_batch::<TrieKey<ElementKeyRepr>, SetElementRepr>(
+            aya::maps::IterableMap::map(&self.elements),
+        );
+        let packets: std::collections::HashMap<_, _> = match read {
+            Ok(all) => all
+                .into_iter()
+                .map(|(k, v)| ((k.prefix_len(), k.data()), v.packets))
+                .collect(),
+            Err(e) if batch_unsupported(&e) => self.element_packets_one_by_one(sets)?,
+            Err(e) => return Err(map_error(WHAT, e)),
+        };
+        sets.iter()
+            .enumerate()
+            .map(|(i, set)| {
+                set.elements()
+                    .iter()
+                    .map(|e| {
+                        let key = element_key(i as u32, e);
+                        match packets.get(&(key.prefix_len(), key.data())) {
+                            Some(&n) => Ok((*e, n)),
+                            None => Err(Error::Filter {
+                                what: WHAT,
+                                reason: format!(
+                                    "element {} of set {i} is not in the kernel",
+                                    e.prefix()
+                                ),
+                            }),
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The packets on each element of `sets`, read an element a call: for a kernel without
+    /// the batch command.
+    fn element_packets_one_by_one(
+        &self,
+        sets: &[Arc<PrefixSet>],
+    ) -> Result<std::collections::HashMap<(u32, ElementKeyRepr), u64>> {
+        let mut packets = std::collections::HashMap::new();
+        for (i, set) in sets.iter().enumerate() {
+            for e in set.elements() {
+                let key = element_key(i as u32, e);
                 let value = self
                     .elements
                     .get(&key, 0)
                     .map_err(|err| map_error("reading a set's elements", err))?;
-                Ok((*e, value.packets))
-            })
-            .collect()
+                packets.insert((key.prefix_len(), key.data()), value.packets);
+            }
+        }
+        Ok(packets)
     }
 
     /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): `words` and their
@@ -395,6 +447,36 @@ impl SetTables {
             entry[1].store(ranks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
             entry[0].store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
         }
+    }
+}
+
+/// Whether a batch command failed for want of support (a kernel or map type without it), so
+/// that entries one at a time will do.
+fn batch_unsupported(e: &xskit::SyscallError) -> bool {
+    const ENOTSUPP: i32 = 524;
+    matches!(
+        e.os_error.raw_os_error(),
+        Some(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP)
+    )
+}
+
+/// Writes `keys[i]` with `values[i]` into `trie` (created or replaced): in batches of many
+/// thousand a system call, or one a call where the kernel has no batch command for it.
+fn insert_all<K: aya::Pod, V: aya::Pod>(
+    trie: &mut LpmTrie<MapData, K, V>,
+    keys: &[TrieKey<K>],
+    values: &[V],
+    what: &'static str,
+) -> Result<()> {
+    match xskit::maps::update_batch(aya::maps::IterableMap::map(trie), keys, values) {
+        Ok(()) => Ok(()),
+        Err(e) if batch_unsupported(&e) => {
+            for (k, v) in keys.iter().zip(values) {
+                trie.insert(k, *v, 0).map_err(|e| map_error(what, e))?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(map_error(what, e)),
     }
 }
 

@@ -56,6 +56,9 @@ pub use xskit_os::SyscallError;
 /// with: name them through this module (`xskit::maps::Array`) so that your types are the
 /// ones xskit built. Only these are re-exported, not the whole of aya.
 pub mod maps {
+    /// Many entries a system call (BPF_MAP_UPDATE_BATCH, BPF_MAP_LOOKUP_BATCH), which aya
+    /// does not wrap: a million-entry map written or read in a few calls, not a million.
+    pub use crate::sys::bpf::{lookup_batch, update_batch};
     pub use aya::maps::{
         Array, DevMap, HashMap, LpmTrie, Map, MapData, MapError, PerCpuArray, PerCpuHashMap,
         PerCpuValues, XskMap,

@@ -79,3 +79,152 @@ pub(crate) fn test_run(prog: BorrowedFd<'_>, frame: &[u8]) -> Result<u32, Syscal
     // both outlive the call.
     unsafe { attr.run("bpf(BPF_PROG_TEST_RUN)") }
 }
+
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
+
+/// Entries a batch command moves per system call: large enough that the call's own cost
+/// vanishes, small enough that a buffer of them stays a few MiB.
+const BATCH_ENTRIES: usize = 16_384;
+
+/// The `batch` member of union bpf_attr: in_batch 0, out_batch 8, keys 16, values 24, count
+/// 32, map_fd 36, elem_flags 40, flags 48.
+struct BatchAttr([u8; 56]);
+
+impl BatchAttr {
+    fn new(map: BorrowedFd<'_>, count: usize) -> Self {
+        let mut a = BatchAttr([0; 56]);
+        a.put(32, &(count as u32).to_ne_bytes());
+        a.put(36, &(map.as_raw_fd() as u32).to_ne_bytes());
+        a
+    }
+
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self.0[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn pointer(&mut self, at: usize, p: *const u8) {
+        self.put(at, &(p as u64).to_ne_bytes());
+    }
+
+    fn count(&self) -> usize {
+        u32::from_ne_bytes([self.0[32], self.0[33], self.0[34], self.0[35]]) as usize
+    }
+
+    /// Issues batch command `cmd`; the OS error when it fails.
+    ///
+    /// # Safety
+    /// Every pointer in the attribute must point at memory alive for the call and as large
+    /// as `count` entries of the map's key (keys, and in_batch, out_batch: one key) or value
+    /// (values) size, writable where the command writes.
+    unsafe fn run(&mut self, cmd: libc::c_long) -> std::io::Result<()> {
+        // SAFETY: the caller vouches for the pointers; the attribute is 56 bytes, the size
+        // passed, and the kernel writes only `count` into it.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                cmd,
+                self.0.as_mut_ptr(),
+                self.0.len() as libc::c_uint,
+            )
+        };
+        if ret < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a key or value type whose size is not the map's: the kernel would read or write
+/// that many bytes per entry.
+fn check_sizes<'m, K, V>(
+    map: &'m aya::maps::MapData,
+    call: &'static str,
+) -> Result<BorrowedFd<'m>, SyscallError> {
+    let info = map.info().map_err(|e| SyscallError {
+        call,
+        os_error: std::io::Error::other(e.to_string()),
+    })?;
+    if info.key_size() as usize != std::mem::size_of::<K>()
+        || info.value_size() as usize != std::mem::size_of::<V>()
+    {
+        return Err(SyscallError {
+            call,
+            os_error: std::io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    Ok(std::os::fd::AsFd::as_fd(map.fd()))
+}
+
+/// Writes `keys[i]` with `values[i]` into `map` (created or replaced), with
+/// BPF_MAP_UPDATE_BATCH: a system call per [`BATCH_ENTRIES`] entries instead of one an entry.
+/// The types must be the map's key and value (checked), and the slices as long as each other.
+/// Fails at the first entry the kernel refuses, with the entries before it written; a kernel
+/// or map type without the command answers EINVAL or ENOTSUPP before writing any.
+pub fn update_batch<K: aya::Pod, V: aya::Pod>(
+    map: &aya::maps::MapData,
+    keys: &[K],
+    values: &[V],
+) -> Result<(), SyscallError> {
+    const CALL: &str = "bpf(BPF_MAP_UPDATE_BATCH)";
+    let fd = check_sizes::<K, V>(map, CALL)?;
+    assert_eq!(keys.len(), values.len(), "a value for each key");
+    for (k, v) in keys.chunks(BATCH_ENTRIES).zip(values.chunks(BATCH_ENTRIES)) {
+        let mut attr = BatchAttr::new(fd, k.len());
+        attr.pointer(16, k.as_ptr().cast());
+        attr.pointer(24, v.as_ptr().cast());
+        // SAFETY: keys and values hold `k.len()` entries each of the map's key and value
+        // sizes (checked above), alive for the call and only read.
+        unsafe { attr.run(BPF_MAP_UPDATE_BATCH) }.map_err(|os_error| SyscallError {
+            call: CALL,
+            os_error,
+        })?;
+    }
+    Ok(())
+}
+
+/// Every entry of `map`, read with BPF_MAP_LOOKUP_BATCH: a system call per [`BATCH_ENTRIES`]
+/// entries. The types must be the map's key and value (checked). Entries changed while it
+/// reads may be seen or not, as with iterating key by key.
+pub fn lookup_batch<K: aya::Pod, V: aya::Pod>(
+    map: &aya::maps::MapData,
+) -> Result<Vec<(K, V)>, SyscallError> {
+    const CALL: &str = "bpf(BPF_MAP_LOOKUP_BATCH)";
+    let fd = check_sizes::<K, V>(map, CALL)?;
+    let mut keys: Vec<K> = Vec::with_capacity(BATCH_ENTRIES);
+    let mut values: Vec<V> = Vec::with_capacity(BATCH_ENTRIES);
+    // The kernel's place in the map between calls: a key, opaque here.
+    let mut token = vec![0u8; std::mem::size_of::<K>().max(8)];
+    let mut started = false;
+    let mut all = Vec::new();
+    loop {
+        let mut attr = BatchAttr::new(fd, BATCH_ENTRIES);
+        if started {
+            attr.pointer(0, token.as_ptr());
+        }
+        attr.pointer(8, token.as_mut_ptr());
+        attr.pointer(16, keys.as_mut_ptr().cast());
+        attr.pointer(24, values.as_mut_ptr().cast());
+        // SAFETY: keys and values have room for BATCH_ENTRIES entries of the map's sizes
+        // (checked above); the token has room for a key; all outlive the call. The kernel
+        // writes at most `count` entries and reads the token it wrote the call before.
+        let result = unsafe { attr.run(BPF_MAP_LOOKUP_BATCH) };
+        let got = attr.count().min(BATCH_ENTRIES);
+        // SAFETY: the kernel wrote `got` whole entries of plain-old-data types.
+        unsafe {
+            keys.set_len(got);
+            values.set_len(got);
+        }
+        all.extend(keys.drain(..).zip(values.drain(..)));
+        match result {
+            Ok(()) => started = true,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(all),
+            Err(os_error) => {
+                return Err(SyscallError {
+                    call: CALL,
+                    os_error,
+                })
+            }
+        }
+    }
+}
