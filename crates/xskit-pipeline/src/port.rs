@@ -74,8 +74,8 @@ pub trait PipelinePort {
     }
 
     /// Wakes transmit if the kernel asked, or if frames have waited on a tx ring with none
-    /// taken (see [`xskit::TxRing::wakeup_if_needed`]): for a worker that is about to wait
-    /// with transmits in flight and nothing new to send.
+    /// taken or completed (see [`xskit::TxRing::wakeup_if_stalled`]): for a worker that is
+    /// about to wait with transmits in flight and nothing new to send.
     fn nudge(&mut self) -> Result<()> {
         Ok(())
     }

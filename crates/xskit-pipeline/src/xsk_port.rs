@@ -22,6 +22,8 @@ pub struct XskPort {
     in_fill_rx: usize,
     /// Frames given to the tx ring and not yet reaped from the completion ring.
     in_tx: usize,
+    /// Frames completed since the port opened: the kernel's progress, for the stall watch.
+    completed: u64,
     /// Frames on their way from the pool to the fill ring, reused from call to call.
     scratch: Vec<Frame>,
     /// Completed frames on their way to the pool, reused from call to call.
@@ -59,6 +61,7 @@ impl XskPort {
             program,
             in_fill_rx: 0,
             in_tx: 0,
+            completed: 0,
             scratch: Vec::with_capacity(cfg.fill_size as usize),
             done: Vec::with_capacity(cfg.completion_size as usize),
         })
@@ -146,7 +149,7 @@ impl PipelinePort for XskPort {
         // Frames that did not fit are dropped back to the pool, as a full NIC queue drops
         // (before the wakeup, so a failed one leaves no frame outside the pool's count).
         pool.free(frames);
-        tx.wakeup_if_needed()?;
+        tx.wakeup_if_stalled(self.in_tx, self.completed)?;
         Ok(n)
     }
 
@@ -157,6 +160,7 @@ impl PipelinePort for XskPort {
             None => 0,
         };
         self.in_tx -= n;
+        self.completed += n as u64;
         pool.free(&mut self.done);
         n
     }
@@ -194,8 +198,9 @@ impl PipelinePort for XskPort {
     }
 
     fn nudge(&mut self) -> Result<()> {
+        let (in_tx, completed) = (self.in_tx, self.completed);
         if let Some(tx) = self.socket.tx() {
-            tx.wakeup_if_needed()?;
+            tx.wakeup_if_stalled(in_tx, completed)?;
         }
         Ok(())
     }

@@ -47,6 +47,8 @@ pub struct Port {
     pool: Vec<Frame>,
     mode: ModeInfo,
     tx_pending: usize,
+    /// Frames completed since the port opened: the kernel's progress, for the stall watch.
+    tx_completed: u64,
 }
 
 xskit_os::config_setters!(PortConfig {
@@ -154,6 +156,7 @@ impl Port {
             pool,
             mode,
             tx_pending: 0,
+            tx_completed: 0,
         })
     }
 
@@ -258,6 +261,7 @@ impl Port {
             .completion()
             .map_or(0, |c| c.complete(&mut self.pool, usize::MAX));
         self.tx_pending = self.tx_pending.saturating_sub(n);
+        self.tx_completed += n as u64;
         n
     }
 
@@ -269,8 +273,8 @@ impl Port {
             return Err(Error::NoTxRing);
         };
         let n = tx.send(frames, usize::MAX);
-        tx.wakeup_if_needed()?;
         self.tx_pending += n;
+        tx.wakeup_if_stalled(self.tx_pending, self.tx_completed)?;
         Ok(n)
     }
 
@@ -328,6 +332,7 @@ impl Port {
     pub fn reflect(&mut self, max: usize, edit: impl FnMut(&mut [u8])) -> Result<usize> {
         let done = self.socket.recycle_completed(usize::MAX);
         self.tx_pending = self.tx_pending.saturating_sub(done);
+        self.tx_completed += done as u64;
         // What a full fill ring had no room for waits in the pool.
         if self.socket.fill().is_some_and(|f| f.free(1) == 0) {
             self.complete();
@@ -344,7 +349,7 @@ impl Port {
             return Err(Error::NoTxRing);
         };
         if self.tx_pending > 0 {
-            tx.wakeup_if_needed()?;
+            tx.wakeup_if_stalled(self.tx_pending, self.tx_completed)?;
         }
         if n == 0 {
             self.wake_fill_if_needed()?;

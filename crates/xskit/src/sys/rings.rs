@@ -291,17 +291,45 @@ impl TxRing {
     /// Kicks transmission if the kernel asked for it, or if entries have waited on the ring
     /// for [`crate::TX_STALL_AFTER`] with none taken (a driver may clear the flag and then stop
     /// without taking them: see [`TxRing::stall_wakeups`]); returns whether a call was made.
-    /// Call it after each batch, and now and then while entries wait and nothing is sent.
+    /// Call it after each batch, and now and then while entries wait and nothing is sent. A
+    /// caller that counts its completions should call [`TxRing::wakeup_if_stalled`] instead.
     pub fn wakeup_if_needed(&mut self) -> Result<bool, SyscallError> {
         if self.needs_wakeup() {
             self.wakeup()?;
             return Ok(true);
         }
-        let pending = self.ring.outstanding();
-        let consumer = self.ring.consumed();
+        let waiting = self.ring.outstanding() as usize;
+        let progress = (self.ring.consumed(), 0);
+        self.wakeup_without_progress(waiting, progress)
+    }
+
+    /// As [`TxRing::wakeup_if_needed`], for a caller with `in_flight` frames sent and not yet
+    /// completed, and `completed` frames completed since it began: also kicks when the kernel
+    /// took frames from the ring but has completed none for [`crate::TX_STALL_AFTER`] (a
+    /// driver that stopped between the two, its device never told to send them).
+    pub fn wakeup_if_stalled(
+        &mut self,
+        in_flight: usize,
+        completed: u64,
+    ) -> Result<bool, SyscallError> {
+        if self.needs_wakeup() {
+            self.wakeup()?;
+            return Ok(true);
+        }
+        self.ring.outstanding();
+        let progress = (self.ring.consumed(), completed);
+        self.wakeup_without_progress(in_flight, progress)
+    }
+
+    /// Kicks when `waiting` frames have seen no `progress` for a stall's time, counting it.
+    fn wakeup_without_progress(
+        &mut self,
+        waiting: usize,
+        progress: crate::stall::Progress,
+    ) -> Result<bool, SyscallError> {
         if self
             .stall
-            .stalled(pending, consumer, std::time::Instant::now)
+            .stalled(waiting, progress, std::time::Instant::now)
         {
             self.stall_wakeups += 1;
             self.wakeup()?;
@@ -310,9 +338,10 @@ impl TxRing {
         Ok(false)
     }
 
-    /// Wakeups [`TxRing::wakeup_if_needed`] made without the kernel asking, because entries
-    /// had waited on the ring with none taken (also counted in [`TxRing::wakeups`]). Any but
-    /// zero means the driver left frames on the ring while saying it needed no wakeup.
+    /// Wakeups [`TxRing::wakeup_if_needed`] and [`TxRing::wakeup_if_stalled`] made without the
+    /// kernel asking, because frames had waited with no progress (also counted in
+    /// [`TxRing::wakeups`]). Any but zero means the driver left frames untaken or uncompleted
+    /// while saying it needed no wakeup.
     pub fn stall_wakeups(&self) -> u64 {
         self.stall_wakeups
     }
@@ -540,6 +569,37 @@ mod tests {
         let taken = std::time::Instant::now();
         while taken.elapsed() < 2 * crate::TX_STALL_AFTER {
             assert_eq!(tx.wakeup_if_needed().ok(), Some(false), "nothing waits");
+        }
+        assert_eq!(tx.stall_wakeups(), 1);
+    }
+
+    /// A caller counting completions has its ring woken when the kernel took the frames but
+    /// completed none for TX_STALL_AFTER, and not while completions come.
+    #[test]
+    fn frames_taken_and_never_completed_are_woken_for() {
+        use crate::{Umem, UmemConfig};
+        let umem = Umem::new(UmemConfig::default().frame_count(16)).unwrap();
+        let mut frames = umem.take_frames().unwrap();
+        for f in frames.iter_mut() {
+            umem.set_len(f, 64).unwrap();
+        }
+        let (mut tx, mut kernel) = super::super::testing::tx_ring(&umem, 8).unwrap();
+        assert_eq!(tx.send(&mut frames, 3), 3);
+        assert_eq!(kernel.consume(8, |_| {}), 3, "taken, not completed");
+        assert_eq!(tx.wakeup_if_needed().ok(), Some(false), "the ring is empty");
+        let started = std::time::Instant::now();
+        while let Ok(false) = tx.wakeup_if_stalled(3, 0) {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        }
+        assert!(started.elapsed() >= crate::TX_STALL_AFTER);
+        assert_eq!(tx.stall_wakeups(), 1);
+        // Completions coming: progress, no wakeup.
+        let moving = std::time::Instant::now();
+        let mut completed = 0;
+        while moving.elapsed() < 3 * crate::TX_STALL_AFTER {
+            completed += 1;
+            assert_eq!(tx.wakeup_if_stalled(3, completed).ok(), Some(false));
+            std::thread::sleep(crate::TX_STALL_AFTER / 4);
         }
         assert_eq!(tx.stall_wakeups(), 1);
     }
