@@ -26,13 +26,14 @@ fi
 
 # What building xskit and running it need (clang and the libbpf headers build the XDP programs,
 # libpcap compiles dump's filters; ip, ping, taskset and ethtool build and drive the testbeds;
-# the benchmark's DDoS rows measure xdp-filter, which bpftool fills, beside xskit).
-packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev libpcap-dev iproute2 iputils-ping util-linux procps ethtool ca-certificates curl xdp-tools bpftool)
+# the benchmark's DDoS rows measure xdp-filter, which bpftool fills, beside xskit, while the
+# kernel's pings and a download from Python's HTTP server to curl cross the forwarder).
+packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev libpcap-dev iproute2 iputils-ping util-linux procps ethtool ca-certificates curl python3 xdp-tools bpftool)
 # What only the tests use: the peers and parsers nobody here wrote (iperf3, dpdk-testpmd, tshark,
 # Prometheus's parser, libxdp's xsk.h), valgrind, the guest testbed (QEMU, busybox,
-# cpio, xz) and g++ for libFuzzer.
+# cpio, xz), g++ for libFuzzer and systemd-analyze for the service unit.
 if [ "$job" = test ]; then
-    packages+=(iperf3 valgrind python3 qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev g++)
+    packages+=(iperf3 valgrind systemd qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev g++)
 fi
 missing=()
 for p in "${packages[@]}"; do

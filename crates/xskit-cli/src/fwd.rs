@@ -770,9 +770,14 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             args.interfaces.join(" and ")
         ))
     })?;
-    live.announce(&header(args, &forwarder));
+    let header = header(args, &forwarder);
+    live.announce(&header);
     notes.iter().for_each(|n| note!("xskit fwd: {n}"));
     announce_setup(args, &forwarder);
+    let status = header
+        .trim_start_matches("xskit fwd: ")
+        .trim_end_matches("; Ctrl-C stops");
+    crate::service::ready(&format!("forwarding {status}"));
     let capture = start_capture(args, &forwarder)?;
     if let Some(d) = duration {
         let stop = stop.clone();
@@ -784,6 +789,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
     let warnings = forwarder.warnings().to_vec();
     let report = forward(args, forwarder, &stop, interval, &live)?;
+    crate::service::stopping();
     let captured = capture
         .map(crate::fwd_capture::FwdCapture::finish)
         .transpose()?;

@@ -33,6 +33,7 @@ mod opts;
 mod recv;
 mod rule_lines;
 mod serve;
+mod service;
 mod state;
 mod zcsend;
 

@@ -70,10 +70,13 @@ pub enum Error {
         reason: String,
     },
     /// The process lacks a privilege the operation needs.
-    #[error("{what}: permission denied: run as root (CAP_BPF and CAP_NET_ADMIN)")]
+    #[error("{what}: permission denied: {advice}")]
     NotPermitted {
         /// What was being done.
         what: &'static str,
+        /// Which capabilities the process lacks, and what to do
+        /// ([`xskit::privileges::advice_now`]).
+        advice: String,
     },
 }
 

@@ -26,7 +26,10 @@ static LIVE_REDIRECT_OBJ: &[u8] =
 fn bpf_error(what: &'static str, e: &dyn std::error::Error) -> Error {
     let reason = xskit::error_chain(e);
     if reason.contains("Operation not permitted") || reason.contains("EPERM") {
-        Error::NotPermitted { what }
+        Error::NotPermitted {
+            what,
+            advice: xskit::privileges::advice_now(),
+        }
     } else {
         Error::Bpf { what, reason }
     }
@@ -224,7 +227,10 @@ impl LiveFrames {
             return Ok(false);
         }
         run.map(|_| true).map_err(|e| match e.errno() {
-            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what: WHAT },
+            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
+                what: WHAT,
+                advice: xskit::privileges::advice_now(),
+            },
             Some(libc::EINVAL) => Error::Bpf {
                 what: WHAT,
                 reason: format!(

@@ -7,13 +7,13 @@ use crate::sys::SyscallError;
 #[non_exhaustive]
 pub enum Error {
     /// The process lacks a privilege the operation needs.
-    #[error(
-        "{what}: permission denied. AF_XDP and XDP need root, or CAP_NET_ADMIN, CAP_NET_RAW and \
-         CAP_BPF (plus CAP_IPC_LOCK for a large UMEM): run as root, e.g. with sudo"
-    )]
+    #[error("{what}: permission denied: {advice}")]
     NotPermitted {
         /// What was being done.
         what: &'static str,
+        /// Which capabilities the process lacks, and what to do
+        /// ([`crate::privileges::advice_now`]).
+        advice: String,
     },
     /// No interface of that name in this network namespace.
     #[error(
@@ -342,6 +342,17 @@ pub enum Error {
     /// A system call failed in a way not covered above.
     #[error(transparent)]
     Syscall(#[from] SyscallError),
+}
+
+impl Error {
+    /// A refusal for want of privilege while `what`, saying which capabilities this process
+    /// lacks.
+    pub(crate) fn not_permitted(what: &'static str) -> Error {
+        Error::NotPermitted {
+            what,
+            advice: crate::privileges::advice_now(),
+        }
+    }
 }
 
 /// Results of xskit operations.

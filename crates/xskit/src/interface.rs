@@ -81,9 +81,9 @@ impl Interface {
     /// ends, so a setting made by someone else (`ip link set IF promisc on`) is left as it was.
     pub fn promiscuous(&self) -> Result<Promiscuous> {
         let fd = xskit_os::promisc::hold(self.index).map_err(|e| match e.errno() {
-            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
-                what: "putting an interface in promiscuous mode",
-            },
+            Some(libc::EPERM | libc::EACCES) => {
+                Error::not_permitted("putting an interface in promiscuous mode")
+            }
             Some(libc::ENODEV) => Error::NoSuchInterface {
                 name: self.name.clone(),
             },

@@ -25,6 +25,7 @@ pub mod mode;
 pub mod netlink;
 mod packet;
 mod port;
+pub mod privileges;
 pub mod program;
 mod socket;
 mod stall;

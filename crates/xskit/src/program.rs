@@ -64,13 +64,15 @@ fn program_error(
     e: impl std::error::Error + Send + Sync + 'static,
 ) -> Error {
     let text = error_chain(&e);
+    // The verifier answers EACCES to a program it would take with CAP_PERFMON: a refusal
+    // for want of privilege when the process lacks one xskit needs, else the verifier's own.
+    let denied = text.contains("Permission denied") && crate::privileges::lacks_any();
     if text.contains("Operation not permitted")
         || text.contains("EPERM")
         || text.contains("permission")
+        || denied
     {
-        Error::NotPermitted {
-            what: "loading the XDP program",
-        }
+        Error::not_permitted("loading the XDP program")
     } else {
         Error::ProgramRefused {
             program: program.to_string(),

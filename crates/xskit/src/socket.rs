@@ -294,7 +294,7 @@ fn map_ring<T: Copy>(
 
 fn permission(e: SyscallError, what: &'static str) -> Error {
     match e.errno() {
-        Some(libc::EPERM | libc::EACCES) => Error::NotPermitted { what },
+        Some(libc::EPERM | libc::EACCES) => Error::not_permitted(what),
         _ => Error::Syscall(e),
     }
 }
@@ -445,9 +445,7 @@ impl BindTarget<'_> {
                 iface: self.iface.name().to_string(),
                 queue: self.queue,
             },
-            Some(libc::EPERM | libc::EACCES) => Error::NotPermitted {
-                what: "binding an AF_XDP socket",
-            },
+            Some(libc::EPERM | libc::EACCES) => Error::not_permitted("binding an AF_XDP socket"),
             _ => Error::Syscall(e),
         }
     }
