@@ -2,7 +2,7 @@
 //! bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
 //! trie of IPv6 prefixes, all sized when the program is loaded.
 
-use std::collections::HashSet;
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -300,7 +300,7 @@ impl SetTables {
                 }
             }
         }
-        let kept_elements = self.write_elements(set, new)?;
+        let element_keys = self.write_elements(set, new)?;
         let entry = if layout.tracked {
             TrieEntry::Tracked
         } else {
@@ -313,27 +313,43 @@ impl SetTables {
             .collect();
         let values = vec![entry as u8; keys.len()];
         insert_all(&mut self.trie, &keys, &values, "writing a set's trie")?;
-        let keep: HashSet<_> = keys.iter().map(|k| (k.prefix_len(), k.data())).collect();
         let ranks: Vec<u64> = layout
             .ranks
             .iter()
             .map(|&r| first as u64 + u64::from(r))
             .collect();
         Self::store_table(self.blocks.as_ref(), i, &layout.blocks, &ranks);
-        let Some(old) = self.written[i].0.clone() else {
-            return Ok(());
-        };
+        match self.written[i].0.clone() {
+            Some(old) => self.remove_stale(set, &old, &element_keys, &keys),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes what set `set` held as `old` and no longer holds: its elements not among
+    /// `elements` and its trie entries not among `trie`, the keys just written.
+    fn remove_stale(
+        &mut self,
+        set: u32,
+        old: &PrefixSet,
+        elements: &[TrieKey<ElementKeyRepr>],
+        trie: &[TrieKey<SetKeyRepr>],
+    ) -> Result<()> {
+        let kept: HashSet<_> = elements
+            .iter()
+            .map(|k| (k.prefix_len(), k.data()))
+            .collect();
         for e in old.elements() {
             let key = element_key(set, e);
-            if !kept_elements.contains(&(key.prefix_len(), key.data())) {
+            if !kept.contains(&(key.prefix_len(), key.data())) {
                 self.elements
                     .remove(&key)
                     .map_err(|e| map_error("removing a set's element", e))?;
             }
         }
+        let kept: HashSet<_> = trie.iter().map(|k| (k.prefix_len(), k.data())).collect();
         for &(addr, len) in &old.kernel_layout().trie {
             let key = TrieKey::new(32 + u32::from(len), SetKeyRepr { set, addr });
-            if !keep.contains(&(key.prefix_len(), key.data())) {
+            if !kept.contains(&(key.prefix_len(), key.data())) {
                 self.trie
                     .remove(&key)
                     .map_err(|e| map_error("removing a set's trie entry", e))?;
@@ -348,9 +364,9 @@ impl SetTables {
         &mut self,
         set: u32,
         new: Option<&Arc<PrefixSet>>,
-    ) -> Result<HashSet<(u32, ElementKeyRepr)>> {
+    ) -> Result<Vec<TrieKey<ElementKeyRepr>>> {
         let Some(new) = new else {
-            return Ok(HashSet::new());
+            return Ok(Vec::new());
         };
         let counted = u32::from(new.counts_elements());
         let keys: Vec<_> = new.elements().iter().map(|e| element_key(set, e)).collect();
@@ -370,7 +386,7 @@ impl SetTables {
             &values,
             "writing a set's elements",
         )?;
-        Ok(keys.iter().map(|k| (k.prefix_len(), k.data())).collect())
+        Ok(keys)
     }
 
     /// For each of `sets` (by index, as written), its elements with the packets the kernel
@@ -386,7 +402,7 @@ impl SetTables {
         let read = xskit::maps::lookup_batch::<TrieKey<ElementKeyRepr>, SetElementRepr>(
             aya::maps::IterableMap::map(&self.elements),
         );
-        let packets: std::collections::HashMap<_, _> = match read {
+        let packets: HashMap<_, _> = match read {
             Ok(all) => all
                 .into_iter()
                 .map(|(k, v)| ((k.prefix_len(), k.data()), v.packets))
@@ -422,8 +438,8 @@ impl SetTables {
     fn element_packets_one_by_one(
         &self,
         sets: &[Arc<PrefixSet>],
-    ) -> Result<std::collections::HashMap<(u32, ElementKeyRepr), u64>> {
-        let mut packets = std::collections::HashMap::new();
+    ) -> Result<HashMap<(u32, ElementKeyRepr), u64>> {
+        let mut packets = HashMap::new();
         for (i, set) in sets.iter().enumerate() {
             for e in set.elements() {
                 let key = element_key(i as u32, e);

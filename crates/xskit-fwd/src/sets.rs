@@ -5,7 +5,7 @@
 //! 256 addresses of each /24 it holds in part (found by a rank: the table word's count of
 //! partial /24s before it, plus those before the /24 in the word), and a trie for IPv6.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
