@@ -546,19 +546,30 @@ mod tests {
         assert_eq!(prod.consumed(), start.wrapping_add(3));
     }
 
+    /// A fake kernel's tx ring of 8 with `n` 64-byte frames sent on it, and its UMEM.
+    fn tx_ring_sending(
+        n: usize,
+    ) -> (
+        super::TxRing,
+        super::super::testing::FakeKernel<libc::xdp_desc>,
+        crate::Umem,
+    ) {
+        let umem = crate::Umem::new(crate::UmemConfig::default().frame_count(16)).unwrap();
+        let mut frames = umem.take_frames().unwrap();
+        for f in frames.iter_mut() {
+            umem.set_len(f, 64).unwrap();
+        }
+        let (mut tx, kernel) = super::super::testing::tx_ring(&umem, 8).unwrap();
+        assert_eq!(tx.send(&mut frames, n), n);
+        (tx, kernel, umem)
+    }
+
     /// A tx ring whose kernel side takes nothing, never asking for a wakeup, is woken once
     /// entries have waited TX_STALL_AFTER (the wakeup itself fails on the fake's descriptor,
     /// /dev/null, after it was counted); one the kernel took everything from is not.
     #[test]
     fn a_tx_ring_the_kernel_leaves_untaken_is_woken_and_counted() {
-        use crate::{Umem, UmemConfig};
-        let umem = Umem::new(UmemConfig::default().frame_count(16)).unwrap();
-        let mut frames = umem.take_frames().unwrap();
-        for f in frames.iter_mut() {
-            umem.set_len(f, 64).unwrap();
-        }
-        let (mut tx, mut kernel) = super::super::testing::tx_ring(&umem, 8).unwrap();
-        assert_eq!(tx.send(&mut frames, 2), 2);
+        let (mut tx, mut kernel, _umem) = tx_ring_sending(2);
         let started = std::time::Instant::now();
         while let Ok(false) = tx.wakeup_if_needed() {
             assert!(started.elapsed() < std::time::Duration::from_secs(60));
@@ -577,14 +588,7 @@ mod tests {
     /// completed none for TX_STALL_AFTER, and not while completions come.
     #[test]
     fn frames_taken_and_never_completed_are_woken_for() {
-        use crate::{Umem, UmemConfig};
-        let umem = Umem::new(UmemConfig::default().frame_count(16)).unwrap();
-        let mut frames = umem.take_frames().unwrap();
-        for f in frames.iter_mut() {
-            umem.set_len(f, 64).unwrap();
-        }
-        let (mut tx, mut kernel) = super::super::testing::tx_ring(&umem, 8).unwrap();
-        assert_eq!(tx.send(&mut frames, 3), 3);
+        let (mut tx, mut kernel, _umem) = tx_ring_sending(3);
         assert_eq!(kernel.consume(8, |_| {}), 3, "taken, not completed");
         assert_eq!(tx.wakeup_if_needed().ok(), Some(false), "the ring is empty");
         let started = std::time::Instant::now();
