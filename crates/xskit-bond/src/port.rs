@@ -366,11 +366,6 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
         let mut queued = 0;
         for m in &mut self.members {
             if m.batch.is_empty() {
-                // A member the hash sends nothing to now is not woken by a send: frames it
-                // holds still get their wakeup if its driver left them on the ring.
-                if m.port.tx_in_flight() > 0 {
-                    m.port.nudge()?;
-                }
                 continue;
             }
             let sent = m.port.send(umem, &mut m.batch, pool)?;
@@ -405,13 +400,6 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
     fn flush(&mut self) -> Result<()> {
         for m in &mut self.members {
             m.port.flush()?;
-        }
-        Ok(())
-    }
-
-    fn nudge(&mut self) -> Result<()> {
-        for m in &mut self.members {
-            m.port.nudge()?;
         }
         Ok(())
     }

@@ -467,9 +467,6 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
     fn flush(&mut self) -> xskit_pipeline::Result<()> {
         on_side!(self, p => p.flush())
     }
-    fn nudge(&mut self) -> xskit_pipeline::Result<()> {
-        on_side!(self, p => p.nudge())
-    }
     fn tx_stall_wakeups(&self) -> u64 {
         match self {
             Side::One(p) => p.tx_stall_wakeups(),

@@ -190,7 +190,7 @@ impl<P: SidePort> Worker<P> {
                 if idle > SPIN_POLLS {
                     // Transmits in flight are reaped within a short wait; a link that is
                     // down holds them, and spinning for them would hold a CPU.
-                    let sending = self.nudge_senders()?;
+                    let sending = self.ports.iter().any(|p| p.tx_in_flight() > 0);
                     self.wait_for_packets(&mut pfds, if sending { SENDING_WAIT } else { WAIT })?;
                 }
             } else {
@@ -248,20 +248,6 @@ impl<P: SidePort> Worker<P> {
             let kicks = port.tx_stall_wakeups();
             cells.tx_stall_wakeups.store(kicks, Ordering::Relaxed);
         }
-    }
-
-    /// Wakes transmit on each port whose frames are still in flight if its driver left them
-    /// on the ring (nothing new is sent while the worker waits, so no send would); returns
-    /// whether any port has transmits in flight.
-    fn nudge_senders(&mut self) -> Result<bool> {
-        let mut sending = false;
-        for port in self.ports.iter_mut() {
-            if port.tx_in_flight() > 0 {
-                sending = true;
-                port.nudge()?;
-            }
-        }
-        Ok(sending)
     }
 
     /// One round: refill, then per port receive a vector and run it through the pipeline,

@@ -73,13 +73,6 @@ pub trait PipelinePort {
         Ok(())
     }
 
-    /// Wakes transmit if the kernel asked, or if frames have waited on a tx ring with none
-    /// taken or completed (see [`xskit::TxRing::wakeup_if_stalled`]): for a worker that is
-    /// about to wait with transmits in flight and nothing new to send.
-    fn nudge(&mut self) -> Result<()> {
-        Ok(())
-    }
-
     /// Wakeups made because frames waited on a tx ring the kernel had not asked to be woken
     /// for ([`xskit::TxRing::stall_wakeups`]), since the port opened.
     fn tx_stall_wakeups(&self) -> u64 {

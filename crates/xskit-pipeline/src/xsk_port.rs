@@ -197,14 +197,6 @@ impl PipelinePort for XskPort {
         Ok(())
     }
 
-    fn nudge(&mut self) -> Result<()> {
-        let (in_tx, completed) = (self.in_tx, self.completed);
-        if let Some(tx) = self.socket.tx() {
-            tx.wakeup_if_stalled(in_tx, completed)?;
-        }
-        Ok(())
-    }
-
     fn tx_stall_wakeups(&self) -> u64 {
         self.socket.tx_stall_wakeups()
     }
