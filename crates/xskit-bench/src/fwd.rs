@@ -333,24 +333,28 @@ impl DdosRunner {
     /// sources, until it is interrupted; its `status` on stdout at the end. One
     /// shell does it all: each `ip netns exec` mounts a /sys of its own, and xdp-filter
     /// keeps its tables pinned there. This kernel refuses libxdp's dispatcher (freplace):
-    /// one program per interface.
+    /// one program per interface. xdp-filter takes a lock file in /run, which every
+    /// namespace shares, without waiting: two at once on the machine (two benchmarks, or
+    /// test jobs side by side) make one fail, so each of its commands waits its turn: a
+    /// lock (flock) on xdp-filter's own program file, which leaves nothing behind.
     fn xdp_filter(&self, on: &Host) -> Result<Proc> {
         let dev = &on.ifname;
         let batch = self.lists.path(Lists::XDP_FILTER_BATCH);
         let script = format!(
             "mount -t bpf bpf /sys/fs/bpf || exit 1\n\
              export LIBXDP_SKIP_DISPATCHER=1\n\
-             xdp-filter load -m native -f ipv4 {dev} >/dev/null 2>&1 || {{ echo \"xskit: \
+             xf() {{ flock \"$(command -v xdp-filter)\" xdp-filter \"$@\"; }}\n\
+             xf load -m native -f ipv4 {dev} >/dev/null 2>&1 || {{ echo \"xskit: \
              xdp-filter could not load on {dev}: install xdp-tools (apt-get install \
              xdp-tools)\" >&2; exit 1; }}\n\
-             trap 'xdp-filter unload {dev} >/dev/null 2>&1' EXIT\n\
+             trap 'xf unload {dev} >/dev/null 2>&1' EXIT\n\
              bpftool batch file {} >/dev/null || {{ echo \"xskit: bpftool could not fill \
              xdp-filter's table\" >&2; exit 1; }}\n\
              trap : INT\n\
              echo \"xdp-filter ready on {dev}\" >&2\n\
              sleep 3600 & wait $!\n\
              kill $! 2>/dev/null\n\
-             xdp-filter status\n",
+             xf status\n",
             batch.display()
         );
         start("sh", on, BENCH_CPU, &strings(&["-c", &script]))
