@@ -145,6 +145,14 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
     }
 }
 
+/// The last non-empty line of `text` (a `--json-lines` file's latest counters).
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
 /// The last lines of each `*.err` file the guest's commands wrote to the job share: what a
 /// step that never finished was doing.
 fn commands_stderr(share: &Path) -> String {
@@ -799,8 +807,9 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
     );
     assert!(
         ping.status.success(),
-        "fwd answers for its address: {}",
-        text(&ping)
+        "fwd answers for its address: {}\n{}",
+        text(&ping),
+        commands_stderr(&running.share())
     );
     running.signal("stop-rules").unwrap();
     wait_for(&running, "FWD xdpfwd");
@@ -1072,9 +1081,9 @@ fn a_zero_copy_forwarder_survives_queue_changes_link_loss_and_sigkill() {
 XSKIT={XSKIT}
 {RUN_FWD}
 ip link set eth0 up; ip link set eth1 up
-$XSKIT fwd -i eth0 -i eth1 -m zc > $j/killed.out 2>&1 &
+$XSKIT fwd -i eth0 -i eth1 -m zc --json-lines -I 0.5 > $j/killed.json 2> $j/killed.err &
 pid=$!
-until grep -q "Ctrl-C stops" $j/killed.out; do sleep 0.1; done
+until grep -q "Ctrl-C stops" $j/killed.err; do sleep 0.1; done
 echo "FWD killed"; wait_for queues
 ethtool -L eth0 combined 1 > $j/ethtool.out 2>&1; echo "ethtool status $?" >> $j/ethtool.out
 echo QUEUES-TRIED; wait_for kill
@@ -1104,7 +1113,14 @@ wait
             });
             format!("{}\n{}", links.collect::<String>(), qemu_view(&running))
         };
-        assert!(out.status.success(), "{}\n{}", text(&out), devices());
+        assert!(
+            out.status.success(),
+            "{}\n{}\nthe forwarders' last counters: {}\n{}",
+            text(&out),
+            devices(),
+            last_line(&shared_text(&running.share(), "killed.json")),
+            commands_stderr(&running.share())
+        );
     };
     wait_for(&running, "FWD killed");
     ping("3");
