@@ -145,6 +145,25 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
     }
 }
 
+/// What a failed ping through the guest's first forwarder leaves to read: what each NIC's TAP
+/// device received from the guest and QEMU's view (whether the guest's transmits reached the
+/// host at all), that forwarder's last counters, and every forwarder's stderr.
+fn guest_side(running: &RunningGuest<'_>, taps: &[String]) -> String {
+    let links: String = taps
+        .iter()
+        .map(|tap| {
+            let args = ["-s", "-s", "link", "show", tap.as_str()];
+            text(&running.ns().command("ip").args(args).output().unwrap())
+        })
+        .collect();
+    format!(
+        "{links}\n{}\nthe forwarder's last counters: {}\n{}",
+        qemu_view(running),
+        last_line(&shared_text(&running.share(), "killed.json")),
+        commands_stderr(&running.share())
+    )
+}
+
 /// The last non-empty line of `text` (a `--json-lines` file's latest counters).
 fn last_line(text: &str) -> &str {
     text.lines()
@@ -1104,22 +1123,11 @@ wait
             // long a's first ARP exchange through the emulated guest takes.
             &["-c", count, "-i", "0.3", "-w", "60", &wire.c.ip.to_string()],
         );
-        // What each NIC's TAP device received from the guest, and QEMU's view: whether the
-        // guest's transmits reached the host at all.
-        let devices = || {
-            let links = taps.iter().map(|tap| {
-                let args = ["-s", "-s", "link", "show", tap.as_str()];
-                text(&running.ns().command("ip").args(args).output().unwrap())
-            });
-            format!("{}\n{}", links.collect::<String>(), qemu_view(&running))
-        };
         assert!(
             out.status.success(),
-            "{}\n{}\nthe forwarders' last counters: {}\n{}",
+            "{}\n{}",
             text(&out),
-            devices(),
-            last_line(&shared_text(&running.share(), "killed.json")),
-            commands_stderr(&running.share())
+            guest_side(&running, &taps)
         );
     };
     wait_for(&running, "FWD killed");
