@@ -1226,7 +1226,7 @@ fn print_port(p: &PortCount) {
     );
     if p.user.tx_stall_wakeups > 0 {
         out!(
-            "  {:<12} transmit woken {} times: the driver left frames on a tx ring a millisecond without asking",
+            "  {:<12} transmit woken {} times unasked: frames had waited a millisecond, none taken or completed",
             "",
             thousands(p.user.tx_stall_wakeups)
         );

@@ -107,9 +107,9 @@ counters! {
     /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding
     /// only moves descriptors. (A capture's copies are the kernel's, counted by the capture.)
     copies;
-    /// Transmit wakeups made without the driver asking, because frames had waited on a tx
-    /// ring a millisecond with none taken (a driver that cleared need_wakeup and stopped).
-    /// Not a drop: those frames were sent once woken.
+    /// Transmit wakeups made without the driver asking, because frames had waited a
+    /// millisecond with none taken from the tx ring or completed (a driver that cleared
+    /// need_wakeup and stopped). Not a drop.
     tx_stall_wakeups;
 }
 

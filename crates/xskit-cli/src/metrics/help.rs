@@ -99,7 +99,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "tx_stall_wakeups",
-        "Transmit wakeups made because frames waited a millisecond on a tx ring the driver had not asked to be woken for",
+        "Transmit wakeups the driver did not ask for, made because frames had waited a millisecond with none taken or completed",
     ),
     ("arp_replies", "ARP requests answered (--respond)"),
     ("echo_replies", "ICMP echo requests answered (--respond)"),
