@@ -6,7 +6,7 @@
 // A scenario reads top to bottom as the steps it takes, however many there are.
 #![allow(clippy::too_many_lines)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,11 +30,12 @@ fn udp(sport: u16) -> Vec<u8> {
     f
 }
 
-/// Captures what arrives on `host`'s interface from the bond (source port 4242 as dst);
-/// says `ready` once its ring is open.
+/// Captures what arrives on `host`'s interface from the bond (source port 4242 as dst),
+/// counted in `seen` as it comes; says `ready` once its ring is open.
 fn capture(
     host: &Host,
     stop: Arc<AtomicBool>,
+    seen: Arc<AtomicUsize>,
     ready: std::sync::mpsc::Sender<()>,
 ) -> std::thread::JoinHandle<std::io::Result<Vec<Vec<u8>>>> {
     let ifname = host.ifname.clone();
@@ -47,6 +48,7 @@ fn capture(
             ring.receive(Some(Duration::from_millis(20)), |f| {
                 if f.len() >= 38 && f[36..38] == 4242u16.to_be_bytes() {
                     got.push(f.to_vec());
+                    seen.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .unwrap();
@@ -62,10 +64,11 @@ fn a_bond_of_two_af_xdp_ports_hashes_out_and_merges_in() {
     }
     let chain = Chain::new().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(AtomicUsize::new(0));
     let (ready_tx, ready) = std::sync::mpsc::channel();
     let captures = [
-        capture(&chain.a, stop.clone(), ready_tx.clone()),
-        capture(&chain.c, stop.clone(), ready_tx),
+        capture(&chain.a, stop.clone(), seen.clone(), ready_tx.clone()),
+        capture(&chain.c, stop.clone(), seen.clone(), ready_tx),
     ];
     for _ in 0..2 {
         ready.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -145,7 +148,10 @@ fn a_bond_of_two_af_xdp_ports_hashes_out_and_merges_in() {
             (bond.stats(), received)
         })
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The hosts have received all 64 (or never will: the count below then says how many).
+    xskit_testbed::wait_for(Duration::from_secs(10), || {
+        (seen.load(Ordering::Relaxed) >= 64).then_some(())
+    });
     stop.store(true, Ordering::Relaxed);
     let captured: Vec<Vec<Vec<u8>>> = captures
         .into_iter()

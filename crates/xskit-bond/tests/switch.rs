@@ -30,7 +30,18 @@ fn announce_from(sw: &Switched, member: &Interface, mac: [u8; 6]) {
     sw.bonded
         .run(move || announce(&member, mac, BOND_IP, 2).unwrap())
         .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// Waits until the switch has learnt `mac` behind `port` (the announcement crossed it).
+fn learnt_behind(sw: &Switched, mac: [u8; 6], port: &str) {
+    let learnt = xskit_testbed::wait_for(Duration::from_secs(10), || {
+        (sw.port_of(mac).unwrap().as_deref() == Some(port)).then_some(())
+    });
+    assert!(
+        learnt.is_some(),
+        "the switch did not learn the bond's MAC behind {port}: {:?}",
+        sw.port_of(mac)
+    );
 }
 
 /// Sends `n` frames from the host to `bond_mac` and counts those that come back reflected.
@@ -80,8 +91,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
             (bond, mac, ifaces)
         })
         .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw0"));
+    learnt_behind(&sw, bond_mac, "sw0");
     let n = echoes(&sw.host, bond_mac, 20);
     assert_eq!(n, 20, "through the active member");
 
@@ -89,7 +99,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     // to sw0, where the now inactive member drops everything.
     bond.set_active(1).unwrap();
     announce_from(&sw, &ifaces[1], bond_mac);
-    assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw1"));
+    learnt_behind(&sw, bond_mac, "sw1");
     assert_eq!(
         echoes(&sw.host, bond_mac, 20),
         20,
@@ -100,6 +110,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     // over, the new active member announces itself.
     bond.set_active(0).unwrap();
     announce_from(&sw, &ifaces[0], bond_mac);
+    learnt_behind(&sw, bond_mac, "sw0");
     let members = ifaces.clone();
     let monitor = sw
         .bonded
@@ -131,7 +142,7 @@ fn after_failover_the_switch_learns_the_new_member_and_traffic_flows() {
     bond.set_up(0, false).unwrap();
     assert_eq!(bond.active(), Some(1));
     announce_from(&sw, &ifaces[1], bond_mac);
-    assert_eq!(sw.port_of(bond_mac).unwrap().as_deref(), Some("sw1"));
+    learnt_behind(&sw, bond_mac, "sw1");
     assert_eq!(echoes(&sw.host, bond_mac, 20), 20, "after the carrier loss");
     assert_eq!(monitor.up(), &[false, true]);
 }
@@ -159,8 +170,13 @@ fn the_kernel_accepts_the_unsolicited_neighbour_advertisement() {
         })
         .unwrap()
         .unwrap();
-    // Wait for b's link-local address: NAs are not taken before IPv6 is up on the link.
-    std::thread::sleep(Duration::from_millis(1500));
+    // NAs are not taken before IPv6 is up on the link.
+    let settled = xskit_testbed::wait_for(Duration::from_secs(20), || {
+        xskit_testbed::ipv6_settled(&bed.b.ns, &bed.b.ifname)
+            .unwrap()
+            .then_some(())
+    });
+    assert!(settled.is_some(), "b's IPv6 addresses stayed tentative");
     let ip: [u8; 16] = [
         0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x55,
     ];
@@ -172,17 +188,19 @@ fn the_kernel_accepts_the_unsolicited_neighbour_advertisement() {
             xskit_bond::announce_v6(&Interface::by_name(&a_if).unwrap(), mac, ip, 2).unwrap()
         })
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let out = bed
-        .b
-        .ns
-        .command("ip")
-        .args(["-6", "neigh", "show", "dev", &bed.b.ifname])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("2001:db8::55") && text.contains("02:58:42:00:00:55"),
-        "{text}"
-    );
+    let neighbours = || {
+        let out = bed
+            .b
+            .ns
+            .command("ip")
+            .args(["-6", "neigh", "show", "dev", &bed.b.ifname])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let learnt = xskit_testbed::wait_for(Duration::from_secs(10), || {
+        let text = neighbours();
+        (text.contains("2001:db8::55") && text.contains("02:58:42:00:00:55")).then_some(())
+    });
+    assert!(learnt.is_some(), "{}", neighbours());
 }

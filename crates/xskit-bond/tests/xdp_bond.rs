@@ -297,6 +297,67 @@ fn bad_bonds_are_refused_and_leave_nothing_attached() {
 /// carrier), everything leaves through m_a; it comes back and both are used again. The delay
 /// from the `ip link set down` to the bond's maps rewritten is printed (no bound asserted:
 /// the VM's timing is not the code's).
+/// Waits until `host`'s interface reports its operational state up: both ends of a link
+/// carry frames again once both do.
+fn wait_until_up(host: &Host) {
+    let brief = || {
+        let out = host
+            .ns
+            .command("ip")
+            .args(["-br", "link", "show", "dev", &host.ifname])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let up = xskit_testbed::wait_for(Duration::from_secs(10), || {
+        (brief().split_whitespace().nth(1) == Some("UP")).then_some(())
+    });
+    assert!(up.is_some(), "not up: {}", brief());
+}
+
+/// The link changes a bond was told of: (member, up, when).
+type Applied = Arc<std::sync::Mutex<Vec<(usize, bool, std::time::Instant)>>>;
+
+/// A balance-xor reflector on m_a and m_c whose members follow the kernel's link events,
+/// each change applied and written down in `applied`, until `stop`; returns once it watches.
+/// Its thread ends with the bond's count of reflected frames.
+fn bond_following_links(
+    chain: &Chain,
+    stop: Arc<AtomicBool>,
+    applied: Applied,
+) -> std::thread::JoinHandle<std::io::Result<u64>> {
+    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
+    let (monitoring_tx, monitoring) = mpsc::channel();
+    let monitor = chain.m_a.ns.spawn(move || {
+        let members = links(&names);
+        let mut bond = XdpBond::reflector(
+            &members,
+            XdpBondMode::BalanceXor(XmitHashPolicy::Layer34),
+            Mode::Drv,
+        )
+        .unwrap();
+        let mut links =
+            xskit_bond::LinkMonitor::new(&members, Duration::ZERO, Duration::ZERO).unwrap();
+        assert_eq!(links.up(), &[true, true]);
+        monitoring_tx.send(()).unwrap();
+        while !stop.load(Ordering::Relaxed) {
+            for change in links.poll(Some(Duration::from_millis(10))).unwrap() {
+                bond.set_up(change.member, change.up).unwrap();
+                let when = std::time::Instant::now();
+                applied
+                    .lock()
+                    .unwrap()
+                    .push((change.member, change.up, when));
+            }
+        }
+        bond.count().unwrap()
+    });
+    monitoring
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the bond attached and its link monitor started");
+    monitor
+}
+
 #[test]
 fn carrier_loss_fails_over_from_the_kernels_link_events() {
     if !xskit_testbed::privileged_or_skip() {
@@ -304,40 +365,9 @@ fn carrier_loss_fails_over_from_the_kernels_link_events() {
     }
     let chain = Chain::new().unwrap();
     let _far_ends = (xdp_pass(&chain.a), xdp_pass(&chain.c));
-    let names = [chain.m_a.ifname.clone(), chain.m_c.ifname.clone()];
     let stop = Arc::new(AtomicBool::new(false));
-    let applied = Arc::new(std::sync::Mutex::new(Vec::<(
-        usize,
-        bool,
-        std::time::Instant,
-    )>::new()));
-    let monitor = {
-        let (stop, applied) = (stop.clone(), applied.clone());
-        chain.m_a.ns.spawn(move || {
-            let members = links(&names);
-            let mut bond = XdpBond::reflector(
-                &members,
-                XdpBondMode::BalanceXor(XmitHashPolicy::Layer34),
-                Mode::Drv,
-            )
-            .unwrap();
-            let mut links =
-                xskit_bond::LinkMonitor::new(&members, Duration::ZERO, Duration::ZERO).unwrap();
-            assert_eq!(links.up(), &[true, true]);
-            while !stop.load(Ordering::Relaxed) {
-                for change in links.poll(Some(Duration::from_millis(10))).unwrap() {
-                    bond.set_up(change.member, change.up).unwrap();
-                    applied.lock().unwrap().push((
-                        change.member,
-                        change.up,
-                        std::time::Instant::now(),
-                    ));
-                }
-            }
-            bond.count().unwrap()
-        })
-    };
-    std::thread::sleep(Duration::from_millis(500));
+    let applied: Applied = Arc::default();
+    let monitor = bond_following_links(&chain, stop.clone(), applied.clone());
     let [at_a, at_c] = round(&chain, 10000, 64);
     assert!(!at_a.is_empty() && !at_c.is_empty(), "both members in use");
     let set = |up: &str| {
@@ -372,7 +402,8 @@ fn carrier_loss_fails_over_from_the_kernels_link_events() {
     }
     assert_eq!(applied.lock().unwrap()[1].0, 1, "m_c again");
     assert!(applied.lock().unwrap()[1].1, "m_c reported up again");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until_up(&chain.c);
+    wait_until_up(&chain.m_c);
     let [at_a, at_c] = round(&chain, 30000, 64);
     assert_eq!(at_a.len() + at_c.len(), 64);
     assert!(!at_c.is_empty(), "m_c carries its flows again");
@@ -555,8 +586,11 @@ fn lacpdus_pass_the_bond_program_to_the_lacp_control_path() {
             assert_eq!(tx.send_copies(&frame, 3).unwrap(), 3);
         })
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    control.poll(&mut sockets, 200);
+    // The machines run at 200 ms each time: what changes is only what has arrived.
+    xskit_testbed::wait_for(Duration::from_secs(10), || {
+        control.poll(&mut sockets, 200);
+        (control.lacp().ports()[0].counters.pdus_in >= 3).then_some(())
+    });
     let port = &control.lacp().ports()[0];
     assert_eq!(port.counters.pdus_in, 3);
     assert_eq!(port.partner.system, [2, 0, 0, 0, 0, 7]);

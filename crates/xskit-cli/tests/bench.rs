@@ -527,9 +527,14 @@ fn the_live_generator_count_equals_what_the_kernel_received() {
     for interrupted in [false, true] {
         let drop = xdp_drop_on(&bed, "4");
         let g = if interrupted {
-            let child = KillOnDrop::new(live(&[]).spawn().unwrap());
-            std::thread::sleep(Duration::from_millis(1500));
-            signal(child, "-INT")
+            let child = KillOnDrop::new(live(&["--json-lines", "-I", "0.1"]).spawn().unwrap());
+            // Interrupted in full flow.
+            interrupt_when(child, Duration::from_secs(60), |line| {
+                line["counters"]["ports"][0]["tx_packets"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    >= 100_000
+            })
         } else {
             let out = live(&["-n", "3000000"]).output().unwrap();
             assert!(out.status.success());

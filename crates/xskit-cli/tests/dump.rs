@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 
+use std::io::{BufRead, BufReader};
 use std::process::Command;
-use std::time::Duration;
 
 use xskit_testbed::{Chain, Host, Testbed, TestbedConfig};
 
@@ -177,9 +177,21 @@ fn dump_sees_through_the_forwarders_program_what_dumpcap_cannot() {
         .args(["-q", "-i", &chain.m_a.ifname, "-a", "duration:4", "-w"])
         .arg(&theirs)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // dumpcap names its file once it captures: the probes must come after that, or its
+    // seeing none of them would prove nothing.
+    let mut said = BufReader::new(dumpcap.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("File:") {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).unwrap() > 0,
+            "dumpcap ended before capturing"
+        );
+    }
+    std::thread::spawn(move || std::io::copy(&mut said, &mut std::io::sink()));
     let args = [
         "dump",
         "-i",
@@ -194,7 +206,6 @@ fn dump_sees_through_the_forwarders_program_what_dumpcap_cannot() {
         "udp",
     ];
     let dump = KillOnDrop::new(start(&chain.m_a, &args));
-    std::thread::sleep(Duration::from_millis(500));
     let (mac, src, dst) = (
         mac(&chain.c),
         chain.a.ip.to_string(),

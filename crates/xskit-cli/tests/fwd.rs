@@ -222,7 +222,7 @@ fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
     let rules = RulesFile::new(&format!(
         "[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"{rate}\"\nburst = {burst}\n"
     ));
-    let fwd = start_fwd(&chain, &["-m", "drv", "--rules", rules.path()]);
+    let fwd = start_fwd_lines(&chain, &["-m", "drv", "--rules", rules.path()]);
     let g = gen(
         &chain.a,
         &chain.c,
@@ -230,8 +230,9 @@ fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
         &["-m", "drv", "-n", "30000", "-r", "10000"],
     );
     let seconds = g["duration_s"].as_f64().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let report = interrupt(fwd);
+    let report = interrupt_when(fwd, Duration::from_secs(60), |line| {
+        rule(line, "limit")["packets"] == 30000
+    });
     let limit = rule(&report, "limit");
     assert_eq!(limit["packets"], 30000, "{report}");
     let passed = 30000 - limit["over_rate"].as_u64().unwrap();
@@ -603,7 +604,10 @@ fn accounting_under_load(duration: Option<&str>) {
     if let Some(d) = duration {
         args.extend_from_slice(&["-d", d]);
     }
-    let fwd = start_fwd(&chain, &args);
+    let fwd = match duration {
+        Some(_) => start_fwd(&chain, &args),
+        None => start_fwd_lines(&chain, &args),
+    };
     let seconds = duration
         .map_or(3.0, |d| d.parse::<f64>().unwrap() - 1.0)
         .to_string();
@@ -613,10 +617,11 @@ fn accounting_under_load(duration: Option<&str>) {
         let back = s.spawn(|| gen_overload(c, a, &["-m", "drv", "-d", &seconds, "-r", "100000"]));
         let report = match duration {
             Some(_) => json_of(fwd.take()),
-            None => {
-                std::thread::sleep(Duration::from_millis(1500));
-                interrupt(fwd)
-            }
+            // Stopped once both directions' load is coming through.
+            None => interrupt_when(fwd, Duration::from_secs(60), |line| {
+                let rx = |i: usize| line["counters"]["ports"][i]["rx_packets"].as_u64().unwrap();
+                rx(0) >= 20_000 && rx(1) >= 20_000
+            }),
         };
         there.join().unwrap();
         back.join().unwrap();
@@ -796,18 +801,12 @@ fn json_lines_stream_one_object_per_interval_then_the_summary() {
         ],
     ));
     gen(&chain.a, &chain.c, 9, &["-n", "300", "-r", "1000"]);
-    std::thread::sleep(Duration::from_millis(500));
-    let status = Command::new("kill")
-        .args(["-INT", &fwd.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = fwd.take().wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let objects: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let rx = |o: &serde_json::Value| o["counters"]["ports"][0]["rx_packets"].as_u64().unwrap();
+    // Stopped once an interval line has counted every probe and half a second has passed.
+    let objects = lines_until(fwd, Duration::from_secs(60), |o| {
+        rx(o) >= 300 && o["elapsed_s"].as_f64().unwrap() > 0.5
+    });
+    let text = format!("{objects:?}");
     assert!(objects.len() >= 3, "{text}");
     for o in &objects {
         assert_eq!(o["command"], "fwd", "{o}");
@@ -816,9 +815,8 @@ fn json_lines_stream_one_object_per_interval_then_the_summary() {
     let (intervals, summary) = objects.split_at(objects.len() - 1);
     let summary = &summary[0];
     assert!(intervals.iter().all(|o| o["interval"] == true), "{text}");
-    assert!(summary["duration_s"].as_f64().unwrap() > 0.5, "{summary}");
+    assert!(summary["duration_s"].as_f64().unwrap() > 0.0, "{summary}");
     assert_eq!(summary["frames"]["unaccounted"], 0, "{summary}");
-    let rx = |o: &serde_json::Value| o["counters"]["ports"][0]["rx_packets"].as_u64().unwrap();
     let seen: Vec<u64> = intervals.iter().map(rx).collect();
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
     assert!(
@@ -995,9 +993,20 @@ fn metrics_scraped_during_a_run_agree_with_the_summary() {
     let (a, c) = (&chain.m_a.ifname, &chain.m_c.ifname);
     let (fwd, url) = fwd_with_metrics(&chain);
     gen(&chain.a, &chain.c, 9, &["-n", "300", "-r", "1000"]);
-    // Three intervals: the last snapshot holds every packet.
-    std::thread::sleep(Duration::from_millis(700));
-    let samples = scrape(&chain.m_a, &url);
+    // Scraped until a snapshot holds every probe (or a minute passed: the checks then fail).
+    let value = |samples: &[(String, String, serde_json::Value, f64)], name: &str| {
+        samples
+            .iter()
+            .find(|(_, n, l, _)| n == name && (l["interface"] == *a || l["rule"] == "default"))
+            .map_or(0.0, |s| s.3)
+    };
+    let mut samples = scrape(&chain.m_a, &url);
+    xskit_testbed::wait_for(Duration::from_secs(60), || {
+        samples = scrape(&chain.m_a, &url);
+        (value(&samples, "xskit_rx_packets_total") >= 300.0
+            && value(&samples, "xskit_rule_packets_total") >= 300.0)
+            .then_some(())
+    });
     let find = |name: &str, label: (&str, &str)| {
         samples
             .iter()
@@ -1059,7 +1068,7 @@ fn capture_writes_each_packets_verdict_and_rule_for_wireshark() {
     let file =
         std::env::temp_dir().join(format!("xskit-fwd-capture-{}.pcapng", std::process::id()));
     let path = file.to_str().unwrap();
-    let fwd = start_fwd(
+    let fwd = start_fwd_lines(
         &chain,
         &["-m", "drv", "--rules", rules.path(), "--capture", path],
     );
@@ -1071,8 +1080,11 @@ fn capture_writes_each_packets_verdict_and_rule_for_wireshark() {
             &["-m", "drv", "-n", n, "-r", "2000"],
         );
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let summary = signal(fwd, "-INT");
+    let summary = interrupt_when(fwd, Duration::from_secs(60), |line| {
+        rule(line, "udp-7")["packets"] == 50
+            && rule(line, "from-a-udp-8")["packets"] == 30
+            && rule(line, "default")["packets"].as_u64().unwrap() >= 20
+    });
     assert!(
         summary["capture"]["captured"].as_u64().unwrap() >= 100,
         "{summary}"
@@ -1117,10 +1129,11 @@ fn capture_rate_caps_and_counts_what_it_skips() {
     let file =
         std::env::temp_dir().join(format!("xskit-fwd-cap-rate-{}.pcapng", std::process::id()));
     let path = file.to_str().unwrap();
-    let fwd = start_fwd(&chain, &["--capture", path, "--capture-rate", "10"]);
+    let fwd = start_fwd_lines(&chain, &["--capture", path, "--capture-rate", "10"]);
     gen(&chain.a, &chain.c, 9, &["-n", "500", "-r", "5000"]);
-    std::thread::sleep(Duration::from_millis(300));
-    let summary = signal(fwd, "-INT");
+    let summary = interrupt_when(fwd, Duration::from_secs(60), |line| {
+        line["counters"]["ports"][0]["rx_packets"].as_u64().unwrap() >= 500
+    });
     let capture = &summary["capture"];
     let (captured, skipped) = (
         capture["captured"].as_u64().unwrap(),

@@ -29,12 +29,33 @@ fn bonded_side(sw: &Switched) -> Host {
 /// Starts `xskit fwd -i bond0 -i xsf --bond bond0=xsb0,xsb1 --json EXTRA` in the bond's
 /// namespace and waits for its header.
 fn start_bond_fwd(sw: &Switched, extra: &[&str]) -> KillOnDrop {
+    start_bond_fwd_printing(sw, &["--json"], extra)
+}
+
+/// As [`start_bond_fwd`], with its counters every 100 ms to wait on.
+fn start_bond_fwd_live(sw: &Switched, extra: &[&str]) -> Live {
+    Live::new(start_bond_fwd_printing(
+        sw,
+        &["--json-lines", "-I", "0.1"],
+        extra,
+    ))
+}
+
+fn start_bond_fwd_printing(sw: &Switched, output: &[&str], extra: &[&str]) -> KillOnDrop {
     let bond = format!("bond0={}", sw.members.join(","));
-    let mut args = vec![
-        "fwd", "-i", "bond0", "-i", FAR_END, "--bond", &bond, "--json",
-    ];
+    let mut args = vec!["fwd", "-i", "bond0", "-i", FAR_END, "--bond", &bond];
+    args.extend_from_slice(output);
     args.extend_from_slice(extra);
     KillOnDrop::new(start(&bonded_side(sw), &args))
+}
+
+/// Waits until the forwarder's bond is as `done` says, failing with its last counters if it
+/// never is.
+fn until_bond(fwd: &mut Live, what: &str, done: impl Fn(&serde_json::Value) -> bool) {
+    let seen = fwd
+        .wait(Duration::from_secs(30), |line| done(bond_of(line)))
+        .is_some();
+    assert!(seen, "{what}: {}", fwd.last());
 }
 
 /// `xskit fwd -i bond0 -i xsf --bond bond0=xsb0,xsb1` in the bond's namespace.
@@ -54,15 +75,33 @@ fn iperf3_server(host: &Host, port: &str) -> KillOnDrop {
         .stdout(Stdio::null())
         .spawn()
         .expect("iperf3 (scripts/setup.sh installs it)");
-    std::thread::sleep(Duration::from_millis(300));
-    KillOnDrop::new(server)
+    let server = KillOnDrop::new(server);
+    wait_listening(host, port);
+    server
 }
 
-/// Lets `load` run for a second, then breaks the switch's port to member 0 (`ip link set
-/// PORT ARGS`: `down` cuts the carrier, `nomaster` only the path behind it), and waits for
-/// the load to finish.
+/// Packets the switch's port to member 0 has carried, both ways.
+fn port_0_packets(sw: &Switched) -> u64 {
+    let out = sw
+        .switch
+        .command("ip")
+        .args(["-j", "-s", "link", "show", &sw.ports[0]])
+        .output()
+        .unwrap();
+    let link: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stats = &link[0]["stats64"];
+    stats["rx"]["packets"].as_u64().unwrap() + stats["tx"]["packets"].as_u64().unwrap()
+}
+
+/// Lets `load` run until member 0's port has carried a thousand packets of it, then breaks
+/// that port (`ip link set PORT ARGS`: `down` cuts the carrier, `nomaster` only the path
+/// behind it), and waits for the load to finish.
 fn break_member_0_during(sw: &Switched, how: &[&str], load: KillOnDrop) -> std::process::Output {
-    std::thread::sleep(Duration::from_secs(1));
+    let before = port_0_packets(sw);
+    // No assertion: the load's own checks say what it got if it never came this way.
+    xskit_testbed::wait_for(Duration::from_secs(20), || {
+        (port_0_packets(sw) >= before + 1000).then_some(())
+    });
     let cut = sw
         .switch
         .command("ip")
@@ -285,9 +324,12 @@ fn active_backup_fails_over_under_load_and_the_switch_follows() {
     let far = sw.far.as_ref().unwrap();
     let fwd = start_bond_fwd(&sw, &["--bond-mode", "active-backup"]);
     // Pings every 2 ms from the far host: requests leave through the bond, replies come
-    // back through it. 1500 of them take 3 s; the active member's link is cut after 1 s.
+    // back through it. 1500 of them take 3 s; the active member's link is cut once it has
+    // carried a thousand packets (about 1 s).
     let ping = ping_flood(far, &sw.host);
-    std::thread::sleep(Duration::from_millis(500));
+    xskit_testbed::wait_for(Duration::from_secs(20), || {
+        sw.port_of(far.mac).unwrap().is_some().then_some(())
+    });
     let before = sw.port_of(far.mac).unwrap();
     assert_eq!(
         before.as_deref(),
@@ -675,7 +717,7 @@ fn arp_monitoring_takes_out_a_member_whose_path_fails_with_its_carrier_up() {
     }
     let sw = Switched::with_far_host(2).unwrap();
     let target = sw.host.ip.to_string();
-    let fwd = start_bond_fwd(
+    let mut fwd = start_bond_fwd_live(
         &sw,
         &[
             "--bond-mode",
@@ -707,8 +749,10 @@ fn arp_monitoring_takes_out_a_member_whose_path_fails_with_its_carrier_up() {
         .status()
         .unwrap();
     assert!(replug.success());
-    std::thread::sleep(Duration::from_secs(1));
-    let report = stop_fwd(fwd);
+    until_bond(&mut fwd, "member 0 back up by ARP", |bond| {
+        bond["members"][0]["up"] == true && bond["link_changes"] == 2
+    });
+    let report = stop_live_fwd(fwd);
     let bond = bond_of(&report);
     let first = &bond["members"][0];
     eprintln!("bond {bond}");
@@ -767,7 +811,7 @@ fn a_member_in_use_by_another_forwarder_is_refused_and_the_first_keeps_running()
 /// report.
 fn primary_goes_and_returns(reselect: &str) -> serde_json::Value {
     let sw = Switched::with_far_host(2).unwrap();
-    let fwd = start_bond_fwd(
+    let mut fwd = start_bond_fwd_live(
         &sw,
         &[
             "--bond-mode",
@@ -786,9 +830,13 @@ fn primary_goes_and_returns(reselect: &str) -> serde_json::Value {
             .status()
             .unwrap();
         assert!(st.success());
-        std::thread::sleep(Duration::from_millis(300));
+        let up = state == "up";
+        until_bond(&mut fwd, &format!("xsb0 {state}"), |bond| {
+            bond["members"][0]["up"] == up
+                && (!up || reselect != "always" || bond["failovers"] == 2)
+        });
     }
-    stop_fwd(fwd)
+    stop_live_fwd(fwd)
 }
 
 #[test]
@@ -817,7 +865,7 @@ fn the_primary_takes_over_again_as_primary_reselect_says() {
 fn bond_mac_port_after_failover(grat_arps: &str) -> Option<String> {
     let sw = Switched::with_far_host(2).unwrap();
     let bond_mac = [0x02, 0x58, 0x53, 0x42, 0x00, 0x00];
-    let fwd = start_bond_fwd(
+    let mut fwd = start_bond_fwd_live(
         &sw,
         &[
             "--bond-mode",
@@ -829,9 +877,15 @@ fn bond_mac_port_after_failover(grat_arps: &str) -> Option<String> {
         ],
     );
     cut_switch_port_0(&sw);
-    std::thread::sleep(Duration::from_millis(300));
+    until_bond(&mut fwd, "the failover", |bond| bond["failovers"] == 1);
+    // Announced, the switch learns the new port; not announced, there is nothing to wait for.
+    if grat_arps != "0" {
+        xskit_testbed::wait_for(Duration::from_secs(10), || {
+            (sw.port_of(bond_mac).unwrap().as_deref() == Some("sw1")).then_some(())
+        });
+    }
     let port = sw.port_of(bond_mac).unwrap();
-    let report = stop_fwd(fwd);
+    let report = stop_live_fwd(fwd);
     assert_eq!(bond_of(&report)["active"], "xsb1", "{report}");
     port
 }
@@ -904,7 +958,7 @@ fn xskit_info_shows_a_running_forwarders_bond() {
 /// before and after member 0's port goes down, and whether pings were answered both times.
 fn answering_mac_across_a_failover(fail_over_mac: &str) -> (String, String) {
     let sw = Switched::with_far_host(2).unwrap();
-    let fwd = start_bond_fwd(
+    let mut fwd = start_bond_fwd_live(
         &sw,
         &[
             "--bond-mode",
@@ -941,9 +995,9 @@ fn answering_mac_across_a_failover(fail_over_mac: &str) -> (String, String) {
     };
     let before = ping_and_neigh();
     cut_switch_port_0(&sw);
-    std::thread::sleep(Duration::from_millis(300));
+    until_bond(&mut fwd, "the failover", |bond| bond["failovers"] == 1);
     let after = ping_and_neigh();
-    let report = stop_fwd(fwd);
+    let report = stop_live_fwd(fwd);
     assert_eq!(bond_of(&report)["active"], "xsb1", "{report}");
     (before, after)
 }
@@ -986,12 +1040,12 @@ fn verbose_diagnostics_report_member_changes() {
             command.arg("-v");
         }
         let child = command
-            .args(["--bond-mode", "active-backup", "--json"])
+            .args(["--bond-mode", "active-backup", "--json-lines", "-I", "0.1"])
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let fwd = KillOnDrop::new(child);
+        let mut fwd = Live::new(KillOnDrop::new(child));
         // Its header says the ports are open and the bond watched.
         for _ in 0..200 {
             if std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Ctrl-C stops")) {
@@ -1000,8 +1054,8 @@ fn verbose_diagnostics_report_member_changes() {
             std::thread::sleep(Duration::from_millis(50));
         }
         cut_switch_port_0(&sw);
-        std::thread::sleep(Duration::from_millis(500));
-        let report = signal(fwd, "-INT");
+        until_bond(&mut fwd, "the failover", |bond| bond["failovers"] == 1);
+        let report = fwd.stop();
         let text = std::fs::read_to_string(&log).unwrap();
         assert_eq!(bond_of(&report)["failovers"], 1, "{report}");
         std::fs::remove_file(&log).unwrap();

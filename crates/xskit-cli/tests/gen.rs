@@ -806,11 +806,27 @@ fn an_interface_deleted_under_gen_stops_it_with_what_happened() {
             .ns
             .command(XSKIT)
             .args(["gen", "-i", &bed.a.ifname, "--engine", engine, "-d", "30"])
-            .stdout(std::process::Stdio::null())
+            .args(["--json-lines", "-I", "0.1"])
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(700));
+        // Deleted once an interval line counts frames sent.
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+        loop {
+            let mut line = String::new();
+            let read = std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
+            assert!(read > 0, "{engine}: gen ended before sending");
+            let o: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if o["counters"]["ports"][0]["tx_packets"]
+                .as_u64()
+                .unwrap_or(0)
+                > 0
+            {
+                break;
+            }
+        }
+        std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
         delete_link(&bed.a);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {

@@ -182,7 +182,7 @@ drained eth0 eth1
     );
     let capture = TapCapture::start(&guest);
     let run = guest.run(&script);
-    let captured = capture.finish();
+    let captured = capture.finish_when(|f| reference_policy(f).is_some(), 80 * policies.len());
     let out = run.unwrap().ok().unwrap();
     assert!(out.contains("sent"), "{out}");
     // (policy, member) counts, and every disagreement.
@@ -323,14 +323,14 @@ drained eth0 eth1
 "#
     );
     let capture = TapCapture::start(&guest);
-    let run = guest.run(&script);
-    let captured = capture.finish();
-    let out = run.unwrap().ok().unwrap();
+    let out = guest.run(&script).unwrap().ok().unwrap();
     let templates: usize = out
         .lines()
         .find_map(|l| l.strip_prefix("sent "))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("the guest sent its frames: {out}"));
+    let marked = |f: &[u8]| f.len() >= 8 && &f[f.len() - 8..f.len() - 4] == b"XSKB";
+    let captured = capture.finish_when(marked, templates * 8 * policies.len());
     let mut seen = 0;
     let mut wrong = Vec::new();
     for (member, frames) in captured.iter().enumerate() {
@@ -443,47 +443,63 @@ fn copy_mode_transmit_on_virtio_net_against_veth_in_one_guest() {
 }
 
 /// Every frame arriving on the guest's TAP devices (its NICs' far ends), captured from the
-/// namespace until [`TapCapture::finish`].
+/// namespace until [`TapCapture::finish_when`].
 struct TapCapture {
     stop: Arc<AtomicBool>,
-    handles: Vec<std::thread::JoinHandle<std::io::Result<Vec<Vec<u8>>>>>,
+    frames: Vec<Arc<std::sync::Mutex<Vec<Vec<u8>>>>>,
+    handles: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
 impl TapCapture {
     fn start(guest: &Guest) -> TapCapture {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready) = std::sync::mpsc::channel();
+        let frames: Vec<_> = guest.taps().iter().map(|_| Arc::default()).collect();
         let handles: Vec<_> = guest
             .taps()
             .iter()
-            .map(|tap| {
+            .zip(&frames)
+            .map(|(tap, kept)| {
                 let (tap, stop, ready) = (tap.clone(), stop.clone(), ready_tx.clone());
+                let kept: Arc<std::sync::Mutex<Vec<Vec<u8>>>> = Arc::clone(kept);
                 guest.ns().spawn(move || {
                     let index = xskit::Interface::by_name(&tap).unwrap().index();
                     let mut ring = PacketRxRing::open(index).unwrap();
                     ready.send(()).unwrap();
-                    let mut frames: Vec<Vec<u8>> = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        ring.receive(Some(Duration::from_millis(50)), |f| frames.push(f.to_vec()))
-                            .unwrap();
+                        ring.receive(Some(Duration::from_millis(50)), |f| {
+                            kept.lock().unwrap().push(f.to_vec());
+                        })
+                        .unwrap();
                     }
-                    frames
                 })
             })
             .collect();
         for _ in 0..handles.len() {
             ready.recv_timeout(Duration::from_secs(10)).unwrap();
         }
-        TapCapture { stop, handles }
+        TapCapture {
+            stop,
+            frames,
+            handles,
+        }
     }
 
-    /// Each TAP's frames, in NIC order.
-    fn finish(self) -> Vec<Vec<Vec<u8>>> {
-        std::thread::sleep(Duration::from_millis(300));
+    /// Each TAP's frames, in NIC order, once `want` of them (all TAPs together) are as
+    /// `counted` says, or after a minute (the caller's checks then say what is missing).
+    fn finish_when(self, counted: impl Fn(&[u8]) -> bool, want: usize) -> Vec<Vec<Vec<u8>>> {
+        let have = || -> usize {
+            let kept = self.frames.iter().map(|k| k.lock().unwrap());
+            kept.map(|k| k.iter().filter(|f| counted(f)).count()).sum()
+        };
+        xskit_testbed::wait_for(Duration::from_secs(60), || (have() >= want).then_some(()));
         self.stop.store(true, Ordering::Relaxed);
-        self.handles
+        for h in self.handles {
+            h.join().unwrap().unwrap();
+        }
+        self.frames
             .into_iter()
-            .map(|h| h.join().unwrap().unwrap())
+            .map(|k| std::mem::take(&mut *k.lock().unwrap()))
             .collect()
     }
 }
@@ -564,7 +580,9 @@ cat $TMPDIR/nic.json $TMPDIR/nic.err
         send(&taps[1], Guest::mac(1));
         running.wait().unwrap()
     };
-    let captured = capture.finish();
+    // The 64 flows sent to the bond and the 64 to the single NIC, reflected.
+    let reflected_flow = |f: &[u8]| f.len() >= 42 && f[36..38] == 7777u16.to_be_bytes();
+    let captured = capture.finish_when(reflected_flow, 128);
     let out = run.ok().unwrap();
     assert!(
         out.contains("xdp program"),

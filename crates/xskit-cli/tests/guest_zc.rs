@@ -553,8 +553,8 @@ j=/run/xskit-job
 ip link set eth0 up
 k=0
 for v in "" "-W"; do
-    {XSKIT} recv -i eth0 -m zc $v --ring-size 32 -b 32 --frames 128 -d 100 --json \
-        -w $j/dry-$k.pcap > $j/dry-$k.out 2> $j/dry-$k.err &
+    {XSKIT} recv -i eth0 -m zc $v --ring-size 32 -b 32 --frames 128 -d 100 --json-lines \
+        -I 0.2 -w $j/dry-$k.pcap > $j/dry-$k.out 2> $j/dry-$k.err &
     pid=$!
     until grep -q recv $j/dry-$k.err; do kill -0 $pid || exit 1; sleep 0.1; done
     echo "DRY $k"; wait_for stop-$k; kill -INT $pid; wait
@@ -568,19 +568,31 @@ done
         wait_for(&running, &format!("DRY {k}"));
         // More than the guest can take: the TAP device drops what its queue cannot hold, and
         // gen says so with a failing status.
+        let handed = tap_handed_on(&ns);
         let burst = host_xskit(&ns, &["gen", "-i", TAP, "-n", "200000", "-s", "60"]);
         assert!(
             text(&burst).contains("sent 200,000 packets"),
             "{}",
             text(&burst)
         );
-        std::thread::sleep(Duration::from_secs(2));
+        // The slow probes come after the burst has left the TAP, not behind it in its queue.
+        let drained = xskit_testbed::wait_for(STEP, || {
+            (tap_handed_on(&ns) >= handed + 200_000).then_some(())
+        });
+        assert!(
+            drained.is_some(),
+            "{variant}: the TAP kept part of the burst"
+        );
+        let out = format!("dry-{k}.out");
+        let received = || recv_rx_packets(&running.share(), &out);
+        let before = received();
         let slow = host_xskit(
             &ns,
             &["gen", "-i", TAP, "-n", "1000", "-r", "500", "-s", "200"],
         );
         assert!(slow.status.success(), "{}", text(&slow));
-        std::thread::sleep(Duration::from_secs(2));
+        // Stopped once the receiver counted what the check below asks (or a step passed).
+        xskit_testbed::wait_for(STEP, || (received() >= before + 950).then_some(()));
         running.signal(&format!("stop-{k}")).unwrap();
         wait_for(&running, &format!("DRY-DONE {k}"));
         let r = shared_json(&running.share(), &format!("dry-{k}.json"));
@@ -603,6 +615,29 @@ done
     }
     let run = running.wait().unwrap();
     assert_eq!(run.status, 0, "{}", run.output);
+}
+
+/// What the host's TAP has handed on or dropped (its transmit side is the guest's receive):
+/// every frame sent into it is one or the other once it has left the TAP's queue.
+fn tap_handed_on(ns: &Netns) -> u64 {
+    let out = ns
+        .command("ip")
+        .args(["-j", "-s", "link", "show", "dev", TAP])
+        .output()
+        .unwrap();
+    let link: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tx = &link[0]["stats64"]["tx"];
+    tx["packets"].as_u64().unwrap() + tx["dropped"].as_u64().unwrap()
+}
+
+/// The packets a guest's `recv --json-lines` has counted so far (its last complete line).
+fn recv_rx_packets(share: &Path, name: &str) -> u64 {
+    let text = shared_text(share, name);
+    text.lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .and_then(|v| v["counters"]["ports"][0]["rx_packets"].as_u64())
+        .unwrap_or(0)
 }
 
 /// The guest's side of the forwarding tests: `run_fwd NAME ARGS...` starts `xskit fwd --json`
@@ -1108,7 +1143,9 @@ ethtool -L eth0 combined 1 > $j/ethtool.out 2>&1; echo "ethtool status $?" >> $j
 echo QUEUES-TRIED; wait_for kill
 kill -9 $pid; wait $pid
 promiscuity eth0 > $j/killed.after; bpftool net > $j/killed.net
-(wait_for down; ip link set eth1 down; sleep 3; ip link set eth1 up; echo UP-AGAIN) &
+noticed() {{ until grep -q "$1" $j/second.err; do sleep 0.1; done; }}
+(wait_for down; ip link set eth1 down; noticed "eth1 is down"; ip link set eth1 up
+ noticed "eth1 is up again"; echo UP-AGAIN) &
 run_fwd second -i eth0 -i eth1 -m zc --check
 wait
 "#

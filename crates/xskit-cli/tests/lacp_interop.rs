@@ -15,7 +15,7 @@ use std::process::{ChildStdin, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use xskit_testbed::{FarHost, Guest, GuestConfig, Host, Netns, Switched, FAR_END};
+use xskit_testbed::{FarHost, Guest, GuestConfig, Host, Netns, Switched, FAR_END, WAIT_FOR};
 
 /// `xskit info -i bond0` in `ns`: the running forwarder's view of its bond.
 fn our_view(ns: &Netns) -> String {
@@ -166,12 +166,23 @@ impl Testpmd {
     }
 
     /// `show bonding lacp info 3`: DPDK's own view of the aggregate.
+    /// testpmd answers in order: once it has refused the unknown command sent after it, the
+    /// answer is whole.
     fn lacp_info(&mut self) -> String {
         let before = self.output.lock().unwrap().len();
         self.send("show bonding lacp info 3");
-        std::thread::sleep(Duration::from_millis(300));
+        self.send("xskit-end-of-answer");
+        let answered = wait_for(Duration::from_secs(30), || {
+            self.output.lock().unwrap()[before..].contains("Command not found")
+        });
         let out = self.output.lock().unwrap();
-        out[before..].to_string()
+        assert!(
+            answered.is_some(),
+            "testpmd did not answer: {}",
+            &out[before..]
+        );
+        let answer = &out[before..];
+        answer[..answer.find("Command not found").unwrap_or(answer.len())].to_string()
     }
 
     /// Whether DPDK's member `slave` (1 or 2) distributes, by its own view.
@@ -435,6 +446,7 @@ fn guest_bond_script(rate: &str, stream_secs: u32) -> String {
     };
     format!(
         r#"set -e
+{WAIT_FOR}
 ms() {{ echo $(( $(date +%s%N) / 1000000 )); }}
 in_sync() {{ [ "$(grep -c 'port state: {state}$' /proc/net/bonding/bond0)" = "$1" ]; }}
 wait_until() {{ n=0; while ! "$@"; do n=$((n + 1)); [ $n -lt 2400 ] || return 1; sleep 0.05; done; }}
@@ -454,7 +466,8 @@ echo "guest-tx eth0 $(cat /sys/class/net/eth0/statistics/tx_packets) eth1 $(cat 
 echo traffic-done
 iperf3 -c 203.0.113.20 -p 5403 -u -b 1M -l 1000 -P 8 -t {stream_secs} > $TMPDIR/up.txt &
 iperf3 -c 203.0.113.20 -p 5404 -u -b 1M -l 1000 -P 8 -t {stream_secs} -R > $TMPDIR/down.txt &
-sleep 2
+wait_until grep -q sec $TMPDIR/up.txt
+wait_until grep -q sec $TMPDIR/down.txt
 t=$(ms); echo streams-running
 wait_until eth1_out
 echo "left-ms $(( $(ms) - t ))"
@@ -469,7 +482,7 @@ echo "rejoined-ms $(( $(ms) - t ))"
 cat /proc/net/bonding/bond0
 ip link set eth1 down
 echo eth1-silent
-sleep 6
+wait_for silence-judged
 {after_silence}
 echo done
 "#
@@ -575,6 +588,7 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
             })
         })
         .flatten();
+    running.signal("silence-judged").unwrap();
     let view = our_view(&ns);
     if fast {
         println!("guest's eth1 silent: out after {silent:?}\n{view}");

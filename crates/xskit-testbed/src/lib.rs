@@ -773,6 +773,39 @@ impl Drop for FarHost {
     }
 }
 
+/// Asks `check` every 20 ms until it answers, for at most `timeout`: the way a test waits
+/// for a condition (an address usable, a table learned, a counter reached) instead of for a
+/// time. None when the time ran out; the caller's assertion then says what never happened.
+pub fn wait_for<T>(
+    timeout: std::time::Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(answer) = check() {
+            return Some(answer);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Whether `ifname` in `ns` has its IPv6 link-local address and every IPv6 address is past
+/// duplicate address detection (none tentative): before that, the kernel neither sends from
+/// them nor takes neighbour advertisements.
+pub fn ipv6_settled(ns: &Netns, ifname: &str) -> io::Result<bool> {
+    let show = |extra: &[&str]| -> io::Result<bool> {
+        let out = run(ns
+            .command("ip")
+            .args(["-6", "addr", "show", "dev", ifname])
+            .args(extra))?;
+        Ok(!out.stdout.is_empty())
+    };
+    Ok(show(&["scope", "link"])? && !show(&["tentative"])?)
+}
+
 /// Whether this process may build testbeds (it runs as root).
 pub fn have_privileges() -> bool {
     nix::unistd::geteuid().is_root()
@@ -796,6 +829,18 @@ pub fn privileged_or_skip() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wait_for_returns_the_first_answer_or_none_when_the_time_runs_out() {
+        let mut asked = 0;
+        let answer = wait_for(std::time::Duration::from_secs(10), || {
+            asked += 1;
+            (asked == 3).then_some(asked)
+        });
+        assert_eq!(answer, Some(3));
+        let never = wait_for(std::time::Duration::from_millis(50), || None::<()>);
+        assert_eq!(never, None);
+    }
 
     fn exists(ns: &Netns) -> bool {
         Path::new("/run/netns").join(ns.name()).exists()

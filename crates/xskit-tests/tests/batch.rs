@@ -104,7 +104,10 @@ fn reflected_frames_come_back_to_the_sender_with_their_macs_swapped_in_place() {
             ])
             .output()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        // Stopped once a's interface has its pings back (or the count below says otherwise).
+        xskit_testbed::wait_for(Duration::from_secs(30), || {
+            (rx_packets(&bed.a) - before >= 20).then_some(())
+        });
         stop.store(true, Ordering::Relaxed);
         assert!(
             !ping.status.success(),

@@ -167,31 +167,145 @@ impl KillOnDrop {
 /// summary. The condition is the count itself: frames still on their way are waited for, and
 /// no fixed pause guesses how long they take.
 pub fn recv_until_valid(
-    mut recv: KillOnDrop,
+    recv: KillOnDrop,
     valid: u64,
     limit: std::time::Duration,
 ) -> serde_json::Value {
+    interrupt_when(recv, limit, |line| {
+        line["counters"]["ports"][0]["valid"].as_u64().unwrap_or(0) >= valid
+    })
+}
+
+/// Sends SIGINT to a command started with `--json-lines` once `done` holds for one of its
+/// interval lines, or once `limit` has passed (the caller's check then fails with the counts),
+/// and returns its summary.
+pub fn interrupt_when(
+    child: KillOnDrop,
+    limit: std::time::Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut lines = lines_until(child, limit, done);
+    lines.pop().expect("a summary")
+}
+
+/// As [`interrupt_when`], but every line the command printed, the summary last.
+pub fn lines_until(
+    mut child: KillOnDrop,
+    limit: std::time::Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<serde_json::Value> {
     let start = std::time::Instant::now();
     let mut stopping = false;
-    for line in BufReader::new(recv.stdout()).lines() {
-        let object: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if object["interval"] != true {
-            assert!(recv.take().wait().unwrap().success(), "{object}");
-            return object;
-        }
-        let seen = object["counters"]["ports"][0]["valid"]
-            .as_u64()
-            .unwrap_or(0);
-        if !stopping && (seen >= valid || start.elapsed() >= limit) {
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout()).lines() {
+        let line = line.unwrap();
+        let object: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let interval = object["interval"] == true;
+        if !stopping && interval && (done(&object) || start.elapsed() >= limit) {
             let status = std::process::Command::new("kill")
-                .args(["-INT", &recv.id().to_string()])
+                .args(["-INT", &child.id().to_string()])
                 .status()
                 .unwrap();
             assert!(status.success());
             stopping = true;
         }
+        lines.push(object);
+        if !interval {
+            assert!(child.take().wait().unwrap().success(), "{lines:?}");
+            return lines;
+        }
     }
-    panic!("recv ended without its summary");
+    panic!("the command ended without its summary: {lines:?}");
+}
+
+/// A command started with `--json-lines`, its lines read as they come, so that a test can
+/// wait for what its counters say (a failover, a count reached) and then go on with it running.
+pub struct Live {
+    child: KillOnDrop,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    last: serde_json::Value,
+}
+
+impl Live {
+    pub fn new(mut child: KillOnDrop) -> Live {
+        let stdout = child.stdout();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let object = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                if tx.send(object).is_err() {
+                    break;
+                }
+            }
+        });
+        Live {
+            child,
+            lines,
+            last: serde_json::Value::Null,
+        }
+    }
+
+    /// Waits for an interval line for which `done` holds, for at most `limit`; the last line
+    /// seen either way (for the caller's message when it did not come).
+    pub fn wait(
+        &mut self,
+        limit: std::time::Duration,
+        done: impl Fn(&serde_json::Value) -> bool,
+    ) -> Option<&serde_json::Value> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = line["interval"] == true && done(&line);
+                    self.last = line;
+                    if hit {
+                        return Some(&self.last);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The last line seen.
+    pub fn last(&self) -> &serde_json::Value {
+        &self.last
+    }
+
+    /// SIGINT, then the summary (the line after the interval lines).
+    pub fn stop(self) -> serde_json::Value {
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let summary = self
+            .lines
+            .iter()
+            .find(|line| line["interval"] != true)
+            .expect("the command ended without its summary");
+        assert!(self.child.take().wait().unwrap().success(), "{summary}");
+        summary
+    }
+}
+
+/// Starts `xskit fwd --json-lines -I 0.1` between a chain's two middle interfaces, with
+/// `extra` options, for [`interrupt_when`].
+pub fn start_fwd_lines(chain: &Chain, extra: &[&str]) -> KillOnDrop {
+    let mut args = vec![
+        "fwd",
+        "-i",
+        &chain.m_a.ifname,
+        "-i",
+        &chain.m_c.ifname,
+        "--json-lines",
+        "-I",
+        "0.1",
+    ];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(&chain.m_a, &args))
 }
 
 impl Drop for KillOnDrop {
@@ -249,6 +363,14 @@ pub fn signal(child: KillOnDrop, sig: &str) -> serde_json::Value {
 /// SIGINT to a forwarder, then its summary, with every frame accounted for.
 pub fn stop_fwd(fwd: KillOnDrop) -> serde_json::Value {
     let report = signal(fwd, "-INT");
+    assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
+    report
+}
+
+/// SIGINT to a forwarder started with `--json-lines`, then its summary, with every frame
+/// accounted for.
+pub fn stop_live_fwd(fwd: Live) -> serde_json::Value {
+    let report = fwd.stop();
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
     report
 }
@@ -456,29 +578,26 @@ pub fn http_download(a: &Host, c: &Host) -> String {
             .spawn()
             .unwrap(),
     );
+    wait_listening(c, "8080");
     let url = format!("http://{}:8080/blob", c.ip);
     let got = dir.join("got");
-    let mut out = None;
-    for _ in 0..20 {
-        let o = run(
-            a,
-            "curl",
-            &[
-                "-sS",
-                "--max-time",
-                "120",
-                "-o",
-                got.to_str().unwrap(),
-                &url,
-            ],
-        );
-        if o.status.success() {
-            out = Some(o);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(300));
-    }
-    assert!(out.is_some(), "curl could not download {url}");
+    let out = run(
+        a,
+        "curl",
+        &[
+            "-sS",
+            "--max-time",
+            "120",
+            "-o",
+            got.to_str().unwrap(),
+            &url,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "curl could not download {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let sum = |p: &std::path::Path| {
         let o = std::process::Command::new("sha256sum")
             .arg(p)
