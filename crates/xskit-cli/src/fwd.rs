@@ -16,6 +16,7 @@ use xskit_fwd::{
     PrimaryReselect, Report, RuleCount,
 };
 
+use crate::control::ControlServer;
 use crate::opts::{stop_flag, thousands, ModeArg, PolicyArg, RunArgs};
 
 #[derive(Args, Debug)]
@@ -167,6 +168,20 @@ pub(crate) struct FwdArgs {
         requires = "capture"
     )]
     capture_rate: u32,
+    /// The control socket `xskit ctl` talks to [default: /run/xskit/fwd-IFACES-netN.sock,
+    /// named after the interfaces and the network namespace]
+    #[arg(long, value_name = "PATH", conflicts_with = "no_control")]
+    control: Option<std::path::PathBuf>,
+    /// Serve no control socket.
+    #[arg(long = "no-control")]
+    no_control: bool,
+    /// Let GROUP (a name or a number) use the control socket too (mode 0660 instead of 0600).
+    #[arg(
+        long = "control-group",
+        value_name = "GROUP",
+        conflicts_with = "no_control"
+    )]
+    control_group: Option<String>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -762,7 +777,8 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         return Ok(0);
     };
     let stop = stop_flag()?;
-    let live = args.run.live("fwd")?;
+    let group = control_group(args)?;
+    let mut live = args.run.live("fwd")?;
     let forwarder = Forwarder::new(config).map_err(|e| {
         let flags = flags_for(&e);
         anyhow::Error::new(e).context(format!(
@@ -770,8 +786,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             args.interfaces.join(" and ")
         ))
     })?;
+    let (control, no_control) = start_control(args, group, &mut live)?;
     let header = header(args, &forwarder);
     live.announce(&header);
+    announce_control(control.as_ref(), no_control);
     notes.iter().for_each(|n| note!("xskit fwd: {n}"));
     announce_setup(args, &forwarder);
     let status = header
@@ -780,15 +798,11 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     crate::service::ready(&format!("forwarding {status}"));
     let capture = start_capture(args, &forwarder)?;
     if let Some(d) = duration {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(d);
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
+        stop_after(d, &stop);
     }
     let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
     let warnings = forwarder.warnings().to_vec();
-    let report = forward(args, forwarder, &stop, interval, &live)?;
+    let report = forward(args, forwarder, &stop, interval, (&live, control.as_ref()))?;
     crate::service::stopping();
     let captured = capture
         .map(crate::fwd_capture::FwdCapture::finish)
@@ -1035,13 +1049,80 @@ fn start_capture(
     Ok(Some(capture))
 }
 
+/// Says where the control socket is, or why there is none.
+fn announce_control(control: Option<&ControlServer>, no_control: Option<String>) {
+    match (control, no_control) {
+        (Some(c), _) => note!(
+            "xskit fwd: control socket {} (xskit ctl)",
+            c.path().display()
+        ),
+        (None, Some(why)) => note!(
+            "xskit fwd: no control socket ({why}); --control PATH puts it where this user may, \
+             --no-control says none is wanted"
+        ),
+        (None, None) => {}
+    }
+}
+
+/// Sets `stop` once `duration` has passed.
+fn stop_after(duration: Duration, stop: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(duration);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+/// `--control-group`'s group id: a number, or a group's name looked up.
+fn control_group(args: &FwdArgs) -> Result<Option<u32>> {
+    let Some(group) = &args.control_group else {
+        return Ok(None);
+    };
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(Some(gid));
+    }
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(g)) => Ok(Some(g.gid.as_raw())),
+        Ok(None) => bail!("--control-group {group}: no such group (getent group lists them)"),
+        Err(e) => bail!("--control-group {group}: cannot look the group up ({e})"),
+    }
+}
+
+/// The control socket: at `--control`, or by default in the runtime directory, named after
+/// the interfaces and the network namespace. The default is skipped where it cannot be made
+/// (a user without /run/xskit), saying why; a path given that cannot be served is an error.
+fn start_control(
+    args: &FwdArgs,
+    group: Option<u32>,
+    live: &mut crate::opts::Live,
+) -> Result<(Option<ControlServer>, Option<String>)> {
+    if args.no_control {
+        return Ok((None, None));
+    }
+    if let Some(path) = &args.control {
+        let server = ControlServer::start(live.events()?, path, group)
+            .with_context(|| format!("--control {}", path.display()))?;
+        return Ok((Some(server), None));
+    }
+    let dir = crate::state::dir();
+    let name = xskit_fwd::control::socket_name(&args.interfaces, crate::state::netns());
+    let path = dir.join(name);
+    let started = std::fs::create_dir_all(&dir)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| ControlServer::start(live.events()?, &path, group));
+    Ok(match started {
+        Ok(server) => (Some(server), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    })
+}
+
 /// Runs the forwarder until `stop`, publishing and printing its counters each interval.
 fn forward(
     args: &FwdArgs,
     forwarder: Forwarder,
     stop: &std::sync::atomic::AtomicBool,
     interval: std::time::Duration,
-    live: &crate::opts::Live,
+    (live, control): (&crate::opts::Live, Option<&ControlServer>),
 ) -> Result<Report> {
     let start = Instant::now();
     let mut last = Counters::default();
@@ -1052,6 +1133,15 @@ fn forward(
         .run(stop, interval, |c| {
             state.write(c);
             live.tick(c);
+            if let Some(control) = control {
+                control.publish(serde_json::json!({
+                    "command": "fwd",
+                    "schema_version": crate::opts::SCHEMA_VERSION,
+                    "interval": true,
+                    "elapsed_s": live.elapsed_s(),
+                    "counters": c,
+                }));
+            }
             note_link_changes(c, &last);
             if !json {
                 let secs = last_at.elapsed().as_secs_f64().max(1e-3);

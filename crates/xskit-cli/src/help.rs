@@ -152,6 +152,19 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         ],
     ),
     (
+        "ctl",
+        &[
+            (
+                "sudo xskit ctl status",
+                "the counters of the forwarder running in this network namespace",
+            ),
+            (
+                "sudo xskit ctl rules -i eth0 --json",
+                "the rules of the forwarder on eth0, with their counters, as JSON",
+            ),
+        ],
+    ),
+    (
         "bond hash",
         &[(
             "xskit bond hash --policy layer3+4 --members 2 trace.pcap",

@@ -21,6 +21,8 @@ macro_rules! note {
 
 mod bench;
 mod bond;
+mod control;
+mod ctl;
 mod demo;
 mod dump;
 mod fwd;
@@ -71,6 +73,9 @@ enum Command {
     /// Filtering forwarder: a bump in the wire between two interfaces (or --reflect on one)
     /// with a TOML rules file, rate limits, --respond for ARP/ping, live counters.
     Fwd(fwd::FwdArgs),
+    /// Ask a running `xskit fwd` through its control socket: its status, its rules with
+    /// their counters.
+    Ctl(ctl::CtlArgs),
     /// Link bonding: `bond hash` prints, per packet of a capture, the Linux bond's transmit
     /// hash and the member it leaves on.
     Bond(bond::BondArgs),
@@ -138,6 +143,7 @@ fn main() {
         Command::Bench(args) => bench::run(&args),
         Command::Zcsend(args) => zcsend::run(&args),
         Command::Fwd(args) => fwd::run(&args),
+        Command::Ctl(args) => ctl::run(&args),
         Command::Bond(args) => bond::run(&args),
         Command::Completions { shell } => {
             let mut command = command();

@@ -337,7 +337,11 @@ impl std::fmt::Debug for MetricsServer {
 
 impl MetricsServer {
     /// Listens on `addr` (`HOST:PORT`; port 0 picks a free one).
-    pub(crate) fn start(addr: &str, command: &'static str) -> Result<MetricsServer> {
+    pub(crate) fn start(
+        addr: &str,
+        command: &'static str,
+        events: &crate::serve::EventLoop,
+    ) -> Result<MetricsServer> {
         let listener = std::net::TcpListener::bind(addr).map_err(|e| {
             anyhow!(
                 "--metrics {addr}: cannot listen there ({e}); give a free HOST:PORT, such as \
@@ -355,7 +359,7 @@ impl MetricsServer {
             prometheus_client::encoding::text::encode(&mut text, &registry).map(|()| text)
         };
         let limit = connection_limit();
-        let endpoint = http::Endpoint::start(listener, Arc::new(render), limit)
+        let endpoint = http::Endpoint::start(events, listener, Arc::new(render), limit)
             .map_err(|e| anyhow!("--metrics {addr}: cannot start serving ({e})"))?;
         Ok(MetricsServer { latest, endpoint })
     }
@@ -554,9 +558,12 @@ mod tests {
 
     #[test]
     fn an_address_it_cannot_listen_on_is_named_with_what_to_do() {
-        let taken = MetricsServer::start("127.0.0.1:0", "gen").unwrap();
+        let events = crate::serve::EventLoop::start("xskit-test").unwrap();
+        let taken = MetricsServer::start("127.0.0.1:0", "gen", &events).unwrap();
         for addr in ["not-an-address", "127.0.0.1", &taken.addr().to_string()] {
-            let e = MetricsServer::start(addr, "gen").unwrap_err().to_string();
+            let e = MetricsServer::start(addr, "gen", &events)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.starts_with(&format!("--metrics {addr}: cannot listen there")),
                 "{e}"
@@ -567,7 +574,8 @@ mod tests {
 
     #[test]
     fn a_scrape_is_openmetrics_text_ending_in_eof() {
-        let server = MetricsServer::start("127.0.0.1:0", "gen").unwrap();
+        let events = crate::serve::EventLoop::start("xskit-test").unwrap();
+        let server = MetricsServer::start("127.0.0.1:0", "gen", &events).unwrap();
         server.publish(&serde_json::json!({
             "ports": [{"interface": "x0", "tx_packets": 12, "tx_bytes": 768}]
         }));

@@ -209,6 +209,9 @@ pub(crate) struct Live {
     json_lines: bool,
     metrics: Option<MetricsServer>,
     start: std::time::Instant,
+    /// The loop the command's endpoints share (the metrics, a control socket), made when
+    /// the first needs it; after them, so that it ends last.
+    events: Option<crate::serve::EventLoop>,
 }
 
 impl Live {
@@ -227,6 +230,19 @@ impl Live {
                 m.addr()
             );
         }
+    }
+
+    /// The event loop the command's endpoints share, started now if none runs yet.
+    pub(crate) fn events(&mut self) -> Result<&crate::serve::EventLoop> {
+        if self.events.is_none() {
+            self.events = Some(crate::serve::EventLoop::start("xskit-serve")?);
+        }
+        Ok(self.events.as_ref().expect("just made"))
+    }
+
+    /// Seconds since the command started.
+    pub(crate) fn elapsed_s(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
     }
 
     /// Shows `counters` (what the command counted so far, as its --json names them).
@@ -300,17 +316,19 @@ impl RunArgs {
     /// What the command shows every interval besides its progress lines; starts the
     /// `--metrics` server, if asked for.
     pub(crate) fn live(&self, command: &'static str) -> Result<Live> {
-        let metrics = match &self.metrics {
-            Some(addr) => Some(MetricsServer::start(addr, command)?),
-            None => None,
-        };
-        Ok(Live {
+        let mut live = Live {
             command,
             json: self.json_output(),
             json_lines: self.json_lines,
-            metrics,
+            metrics: None,
             start: std::time::Instant::now(),
-        })
+            events: None,
+        };
+        if let Some(addr) = &self.metrics {
+            let metrics = MetricsServer::start(addr, command, live.events()?)?;
+            live.metrics = Some(metrics);
+        }
+        Ok(live)
     }
 
     pub(crate) fn interval(&self) -> Result<Duration> {

@@ -52,6 +52,12 @@ impl EventLoop {
     }
 }
 
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLoop").finish_non_exhaustive()
+    }
+}
+
 impl Drop for EventLoop {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {

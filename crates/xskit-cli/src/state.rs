@@ -41,11 +41,13 @@ pub(crate) struct MemberState {
     pub(crate) lacp: Option<String>,
 }
 
-fn dir() -> PathBuf {
+/// The runtime directory: `/run/xskit`, or `$XSKIT_RUN_DIR`.
+pub(crate) fn dir() -> PathBuf {
     std::env::var_os("XSKIT_RUN_DIR").map_or_else(|| PathBuf::from("/run/xskit"), PathBuf::from)
 }
 
-fn netns() -> u64 {
+/// This process's network namespace: the inode of its nsfs file.
+pub(crate) fn netns() -> u64 {
     std::fs::metadata("/proc/self/ns/net").map_or(0, |m| m.ino())
 }
 

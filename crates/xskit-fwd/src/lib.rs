@@ -9,6 +9,7 @@ mod bucket;
 mod chains;
 mod config;
 mod config_check;
+pub mod control;
 mod counter;
 mod counts;
 mod duration;

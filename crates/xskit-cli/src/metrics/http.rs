@@ -249,25 +249,22 @@ async fn accept_all(listener: TcpListener, render: Arc<Render>, limit: usize) {
 /// The listening endpoint: it stops, closing every connection, when dropped.
 pub(crate) struct Endpoint {
     addr: SocketAddr,
-    _events: crate::serve::EventLoop,
 }
 
 impl Endpoint {
-    /// Serves `render`'s text on `listener`, keeping at most `limit` connections open.
+    /// Serves `render`'s text on `listener` from `events`, keeping at most `limit`
+    /// connections open, until the loop ends.
     pub(crate) fn start(
+        events: &crate::serve::EventLoop,
         listener: std::net::TcpListener,
         render: Arc<Render>,
         limit: usize,
     ) -> std::io::Result<Endpoint> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
-        let events = crate::serve::EventLoop::start("xskit-serve")?;
         let listener = events.enter(|| TcpListener::from_std(listener))?;
         events.spawn(accept_all(listener, render, limit));
-        Ok(Endpoint {
-            addr,
-            _events: events,
-        })
+        Ok(Endpoint { addr })
     }
 
     /// Where it listens.
@@ -332,7 +329,8 @@ mod tests {
     #[test]
     fn a_full_endpoint_answers_a_scrape_by_closing_the_oldest_idle_connection_with_a_503() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = Endpoint::start(listener, render(), 4).unwrap();
+        let events = crate::serve::EventLoop::start("xskit-test").unwrap();
+        let endpoint = Endpoint::start(&events, listener, render(), 4).unwrap();
         let addr = endpoint.addr();
         let idle: Vec<_> = (0..4)
             .map(|_| std::net::TcpStream::connect(addr).unwrap())
@@ -353,7 +351,7 @@ mod tests {
             text.starts_with("HTTP/1.1 200 OK"),
             "a bare-LF request: {text}"
         );
-        drop(endpoint);
+        drop(events);
         for held in idle {
             assert_eq!(
                 until_closed(held),

@@ -269,6 +269,11 @@ impl Live {
         }
     }
 
+    /// The command's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The last line seen.
     pub fn last(&self) -> &serde_json::Value {
         &self.last

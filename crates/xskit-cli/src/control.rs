@@ -1,0 +1,245 @@
+//! `xskit fwd`'s control socket: a Unix stream socket that answers the control protocol
+//! ([`xskit_fwd::control`]) on the event loop the metrics endpoint uses, sized, as that
+//! endpoint is, to stay available whoever connects:
+//!
+//! - At most [`MAX_CLIENTS`] connections are kept. A connection past that makes room by
+//!   closing the oldest one still waiting for a request (told why); a well-behaved client
+//!   asks as soon as it connects and is answered in microseconds, so it is never the oldest.
+//! - A client that sends nothing for [`IDLE`] is closed; a request line is at most
+//!   [`MAX_REQUEST`] bytes (a longer one is refused and its connection closed).
+//! - The socket is its owner's alone (mode 0600), or its group's too with `--control-group`
+//!   (0660); the file goes when the forwarder does.
+
+use std::collections::VecDeque;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::oneshot;
+use xskit_fwd::control::{respond, Response, MAX_REQUEST};
+
+use crate::serve::EventLoop;
+
+/// The most connections kept open at once.
+pub(crate) const MAX_CLIENTS: usize = 64;
+/// How long a connection may wait before its next request.
+pub(crate) const IDLE: Duration = Duration::from_secs(10);
+
+/// The forwarder's last interval line, what `status` answers.
+type Latest = Arc<Mutex<Option<Value>>>;
+
+/// The open connections waiting for a request, oldest first: each one's number and what
+/// closes it.
+type Waiting = Arc<Mutex<VecDeque<(u64, oneshot::Sender<()>)>>>;
+
+/// The control socket, served until dropped; its file is removed then.
+pub(crate) struct ControlServer {
+    path: PathBuf,
+    latest: Latest,
+    /// The socket file's inode: removed at exit only if it is still this one.
+    inode: u64,
+}
+
+impl ControlServer {
+    /// Listens at `path` (0600, or 0660 for `group`) on `events`.
+    pub(crate) fn start(events: &EventLoop, path: &Path, group: Option<u32>) -> Result<Self> {
+        make_room_at(path)?;
+        let listener = std::os::unix::net::UnixListener::bind(path)
+            .with_context(|| format!("listening at {}", path.display()))?;
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("setting the permissions of {}", path.display()))?;
+        if let Some(gid) = group {
+            std::os::unix::fs::chown(path, None, Some(gid))
+                .with_context(|| format!("giving {} to group {gid}", path.display()))?;
+        }
+        let inode = std::fs::metadata(path)?.ino();
+        listener.set_nonblocking(true)?;
+        let listener = events.enter(|| UnixListener::from_std(listener))?;
+        let latest = Latest::default();
+        events.spawn(accept_all(listener, Arc::clone(&latest)));
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+            latest,
+            inode,
+        })
+    }
+
+    /// Where it listens.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes `line` (an interval line, as `--json-lines` prints it) what `status` answers.
+    pub(crate) fn publish(&self, line: Value) {
+        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(line);
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        if std::fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Clears `path` for a new socket: a socket nobody answers on (a forwarder killed before it
+/// could remove it) is removed; a live one, or anything that is not a socket, is left and
+/// refused.
+fn make_room_at(path: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+        bail!(
+            "{} exists and is not a socket: remove it or give --control another path",
+            path.display()
+        );
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(anyhow!(
+            "another forwarder answers at {}: stop it, or give --control another path",
+            path.display()
+        )),
+        Err(_) => std::fs::remove_file(path)
+            .with_context(|| format!("removing the stale socket {}", path.display())),
+    }
+}
+
+async fn accept_all(listener: UnixListener, latest: Latest) {
+    let waiting = Waiting::default();
+    let mut next = 0u64;
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, or a connection gone before it was taken: wait a moment
+            // rather than spin.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let (close, closed) = oneshot::channel();
+        let evicted = {
+            let mut waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let evicted = (waiting.len() >= MAX_CLIENTS)
+                .then(|| waiting.pop_front())
+                .flatten();
+            waiting.push_back((next, close));
+            evicted
+        };
+        if let Some((_, close)) = evicted {
+            let _ = close.send(());
+        }
+        let task = serve(stream, Arc::clone(&latest), closed);
+        let waiting = Arc::clone(&waiting);
+        let id = next;
+        tokio::spawn(async move {
+            task.await;
+            let mut waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            waiting.retain(|(n, _)| *n != id);
+        });
+        next += 1;
+    }
+}
+
+/// Answers `stream`'s requests until it closes, goes idle, misbehaves, or is `closed` to
+/// make room.
+async fn serve(stream: UnixStream, latest: Latest, mut closed: oneshot::Receiver<()>) {
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    loop {
+        let mut line = Vec::new();
+        // Bounded, and what follows the line stays in `read` for the next request.
+        let mut limited = (&mut read).take(MAX_REQUEST as u64);
+        let got = tokio::select! {
+            got = tokio::time::timeout(IDLE, limited.read_until(b'\n', &mut line)) => got,
+            _ = &mut closed => {
+                let refusal = Response::refusal(format!(
+                    "closed to make room: {MAX_CLIENTS} connections were open"
+                ));
+                let _ = write.write_all(refusal.to_line().as_bytes()).await;
+                return;
+            }
+        };
+        let whole = match got {
+            Ok(Ok(n)) if n > 0 => line.ends_with(b"\n"),
+            _ => return,
+        };
+        let answer = if whole {
+            let latest = latest
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            respond(&line, latest.as_ref())
+        } else {
+            Response::refusal(format!(
+                "a request is one line of at most {MAX_REQUEST} bytes"
+            ))
+        };
+        let sent = tokio::time::timeout(IDLE, write.write_all(answer.to_line().as_bytes())).await;
+        if !whole || !matches!(sent, Ok(Ok(()))) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, Write};
+
+    fn server(name: &str) -> (EventLoop, ControlServer, PathBuf) {
+        let path =
+            std::env::temp_dir().join(format!("xskit-ctl-{}-{name}.sock", std::process::id()));
+        let events = EventLoop::start("xskit-test").unwrap();
+        let server = ControlServer::start(&events, &path, None).unwrap();
+        server.publish(serde_json::json!({"interval": true, "counters": {"rules": []}}));
+        (events, server, path)
+    }
+
+    #[test]
+    fn requests_sent_together_are_answered_in_turn_and_the_socket_is_the_owners() {
+        let (_events, server, path) = server("together");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut stream = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        stream
+            .write_all(b"{\"version\":1,\"command\":\"status\"}\nnonsense\n{\"version\":1,\"command\":\"rules\"}\n")
+            .unwrap();
+        let answers: Vec<Response> = std::io::BufReader::new(stream)
+            .lines()
+            .take(3)
+            .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+            .collect();
+        assert_eq!(
+            answers.iter().map(|a| a.ok).collect::<Vec<_>>(),
+            [true, false, true]
+        );
+        drop(server);
+        assert!(!path.exists(), "the socket file goes with the server");
+    }
+
+    #[test]
+    fn a_live_socket_is_not_taken_over_and_a_stale_one_is_replaced() {
+        let (events, first, path) = server("taken");
+        let e = ControlServer::start(&events, &path, None).err().unwrap();
+        assert!(e.to_string().contains("another forwarder answers"), "{e}");
+        drop(first);
+        // A socket file nobody listens on, as a killed forwarder leaves it.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let second = ControlServer::start(&events, &path, None).unwrap();
+        drop(second);
+        std::fs::write(&path, b"a file").unwrap();
+        let e = ControlServer::start(&events, &path, None).err().unwrap();
+        assert!(e.to_string().contains("is not a socket"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,294 @@
+//! `xskit ctl` and the forwarder's control socket: found by its namespace and interfaces,
+//! answering status and rules that agree with the forwarder's own counters, closed to other
+//! users unless a group is named, and available to a well-behaved client while a thousand
+//! others are connected, silent, sending garbage or oversized lines.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use xskit_testbed::{Chain, Host};
+
+const RULES: &str =
+    "[[rule]]\nname = \"drop-7\"\nprotocol = \"udp\"\ndst_port = 7\naction = \"drop\"\n";
+
+/// A runtime directory of the test's own, removed when dropped.
+struct RunDir(std::path::PathBuf);
+
+impl RunDir {
+    fn new(name: &str) -> RunDir {
+        let dir = std::env::temp_dir().join(format!("xskit-ctl-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        RunDir(dir)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `xskit fwd` between the chain's middle interfaces with `--json-lines -I 0.1`, its runtime
+/// directory `run`, and `extra` options.
+fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
+    let mut child = chain
+        .m_a
+        .ns
+        .command(XSKIT)
+        .env("XSKIT_RUN_DIR", run.path())
+        .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
+        .args(["--json-lines", "-I", "0.1"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its header, then the control socket's line.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("control socket") {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
+        said.push_str(&line);
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    Live::new(KillOnDrop::new(child))
+}
+
+/// `xskit ctl ARGS` in `host`'s namespace with runtime directory `run`.
+fn ctl(host: &Host, run: &RunDir, args: &[&str]) -> std::process::Output {
+    host.ns
+        .command(XSKIT)
+        .env("XSKIT_RUN_DIR", run.path())
+        .arg("ctl")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `xskit ctl ARGS` as user and group 65534 (nobody, nogroup), with `group` as its group.
+fn ctl_as_nobody(host: &Host, group: &str, args: &[&str]) -> std::process::Output {
+    host.ns
+        .command("setpriv")
+        .args([
+            "--reuid=65534",
+            &format!("--regid={group}"),
+            "--clear-groups",
+        ])
+        .arg(XSKIT)
+        .arg("ctl")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+#[test]
+fn ctl_finds_the_forwarder_and_its_answers_agree_with_the_counters() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("answers");
+    let rules = RulesFile::new(RULES);
+    let mut fwd = start_fwd_in(&chain, &dir, &["--rules", rules.path()]);
+    let (mac, src, dst) = (
+        mac(&chain.c),
+        chain.a.ip.to_string(),
+        chain.c.ip.to_string(),
+    );
+    for port in ["7", "9"] {
+        let mut args = vec!["gen", "-i", &chain.a.ifname, "--dst-mac", &mac];
+        args.extend(["--src-ip", &src, "--dst-ip", &dst, "--dst-port", port]);
+        args.extend(["-n", "300", "-r", "10000"]);
+        ok(&run(&chain.a, XSKIT, &args));
+    }
+    let counted = fwd.wait(Duration::from_secs(60), |line| {
+        rule(line, "drop-7")["packets"] == 300
+            && rule(line, "default")["packets"].as_u64() >= Some(300)
+    });
+    assert!(counted.is_some(), "{}", fwd.last());
+    // The next interval line is what the socket answers from.
+    fwd.wait(Duration::from_secs(60), |_| true);
+    let rules_now = json(&ctl(&chain.m_a, &dir, &["rules", "--json"]));
+    let names: Vec<&str> = rules_now["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["drop-7", "default", "unclassifiable"],
+        "{rules_now}"
+    );
+    assert_eq!(rules_now["rules"][0]["packets"], 300, "{rules_now}");
+    let by_interface = json(&ctl(
+        &chain.m_a,
+        &dir,
+        &["status", "--json", "-i", &chain.m_a.ifname],
+    ));
+    let rx = by_interface["counters"]["ports"][0]["rx_packets"]
+        .as_u64()
+        .unwrap();
+    assert!(rx >= 300, "{by_interface}");
+    let text = ok(&ctl(&chain.m_a, &dir, &["rules"]));
+    assert!(text.contains("drop-7") && text.contains("300"), "{text}");
+    // Another namespace's forwarders are not this one's.
+    let elsewhere = ctl(&chain.a, &dir, &["status"]);
+    assert!(!elsewhere.status.success());
+    assert!(
+        String::from_utf8_lossy(&elsewhere.stderr).contains("no forwarder's control socket"),
+        "{elsewhere:?}"
+    );
+    // The socket is root's: another user is refused, told what to do.
+    let socket = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let socket = socket.to_str().unwrap();
+    let nobody = ctl_as_nobody(&chain.m_a, "65534", &["--socket", socket, "status"]);
+    let said = String::from_utf8_lossy(&nobody.stderr);
+    assert!(
+        !nobody.status.success() && said.contains("permission denied"),
+        "{said}"
+    );
+    assert!(said.contains("--control-group"), "{said}");
+    let summary = stop_live_fwd(fwd);
+    assert_eq!(rule(&summary, "drop-7")["packets"], 300, "{summary}");
+    assert!(
+        std::fs::read_dir(&dir.0).unwrap().next().is_none(),
+        "the socket went with the forwarder"
+    );
+}
+
+#[test]
+fn a_control_group_may_ask_and_no_one_else() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("group");
+    let socket = format!("{}/fwd.sock", dir.path());
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let fwd = start_fwd_in(
+        &chain,
+        &dir,
+        &["--control", &socket, "--control-group", "nogroup"],
+    );
+    // The first interval line makes the status answerable.
+    let mut fwd = fwd;
+    fwd.wait(Duration::from_secs(60), |_| true);
+    let member = ctl_as_nobody(
+        &chain.m_a,
+        "65534",
+        &["--socket", &socket, "status", "--json"],
+    );
+    assert!(member.status.success(), "{member:?}");
+    let other = ctl_as_nobody(&chain.m_a, "100", &["--socket", &socket, "status"]);
+    assert!(!other.status.success(), "{other:?}");
+    stop_live_fwd(fwd);
+}
+
+/// Holds COUNT connections to the socket at argv[1] (raising its own open-files limit),
+/// checks on two of them that garbage and an oversized line are refused, prints "held", and
+/// keeps them until its stdin closes.
+const CLIENTS: &str = r#"
+import resource, socket, sys
+path, count = sys.argv[1], int(sys.argv[2])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = []
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    held.append(s)
+def answer(s):
+    s.settimeout(30)
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+garbage = socket.socket(socket.AF_UNIX); garbage.connect(path)
+garbage.sendall(b"\x00\xffnot json\n")
+print("garbage:", answer(garbage).decode(errors="replace").strip(), flush=True)
+big = socket.socket(socket.AF_UNIX); big.connect(path)
+try:
+    big.sendall(b"x" * 70000)
+except OSError:
+    pass
+print("oversized:", answer(big).decode(errors="replace").strip(), flush=True)
+print("held", len(held), flush=True)
+sys.stdin.read()
+"#;
+
+#[test]
+fn the_control_socket_answers_while_a_thousand_clients_hold_it_and_others_misbehave() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let dir = RunDir::new("load");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let socket = format!("{}/fwd.sock", dir.path());
+    let mut fwd = start_fwd_in(&chain, &dir, &["--control", &socket]);
+    fwd.wait(Duration::from_secs(60), |_| true);
+    let mut clients = KillOnDrop::new(
+        chain
+            .m_a
+            .ns
+            .command("python3")
+            .args(["-c", CLIENTS, &socket, "1000"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut said = String::new();
+    let mut lines = BufReader::new(clients.stdout());
+    while !said.contains("held") {
+        let mut line = String::new();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "{said}");
+        said.push_str(&line);
+    }
+    assert!(said.contains("not a JSON object"), "{said}");
+    assert!(said.contains("at most 65536 bytes"), "{said}");
+    // A well-behaved client is answered while they are held, and the forwarder forwards.
+    let status = Command::new(XSKIT)
+        .args(["ctl", "--socket", &socket, "status", "--json"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    // Bounded: the oldest silent clients were closed to make room, not all kept.
+    let open = std::fs::read_dir(format!("/proc/{}/fd", fwd.id()))
+        .unwrap()
+        .count();
+    assert!(open < 500, "the forwarder holds {open} descriptors");
+    ok(&run(
+        &chain.a,
+        "ping",
+        &["-c", "3", "-i", "0.2", "-W", "5", &chain.c.ip.to_string()],
+    ));
+    drop(clients);
+    let summary = stop_live_fwd(fwd);
+    assert!(
+        summary["counters"]["ports"][0]["rx_packets"].as_u64() >= Some(3),
+        "{summary}"
+    );
+}

@@ -1,0 +1,349 @@
+//! The control protocol of a running forwarder, for `xskit ctl` and for programs that drive
+//! a forwarder: one JSON object a line each way over a Unix stream socket, a request then its
+//! answer, as many as the client likes on one connection.
+//!
+//! A request names the protocol's version and a command:
+//!
+//! ```json
+//! {"version":1,"command":"status"}
+//! ```
+//!
+//! The answer carries the version, `ok`, and either `result` or `error`:
+//!
+//! ```json
+//! {"version":1,"ok":true,"result":{"counters":{...},"elapsed_s":12.0,...}}
+//! {"version":1,"ok":false,"error":"unknown command \"stats\": the commands are status, rules"}
+//! ```
+//!
+//! Commands: `status` (the forwarder's counters as its `--json-lines` interval lines show
+//! them, as of its last interval) and `rules` (its rules in order, then the unclassifiable
+//! rule, each with its counters). A request line is at most [`MAX_REQUEST`] bytes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol's version; a request of another is refused, naming both.
+pub const VERSION: u32 = 1;
+/// The longest request line, its newline included.
+pub const MAX_REQUEST: usize = 64 * 1024;
+
+/// What a client asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Command {
+    /// The counters, as the `--json-lines` interval lines show them.
+    Status,
+    /// The rules in order, then the unclassifiable rule, with their counters.
+    Rules,
+}
+
+impl Command {
+    /// Every command, as the protocol names them.
+    pub const ALL: [(&'static str, Command); 2] =
+        [("status", Command::Status), ("rules", Command::Rules)];
+}
+
+/// A request line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// [`VERSION`].
+    pub version: u32,
+    /// What is asked.
+    pub command: Command,
+}
+
+impl Request {
+    /// A request for `command` in this protocol's version.
+    pub fn new(command: Command) -> Request {
+        Request {
+            version: VERSION,
+            command,
+        }
+    }
+}
+
+/// An answer line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// [`VERSION`].
+    pub version: u32,
+    /// Whether the command was carried out; `result` then holds what it gives.
+    pub ok: bool,
+    /// What the command gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// Why the request was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Response {
+    fn answer(result: serde_json::Value) -> Response {
+        Response {
+            version: VERSION,
+            ok: true,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// A refusal saying what was wrong.
+    pub fn refusal(error: impl Into<String>) -> Response {
+        Response {
+            version: VERSION,
+            ok: false,
+            result: None,
+            error: Some(error.into()),
+        }
+    }
+
+    /// The line to send, newline included.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).unwrap_or_else(|e| {
+            format!(r#"{{"version":{VERSION},"ok":false,"error":"unprintable answer: {e}"}}"#)
+        });
+        line.push('\n');
+        line
+    }
+}
+
+/// The request in `line` (its newline may be there or not), or what is wrong with it.
+pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+    let commands = || Command::ALL.map(|(name, _)| name).join(", ");
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+        format!(r#"not a JSON object ({e}): send {{"version":{VERSION},"command":"status"}}"#)
+    })?;
+    let version = value.get("version").and_then(serde_json::Value::as_u64);
+    if version != Some(u64::from(VERSION)) {
+        let given = value
+            .get("version")
+            .map_or("none".into(), ToString::to_string);
+        return Err(format!(
+            "protocol version {given}: this forwarder speaks version {VERSION}"
+        ));
+    }
+    let name = value.get("command").and_then(serde_json::Value::as_str);
+    let Some(name) = name else {
+        return Err(format!("no \"command\": the commands are {}", commands()));
+    };
+    Command::ALL
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, command)| Request::new(command))
+        .ok_or_else(|| {
+            let shown: String = name
+                .chars()
+                .take(64)
+                .flat_map(char::escape_default)
+                .collect();
+            format!(
+                "unknown command \"{shown}\": the commands are {}",
+                commands()
+            )
+        })
+}
+
+/// The answer to `line` from a forwarder whose last interval line (what `--json-lines`
+/// prints) is `latest`, `None` before its first.
+pub fn respond(line: &[u8], latest: Option<&serde_json::Value>) -> Response {
+    let request = match parse_request(line) {
+        Ok(r) => r,
+        Err(e) => return Response::refusal(e),
+    };
+    let Some(latest) = latest else {
+        return Response::refusal("the forwarder has not counted yet: ask again in a second");
+    };
+    match request.command {
+        Command::Status => Response::answer(latest.clone()),
+        Command::Rules => {
+            let counters = &latest["counters"];
+            let mut rules = counters["rules"].as_array().cloned().unwrap_or_default();
+            rules.extend(counters.get("unclassifiable").cloned());
+            Response::answer(serde_json::json!({ "rules": rules }))
+        }
+    }
+}
+
+/// The control socket's file name for a forwarder on `interfaces` in the network namespace
+/// whose nsfs inode is `netns`: forwarders in two namespaces may use the same names.
+pub fn socket_name(interfaces: &[String], netns: u64) -> String {
+    format!("fwd-{}-net{netns}.sock", interfaces.join("+"))
+}
+
+/// Whether `name` is [`socket_name`] of a forwarder in namespace `netns`, and its interfaces.
+pub fn parse_socket_name(name: &str, netns: u64) -> Option<Vec<String>> {
+    let rest = name.strip_prefix("fwd-")?;
+    let rest = rest.strip_suffix(&format!("-net{netns}.sock"))?;
+    Some(rest.split('+').map(str::to_string).collect())
+}
+
+/// What went wrong talking to a forwarder.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Nothing listens at the socket's path.
+    #[error("no forwarder answers at {path} (is `xskit fwd` running, in this network namespace?)")]
+    Unreachable {
+        /// The socket's path.
+        path: PathBuf,
+        /// What connecting said.
+        source: std::io::Error,
+    },
+    /// The socket's permissions keep this user out.
+    #[error(
+        "{path}: permission denied: the control socket is its owner's (mode 0600); run as \
+         root, or start the forwarder with --control-group naming a group of yours"
+    )]
+    PermissionDenied {
+        /// The socket's path.
+        path: PathBuf,
+    },
+    /// Sending or receiving failed (or the answer took too long).
+    #[error("talking to the forwarder at {path}")]
+    Io {
+        /// The socket's path.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The answer was not a line of this protocol.
+    #[error("the forwarder at {path} answered what is not this protocol: {reason}")]
+    Protocol {
+        /// The socket's path.
+        path: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The forwarder refused the request, saying why.
+    #[error("the forwarder refused: {0}")]
+    Refused(String),
+}
+
+/// A connection to a forwarder's control socket.
+#[derive(Debug)]
+pub struct Client {
+    path: PathBuf,
+    stream: BufReader<UnixStream>,
+}
+
+impl Client {
+    /// Connects to the socket at `path`; answers are waited for at most `timeout`.
+    pub fn connect(path: &Path, timeout: Duration) -> Result<Client, ControlError> {
+        let stream = UnixStream::connect(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::PermissionDenied {
+                ControlError::PermissionDenied { path: path.into() }
+            } else {
+                ControlError::Unreachable {
+                    path: path.into(),
+                    source,
+                }
+            }
+        })?;
+        let io = |source| ControlError::Io {
+            path: path.into(),
+            source,
+        };
+        stream.set_read_timeout(Some(timeout)).map_err(io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        Ok(Client {
+            path: path.into(),
+            stream: BufReader::new(stream),
+        })
+    }
+
+    /// Sends `command` and returns its result.
+    pub fn call(&mut self, command: Command) -> Result<serde_json::Value, ControlError> {
+        let io = |source| ControlError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut line = serde_json::to_string(&Request::new(command)).unwrap_or_default();
+        line.push('\n');
+        self.stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .map_err(io)?;
+        let mut answer = String::new();
+        self.stream.read_line(&mut answer).map_err(io)?;
+        let response: Response =
+            serde_json::from_str(&answer).map_err(|e| ControlError::Protocol {
+                path: self.path.clone(),
+                reason: format!("{e}: {:?}", answer.chars().take(200).collect::<String>()),
+            })?;
+        match (response.ok, response.result, response.error) {
+            (true, Some(result), _) => Ok(result),
+            (_, _, error) => Err(ControlError::Refused(
+                error.unwrap_or_else(|| "no reason given".into()),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn latest() -> serde_json::Value {
+        serde_json::json!({
+            "interval": true,
+            "counters": {
+                "rules": [{"name": "dns", "packets": 3}, {"name": "default", "packets": 9}],
+                "unclassifiable": {"name": "unclassifiable", "packets": 1},
+            }
+        })
+    }
+
+    #[test]
+    fn status_answers_the_last_interval_and_rules_lists_every_rule() {
+        let status = respond(br#"{"version":1,"command":"status"}"#, Some(&latest()));
+        assert_eq!(status.result, Some(latest()));
+        let rules = respond(b"{\"version\":1,\"command\":\"rules\"}\n", Some(&latest()));
+        let names: Vec<_> = rules.result.unwrap()["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["dns", "default", "unclassifiable"]);
+    }
+
+    #[test]
+    fn bad_requests_are_refused_saying_what_is_wrong() {
+        let refused = |line: &[u8]| respond(line, Some(&latest())).error.unwrap();
+        assert!(refused(b"\x00\xffgarbage").contains("not a JSON object"));
+        assert!(refused(b"[1,2]").contains("protocol version none"));
+        assert!(refused(br#"{"version":2,"command":"status"}"#).contains("speaks version 1"));
+        assert!(refused(br#"{"version":1}"#).contains("the commands are status, rules"));
+        let odd = refused(br#"{"version":1,"command":"st\u001b[2Jats"}"#);
+        assert!(
+            odd.contains(r"st\u{1b}[2Jats") && !odd.contains('\u{1b}'),
+            "{odd}"
+        );
+        let none_yet = respond(br#"{"version":1,"command":"status"}"#, None);
+        assert!(none_yet.error.unwrap().contains("not counted yet"));
+    }
+
+    #[test]
+    fn answers_are_one_line_each() {
+        let line = respond(br#"{"version":1,"command":"rules"}"#, Some(&latest())).to_line();
+        assert_eq!(line.matches('\n').count(), 1);
+        assert!(line.ends_with('\n'));
+        let back: Response = serde_json::from_str(&line).unwrap();
+        assert!(back.ok);
+    }
+
+    #[test]
+    fn socket_names_carry_the_interfaces_and_the_namespace() {
+        let name = socket_name(&["eth0".into(), "eth1".into()], 4026531840);
+        assert_eq!(name, "fwd-eth0+eth1-net4026531840.sock");
+        assert_eq!(
+            parse_socket_name(&name, 4026531840),
+            Some(vec!["eth0".to_string(), "eth1".to_string()])
+        );
+        assert_eq!(parse_socket_name(&name, 1), None, "another namespace's");
+        assert_eq!(parse_socket_name("fwd-123.json", 4026531840), None);
+    }
+}
