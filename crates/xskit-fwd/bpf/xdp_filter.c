@@ -913,7 +913,27 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
 		slot = tx_setting(TX_ACTIVE);
 		break;
 	}
-	return bpf_redirect_map(&tx_ports, slot, XDP_PASS);
+	/* A slot emptied under the packet (a member going away): dropped, never handed to the
+	 * host's stack unfiltered. */
+	int sent = bpf_redirect_map(&tx_ports, slot, XDP_DROP);
+
+	if (sent == XDP_DROP)
+		count(COUNTER_NO_MEMBER, pkt_len);
+	return sent;
+}
+
+/*
+ * To the queue's AF_XDP socket. Where none is registered (the forwarder starting or
+ * stopping), the packet is dropped and counted: what user space was to decide never reaches
+ * the host's stack undecided.
+ */
+static __always_inline int to_socket(struct xdp_md *ctx, __u64 pkt_len)
+{
+	int sent = bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_DROP);
+
+	if (sent == XDP_DROP)
+		count(COUNTER_NO_SOCKET, pkt_len);
+	return sent;
 }
 
 /*
@@ -951,7 +971,7 @@ static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
 	if (action == ACTION_DROP)
 		return XDP_DROP;
 	if (action == ACTION_REDIRECT)
-		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+		return to_socket(ctx, pkt_len);
 	if (action == ACTION_FORWARD)
 		return forward(ctx, pkt_len);
 	return XDP_PASS;
@@ -1763,7 +1783,7 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 	if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
 		*why = COUNTER_UNDECIDED;
 		count(COUNTER_UNDECIDED, pkt_len);
-		return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+		return to_socket(ctx, pkt_len);
 	}
 	f->proto = proto;
 	if (read_l4(f, l4, end, plen) < 0)

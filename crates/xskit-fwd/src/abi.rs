@@ -75,7 +75,7 @@ c_enum! {
     pub enum Action ("ACTION_") {
         Pass = "PASS", "hand it to the kernel stack";
         Drop = "DROP", "drop it";
-        Redirect = "REDIRECT", "redirect it to its queue's AF_XDP socket (the kernel stack if there is none)";
+        Redirect = "REDIRECT", "redirect it to its queue's AF_XDP socket (dropped and counted if there is none)";
         Forward = "FORWARD", "transmit it out of the other side in XDP, without user space";
     }
 }
@@ -93,6 +93,7 @@ c_enum! {
         ArpAlive = "ARP_ALIVE", "the ARP monitor's reply";
         Lacp = "LACP", "LACP (802.3ad), to the kernel's socket";
         WithinRate = "WITHIN_RATE", "within a rate-limit rule's rate, to user space to be forwarded";
+        NoSocket = "NO_SOCKET", "no AF_XDP socket on its queue to take it (the forwarder starting or stopping): dropped";
     }
 }
 

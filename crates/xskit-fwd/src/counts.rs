@@ -53,6 +53,10 @@ pub struct PortCount {
     /// because their TCP or UDP checksum looked partial (finished there, then forwarded; also
     /// counted in `rx_packets` and on their rule in user space).
     pub xdp_partial_checksums: u64,
+    /// Packets the XDP program would have handed to user space while no socket was there to
+    /// take them (the forwarder starting, or stopping after its sockets let go): dropped,
+    /// never passed to the host's stack undecided.
+    pub xdp_no_socket_dropped: u64,
     /// Packets this interface's device transmitted since the forwarder started (its own
     /// counter: what the kernel confirms left).
     pub device_tx_packets: u64,
@@ -96,6 +100,7 @@ impl PortCount {
         drops.extend(self.user.drops());
         drops.push(("unclassifiable", self.unclassifiable));
         drops.push(("xdp-forwarded-not-sent", self.xdp_forward_undelivered));
+        drops.push(("no-socket", self.xdp_no_socket_dropped));
         drops
     }
 }

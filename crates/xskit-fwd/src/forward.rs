@@ -659,7 +659,8 @@ impl<K: Kernel> Forwarding<K> {
         })
     }
 
-    /// No more redirects: what arrives from now on goes to the kernel stack, so the rings
+    /// No more redirects: what arrives from now on for user space is dropped in XDP and
+    /// counted (`xdp_no_socket_dropped`), never handed to the host's stack, so the rings
     /// settle and the workers can account for every frame.
     fn stop_redirecting(&self) {
         for filter in &self.filters {

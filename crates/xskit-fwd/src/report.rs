@@ -273,6 +273,7 @@ fn add_filter(out: &mut Counters, shape: &Shape<'_>, i: usize, f: &FilterSnapsho
         }
     }
     port.xdp_partial_checksums += f.slot(Slot::PartialCsum).packets;
+    port.xdp_no_socket_dropped += f.slot(Slot::NoSocket).packets;
     let (share, rules) = (shape.rules, shape.rules.rule_set());
     let u = f.slot(Slot::Unclassifiable);
     port.unclassifiable += u.packets;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use xskit::{Interface, Mode, Port, PortConfig, SocketConfig};
+use xskit_fwd::abi::Slot;
 use xskit_fwd::filter::{Action, SetRoom, XdpFilter};
 use xskit_fwd::rules::{Match, Prefix};
 use xskit_testbed::TestbedConfig;
@@ -944,4 +945,53 @@ mod split {
             )
             .unwrap();
     }
+}
+
+/// A packet for user space that finds no socket on its queue (the forwarder starting, or
+/// stopping after its sockets let go) is dropped and counted, never handed to the host's
+/// stack undecided: the stack's own socket on its port hears nothing.
+#[test]
+fn a_redirect_with_no_socket_fails_closed_and_is_counted() {
+    if !privileged() {
+        return;
+    }
+    let bed = bed(TestbedConfig::default());
+    let (b_if, b_ip) = (bed.b.ifname.clone(), bed.b.ip);
+    let (filter, udp) = bed
+        .b
+        .ns
+        .run(move || {
+            let iface = Interface::by_name(&b_if).unwrap();
+            let filter = XdpFilter::attach(&iface, Mode::Drv, false).unwrap();
+            let udp = UdpSocket::bind(SocketAddr::new(IpAddr::V4(b_ip), 9)).unwrap();
+            udp.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            (filter, udp)
+        })
+        .unwrap();
+    // The default redirects; no socket is registered for queue 0.
+    filter.set_rules(&[], None, Action::Redirect).unwrap();
+    let a_if = bed.a.ifname.clone();
+    let cfg = PortConfig::default().mode(Mode::Drv).tx_only(true);
+    let mut tx = bed
+        .a
+        .ns
+        .run(|| Port::open(&a_if, 0, &cfg))
+        .unwrap()
+        .unwrap();
+    send(&mut tx, &template(&bed, 9), 0, 40);
+    let counted = xskit_testbed::wait_for(Duration::from_secs(10), || {
+        let dropped = filter.slot_counter(Slot::NoSocket).unwrap().packets;
+        (dropped >= 40).then_some(dropped)
+    });
+    assert_eq!(
+        counted,
+        Some(40),
+        "every probe dropped for want of a socket"
+    );
+    let mut buf = [0u8; 2048];
+    assert!(
+        udp.recv(&mut buf).is_err(),
+        "nothing reached the host's stack"
+    );
 }

@@ -52,6 +52,10 @@ const HELP: &[(&str, &str)] = &[
         "Packets forwarded in XDP that the other device did not send (its peer took no XDP frames)",
     ),
     (
+        "xdp_no_socket_dropped",
+        "Packets dropped in XDP for want of a socket to take them (the forwarder starting or stopping)",
+    ),
+    (
         "xdp_partial_checksums",
         "Packets the XDP program sent to user space to finish a partial checksum",
     ),
