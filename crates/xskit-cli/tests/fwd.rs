@@ -787,19 +787,7 @@ fn json_lines_stream_one_object_per_interval_then_the_summary() {
         return;
     }
     let chain = Chain::new().unwrap();
-    let fwd = KillOnDrop::new(start(
-        &chain.m_a,
-        &[
-            "fwd",
-            "-i",
-            &chain.m_a.ifname,
-            "-i",
-            &chain.m_c.ifname,
-            "--json-lines",
-            "-I",
-            "0.2",
-        ],
-    ));
+    let fwd = start_fwd_printing(&chain, &["--json-lines", "-I", "0.2"], &[]);
     gen(&chain.a, &chain.c, 9, &["-n", "300", "-r", "1000"]);
     let rx = |o: &serde_json::Value| o["counters"]["ports"][0]["rx_packets"].as_u64().unwrap();
     // Stopped once an interval line has counted every probe and half a second has passed.

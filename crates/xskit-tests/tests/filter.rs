@@ -16,19 +16,7 @@ use xskit_fwd::abi::Slot;
 use xskit_fwd::filter::{Action, SetRoom, XdpFilter};
 use xskit_fwd::rules::{Match, Prefix};
 use xskit_testbed::TestbedConfig;
-use xskit_traffic::probe::{self, Endpoints, Flows, Template};
-
-fn template(bed: &xskit_testbed::Testbed, dst_port: u16) -> Template {
-    let ends = Endpoints {
-        src_mac: bed.a.mac,
-        dst_mac: bed.b.mac,
-        src_ip: IpAddr::V4(bed.a.ip),
-        dst_ip: IpAddr::V4(bed.b.ip),
-        src_port: 40000,
-        dst_port,
-    };
-    Template::new(ends, Flows::default(), None, 64).unwrap()
-}
+use xskit_traffic::probe::{self, Template};
 
 /// Sends `n` probes numbered from `first` to `dst_port`, paced so no ring overflows.
 fn send(tx: &mut Port, t: &Template, first: u64, n: u64) {
@@ -117,18 +105,11 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
             Action::Redirect,
         )
         .unwrap();
-    let a_if = bed.a.ifname.clone();
-    let cfg = PortConfig::default().mode(Mode::Drv).tx_only(true);
-    let mut tx = bed
-        .a
-        .ns
-        .run(|| Port::open(&a_if, 0, &cfg))
-        .unwrap()
-        .unwrap();
+    let mut tx = tx_port(&bed);
 
-    send(&mut tx, &template(&bed, 7), 0, 100); // dropped in the kernel
-    send(&mut tx, &template(&bed, 5000), 0, 50); // passed to the kernel stack's socket
-    send(&mut tx, &template(&bed, 9), 0, 80); // redirected to the xskit socket
+    send(&mut tx, &probe_template(&bed, 7), 0, 100); // dropped in the kernel
+    send(&mut tx, &probe_template(&bed, 5000), 0, 50); // passed to the kernel stack's socket
+    send(&mut tx, &probe_template(&bed, 9), 0, 80); // redirected to the xskit socket
     let mut buf = [0u8; 2048];
     let mut datagrams = 0;
     while udp.recv(&mut buf).is_ok() {
@@ -148,7 +129,7 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
 
     // Change the rules while running: the drop rule goes, port 7 now takes the default.
     program.set_rules(&[], None, Action::Redirect).unwrap();
-    send(&mut tx, &template(&bed, 7), 100, 20);
+    send(&mut tx, &probe_template(&bed, 7), 100, 20);
     assert_eq!(receive(&mut rx, 20), 20, "port 7 is redirected now");
     let c = program.rule_counters().unwrap();
     assert_eq!(
@@ -164,7 +145,7 @@ fn rules_drop_pass_and_redirect_and_change_at_run_time() {
 
     // A default of Drop stops everything without a rule.
     program.set_rules(&[], None, Action::Drop).unwrap();
-    send(&mut tx, &template(&bed, 9), 200, 10);
+    send(&mut tx, &probe_template(&bed, 9), 200, 10);
     assert_eq!(receive(&mut rx, 10), 0);
 }
 
@@ -971,15 +952,8 @@ fn a_redirect_with_no_socket_fails_closed_and_is_counted() {
         .unwrap();
     // The default redirects; no socket is registered for queue 0.
     filter.set_rules(&[], None, Action::Redirect).unwrap();
-    let a_if = bed.a.ifname.clone();
-    let cfg = PortConfig::default().mode(Mode::Drv).tx_only(true);
-    let mut tx = bed
-        .a
-        .ns
-        .run(|| Port::open(&a_if, 0, &cfg))
-        .unwrap()
-        .unwrap();
-    send(&mut tx, &template(&bed, 9), 0, 40);
+    let mut tx = tx_port(&bed);
+    send(&mut tx, &probe_template(&bed, 9), 0, 40);
     let counted = xskit_testbed::wait_for(Duration::from_secs(10), || {
         let dropped = filter.slot_counter(Slot::NoSocket).unwrap().packets;
         (dropped >= 40).then_some(dropped)

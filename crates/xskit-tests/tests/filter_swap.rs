@@ -14,7 +14,6 @@
 //! rules lets 5003 through, and a table of one set's rules in some places and the other's in
 //! the rest leaves 5001 or 5002 to the default, whose counter then moves.
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +23,7 @@ use xskit::{Interface, Mode, Port, PortConfig};
 use xskit_fwd::filter::{Action, KernelRule, XdpFilter};
 use xskit_fwd::rules::Match;
 use xskit_testbed::{Testbed, TestbedConfig};
-use xskit_traffic::probe::{self, Endpoints, Flows, Template};
+use xskit_traffic::probe::{self, Template};
 
 mod common;
 
@@ -55,17 +54,7 @@ fn rule_set(redirected: u16) -> Vec<KernelRule> {
 fn templates(bed: &Testbed) -> Vec<Template> {
     PORTS
         .iter()
-        .map(|&dst_port| {
-            let ends = Endpoints {
-                src_mac: bed.a.mac,
-                dst_mac: bed.b.mac,
-                src_ip: IpAddr::V4(bed.a.ip),
-                dst_ip: IpAddr::V4(bed.b.ip),
-                src_port: 40000,
-                dst_port,
-            };
-            Template::new(ends, Flows::default(), None, 64).unwrap()
-        })
+        .map(|&port| probe_template(bed, port))
         .collect()
 }
 
@@ -162,14 +151,7 @@ fn a_thousand_rule_changes_under_a_probe_stream_never_show_a_half_written_table(
         .unwrap();
     let (set_a, set_b) = (rule_set(5001), rule_set(5002));
     filter.set_rules(&set_a, None, Action::Redirect).unwrap();
-    let a_if = bed.a.ifname.clone();
-    let tx_config = PortConfig::default().mode(Mode::Drv).tx_only(true);
-    let tx = bed
-        .a
-        .ns
-        .run(move || Port::open(&a_if, 0, &tx_config))
-        .unwrap()
-        .unwrap();
+    let tx = tx_port(&bed);
     let (sending, receiving) = (AtomicBool::new(false), AtomicBool::new(false));
     let (last, got) = (AtomicU64::new(0), Mutex::new(Vec::new()));
     let templates = templates(&bed);

@@ -299,16 +299,14 @@ impl Live {
 /// Starts `xskit fwd --json-lines -I 0.1` between a chain's two middle interfaces, with
 /// `extra` options, for [`interrupt_when`].
 pub fn start_fwd_lines(chain: &Chain, extra: &[&str]) -> KillOnDrop {
-    let mut args = vec![
-        "fwd",
-        "-i",
-        &chain.m_a.ifname,
-        "-i",
-        &chain.m_c.ifname,
-        "--json-lines",
-        "-I",
-        "0.1",
-    ];
+    start_fwd_printing(chain, &["--json-lines", "-I", "0.1"], extra)
+}
+
+/// Starts `xskit fwd` between a chain's two middle interfaces, printing as the `output`
+/// options say, with `extra` options.
+pub fn start_fwd_printing(chain: &Chain, output: &[&str], extra: &[&str]) -> KillOnDrop {
+    let mut args = vec!["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname];
+    args.extend_from_slice(output);
     args.extend_from_slice(extra);
     KillOnDrop::new(start(&chain.m_a, &args))
 }
@@ -342,16 +340,7 @@ pub fn recv(host: &Host, extra: &[&str]) -> KillOnDrop {
 
 /// Starts `xskit fwd --json` between a chain's two middle interfaces, with `extra` options.
 pub fn start_fwd(chain: &Chain, extra: &[&str]) -> KillOnDrop {
-    let mut args = vec![
-        "fwd",
-        "-i",
-        &chain.m_a.ifname,
-        "-i",
-        &chain.m_c.ifname,
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    KillOnDrop::new(start(&chain.m_a, &args))
+    start_fwd_printing(chain, &["--json"], extra)
 }
 
 /// Sends a signal (`-INT`, `-TERM`) to a command started with `--json`, then reads its

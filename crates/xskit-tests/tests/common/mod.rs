@@ -105,3 +105,27 @@ pub fn attached_program(host: &Host) -> Option<u32> {
         .expect("entering the namespace")
         .expect("reading link info")
 }
+
+/// A probe template from host a to host b's UDP port `dst_port`, 64-byte frames.
+pub fn probe_template(bed: &Testbed, dst_port: u16) -> probe::Template {
+    let ends = probe::Endpoints {
+        src_mac: bed.a.mac,
+        dst_mac: bed.b.mac,
+        src_ip: std::net::IpAddr::V4(bed.a.ip),
+        dst_ip: std::net::IpAddr::V4(bed.b.ip),
+        src_port: 40000,
+        dst_port,
+    };
+    probe::Template::new(ends, probe::Flows::default(), None, 64).unwrap()
+}
+
+/// A transmit-only port in DRV mode on host a's interface.
+pub fn tx_port(bed: &Testbed) -> Port {
+    let a_if = bed.a.ifname.clone();
+    let config = PortConfig::default().mode(xskit::Mode::Drv).tx_only(true);
+    bed.a
+        .ns
+        .run(move || Port::open(&a_if, 0, &config))
+        .expect("entering a's namespace")
+        .expect("a transmit port on a")
+}
