@@ -1988,8 +1988,9 @@ static __always_inline int decide(struct xdp_md *ctx, __u32 *why)
 	 * table set is read once: every later lookup follows st->config.table.
 	 */
 	st = bpf_map_lookup_elem(&state, &table);
+	/* An array's slot is always there; were it not, nothing undecided goes through. */
 	if (!st)
-		return XDP_PASS;
+		return XDP_DROP;
 	if (!st->config.duties) {
 		void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 
