@@ -779,6 +779,8 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let stop = stop_flag()?;
     let group = control_group(args)?;
     let mut live = args.run.live("fwd")?;
+    // Before anything is attached: a --control path that cannot be served stops it here.
+    let (control, no_control) = start_control(args, group, &mut live)?;
     let forwarder = Forwarder::new(config).map_err(|e| {
         let flags = flags_for(&e);
         anyhow::Error::new(e).context(format!(
@@ -786,7 +788,6 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             args.interfaces.join(" and ")
         ))
     })?;
-    let (control, no_control) = start_control(args, group, &mut live)?;
     let header = header(args, &forwarder);
     live.announce(&header);
     announce_control(control.as_ref(), no_control);

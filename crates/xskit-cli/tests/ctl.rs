@@ -292,3 +292,34 @@ fn the_control_socket_answers_while_a_thousand_clients_hold_it_and_others_misbeh
         "{summary}"
     );
 }
+
+/// A `--control` path that cannot be served (a file is there, or another forwarder answers
+/// there) is refused before anything is attached, naming the option.
+#[test]
+fn a_control_path_that_cannot_be_served_is_refused_before_anything_is_attached() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("refused");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = format!("{}/not-a-socket", dir.path());
+    std::fs::write(&file, b"a file").unwrap();
+    let (a, c) = (chain.m_a.ifname.as_str(), chain.m_c.ifname.as_str());
+    let out = run(
+        &chain.m_a,
+        XSKIT,
+        &["fwd", "-i", a, "-i", c, "--control", &file, "-d", "1"],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("--control {file}")) && said.contains("is not a socket"),
+        "{said}"
+    );
+    let link = run(&chain.m_a, "ip", &["-d", "link", "show", "dev", a]);
+    assert!(
+        !String::from_utf8_lossy(&link.stdout).contains("prog/xdp"),
+        "nothing attached"
+    );
+}
