@@ -777,6 +777,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         return Ok(0);
     };
     let stop = stop_flag()?;
+    let hangup = hangup_flag()?;
     let group = control_group(args)?;
     let mut live = args.run.live("fwd")?;
     // Before anything is attached: a --control path that cannot be served stops it here.
@@ -803,21 +804,15 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     }
     let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
     let warnings = forwarder.warnings().to_vec();
-    let report = forward(args, forwarder, &stop, interval, (&live, control.as_ref()))?;
+    let report = forward(
+        args,
+        forwarder,
+        (&stop, &hangup),
+        interval,
+        (&live, control.as_ref()),
+    )?;
     crate::service::stopping();
-    let captured = capture
-        .map(crate::fwd_capture::FwdCapture::finish)
-        .transpose()?;
-    if let (Some(c), Some(path)) = (captured, &args.capture) {
-        note!(
-            "xskit fwd: {} packets captured to {}, {} skipped by the --capture-rate cap, {} lost \
-             (the perf buffer was full)",
-            thousands(c.captured),
-            path.display(),
-            thousands(c.skipped),
-            thousands(c.lost)
-        );
-    }
+    let captured = finish_capture(args, capture)?;
     if args.run.json_output() {
         crate::opts::print_json(
             "fwd",
@@ -834,6 +829,27 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         print_report(&report);
     }
     Ok(exit_status(args, &report))
+}
+
+/// Closes the capture file, saying what it holds.
+fn finish_capture(
+    args: &FwdArgs,
+    capture: Option<crate::fwd_capture::FwdCapture>,
+) -> Result<Option<crate::fwd_capture::CaptureTally>> {
+    let captured = capture
+        .map(crate::fwd_capture::FwdCapture::finish)
+        .transpose()?;
+    if let (Some(c), Some(path)) = (captured, &args.capture) {
+        note!(
+            "xskit fwd: {} packets captured to {}, {} skipped by the --capture-rate cap, {} lost \
+             (the perf buffer was full)",
+            thousands(c.captured),
+            path.display(),
+            thousands(c.skipped),
+            thousands(c.lost)
+        );
+    }
+    Ok(captured)
 }
 
 /// The forwarder's configuration from the command line.
@@ -1050,6 +1066,15 @@ fn start_capture(
     Ok(Some(capture))
 }
 
+/// Set by SIGHUP, which would otherwise end the forwarder without its summary: an operator
+/// sends it to reload, and is told instead that the rules are read at start.
+fn hangup_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())
+        .context("installing a signal handler")?;
+    Ok(flag)
+}
+
 /// Says where the control socket is, or why there is none.
 fn announce_control(control: Option<&ControlServer>, no_control: Option<String>) {
     match (control, no_control) {
@@ -1121,7 +1146,10 @@ fn start_control(
 fn forward(
     args: &FwdArgs,
     forwarder: Forwarder,
-    stop: &std::sync::atomic::AtomicBool,
+    (stop, hangup): (
+        &std::sync::atomic::AtomicBool,
+        &std::sync::atomic::AtomicBool,
+    ),
     interval: std::time::Duration,
     (live, control): (&crate::opts::Live, Option<&ControlServer>),
 ) -> Result<Report> {
@@ -1134,6 +1162,12 @@ fn forward(
         .run(stop, interval, |c| {
             state.write(c);
             live.tick(c);
+            if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                note!(
+                    "xskit fwd: SIGHUP: the rules are read only at start for now; forwarding goes \
+                     on with the rules it has (restart to change them)"
+                );
+            }
             if let Some(control) = control {
                 control.publish(serde_json::json!({
                     "command": "fwd",

@@ -39,6 +39,15 @@ impl Drop for RunDir {
 /// `xskit fwd` between the chain's middle interfaces with `--json-lines -I 0.1`, its runtime
 /// directory `run`, and `extra` options.
 fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
+    start_fwd_saying(chain, run, extra).0
+}
+
+/// As [`start_fwd_in`], with what it says on stderr kept as it comes.
+fn start_fwd_saying(
+    chain: &Chain,
+    run: &RunDir,
+    extra: &[&str],
+) -> (Live, std::sync::Arc<std::sync::Mutex<String>>) {
     let mut child = chain
         .m_a
         .ns
@@ -59,8 +68,16 @@ fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
         assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
         said.push_str(&line);
     }
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    Live::new(KillOnDrop::new(child))
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(said));
+    let keeping = std::sync::Arc::clone(&kept);
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            let mut kept = keeping.lock().unwrap();
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    });
+    (Live::new(KillOnDrop::new(child)), kept)
 }
 
 /// `xskit ctl ARGS` in `host`'s namespace with runtime directory `run`.
@@ -322,4 +339,33 @@ fn a_control_path_that_cannot_be_served_is_refused_before_anything_is_attached()
         !String::from_utf8_lossy(&link.stdout).contains("prog/xdp"),
         "nothing attached"
     );
+}
+
+/// SIGHUP, which an operator sends to reload, does not end the forwarder: it says that the
+/// rules are read at start and goes on forwarding, and stops with its summary on SIGINT.
+#[test]
+fn sighup_leaves_the_forwarder_running_and_says_why() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("hangup");
+    let (mut fwd, said) = start_fwd_saying(&chain, &dir, &[]);
+    fwd.wait(Duration::from_secs(60), |_| true);
+    let hup = Command::new("kill")
+        .args(["-HUP", &fwd.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let noted = xskit_testbed::wait_for(Duration::from_secs(60), || {
+        said.lock().unwrap().contains("SIGHUP").then_some(())
+    });
+    assert!(noted.is_some(), "{}", said.lock().unwrap());
+    let after = fwd.last()["elapsed_s"].as_f64().unwrap();
+    let going_on = fwd.wait(Duration::from_secs(60), |line| {
+        line["elapsed_s"].as_f64().unwrap() > after
+    });
+    assert!(going_on.is_some(), "interval lines go on after SIGHUP");
+    let summary = stop_live_fwd(fwd);
+    assert_eq!(summary["command"], "fwd", "{summary}");
 }
