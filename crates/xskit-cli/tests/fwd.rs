@@ -1336,16 +1336,23 @@ fn scattered_sources() -> String {
 
 /// A flood from 10,000 sources listed in a set (the live-frames generator sending each frame
 /// from the next address of the list) is dropped in XDP, every packet of it on the rule's
-/// kernel count, while the kernel's ping and an HTTP download cross the forwarder intact.
+/// kernel count, while the kernel's ping and an HTTP download cross the forwarder intact; the
+/// same with the set's elements counted (`counters = true`), whose counts add up to the drops.
 #[test]
 fn a_flood_from_ten_thousand_listed_sources_drops_in_xdp_while_ping_and_http_cross() {
     if !privileged() {
         return;
     }
+    for counted in [false, true] {
+        flood_from_a_listed_botnet(counted);
+    }
+}
+
+fn flood_from_a_listed_botnet(counted: bool) {
     let chain = Chain::bridged().unwrap();
     let list = RulesFile::new(&scattered_sources());
     let rules = RulesFile::new(&format!(
-        "[[set]]\nname = \"botnet\"\nfile = \"{}\"\n\
+        "[[set]]\nname = \"botnet\"\nfile = \"{}\"\ncounters = {counted}\n\
          [[rule]]\nname = \"botnet\"\nsrc = \"@botnet\"\naction = \"drop\"\n",
         list.path()
     ));
@@ -1382,7 +1389,7 @@ fn a_flood_from_ten_thousand_listed_sources_drops_in_xdp_while_ping_and_http_cro
     assert_eq!(
         pings_received(&ping),
         10,
-        "every ping crossed during the flood"
+        "counted {counted}: every ping crossed during the flood"
     );
     assert_eq!(sent["flows"], 10_000, "{sent}");
     let botnet = rule(&report, "botnet");
@@ -1392,9 +1399,14 @@ fn a_flood_from_ten_thousand_listed_sources_drops_in_xdp_while_ping_and_http_cro
     let dropped = botnet["in_kernel"].as_u64().unwrap();
     assert!(
         (left..=sent_n).contains(&dropped) && botnet["packets"] == dropped,
-        "every frame of the flood that left a ({left} to {sent_n}) was dropped in XDP: {sent} \
-         {report}"
+        "counted {counted}: every frame of the flood that left a ({left} to {sent_n}) was \
+         dropped in XDP: {sent} {report}"
     );
+    if counted {
+        let set = &report["counters"]["sets"][0];
+        assert_eq!(set["packets"], dropped, "the elements' counts: {set}");
+        assert!(!set["top"].as_array().unwrap().is_empty(), "{set}");
+    }
 }
 
 /// SIGINT to a live-frames flood, then its summary, whatever its status: a veth whose peer's
