@@ -1169,13 +1169,9 @@ fn forward(
                 );
             }
             if let Some(control) = control {
-                control.publish(serde_json::json!({
-                    "command": "fwd",
-                    "schema_version": crate::opts::SCHEMA_VERSION,
-                    "interval": true,
-                    "elapsed_s": live.elapsed_s(),
-                    "counters": c,
-                }));
+                if let Ok(line) = live.interval_line(c) {
+                    control.publish(line);
+                }
             }
             note_link_changes(c, &last);
             if !json {

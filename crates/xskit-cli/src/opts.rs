@@ -187,6 +187,13 @@ fn round_floats(v: &mut serde_json::Value) {
 /// `value` as one line of JSON on stdout, with the schema every command shares: `command`
 /// and `schema_version` on the object (a list goes under `rows`), fractions rounded.
 pub(crate) fn print_json(command: &str, value: &impl serde::Serialize) -> Result<()> {
+    out!("{}", serde_json::to_string(&json_object(command, value)?)?);
+    Ok(())
+}
+
+/// `value` as the object `--json` prints: rows under `rows`, floats rounded, the command
+/// and the schema's version named.
+fn json_object(command: &str, value: &impl serde::Serialize) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(value)?;
     if v.is_array() {
         v = serde_json::json!({ "rows": v });
@@ -196,8 +203,7 @@ pub(crate) fn print_json(command: &str, value: &impl serde::Serialize) -> Result
         map.insert("command".into(), command.into());
         map.insert("schema_version".into(), SCHEMA_VERSION.into());
     }
-    out!("{}", serde_json::to_string(&v)?);
-    Ok(())
+    Ok(v)
 }
 
 /// A command's counters every interval, for machines: a JSON Lines object and the
@@ -240,11 +246,6 @@ impl Live {
         Ok(self.events.as_ref().expect("just made"))
     }
 
-    /// Seconds since the command started.
-    pub(crate) fn elapsed_s(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
-    }
-
     /// Shows `counters` (what the command counted so far, as its --json names them).
     pub(crate) fn tick(&self, counters: &impl serde::Serialize) {
         if let Some(m) = &self.metrics {
@@ -252,15 +253,26 @@ impl Live {
         }
         if self.json_lines {
             // A closed stdout ends nothing here: the run goes on to its summary.
-            let _ = print_json(
-                self.command,
-                &serde_json::json!({
-                    "interval": true,
-                    "elapsed_s": self.start.elapsed().as_secs_f64(),
-                    "counters": counters,
-                }),
-            );
+            if let Ok(line) = self.interval_line(counters) {
+                out!("{line}");
+            }
         }
+    }
+
+    /// The interval line `--json-lines` prints for `counters` (what a control socket's
+    /// `status` answers too).
+    pub(crate) fn interval_line(
+        &self,
+        counters: &impl serde::Serialize,
+    ) -> Result<serde_json::Value> {
+        json_object(
+            self.command,
+            &serde_json::json!({
+                "interval": true,
+                "elapsed_s": self.start.elapsed().as_secs_f64(),
+                "counters": counters,
+            }),
+        )
     }
 }
 
