@@ -926,8 +926,16 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
 "#,
         rules = rules.path()
     );
+    let taps = wire.guest.taps().to_vec();
     let running = boot(&mut wire.guest, &script);
     wait_for(&running, "FWD scale");
+    // The first crossing, with what the guest's side counted if it never comes.
+    let c_ip = wire.c.ip.to_string();
+    assert!(
+        answers_ping(&wire.a, &c_ip),
+        "a never reached c\n{}",
+        guest_side(&running, &taps)
+    );
     // recv's program takes every frame at c, the kernel's too: kernel traffic goes first.
     let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
     let c_recv = KillOnDrop::new(start(&wire.c, &recv_lines(&wire.c.ifname)));
