@@ -88,7 +88,7 @@ struct rule {
 	__u8 tcp_value;
 	__u8 icmp_type;
 	__u8 icmp_code;
-	__u8 police;    /* POLICE_*: for a rate limit, policers[i] holds its bucket */
+	__u8 police;    /* POLICE_*: for a rate limit, policers[slot] holds its bucket */
 	__u16 vlan;     /* the outer tag's VLAN ID */
 	__u16 len_lo;   /* IP length, inclusive */
 	__u16 len_hi;
@@ -96,6 +96,12 @@ struct rule {
 	__u8 dset;      /* EXTRA_DST_SET: the destination set's */
 	__u8 spset;     /* EXTRA_PORT_SETS: the source port set's index + 1, or 0 */
 	__u8 dpset;     /* the destination port set's */
+	/*
+	 * Where the rule's state is kept: its counter, policer and police counts, and the key of
+	 * its per-source buckets and blocks. A rule keeps its slot by name when the rules change.
+	 */
+	__u16 slot;
+	__u16 pad;
 };
 
 /* What a packet offers every key, for the rules that name more than addresses and ports. */
@@ -651,7 +657,7 @@ struct police_count {
 	__u64 refused;   /* blocks refused: the blocked table was full */
 };
 
-/* A source's key in source_buckets and blocked: its rule, family and masked address. */
+/* A source's key in source_buckets and blocked: its rule's slot, family and masked address. */
 struct source_key {
 	__u32 rule;
 	__u32 family;
@@ -779,14 +785,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_RULES);
+	__uint(max_entries, RULE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct policer);
 } policers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_RULES);
+	__uint(max_entries, RULE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct police_count);
 } police_counts SEC(".maps");
@@ -821,7 +827,7 @@ struct {
 #define PACKET_LEN(ctx, data, end) ((__u64)((end) - (data)))
 #endif
 
-static __always_inline void count(__u32 index, __u64 bytes)
+static __always_inline void count_at(__u32 index, __u64 bytes)
 {
 	struct counter *c = bpf_map_lookup_elem(&counters, &index);
 
@@ -830,6 +836,9 @@ static __always_inline void count(__u32 index, __u64 bytes)
 		c->bytes += bytes;
 	}
 }
+
+/* Counts a packet under COUNTER_* `slot`, whose counter comes after the rules' slots. */
+#define count(slot, bytes) count_at((slot) - MAX_RULES + RULE_SLOTS, bytes)
 
 /* Folds a one's-complement sum to 16 bits. */
 static __always_inline __u16 fold(__u32 sum)
@@ -1112,32 +1121,43 @@ __attribute__((noinline)) int within_rate(struct source_key *k, __u64 len, __u32
 	return !(how == POLICE_SOURCE ? police_source(k, len) : police_rule(k->rule, len));
 }
 
-/* Rule `hit`'s POLICE_* (POLICE_NONE for the default and the other slots). */
-static __always_inline __u8 rule_police(struct filter_state *st, __u32 hit)
+/* Rule `hit`, or NULL for the default and the other COUNTER_* slots. */
+static __always_inline struct rule *hit_rule(struct filter_state *st, __u32 hit)
 {
 	__u64 i = hit;
 
 	if (i >= MAX_RULES)
-		return POLICE_NONE;
+		return 0;
 	/*
 	 * The compiler compares one copy of the register and indexes with another, whose bound
 	 * the verifier does not know: a mask it cannot drop gives the index one.
 	 */
 	asm volatile("%0 &= %1" : "+r"(i) : "i"(MAX_RULES - 1));
-	return st->rules[i].police;
+	return &st->rules[i];
+}
+
+/* Rule `hit`'s POLICE_* (POLICE_NONE for the default and the other slots). */
+static __always_inline __u8 rule_police(struct filter_state *st, __u32 hit)
+{
+	struct rule *r = hit_rule(st, hit);
+
+	return r ? r->police : POLICE_NONE;
 }
 
 /*
  * Rule `hit`'s rate limit (`how`, its POLICE_*) on a packet from `src` (family 4: src[0]
  * only; 0: not IP, every such packet one source): a drop over the rate; within it, `action`.
  */
-static __always_inline __u32 police(__u8 how, __u32 *hit, __u32 action, __u64 len, __u32 family,
-				    const __u32 *src)
+static __always_inline __u32 police(struct filter_state *st, __u32 *hit, __u32 action, __u64 len,
+				    __u32 family, const __u32 *src)
 {
+	__u8 how = rule_police(st, *hit);
+
 	if (how == POLICE_NONE)
 		return action;
 	{
-		struct source_key k = {.rule = *hit, .family = family};
+		struct rule *r = hit_rule(st, *hit);
+		struct source_key k = {.rule = r ? r->slot : *hit, .family = family};
 
 		k.addr[0] = src[0];
 		if (family == 6) {
@@ -1153,12 +1173,20 @@ static __always_inline __u32 police(__u8 how, __u32 *hit, __u32 action, __u64 le
 	return action;
 }
 
-/* Counts a decision under `hit`, tells it through `why`, and carries it out. */
-static __always_inline int settle(struct xdp_md *ctx, __u32 *why, __u32 hit, __u32 action,
-				  __u64 pkt_len)
+/*
+ * Counts a decision under `hit` (a rule's on its slot), tells it through `why`, and carries
+ * it out.
+ */
+static __always_inline int settle(struct xdp_md *ctx, struct filter_state *st, __u32 *why,
+				  __u32 hit, __u32 action, __u64 pkt_len)
 {
+	struct rule *r = hit_rule(st, hit);
+
 	*why = hit;
-	count(hit, pkt_len);
+	if (r)
+		count_at(r->slot, pkt_len);
+	else
+		count(hit, pkt_len);
 	return act(ctx, action, pkt_len);
 }
 
@@ -1753,12 +1781,12 @@ static __always_inline int decide_ipv4(struct xdp_md *ctx, struct filter_state *
 	hit = first_rule(st, f, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
-	action = police(rule_police(st, hit), &hit, action, pkt_len, 4, f->src);
+	action = police(st, &hit, action, pkt_len, 4, f->src);
 	/* A checksum spans the whole datagram: none in any fragment. */
 	if (action == ACTION_FORWARD && !(ip->frag_off & bpf_htons(0x3fff)))
 		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr,
 					4, total - hl);
-	return settle(ctx, why, hit, action, pkt_len);
+	return settle(ctx, st, why, hit, action, pkt_len);
 }
 
 /*
@@ -1795,9 +1823,9 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 	hit = first_rule(st, f, &action);
 	if (hit == PORTS_UNKNOWN)
 		return -1;
-	action = police(rule_police(st, hit), &hit, action, pkt_len, 6, f->src);
+	action = police(st, &hit, action, pkt_len, 6, f->src);
 	action = settle_partial(&hit, action, l4, end, proto, (__u16 *)&ip6->saddr, 16, plen);
-	return settle(ctx, why, hit, action, pkt_len);
+	return settle(ctx, st, why, hit, action, pkt_len);
 }
 
 /*
@@ -1805,7 +1833,8 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
  * the rule loop before it carries none of the addresses it needs (the compiler would keep
  * them, spilled, across the loop). Not inlined, for the same reason.
  */
-static __attribute__((noinline)) int forward_plain(struct xdp_md *ctx, __u32 hit, __u64 pkt_len,
+static __attribute__((noinline)) int forward_plain(struct xdp_md *ctx, struct filter_state *st,
+						   __u32 hit, __u64 pkt_len,
 						   __u32 *why)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
@@ -1817,7 +1846,7 @@ static __attribute__((noinline)) int forward_plain(struct xdp_md *ctx, __u32 hit
 	if (l4 <= end)
 		action = settle_partial(&hit, action, l4, end, ip->protocol, (__u16 *)&ip->saddr,
 					4, bpf_ntohs(ip->tot_len) - sizeof(*ip));
-	return settle(ctx, why, hit, action, pkt_len);
+	return settle(ctx, st, why, hit, action, pkt_len);
 }
 
 /*
@@ -1836,11 +1865,11 @@ static __attribute__((noinline)) int police_plain(struct xdp_md *ctx, struct fil
 
 	if (r && (void *)(ip + 1) <= end) {
 		src[0] = ip->saddr;
-		action = police(rule_police(st, hit), &hit, r->action, pkt_len, 4, src);
+		action = police(st, &hit, r->action, pkt_len, 4, src);
 	}
 	if (action == ACTION_FORWARD)
-		return forward_plain(ctx, hit, pkt_len, why);
-	return settle(ctx, why, hit, action, pkt_len);
+		return forward_plain(ctx, st, hit, pkt_len, why);
+	return settle(ctx, st, why, hit, action, pkt_len);
 }
 
 /*
@@ -1898,8 +1927,8 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	if (action == POLICED)
 		return police_plain(ctx, st, hit, pkt_len, why);
 	if (action == ACTION_FORWARD)
-		return forward_plain(ctx, hit, pkt_len, why);
-	return settle(ctx, why, hit, action, pkt_len);
+		return forward_plain(ctx, st, hit, pkt_len, why);
+	return settle(ctx, st, why, hit, action, pkt_len);
 }
 
 /*
@@ -1966,14 +1995,14 @@ static __attribute__((noinline)) int decide_other(struct xdp_md *ctx, struct fil
 		hit = first_rule(st, f, &action);
 		if (hit == PORTS_UNKNOWN)
 			goto unclassifiable;
-		action = police(rule_police(st, hit), &hit, action, pkt_len, 0, f->src);
-		return settle(ctx, why, hit, action, pkt_len);
+		action = police(st, &hit, action, pkt_len, 0, f->src);
+		return settle(ctx, st, why, hit, action, pkt_len);
 	}
 	if (verdict >= 0)
 		return verdict;
 
 unclassifiable:
-	return settle(ctx, why, COUNTER_UNCLASSIFIABLE, st->config.unclassifiable_action, pkt_len);
+	return settle(ctx, st, why, COUNTER_UNCLASSIFIABLE, st->config.unclassifiable_action, pkt_len);
 }
 
 /* Decides a packet's fate; `why` gets the counter that counted the decision. */

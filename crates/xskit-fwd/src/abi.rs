@@ -7,6 +7,12 @@
 pub const MAX_RULES: usize = 4096;
 const _: () = assert!(MAX_RULES.is_power_of_two());
 
+/// Slots of per-rule state (counters, rate limits, per-source keys): a rule keeps its slot by
+/// name while the rules change, and twice the rules, so that a new rule always finds a slot
+/// that no rule of the table in force is using.
+pub const RULE_SLOTS: usize = 2 * MAX_RULES;
+const _: () = assert!(RULE_SLOTS <= u16::MAX as usize + 1);
+
 /// Bytes of the filter's state (its configuration and rules, padded): a power of two, so
 /// that the program finds a table set's state with a shift.
 pub const STATE_BYTES: usize = 1 << 19;
@@ -81,8 +87,9 @@ c_enum! {
 }
 
 c_enum! {
-    /// The filter's counter slots after the rules' ([`Slot::index`] is MAX_RULES and up):
-    /// the default's, then those that count what no rule decided.
+    /// The filter's decisions past the rules' ([`Slot::index`] is MAX_RULES and up, as the
+    /// filter tells why it decided; [`Slot::counter`], after the rules' slots, is where it
+    /// counts them): the default's, then those that count what no rule decided.
     pub enum Slot ("COUNTER_") {
         Default = "DEFAULT", "the default";
         Undecided = "UNDECIDED", "IPv6 extension headers (user space decides)";
@@ -289,9 +296,14 @@ pub const WORD_RULES: usize = 64;
 
 #[allow(dead_code)]
 impl Slot {
-    /// Its index in the filter's `counters` map.
+    /// Its decision index: what the filter tells as why it decided.
     pub const fn index(self) -> u32 {
         MAX_RULES as u32 + self as u32
+    }
+
+    /// Its index in the filter's `counters` map, after the rules' slots.
+    pub const fn counter(self) -> u32 {
+        RULE_SLOTS as u32 + self as u32
     }
 
     /// The slot at counter `index`, if it is past the rules'.
@@ -300,9 +312,9 @@ impl Slot {
     }
 }
 
-/// Entries of the filter's `counters` map: the rules', then every [`Slot`].
+/// Entries of the filter's `counters` map: the rules' slots, then every [`Slot`].
 #[allow(dead_code)]
-pub const COUNTERS: usize = MAX_RULES + Slot::ALL.len();
+pub const COUNTERS: usize = RULE_SLOTS + Slot::ALL.len();
 
 /// The C header `bpf/xdp_filter.c` includes.
 #[allow(dead_code)]
@@ -314,18 +326,19 @@ pub fn c_header() -> String {
     let mut define = |name: &str, value: String, text: &str| {
         h.push_str(&format!("#define {name} {value}\t/* {text} */\n"));
     };
-    define("MAX_RULES", MAX_RULES.to_string(), "rules the filter holds");
-    define(
-        "MAX_ARP_TARGETS",
-        MAX_ARP_TARGETS.to_string(),
-        "ARP monitor targets",
-    );
-    define("MAX_MEMBERS", MAX_MEMBERS.to_string(), "bond members");
-    define(
-        "MAX_VLAN_TAGS",
-        MAX_VLAN_TAGS.to_string(),
-        "VLAN tags walked past",
-    );
+    for (name, value, text) in [
+        ("MAX_RULES", MAX_RULES, "rules the filter holds"),
+        (
+            "RULE_SLOTS",
+            RULE_SLOTS,
+            "slots of per-rule state, kept by name",
+        ),
+        ("MAX_ARP_TARGETS", MAX_ARP_TARGETS, "ARP monitor targets"),
+        ("MAX_MEMBERS", MAX_MEMBERS, "bond members"),
+        ("MAX_VLAN_TAGS", MAX_VLAN_TAGS, "VLAN tags walked past"),
+    ] {
+        define(name, value.to_string(), text);
+    }
     for a in Action::ALL {
         define(a.c_name(), (*a as u32).to_string(), a.describe());
     }
@@ -338,7 +351,7 @@ pub fn c_header() -> String {
     }
     define(
         "COUNTERS",
-        format!("(MAX_RULES + {})", Slot::ALL.len()),
+        format!("(RULE_SLOTS + {})", Slot::ALL.len()),
         "counter slots",
     );
     for t in TxSetting::ALL {

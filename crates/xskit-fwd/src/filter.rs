@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, PerCpuValues};
 use xskit::{Interface, Mode, ProgramObject, XdpProgram};
 use xskit_os::sync::LockUnpoisoned;
 
@@ -163,13 +163,16 @@ struct FilterMaps {
     written: Box<StateRepr>,
     counters: PerCpuArray<MapData, CounterRepr>,
     policers: Array<MapData, PolicerRepr>,
-    /// The limits written to `policers`, by rule: a bucket is rewritten (full again) only
-    /// when its rule's limit changed or moved.
-    limits: Vec<Option<Limit>>,
+    /// The limits written to `policers`, by slot: a bucket is rewritten (full again) only
+    /// when its rule's limit changed or its slot was given to another rule.
+    limits: std::collections::HashMap<u16, Limit>,
     police_counts: PerCpuArray<MapData, PoliceCountRepr>,
-    /// The blocked sources, when the filter was loaded with room for them.
+    /// The per-source buckets, when the filter was loaded with room for them.
+    source_buckets: Option<HashMap<MapData, SourceKeyRepr, u64>>,
+    /// The blocked sources, likewise.
     blocked: Option<HashMap<MapData, SourceKeyRepr, BlockedRepr>>,
-    installed: usize,
+    /// The slot of each rule in force, in rule order.
+    slots: Vec<u16>,
     /// The table set in force (`state`'s index), and the map that tells the program.
     in_force: u32,
     table_in_force: Array<MapData, u32>,
@@ -264,7 +267,7 @@ impl FilterMaps {
             .set(0, next, 0)
             .map_err(|e| map_error("putting the new rules in force", e))?;
         self.in_force = next;
-        self.installed = rules.len();
+        self.slots = rules.iter().map(|r| r.slot).collect();
         Ok(())
     }
 }
@@ -321,14 +324,19 @@ impl XdpFilter {
             written: StateRepr::boxed(),
             counters: program.take_map("counters")?,
             policers: program.take_map("policers")?,
-            limits: Vec::new(),
+            limits: std::collections::HashMap::new(),
             police_counts: program.take_map("police_counts")?,
+            source_buckets: if room.sources > 0 {
+                Some(program.take_map("source_buckets")?)
+            } else {
+                None
+            },
             blocked: if room.blocked > 0 {
                 Some(program.take_map("blocked")?)
             } else {
                 None
             },
-            installed: 0,
+            slots: Vec::new(),
             in_force: 0,
             table_in_force: program.take_map(".data.xskit_tbl")?,
             unclassifiable: Action::Drop,
@@ -360,6 +368,21 @@ impl XdpFilter {
         vectors: Option<&RuleVectors>,
         default: Action,
     ) -> Result<()> {
+        self.set_rules_in_slots(&in_order(rules), vectors, default)
+    }
+
+    /// [`XdpFilter::set_rules`] with each rule's state (counters, rate limit, per-source
+    /// keys) in the slot its `slot` names (below [`crate::abi::RULE_SLOTS`], one rule a
+    /// slot) rather than its index: a rule that keeps its slot keeps its state wherever it
+    /// moves. Give a rule new to a slot a slot no rule in force uses, cleared first
+    /// ([`XdpFilter::reset_slots`]).
+    pub fn set_rules_in_slots(
+        &self,
+        rules: &[KernelRule],
+        vectors: Option<&RuleVectors>,
+        default: Action,
+    ) -> Result<()> {
+        check_slots(rules)?;
         if rules.len() > MAX_RULES {
             return Err(Error::TooManyRules {
                 count: rules.len(),
@@ -386,10 +409,23 @@ impl XdpFilter {
     }
 
     /// Writes the rate-limit rules' limits, by rule index (`None` for a rule without one;
-    /// [`crate::rules::KernelShare::kernel_limits`]). Write them before the rules that use
-    /// them ([`KernelRule`]'s `police`). A limit whose rule kept its index and rate keeps its
-    /// state; any other starts full.
+    /// [`crate::rules::KernelShare::kernel_limits`]), for rules put in force with
+    /// [`XdpFilter::set_rules`]. Write them before the rules that use them ([`KernelRule`]'s
+    /// `police`). A limit whose rule kept its index and rate keeps its state; any other starts
+    /// full.
     pub fn set_limits(&self, limits: &[Option<Limit>]) -> Result<()> {
+        let rules = in_order(&vec![KernelRule::default(); limits.len()]);
+        self.set_limits_in_slots(&rules, limits)
+    }
+
+    /// [`XdpFilter::set_limits`] for rules put in force with
+    /// [`XdpFilter::set_rules_in_slots`]: `limits[i]` for `rules[i]`, in its slot. A limit
+    /// whose slot held the same limit keeps its state; any other starts full.
+    pub fn set_limits_in_slots(
+        &self,
+        rules: &[KernelRule],
+        limits: &[Option<Limit>],
+    ) -> Result<()> {
         if limits.len() > MAX_RULES {
             return Err(Error::TooManyRules {
                 count: limits.len(),
@@ -397,9 +433,11 @@ impl XdpFilter {
             });
         }
         let mut maps = self.maps.lock_unpoisoned();
-        for (i, l) in limits.iter().enumerate() {
+        let mut written = std::collections::HashMap::new();
+        for (r, l) in rules.iter().zip(limits) {
             let Some(l) = l else { continue };
-            if maps.limits.get(i) == Some(&Some(*l)) {
+            written.insert(r.slot, *l);
+            if maps.limits.get(&r.slot) == Some(l) {
                 continue;
             }
             let (v4_len, v6_len, block) = match l.per_source {
@@ -417,21 +455,61 @@ impl XdpFilter {
                 pad: 0,
             };
             maps.policers
-                .set(i as u32, value, 0)
+                .set(u32::from(r.slot), value, 0)
                 .map_err(|e| map_error("writing the rate limits", e))?;
         }
-        maps.limits = limits.to_vec();
+        maps.limits = written;
+        Ok(())
+    }
+
+    /// Clears what `slots` kept for the rules that had them before (counters, rate-limit
+    /// state and counts, per-source buckets and blocks), for rules new to them. Only for
+    /// slots no rule in force uses.
+    pub fn reset_slots(&self, slots: &[u16]) -> Result<()> {
+        if slots.is_empty() {
+            return Ok(());
+        }
+        let mut maps = self.maps.lock_unpoisoned();
+        let cpus = nr_cpus()?;
+        for &slot in slots {
+            let i = u32::from(slot);
+            let zero = PerCpuValues::try_from(vec![CounterRepr::default(); cpus])
+                .map_err(|e| map_error("clearing a rule's counters", e))?;
+            maps.counters
+                .set(i, zero, 0)
+                .map_err(|e| map_error("clearing a rule's counters", e))?;
+            let zero = PerCpuValues::try_from(vec![PoliceCountRepr::default(); cpus])
+                .map_err(|e| map_error("clearing a rule's rate-limit counts", e))?;
+            maps.police_counts
+                .set(i, zero, 0)
+                .map_err(|e| map_error("clearing a rule's rate-limit counts", e))?;
+            maps.limits.remove(&slot);
+        }
+        let stale = |k: &SourceKeyRepr| slots.contains(&(k.rule as u16));
+        if let Some(table) = maps.source_buckets.as_mut() {
+            let keys = keys_where(table.keys(), stale, "reading the per-source buckets")?;
+            for k in keys {
+                let _ = table.remove(&k);
+            }
+        }
+        if let Some(table) = maps.blocked.as_mut() {
+            let keys = keys_where(table.keys(), stale, "reading the blocked sources")?;
+            for k in keys {
+                let _ = table.remove(&k);
+            }
+        }
         Ok(())
     }
 
     /// What each rule's rate limit did, in rule order (zeros for a rule without one).
     pub fn police_counters(&self) -> Result<Vec<PoliceCount>> {
         let maps = self.maps.lock_unpoisoned();
-        (0..maps.installed as u32)
-            .map(|i| {
+        maps.slots
+            .iter()
+            .map(|&slot| {
                 let per_cpu = maps
                     .police_counts
-                    .get(&i, 0)
+                    .get(&u32::from(slot), 0)
                     .map_err(|e| map_error("reading the rate limits' counters", e))?;
                 Ok(per_cpu
                     .iter()
@@ -450,6 +528,7 @@ impl XdpFilter {
     pub fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>> {
         let mut maps = self.maps.lock_unpoisoned();
         let limits = maps.limits.clone();
+        let slots = maps.slots.clone();
         let Some(table) = maps.blocked.as_mut() else {
             return Ok(Vec::new());
         };
@@ -466,9 +545,13 @@ impl XdpFilter {
                 let _ = table.remove(&key);
                 continue;
             }
+            // A block of a rule no longer in force: left to run out.
+            let Some(rule) = slots.iter().position(|&s| u32::from(s) == key.rule) else {
+                continue;
+            };
             out.push(BlockedSource {
-                rule: key.rule as usize,
-                source: source_prefix(&key, limits.get(key.rule as usize).and_then(Option::as_ref)),
+                rule,
+                source: source_prefix(&key, limits.get(&(key.rule as u16))),
                 drops: b.drops,
                 left_ns: b.until - now_ns,
             });
@@ -603,41 +686,92 @@ impl XdpFilter {
 
     /// ARP packets from the monitored targets that arrived here (a sign of life).
     pub fn arp_alive_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::ArpAlive.index())
+        self.maps.lock_unpoisoned().read(Slot::ArpAlive.counter())
     }
 
     /// Packets the filter could not classify, whatever it then did with them.
     pub fn unclassifiable_counter(&self) -> Result<RuleCounter> {
         self.maps
             .lock_unpoisoned()
-            .read(Slot::Unclassifiable.index())
+            .read(Slot::Unclassifiable.counter())
     }
 
     /// IPv6 packets with extension headers, which the filter sends to user space undecided
     /// (their protocol and ports lie behind a chain it does not walk).
     pub fn undecided_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::Undecided.index())
+        self.maps.lock_unpoisoned().read(Slot::Undecided.counter())
     }
 
     /// Packets a `forward` rule would have sent on in XDP whose TCP or UDP checksum was partial:
     /// the filter sends them to user space, which finishes the checksum.
     pub fn partial_checksum_counter(&self) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(Slot::PartialCsum.index())
+        self.maps
+            .lock_unpoisoned()
+            .read(Slot::PartialCsum.counter())
     }
 
     /// The counter of `slot`: every counter the filter keeps beside its rules (the named
     /// ones above are among these).
     pub fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {
-        self.maps.lock_unpoisoned().read(slot.index())
+        self.maps.lock_unpoisoned().read(slot.counter())
     }
 
     /// Packets and bytes per rule, in rule order, then the default action's as the last entry.
     pub fn rule_counters(&self) -> Result<Vec<RuleCounter>> {
         let maps = self.maps.lock_unpoisoned();
-        let mut out = (0..maps.installed as u32)
-            .map(|i| maps.read(i))
+        let mut out = maps
+            .slots
+            .iter()
+            .map(|&slot| maps.read(u32::from(slot)))
             .collect::<Result<Vec<_>>>()?;
-        out.push(maps.read(Slot::Default.index())?);
+        out.push(maps.read(Slot::Default.counter())?);
         Ok(out)
     }
+}
+
+/// The keys `keys` yields that `wanted` accepts.
+fn keys_where<E: std::error::Error>(
+    keys: impl Iterator<Item = std::result::Result<SourceKeyRepr, E>>,
+    wanted: impl Fn(&SourceKeyRepr) -> bool,
+    what: &'static str,
+) -> Result<Vec<SourceKeyRepr>> {
+    let mut out = Vec::new();
+    for k in keys {
+        let k = k.map_err(|e| map_error(what, e))?;
+        if wanted(&k) {
+            out.push(k);
+        }
+    }
+    Ok(out)
+}
+
+/// The CPUs per-CPU maps hold a value for.
+fn nr_cpus() -> Result<usize> {
+    aya::util::nr_cpus().map_err(|(_, e)| map_error("counting the CPUs", e))
+}
+
+/// `rules` with each in the slot of its index.
+fn in_order(rules: &[KernelRule]) -> Vec<KernelRule> {
+    let mut rules = rules.to_vec();
+    for (i, r) in rules.iter_mut().enumerate() {
+        r.slot = i as u16;
+    }
+    rules
+}
+
+/// Refuses rules whose slots are out of range or shared.
+fn check_slots(rules: &[KernelRule]) -> Result<()> {
+    let mut seen = vec![false; crate::abi::RULE_SLOTS];
+    for r in rules {
+        match seen.get_mut(usize::from(r.slot)) {
+            Some(s) if !*s => *s = true,
+            _ => {
+                return Err(Error::Filter {
+                    what: "updating the filter's rules",
+                    reason: format!("rule slot {} is out of range or given twice", r.slot),
+                })
+            }
+        }
+    }
+    Ok(())
 }

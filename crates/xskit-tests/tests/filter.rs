@@ -852,6 +852,62 @@ mod split {
         );
     }
 
+    /// A rule's state is its slot's: a per-source block stays with a rate limit that moves
+    /// down the list in its slot, and a rule new to a slot, cleared, starts afresh, whether
+    /// the slot was never used or held that block.
+    #[test]
+    fn a_rules_state_stays_in_its_slot_and_a_cleared_slot_starts_afresh() {
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let f = frame((1, 0, 0, 0, 0, 1, true));
+        let limit = format!(
+            "[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\naction = \"rate-limit\"\n\
+             rate = \"8bps\"\nburst = {}\nper = \"source/24\"\nblock = \"60s\"\n",
+            2 * f.len()
+        );
+        let other = "[[rule]]\nname = \"other\"\nprotocol = \"tcp\"\naction = \"drop\"\n";
+        // Installs `text`'s rules with their state in `slots`, default pass.
+        let put = |text: &str, slots: &[u16]| {
+            let rs = RuleSet::from_toml(&format!("default = \"pass\"\n{text}")).unwrap();
+            let share = rs.kernel_share(false);
+            let (rules, default) = share.kernel_rules().unwrap();
+            let rules: Vec<_> = rules
+                .into_iter()
+                .zip(slots)
+                .map(|(r, &s)| r.in_slot(s))
+                .collect();
+            program
+                .set_limits_in_slots(&rules, &share.kernel_limits())
+                .unwrap();
+            program.set_rules_in_slots(&rules, None, default).unwrap();
+        };
+        let verdicts = |n: usize| -> Vec<u32> {
+            (0..n)
+                .map(|_| program.program().test_run(&f).unwrap())
+                .collect()
+        };
+        put(&limit, &[5]);
+        assert_eq!(verdicts(3), [4, 4, 1], "the burst, then over: blocked");
+        put(&format!("{other}{limit}"), &[6, 5]);
+        assert_eq!(verdicts(1), [1], "still blocked where the rule moved");
+        let count = program.police_counters().unwrap()[1];
+        assert_eq!((count.blocks, count.blocked), (1, 1), "{count:?}");
+        program.reset_slots(&[9]).unwrap();
+        put(&limit, &[9]);
+        assert_eq!(verdicts(1), [4], "a slot never used: a full bucket");
+        program.reset_slots(&[5]).unwrap();
+        put(&format!("{limit}{other}"), &[5, 6]);
+        assert_eq!(verdicts(3), [4, 4, 1], "slot 5 cleared: its block gone");
+        // Within the rate, frames go up to user space (counted apart); the one drop here.
+        assert_eq!(
+            program.rule_counters().unwrap()[0].packets,
+            1,
+            "the rule new to slot 5 counted from zero"
+        );
+    }
+
     /// (family, L4, source port index, damage) for IPv4 and IPv6, UDP, TCP and ICMP, every
     /// flag set or ICMP type, and no VLAN tag or one (damage 8: a tag of VLAN 5).
     fn frame_shapes() -> Vec<(usize, usize, usize, usize)> {

@@ -106,8 +106,12 @@ impl<'a> KernelShare<'a> {
             .rules
             .rules()
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 let mut k = r.matcher.kernel_rule(self.kernel_action(r.verdict()))?;
+                // Each rule its own slot, in order: a forwarder whose rules change gives a
+                // rule the slot it had by name instead (KernelRule::slot).
+                k.slot = i as u16;
                 k.police = match (&r.rate, &r.per_source) {
                     (None, _) => Police::None,
                     (Some(_), None) => Police::Rule,

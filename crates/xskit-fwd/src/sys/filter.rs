@@ -39,6 +39,18 @@ pub struct KernelRule {
     pub(crate) spset: u8,
     /// The destination port set's, likewise.
     pub(crate) dpset: u8,
+    /// Where the rule's state is kept (counter, rate limit, per-source keys), below
+    /// [`crate::abi::RULE_SLOTS`]: a rule keeps its slot by name when the rules change.
+    pub(crate) slot: u16,
+    pub(crate) pad: u16,
+}
+
+impl KernelRule {
+    /// This rule with its state kept in `slot`, for [`crate::filter::XdpFilter::set_rules_in_slots`].
+    pub fn in_slot(mut self, slot: u16) -> Self {
+        self.slot = slot;
+        self
+    }
 }
 
 /// `struct config`.
@@ -398,6 +410,8 @@ mod tests {
                 ("tcp_value", offset_of!(KernelRule, tcp_value)),
                 ("icmp_type", offset_of!(KernelRule, icmp_type)),
                 ("icmp_code", offset_of!(KernelRule, icmp_code)),
+                ("slot", offset_of!(KernelRule, slot)),
+                ("pad", offset_of!(KernelRule, pad)),
                 ("police", offset_of!(KernelRule, police)),
                 ("vlan", offset_of!(KernelRule, vlan)),
                 ("len_lo", offset_of!(KernelRule, len_lo)),
@@ -458,8 +472,8 @@ mod tests {
                 ("drops", offset_of!(BlockedRepr, drops)),
             ],
         );
-        assert_eq!(btf.max_entries["policers"], crate::MAX_RULES);
-        assert_eq!(btf.max_entries["police_counts"], crate::MAX_RULES);
+        assert_eq!(btf.max_entries["policers"], crate::abi::RULE_SLOTS);
+        assert_eq!(btf.max_entries["police_counts"], crate::abi::RULE_SLOTS);
     }
 
     #[test]
