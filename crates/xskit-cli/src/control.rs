@@ -6,7 +6,9 @@
 //!   closing the oldest one still waiting for a request (told why); a well-behaved client
 //!   asks as soon as it connects and is answered in microseconds, so it is never the oldest.
 //! - A client that sends nothing for [`IDLE`] is closed; a request line is at most
-//!   [`MAX_REQUEST`] bytes (a longer one is refused and its connection closed).
+//!   [`MAX_REQUEST`] bytes (a longer one is refused and its connection closed), but for an
+//!   `apply`'s, read [`BIG_READS`] at a time up to [`MAX_APPLY_REQUEST`]. An apply waits for
+//!   the forwarder off the loop, on one of its few blocking threads.
 //! - The socket is its owner's alone (mode 0600), or its group's too with `--control-group`
 //!   (0660); the file goes when the forwarder does.
 
@@ -21,7 +23,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::oneshot;
-use xskit_fwd::control::{respond, Response, MAX_REQUEST};
+use xskit_fwd::control::{asks_apply, respond, Response, MAX_APPLY_REQUEST, MAX_REQUEST};
+use xskit_fwd::RuleChanger;
 
 use crate::serve::EventLoop;
 
@@ -30,8 +33,20 @@ pub(crate) const MAX_CLIENTS: usize = 64;
 /// How long a connection may wait before its next request.
 pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
-/// The forwarder's last interval line, what `status` answers.
-type Latest = Arc<Mutex<Option<Value>>>;
+/// Request lines longer than [`MAX_REQUEST`] read at once at most (memory: each up to
+/// [`MAX_APPLY_REQUEST`]).
+pub(crate) const BIG_READS: usize = 2;
+
+/// What every connection answers from.
+struct Shared {
+    /// The forwarder's last interval line, what `status` answers.
+    latest: Mutex<Option<Value>>,
+    /// What applies rules, once the forwarder runs.
+    changer: Mutex<Option<RuleChanger>>,
+    big_reads: tokio::sync::Semaphore,
+}
+
+type Latest = Arc<Shared>;
 
 /// The open connections waiting for a request, oldest first: each one's number and what
 /// closes it.
@@ -61,7 +76,11 @@ impl ControlServer {
         let inode = std::fs::metadata(path)?.ino();
         listener.set_nonblocking(true)?;
         let listener = events.enter(|| UnixListener::from_std(listener))?;
-        let latest = Latest::default();
+        let latest = Arc::new(Shared {
+            latest: Mutex::new(None),
+            changer: Mutex::new(None),
+            big_reads: tokio::sync::Semaphore::new(BIG_READS),
+        });
         events.spawn(accept_all(listener, Arc::clone(&latest)));
         Ok(ControlServer {
             path: path.to_path_buf(),
@@ -77,7 +96,20 @@ impl ControlServer {
 
     /// Makes `line` (an interval line, as `--json-lines` prints it) what `status` answers.
     pub(crate) fn publish(&self, line: Value) {
-        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = Some(line);
+        *self
+            .latest
+            .latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(line);
+    }
+
+    /// Takes applies from now on, through `changer`.
+    pub(crate) fn take_applies(&self, changer: RuleChanger) {
+        *self
+            .latest
+            .changer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(changer);
     }
 }
 
@@ -156,10 +188,8 @@ async fn serve(stream: UnixStream, latest: Latest, mut closed: oneshot::Receiver
     let mut read = BufReader::new(read);
     loop {
         let mut line = Vec::new();
-        // Bounded, and what follows the line stays in `read` for the next request.
-        let mut limited = (&mut read).take(MAX_REQUEST as u64);
         let got = tokio::select! {
-            got = tokio::time::timeout(IDLE, limited.read_until(b'\n', &mut line)) => got,
+            got = read_request(&mut read, &mut line, &latest) => got,
             _ = &mut closed => {
                 let refusal = Response::refusal(format!(
                     "closed to make room: {MAX_CLIENTS} connections were open"
@@ -168,25 +198,99 @@ async fn serve(stream: UnixStream, latest: Latest, mut closed: oneshot::Receiver
                 return;
             }
         };
-        let whole = match got {
-            Ok(Ok(n)) if n > 0 => line.ends_with(b"\n"),
-            _ => return,
+        let answer = match got {
+            Ok(true) => answer(line, &latest).await,
+            Ok(false) => return,
+            Err(refusal) => refusal,
         };
-        let answer = if whole {
-            let latest = latest
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            respond(&line, latest.as_ref())
-        } else {
-            Response::refusal(format!(
-                "a request is one line of at most {MAX_REQUEST} bytes"
-            ))
-        };
+        let whole = answer
+            .error
+            .as_deref()
+            .is_none_or(|e| !e.starts_with(TOO_LONG));
         let sent = tokio::time::timeout(IDLE, write.write_all(answer.to_line().as_bytes())).await;
         if !whole || !matches!(sent, Ok(Ok(()))) {
             return;
         }
+    }
+}
+
+/// How a refusal of an over-long request starts.
+const TOO_LONG: &str = "a request is one line of at most";
+
+/// Reads one request line into `line`, bounded (what follows stays in `read` for the next
+/// request): true with a whole line, false at the end or when idle for too long; a refusal
+/// for a line too long.
+async fn read_request(
+    read: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    line: &mut Vec<u8>,
+    shared: &Shared,
+) -> std::result::Result<bool, Response> {
+    let too_long = |max: usize| Response::refusal(format!("{TOO_LONG} {max} bytes"));
+    let mut limited = (&mut *read).take(MAX_REQUEST as u64);
+    match tokio::time::timeout(IDLE, limited.read_until(b'\n', line)).await {
+        Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Ok(false),
+        Ok(Ok(_)) if line.ends_with(b"\n") => return Ok(true),
+        Ok(Ok(n)) if n < MAX_REQUEST => return Ok(false),
+        Ok(Ok(_)) => {}
+    }
+    // Longer than a short request: only an apply's rules may be (its "command" comes before
+    // its "rules"), read a few at a time.
+    if !line.windows(7).any(|w| w == b"\"apply\"") {
+        return Err(too_long(MAX_REQUEST));
+    }
+    let Ok(_permit) = shared.big_reads.try_acquire() else {
+        return Err(Response::refusal(format!(
+            "{TOO_LONG} {MAX_REQUEST} bytes while other long requests are read: try again"
+        )));
+    };
+    let rest = (MAX_APPLY_REQUEST - MAX_REQUEST) as u64;
+    let mut limited = (&mut *read).take(rest);
+    match tokio::time::timeout(IDLE, limited.read_until(b'\n', line)).await {
+        Ok(Ok(_)) if line.ends_with(b"\n") => Ok(true),
+        Ok(Ok(n)) if n as u64 == rest => Err(too_long(MAX_APPLY_REQUEST)),
+        _ => Ok(false),
+    }
+}
+
+/// The answer to the request `line`; an apply is waited for off the event loop.
+async fn answer(line: Vec<u8>, shared: &Arc<Shared>) -> Response {
+    let latest = shared
+        .latest
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if !asks_apply(&line) {
+        return respond(&line, latest.as_ref(), None);
+    }
+    let changer = shared
+        .changer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let applied = tokio::task::spawn_blocking(move || {
+        let answer = respond(&line, latest.as_ref(), changer.as_ref());
+        note_apply(&answer);
+        answer
+    });
+    applied
+        .await
+        .unwrap_or_else(|e| Response::refusal(format!("the apply failed: {e}")))
+}
+
+/// Says on the forwarder's standard error what an apply over the socket did.
+fn note_apply(answer: &Response) {
+    match (&answer.result, &answer.error) {
+        (Some(r), _) => note!(
+            "xskit fwd: rules applied over the control socket: generation {}, {} rules ({} kept \
+             with their counters, {} new, {} gone)",
+            r["generation"],
+            r["rules"],
+            r["kept"],
+            r["added"],
+            r["removed"]
+        ),
+        (None, Some(e)) => note!("xskit fwd: an apply over the control socket refused: {e}"),
+        (None, None) => {}
     }
 }
 

@@ -12,10 +12,15 @@ use crate::opts::thousands;
 
 #[derive(Args, Debug)]
 pub(crate) struct CtlArgs {
-    /// What to ask: status (the counters as of the forwarder's last interval) or rules (each
-    /// rule with its counters).
+    /// What to ask: status (the counters as of the forwarder's last interval), rules (each
+    /// rule with its counters) or apply FILE (put the rules in FILE in force, whole, or
+    /// refuse them with the running rules untouched; rules that keep their name keep their
+    /// counters and rate-limit state; sets that read a file are kept as they run).
     #[arg(value_enum)]
     verb: Verb,
+    /// For apply: the rules file, read here and sent (the forwarder opens no path for it).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
     /// The forwarder's control socket [default: the one in /run/xskit of the forwarder in
     /// this network namespace, on the interfaces given with -i]
     #[arg(long, value_name = "PATH")]
@@ -26,34 +31,48 @@ pub(crate) struct CtlArgs {
     /// Print the answer as JSON (the protocol's `result`).
     #[arg(long)]
     json: bool,
-    /// How long to wait for the answer, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    timeout: f64,
+    /// How long to wait for the answer, in seconds [default: 5; for apply, as long as the
+    /// forwarder may take, 35]
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Verb {
     Status,
     Rules,
+    Apply,
 }
 
 pub(crate) fn run(args: &CtlArgs) -> Result<i32> {
-    if !(args.timeout > 0.0 && args.timeout < 1e6) {
-        bail!(
-            "--timeout {} must be a positive number of seconds",
-            args.timeout
-        );
+    let timeout = args.timeout.unwrap_or(match args.verb {
+        Verb::Apply => xskit_fwd::control::APPLY_TIMEOUT.as_secs_f64() + 5.0,
+        _ => 5.0,
+    });
+    if !(timeout > 0.0 && timeout < 1e6) {
+        bail!("--timeout {timeout} must be a positive number of seconds");
     }
+    let rules = match (args.verb, &args.file) {
+        (Verb::Apply, Some(file)) => Some((file, read_rules(file)?)),
+        (Verb::Apply, None) => bail!("apply needs the rules file: xskit ctl apply FILE"),
+        (_, Some(file)) => bail!(
+            "{}: only apply takes a file (xskit ctl apply FILE)",
+            file.display()
+        ),
+        (_, None) => None,
+    };
     let path = match &args.socket {
         Some(p) => p.clone(),
         None => find_socket(&args.interfaces)?,
     };
-    let mut client = Client::connect(&path, Duration::from_secs_f64(args.timeout))?;
-    let command = match args.verb {
-        Verb::Status => Command::Status,
-        Verb::Rules => Command::Rules,
+    let mut client = Client::connect(&path, Duration::from_secs_f64(timeout))?;
+    let result = match (args.verb, rules) {
+        (Verb::Apply, Some((file, text))) => client
+            .apply(text)
+            .with_context(|| format!("applying {}", file.display()))?,
+        (Verb::Rules, _) => client.call(Command::Rules)?,
+        _ => client.call(Command::Status)?,
     };
-    let result = client.call(command)?;
     if args.json {
         out!("{}", serde_json::to_string(&result)?);
         return Ok(0);
@@ -61,8 +80,22 @@ pub(crate) fn run(args: &CtlArgs) -> Result<i32> {
     match args.verb {
         Verb::Status => print_status(&result),
         Verb::Rules => print_rules(&result["rules"]),
+        Verb::Apply => out!(
+            "applied: generation {}, {} rules ({} kept with their counters, {} new, {} gone)",
+            result["generation"],
+            result["rules"],
+            result["kept"],
+            result["added"],
+            result["removed"]
+        ),
     }
     Ok(0)
+}
+
+/// The rules file's text, as the forwarder would read it: a regular file of UTF-8, bounded.
+fn read_rules(file: &std::path::Path) -> Result<String> {
+    xskit_fwd::text_file::read_bounded(file, xskit_fwd::text_file::MAX_RULES_FILE_BYTES)
+        .with_context(|| format!("reading the rules to apply, {}", file.display()))
 }
 
 /// The control socket of the one forwarder in this network namespace (on `interfaces`, when
@@ -144,7 +177,10 @@ fn print_status(status: &Value) {
         );
     }
     let rules = counters["rules"].as_array().map_or(0, Vec::len);
-    out!("{rules} rules (xskit ctl rules lists them)");
+    out!(
+        "{rules} rules, generation {} (xskit ctl rules lists them)",
+        counters["rules_generation"]
+    );
 }
 
 fn print_rules(rules: &Value) {

@@ -777,7 +777,8 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         return Ok(0);
     };
     let stop = stop_flag()?;
-    let hangup = hangup_flag()?;
+    // Taken from here on, so that a SIGHUP before the forwarder runs does not end it.
+    let hangups = hangups()?;
     let group = control_group(args)?;
     let mut live = args.run.live("fwd")?;
     // Before anything is attached: a --control path that cannot be served stops it here.
@@ -789,6 +790,14 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
             args.interfaces.join(" and ")
         ))
     })?;
+    if let Some(control) = &control {
+        control.take_applies(forwarder.rule_changer());
+    }
+    Reload {
+        path: args.rules.clone(),
+        changer: forwarder.rule_changer(),
+    }
+    .on_every(hangups);
     let header = header(args, &forwarder);
     live.announce(&header);
     announce_control(control.as_ref(), no_control);
@@ -804,13 +813,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     }
     let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
     let warnings = forwarder.warnings().to_vec();
-    let report = forward(
-        args,
-        forwarder,
-        (&stop, &hangup),
-        interval,
-        (&live, control.as_ref()),
-    )?;
+    let report = forward(args, forwarder, &stop, interval, (&live, control.as_ref()))?;
     crate::service::stopping();
     let captured = finish_capture(args, capture)?;
     if args.run.json_output() {
@@ -1066,13 +1069,60 @@ fn start_capture(
     Ok(Some(capture))
 }
 
-/// Set by SIGHUP, which would otherwise end the forwarder without its summary: an operator
-/// sends it to reload, and is told instead that the rules are read at start.
-fn hangup_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())
-        .context("installing a signal handler")?;
-    Ok(flag)
+/// SIGHUP, which would otherwise end the forwarder without its summary: each asks for the
+/// rules file to be read again ([`Reload`]).
+fn hangups() -> Result<signal_hook::iterator::Signals> {
+    signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+        .context("installing a signal handler")
+}
+
+/// What SIGHUP does: `--rules` read again and applied, as `xskit ctl apply` does, on a
+/// thread of its own (the forwarder's supervisor, which answers applies, must not wait on
+/// it); signals that come during a reload make one more after it.
+struct Reload {
+    path: Option<std::path::PathBuf>,
+    changer: xskit_fwd::RuleChanger,
+}
+
+impl Reload {
+    /// Reloads on each of `hangups`, on a thread of its own for as long as the process
+    /// lives (after the forwarder stops, a reload is refused, saying so).
+    fn on_every(self, mut hangups: signal_hook::iterator::Signals) {
+        std::thread::spawn(move || {
+            for _ in hangups.forever() {
+                self.reload();
+            }
+        });
+    }
+
+    /// Reads the rules file again and applies it, saying what it did.
+    fn reload(&self) {
+        let Some(path) = &self.path else {
+            note!("xskit fwd: SIGHUP: no --rules file to read again; forwarding goes on as it was");
+            return;
+        };
+        let applied = load_rules(path).and_then(|rules| {
+            self.changer
+                .apply(rules, xskit_fwd::control::APPLY_TIMEOUT)
+                .map_err(anyhow::Error::from)
+        });
+        match applied {
+            Ok(a) => note!(
+                "xskit fwd: SIGHUP: {} applied: generation {}, {} rules ({} kept with their \
+                     counters, {} new, {} gone)",
+                path.display(),
+                a.generation,
+                a.rules,
+                a.kept,
+                a.added,
+                a.removed
+            ),
+            Err(e) => note!(
+                "xskit fwd: SIGHUP: {} refused, the running rules stand: {e:#}",
+                path.display()
+            ),
+        }
+    }
 }
 
 /// Says where the control socket is, or why there is none.
@@ -1146,10 +1196,7 @@ fn start_control(
 fn forward(
     args: &FwdArgs,
     forwarder: Forwarder,
-    (stop, hangup): (
-        &std::sync::atomic::AtomicBool,
-        &std::sync::atomic::AtomicBool,
-    ),
+    stop: &std::sync::atomic::AtomicBool,
     interval: std::time::Duration,
     (live, control): (&crate::opts::Live, Option<&ControlServer>),
 ) -> Result<Report> {
@@ -1162,12 +1209,6 @@ fn forward(
         .run(stop, interval, |c| {
             state.write(c);
             live.tick(c);
-            if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                note!(
-                    "xskit fwd: SIGHUP: the rules are read only at start for now; forwarding goes \
-                     on with the rules it has (restart to change them)"
-                );
-            }
             if let Some(control) = control {
                 if let Ok(line) = live.interval_line(c) {
                     control.publish(line);

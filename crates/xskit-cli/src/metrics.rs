@@ -41,6 +41,7 @@ const GAUGES: &[&str] = &[
     "flows",
     "schema_version",
     "blocked_now",
+    "rules_generation",
     "elements",
     "expired",
 ];

@@ -19,7 +19,9 @@ pub(crate) struct EventLoop {
 impl EventLoop {
     /// Starts the loop on a thread named `name`.
     pub(crate) fn start(name: &str) -> std::io::Result<EventLoop> {
+        // Few blocking threads: only a control socket's applies wait on them.
         let runtime = Builder::new_current_thread()
+            .max_blocking_threads(2)
             .enable_io()
             .enable_time()
             .build()?;

@@ -341,24 +341,171 @@ fn a_control_path_that_cannot_be_served_is_refused_before_anything_is_attached()
     );
 }
 
-/// SIGHUP, which an operator sends to reload, does not end the forwarder: it says that the
-/// rules are read at start and goes on forwarding, and stops with its summary on SIGINT.
+/// Rules that drop UDP port 8, keep drop-7 and forward port 9 by a rule of their own.
+const RULES_B: &str = "[[rule]]\nname = \"drop-8\"\nprotocol = \"udp\"\ndst_port = 8\n\
+     action = \"drop\"\n[[rule]]\nname = \"drop-7\"\nprotocol = \"udp\"\ndst_port = 7\n\
+     action = \"drop\"\n[[rule]]\nname = \"fwd-9\"\nprotocol = \"udp\"\ndst_port = 9\n\
+     action = \"forward\"\n";
+
+/// `n` probes from a to c's UDP `port` at `rate` a second, through the forwarder, started.
+fn probes_to(chain: &Chain, port: &str, n: &str, rate: &str) -> std::process::Child {
+    let (mac, src, dst) = (
+        mac(&chain.c),
+        chain.a.ip.to_string(),
+        chain.c.ip.to_string(),
+    );
+    let mut args = vec!["gen", "-i", &chain.a.ifname, "--dst-mac", &mac];
+    args.extend(["--src-ip", &src, "--dst-ip", &dst, "--dst-port", port]);
+    args.extend(["-n", n, "-r", rate]);
+    chain
+        .a
+        .ns
+        .command(XSKIT)
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The generation of the rules in an interval line.
+fn generation(line: &serde_json::Value) -> u64 {
+    line["counters"]["rules_generation"].as_u64().unwrap_or(0)
+}
+
+/// `ctl apply` of a file with a mistake fails naming the file and line, and says the
+/// running rules stand.
+fn refuses_a_mistake(chain: &Chain, dir: &RunDir) {
+    // A mistake: refused with its file and line, the rules in force as they were.
+    let bad = RulesFile::new(
+        "[[rule]]\nname = \"x\"\nprotocol = \"udp\"\ndst_port = \"9-x\"\naction = \"drop\"\n",
+    );
+    let refused = ctl(&chain.m_a, dir, &["apply", bad.path()]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains(bad.path()) && said.contains("line 4") && said.contains("rules stand"),
+        "{said}"
+    );
+}
+
+/// `xskit ctl apply` changes the rules under a stream of probes that both sets forward, and
+/// not one is lost; a rule that keeps its name keeps its counts; a file with a mistake is
+/// refused naming its line, the running rules untouched.
 #[test]
-fn sighup_leaves_the_forwarder_running_and_says_why() {
+fn ctl_apply_changes_the_rules_whole_and_loses_no_probe() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("apply");
+    let (a, b) = (RulesFile::new(RULES), RulesFile::new(RULES_B));
+    let mut fwd = start_fwd_in(&chain, &dir, &["--rules", a.path()]);
+    ok(&probes_to(&chain, "7", "300", "10000")
+        .wait_with_output()
+        .unwrap());
+    let dropped = fwd.wait(Duration::from_secs(60), |l| {
+        rule(l, "drop-7")["packets"] == 300
+    });
+    assert!(dropped.is_some(), "{}", fwd.last());
+    let stream = 10_000u64;
+    let receiver = recv(&chain.c, &["-n", &stream.to_string(), "-d", "60"]);
+    let sender = probes_to(&chain, "9", &stream.to_string(), "2000");
+    let flowing = fwd.wait(Duration::from_secs(60), |l| {
+        rule(l, "default")["packets"].as_u64() > Some(1_000)
+    });
+    assert!(flowing.is_some(), "{}", fwd.last());
+    let applied = json(&ctl(&chain.m_a, &dir, &["apply", b.path(), "--json"]));
+    assert_eq!(
+        (
+            &applied["generation"],
+            &applied["kept"],
+            &applied["added"],
+            &applied["removed"]
+        ),
+        (&2.into(), &1.into(), &2.into(), &0.into()),
+        "{applied}"
+    );
+    let b_runs = fwd.wait(Duration::from_secs(60), |l| {
+        generation(l) == 2 && rule(l, "fwd-9")["packets"].as_u64() > Some(500)
+    });
+    assert!(b_runs.is_some(), "{}", fwd.last());
+    assert_eq!(
+        rule(fwd.last(), "drop-7")["packets"],
+        300,
+        "kept its count: {}",
+        fwd.last()
+    );
+    let back = ok(&ctl(&chain.m_a, &dir, &["apply", a.path()]));
+    assert!(back.contains("generation 3"), "{back}");
+    let sent = sender.wait_with_output().unwrap();
+    assert!(sent.status.success(), "{sent:?}");
+    let r = json_of(receiver.take());
+    assert_eq!(
+        r["valid"], stream,
+        "every probe of the stream crossed both applies: {r}"
+    );
+    // B again: port 8 dropped by a rule new again, counted from zero.
+    ok(&ctl(&chain.m_a, &dir, &["apply", b.path()]));
+    ok(&probes_to(&chain, "8", "100", "10000")
+        .wait_with_output()
+        .unwrap());
+    let eight = fwd.wait(Duration::from_secs(60), |l| {
+        generation(l) == 4 && rule(l, "drop-8")["packets"] == 100
+    });
+    assert!(eight.is_some(), "B drops port 8: {}", fwd.last());
+    refuses_a_mistake(&chain, &dir);
+    fwd.wait(Duration::from_secs(60), |_| true);
+    let status = json(&ctl(&chain.m_a, &dir, &["status", "--json"]));
+    assert_eq!(generation(&status), 4, "{status}");
+    let summary = stop_live_fwd(fwd);
+    let names: Vec<&str> = summary["counters"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["drop-8", "drop-7", "fwd-9", "default"], "{summary}");
+    assert_eq!(rule(&summary, "drop-7")["packets"], 300, "{summary}");
+}
+
+/// SIGHUP reads the rules file again and applies it, as `ctl apply` does; a file with a
+/// mistake is refused, saying so, and the forwarder goes on with the rules it has.
+#[test]
+fn sighup_applies_the_rules_file_again() {
     if !privileged() {
         return;
     }
     let chain = Chain::new().unwrap();
     let dir = RunDir::new("hangup");
-    let (mut fwd, said) = start_fwd_saying(&chain, &dir, &[]);
+    let file = RulesFile::new(RULES);
+    let (mut fwd, said) = start_fwd_saying(&chain, &dir, &["--rules", file.path()]);
     fwd.wait(Duration::from_secs(60), |_| true);
-    let hup = Command::new("kill")
-        .args(["-HUP", &fwd.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(hup.success());
+    let hup = |fwd: &Live| {
+        let sent = Command::new("kill")
+            .args(["-HUP", &fwd.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    std::fs::write(file.path(), RULES_B).unwrap();
+    hup(&fwd);
+    let reloaded = fwd.wait(Duration::from_secs(60), |l| {
+        generation(l) == 2 && rule(l, "drop-8")["packets"] == 0
+    });
+    assert!(
+        reloaded.is_some(),
+        "{}\n{}",
+        fwd.last(),
+        said.lock().unwrap()
+    );
+    std::fs::write(file.path(), "[[rule]]\nname = \"x\"\naction = \"nope\"\n").unwrap();
+    hup(&fwd);
     let noted = xskit_testbed::wait_for(Duration::from_secs(60), || {
-        said.lock().unwrap().contains("SIGHUP").then_some(())
+        said.lock()
+            .unwrap()
+            .contains("refused, the running rules stand")
+            .then_some(())
     });
     assert!(noted.is_some(), "{}", said.lock().unwrap());
     let after = fwd.last()["elapsed_s"].as_f64().unwrap();
@@ -366,6 +513,7 @@ fn sighup_leaves_the_forwarder_running_and_says_why() {
         line["elapsed_s"].as_f64().unwrap() > after
     });
     assert!(going_on.is_some(), "interval lines go on after SIGHUP");
+    assert_eq!(generation(fwd.last()), 2, "{}", fwd.last());
     let summary = stop_live_fwd(fwd);
     assert_eq!(summary["command"], "fwd", "{summary}");
 }

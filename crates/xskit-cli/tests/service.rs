@@ -66,6 +66,9 @@ fn the_unit_passes_systemd_analyze_and_gives_exactly_the_capabilities_xskit_need
     assert_eq!(unit_caps(&unit, "AmbientCapabilities"), needed);
     assert_eq!(unit_value(&unit, "Type"), "notify");
     assert_eq!(unit_value(&unit, "NoNewPrivileges"), "yes");
+    // systemctl reload is SIGHUP, which the forwarder takes as "apply --rules again"
+    // (ctl.rs tests it).
+    assert_eq!(unit_value(&unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
     // systemd-analyze checks that ExecStart's program exists: point it at the one built.
     let dir = TempDir::new("unit");
     let copy = dir.0.join("xskit-fwd@.service");

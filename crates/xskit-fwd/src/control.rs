@@ -16,8 +16,12 @@
 //! ```
 //!
 //! Commands: `status` (the forwarder's counters as its `--json-lines` interval lines show
-//! them, as of its last interval) and `rules` (its rules in order, then the unclassifiable
-//! rule, each with its counters). A request line is at most [`MAX_REQUEST`] bytes.
+//! them, as of its last interval), `rules` (its rules in order, then the unclassifiable
+//! rule, each with its counters) and `apply` (`"rules"` holds a rules file's text: put in
+//! force whole, or refused with the running rules untouched; sets that name a file are kept
+//! as they run, see [`crate::rules::RuleSet::from_toml_keeping_sets`]). A request line is at
+//! most [`MAX_REQUEST`] bytes; an apply's, whose `"command"` must come before its `"rules"`,
+//! at most [`MAX_APPLY_REQUEST`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -30,6 +34,10 @@ use serde::{Deserialize, Serialize};
 pub const VERSION: u32 = 1;
 /// The longest request line, its newline included.
 pub const MAX_REQUEST: usize = 64 * 1024;
+/// The longest `apply` line: a rules file of the most bytes there may be, each escaped.
+pub const MAX_APPLY_REQUEST: usize = 2 * crate::text_file::MAX_RULES_FILE_BYTES as usize + 4096;
+/// How long an apply may take before its asker is told it timed out.
+pub const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a client asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,21 +47,29 @@ pub enum Command {
     Status,
     /// The rules in order, then the unclassifiable rule, with their counters.
     Rules,
+    /// Put the rules in the request's `rules` in force.
+    Apply,
 }
 
 impl Command {
     /// Every command, as the protocol names them.
-    pub const ALL: [(&'static str, Command); 2] =
-        [("status", Command::Status), ("rules", Command::Rules)];
+    pub const ALL: [(&'static str, Command); 3] = [
+        ("status", Command::Status),
+        ("rules", Command::Rules),
+        ("apply", Command::Apply),
+    ];
 }
 
 /// A request line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     /// [`VERSION`].
     pub version: u32,
     /// What is asked.
     pub command: Command,
+    /// For `apply`: the rules file's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<String>,
 }
 
 impl Request {
@@ -62,6 +78,15 @@ impl Request {
         Request {
             version: VERSION,
             command,
+            rules: None,
+        }
+    }
+
+    /// A request to apply the rules file text `rules`.
+    pub fn apply(rules: String) -> Request {
+        Request {
+            rules: Some(rules),
+            ..Request::new(Command::Apply)
         }
     }
 }
@@ -130,10 +155,10 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     let Some(name) = name else {
         return Err(format!("no \"command\": the commands are {}", commands()));
     };
-    Command::ALL
+    let command = Command::ALL
         .iter()
         .find(|(n, _)| *n == name)
-        .map(|&(_, command)| Request::new(command))
+        .map(|&(_, command)| command)
         .ok_or_else(|| {
             let shown: String = name
                 .chars()
@@ -144,16 +169,54 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
                 "unknown command \"{shown}\": the commands are {}",
                 commands()
             )
-        })
+        })?;
+    if command != Command::Apply {
+        return Ok(Request::new(command));
+    }
+    match value.get("rules").and_then(serde_json::Value::as_str) {
+        Some(text) => Ok(Request::apply(text.to_string())),
+        None => Err("apply needs \"rules\": the rules file's text, as a string".into()),
+    }
+}
+
+/// Whether `line` asks for an apply (which waits on the forwarder: answer it off the event
+/// loop).
+pub fn asks_apply(line: &[u8]) -> bool {
+    parse_request(line).is_ok_and(|r| r.command == Command::Apply)
+}
+
+/// The answer to an apply.
+fn applied(result: crate::Result<crate::Applied>) -> Response {
+    match result {
+        Ok(a) => Response::answer(serde_json::json!({
+            "generation": a.generation,
+            "rules": a.rules,
+            "kept": a.kept,
+            "added": a.added,
+            "removed": a.removed,
+        })),
+        Err(e) => Response::refusal(format!("{e}; the running rules stand")),
+    }
 }
 
 /// The answer to `line` from a forwarder whose last interval line (what `--json-lines`
-/// prints) is `latest`, `None` before its first.
-pub fn respond(line: &[u8], latest: Option<&serde_json::Value>) -> Response {
+/// prints) is `latest`, `None` before its first, and whose rules `changer` changes (none:
+/// applies are refused). An apply waits for the forwarder, up to [`APPLY_TIMEOUT`].
+pub fn respond(
+    line: &[u8],
+    latest: Option<&serde_json::Value>,
+    changer: Option<&crate::RuleChanger>,
+) -> Response {
     let request = match parse_request(line) {
         Ok(r) => r,
         Err(e) => return Response::refusal(e),
     };
+    if let (Command::Apply, Some(text)) = (request.command, request.rules) {
+        return match changer {
+            Some(c) => applied(c.apply_text(text, APPLY_TIMEOUT)),
+            None => Response::refusal("this forwarder is not running yet: ask again in a second"),
+        };
+    }
     let Some(latest) = latest else {
         return Response::refusal("the forwarder has not counted yet: ask again in a second");
     };
@@ -163,8 +226,12 @@ pub fn respond(line: &[u8], latest: Option<&serde_json::Value>) -> Response {
             let counters = &latest["counters"];
             let mut rules = counters["rules"].as_array().cloned().unwrap_or_default();
             rules.extend(counters.get("unclassifiable").cloned());
-            Response::answer(serde_json::json!({ "rules": rules }))
+            Response::answer(serde_json::json!({
+                "generation": counters["rules_generation"],
+                "rules": rules,
+            }))
         }
+        Command::Apply => Response::refusal("apply needs \"rules\""),
     }
 }
 
@@ -256,11 +323,22 @@ impl Client {
 
     /// Sends `command` and returns its result.
     pub fn call(&mut self, command: Command) -> Result<serde_json::Value, ControlError> {
+        self.send(&Request::new(command))
+    }
+
+    /// Asks the forwarder to put the rules file text `rules` in force; returns what it did
+    /// (`generation`, `rules`, `kept`, `added`, `removed`).
+    pub fn apply(&mut self, rules: String) -> Result<serde_json::Value, ControlError> {
+        self.send(&Request::apply(rules))
+    }
+
+    /// Sends `request` and returns its result.
+    pub fn send(&mut self, request: &Request) -> Result<serde_json::Value, ControlError> {
         let io = |source| ControlError::Io {
             path: self.path.clone(),
             source,
         };
-        let mut line = serde_json::to_string(&Request::new(command)).unwrap_or_default();
+        let mut line = serde_json::to_string(request).unwrap_or_default();
         line.push('\n');
         self.stream
             .get_mut()
@@ -298,9 +376,17 @@ mod tests {
 
     #[test]
     fn status_answers_the_last_interval_and_rules_lists_every_rule() {
-        let status = respond(br#"{"version":1,"command":"status"}"#, Some(&latest()));
+        let status = respond(
+            br#"{"version":1,"command":"status"}"#,
+            Some(&latest()),
+            None,
+        );
         assert_eq!(status.result, Some(latest()));
-        let rules = respond(b"{\"version\":1,\"command\":\"rules\"}\n", Some(&latest()));
+        let rules = respond(
+            b"{\"version\":1,\"command\":\"rules\"}\n",
+            Some(&latest()),
+            None,
+        );
         let names: Vec<_> = rules.result.unwrap()["rules"]
             .as_array()
             .unwrap()
@@ -312,23 +398,38 @@ mod tests {
 
     #[test]
     fn bad_requests_are_refused_saying_what_is_wrong() {
-        let refused = |line: &[u8]| respond(line, Some(&latest())).error.unwrap();
+        let refused = |line: &[u8]| respond(line, Some(&latest()), None).error.unwrap();
         assert!(refused(b"\x00\xffgarbage").contains("not a JSON object"));
         assert!(refused(b"[1,2]").contains("protocol version none"));
         assert!(refused(br#"{"version":2,"command":"status"}"#).contains("speaks version 1"));
-        assert!(refused(br#"{"version":1}"#).contains("the commands are status, rules"));
+        assert!(refused(br#"{"version":1}"#).contains("the commands are status, rules, apply"));
         let odd = refused(br#"{"version":1,"command":"st\u001b[2Jats"}"#);
         assert!(
             odd.contains(r"st\u{1b}[2Jats") && !odd.contains('\u{1b}'),
             "{odd}"
         );
-        let none_yet = respond(br#"{"version":1,"command":"status"}"#, None);
+        let none_yet = respond(br#"{"version":1,"command":"status"}"#, None, None);
         assert!(none_yet.error.unwrap().contains("not counted yet"));
     }
 
     #[test]
+    fn an_apply_carries_its_rules_text_and_waits_for_a_running_forwarder() {
+        let line = serde_json::to_string(&Request::apply("default = \"drop\"\n".into())).unwrap();
+        assert!(asks_apply(line.as_bytes()), "{line}");
+        assert_eq!(
+            parse_request(line.as_bytes()).unwrap().rules.as_deref(),
+            Some("default = \"drop\"\n")
+        );
+        let no_rules = respond(br#"{"version":1,"command":"apply"}"#, None, None);
+        assert!(no_rules.error.unwrap().contains("apply needs \"rules\""));
+        let not_yet = respond(line.as_bytes(), Some(&latest()), None);
+        assert!(not_yet.error.unwrap().contains("not running yet"));
+        assert!(!asks_apply(br#"{"version":1,"command":"status"}"#));
+    }
+
+    #[test]
     fn answers_are_one_line_each() {
-        let line = respond(br#"{"version":1,"command":"rules"}"#, Some(&latest())).to_line();
+        let line = respond(br#"{"version":1,"command":"rules"}"#, Some(&latest()), None).to_line();
         assert_eq!(line.matches('\n').count(), 1);
         assert!(line.ends_with('\n'));
         let back: Response = serde_json::from_str(&line).unwrap();

@@ -108,6 +108,11 @@ impl PortCount {
 /// Counters at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
+    /// The generation of the rules in force: 1 for those the forwarder started with, one
+    /// more for each apply.
+    pub rules_generation: u64,
+    /// When it was put in force, in milliseconds since the Unix epoch.
+    pub rules_applied_timestamp_ms: u64,
     /// Per rule, in order, then the default.
     pub rules: Vec<RuleCount>,
     /// Packets that could not be classified (headers cut short or lying, too many VLAN tags

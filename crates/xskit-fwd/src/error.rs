@@ -223,6 +223,40 @@ pub enum Error {
         /// What the filter has.
         room: String,
     },
+    /// Rules to apply whose sets are not the running ones.
+    #[error(
+        "the new rules' sets ({wanted}) are not the running ones ({running}): an apply keeps \
+         the sets as they run (a set with timeouts never compares equal, as its elements' \
+         timers start when read); start the forwarder again to change a set"
+    )]
+    SetsChanged {
+        /// The running sets' names.
+        running: String,
+        /// The new rules'.
+        wanted: String,
+    },
+    /// Rules sent to a running forwarder with a mistake; the running rules stand.
+    #[error("the new rules, line {line}, column {column}: {message}")]
+    InvalidRules {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An apply asked while others wait.
+    #[error("the forwarder is still applying earlier rules: try again")]
+    ApplyBusy,
+    /// An apply that got no answer in time (it may still happen).
+    #[error("the forwarder did not answer within {seconds} s; its rules may still change: see `xskit ctl status`")]
+    ApplyTimedOut {
+        /// How long it waited.
+        seconds: f64,
+    },
+    /// An apply asked of a forwarder that has stopped.
+    #[error("the forwarder has stopped")]
+    ForwarderStopped,
     /// The UMEM's frames were taken before the forwarder could.
     #[error("the UMEM's frames were already taken: give the forwarder a UMEM of its own")]
     FramesTaken,

@@ -113,6 +113,10 @@ fn queue_sides<K: Kernel>(
     })
 }
 
+mod apply;
+
+pub use apply::{Applied, Generation, RuleChanger};
+
 /// A forwarder, set up and ready to run.
 pub struct Forwarder(Forwarding<RealKernel>);
 
@@ -178,6 +182,18 @@ impl Forwarder {
         self.0.counters()
     }
 
+    /// What changes the rules while [`Forwarder::run`] runs: each apply is answered between
+    /// the supervisor's looks (within about 10 ms, plus the writing).
+    pub fn rule_changer(&self) -> RuleChanger {
+        RuleChanger::new(self.0.apply_sender.clone())
+    }
+
+    /// Puts `rules` in force now, before [`Forwarder::run`], as a [`RuleChanger`] does while
+    /// it runs.
+    pub fn apply(&mut self, rules: RuleSet) -> Result<Applied> {
+        self.0.apply(rules)
+    }
+
     /// Forwards until `stop` is set, calling `on_tick` with the counters every `interval`;
     /// then stops redirecting, drains the rings, and reports. Everything is detached when it
     /// returns, whether it succeeds or not.
@@ -226,6 +242,19 @@ pub(crate) struct Forwarding<K: Kernel> {
     promiscuous: Vec<String>,
     /// Set when the workers have stopped and the summary's counters are read.
     summary: bool,
+    /// The rules' rate limiters as the workers share them, to carry over by name.
+    limiters: Arc<crate::rule_state::ByRule<Option<crate::rules::Limiter>>>,
+    /// Where changed rules are published for the workers.
+    live: Arc<crate::live_rules::LiveRules>,
+    /// The kernel slot of each rule's state, by name.
+    slots: crate::rule_slots::RuleSlots,
+    /// The room the filters were attached with.
+    room: crate::set_tables::SetRoom,
+    /// The rules' generation in force.
+    generation: Generation,
+    /// Applies asked by [`RuleChanger`]s, and where they ask.
+    apply_requests: std::sync::mpsc::Receiver<apply::ApplyRequest>,
+    apply_sender: std::sync::mpsc::SyncSender<apply::ApplyRequest>,
     /// Last, so that what it holds (promiscuous mode) outlives everything set up through it.
     _kernel: K,
 }
@@ -283,7 +312,17 @@ impl<K: Kernel> Forwarding<K> {
             .iter()
             .map(RunningFilter::link)
             .collect::<Result<Vec<_>>>()?;
+        let (apply_sender, apply_requests) = std::sync::mpsc::sync_channel(apply::WAITING_APPLIES);
         let forwarding = Forwarding {
+            slots: crate::rule_slots::RuleSlots::first(
+                plan.rules.rules().iter().map(|r| r.name.as_str()),
+            ),
+            limiters: Arc::clone(&plan.limiters),
+            live: Arc::clone(&plan.live),
+            room: setup.room,
+            generation: Generation::now(1),
+            apply_requests,
+            apply_sender,
             rules: plan.rules,
             filters: setup.filters,
             names: config.interfaces.clone(),
@@ -518,6 +557,8 @@ impl<K: Kernel> Forwarding<K> {
             ..RuleCount::default()
         };
         Counters {
+            rules_generation: self.generation.number,
+            rules_applied_timestamp_ms: self.generation.applied_timestamp_ms,
             rules: rules
                 .iter()
                 .map(|r| rule(&r.name, r.verdict().name()))
@@ -672,7 +713,9 @@ impl<K: Kernel> Forwarding<K> {
 /// The supervisor's view of the forwarder: its inherent methods, over the kernel.
 impl<K: Kernel> crate::supervise::Supervised for Forwarding<K> {
     fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
-        Forwarding::watch_bonds(self, timeout)
+        Forwarding::watch_bonds(self, timeout)?;
+        self.answer_applies();
+        Ok(())
     }
     fn lost(&self) -> Option<String> {
         Forwarding::lost(self)

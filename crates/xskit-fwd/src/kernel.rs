@@ -43,6 +43,27 @@ pub(crate) struct KernelRules {
     pub(crate) vectors: Option<Arc<crate::rules::RuleVectors>>,
 }
 
+impl KernelRules {
+    /// The kernel's share of the rules as `share` splits them, rule `i`'s state in
+    /// `slots[i]` (each in the slot of its index without).
+    pub(crate) fn of(share: &crate::rules::KernelShare<'_>, slots: Option<&[u16]>) -> Result<Self> {
+        let (mut rules, default) = share.kernel_rules()?;
+        for (rule, &slot) in rules.iter_mut().zip(slots.unwrap_or_default()) {
+            rule.slot = slot;
+        }
+        let set = share.rule_set();
+        Ok(KernelRules {
+            rules,
+            default,
+            unclassifiable: share.kernel_unclassifiable(),
+            sets: set.sets().to_vec(),
+            port_sets: set.port_sets().to_vec(),
+            limits: share.kernel_limits(),
+            vectors: set.vectors().cloned(),
+        })
+    }
+}
+
 /// A device's link as the running forwarder watches it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LinkNow {
@@ -85,6 +106,8 @@ pub(crate) trait RunningFilter: FilterControl {
     fn slot_counter(&self, slot: Slot) -> Result<RuleCounter>;
     /// Queues `0..queues` are no longer redirected to sockets.
     fn stop_redirecting(&self, queues: u32);
+    /// Clears the state `slots` kept for earlier rules ([`XdpFilter::reset_slots`]).
+    fn reset_slots(&self, slots: &[u16]) -> Result<()>;
 }
 
 /// What the forwarder asks of the kernel, to set up and while it runs.
@@ -142,6 +165,8 @@ pub(crate) struct SetUp<F> {
     pub(crate) sockets: SocketPlan,
     pub(crate) umem_frames: u32,
     pub(crate) warnings: Vec<String>,
+    /// The room the filters were attached with: changed rules must fit it.
+    pub(crate) room: SetRoom,
 }
 
 /// The set-up's decisions, with the kernel asked what each one needs.
@@ -179,8 +204,8 @@ pub(crate) fn set_up<K: Kernel>(
         } else {
             0
         },
-        vectors: rules.vectors().map_or(0, |v| v.len()),
-        rule_prefixes: rules.vectors().map_or(0, |v| v.trie_entries()),
+        vectors: room_to_grow(rules.vectors().map_or(0, |v| v.len())),
+        rule_prefixes: room_to_grow(rules.vectors().map_or(0, |v| v.trie_entries())),
         ..SetRoom::for_sets(rules.sets(), rules.port_sets().len())
     };
     let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus, room)?;
@@ -197,16 +222,7 @@ pub(crate) fn set_up<K: Kernel>(
     let in_kernel = rules
         .kernel_share(sockets.xdp_forward)
         .passing_to_tap(config.tap.is_some());
-    let (kernel_rules, default) = in_kernel.kernel_rules()?;
-    let share = KernelRules {
-        rules: kernel_rules,
-        default,
-        unclassifiable: in_kernel.kernel_unclassifiable(),
-        sets: rules.sets().to_vec(),
-        port_sets: rules.port_sets().to_vec(),
-        limits: in_kernel.kernel_limits(),
-        vectors: rules.vectors().cloned(),
-    };
+    let share = KernelRules::of(&in_kernel, None)?;
     for (filter, offer) in filters.iter().zip(&offers) {
         kernel.install(filter, &share)?;
         if let Some(why) = &offer.fallback {
@@ -226,7 +242,17 @@ pub(crate) fn set_up<K: Kernel>(
         sockets,
         umem_frames,
         warnings,
+        room,
     })
+}
+
+/// Rule vectors (or IPv6 rule prefixes) a filter has room for at least: rules changed while
+/// the forwarder runs (an apply) must fit the room it was attached with.
+const RULE_ROOM: usize = 1024;
+
+/// Room for `need`, and for rules changed while running to need twice as much.
+fn room_to_grow(need: usize) -> usize {
+    (2 * need).max(RULE_ROOM)
 }
 
 /// Attaches the filters. Packets larger than a frame need multi-buffer sockets and the
@@ -328,8 +354,8 @@ impl Kernel for RealKernel {
     fn install(&self, filter: &XdpFilter, rules: &KernelRules) -> Result<()> {
         filter.set_sets(&rules.sets)?;
         filter.set_port_sets(&rules.port_sets)?;
-        filter.set_limits(&rules.limits)?;
-        filter.set_rules(&rules.rules, rules.vectors.as_deref(), rules.default)?;
+        filter.set_limits_in_slots(&rules.rules, &rules.limits)?;
+        filter.set_rules_in_slots(&rules.rules, rules.vectors.as_deref(), rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }
 
@@ -387,6 +413,10 @@ impl Kernel for RealKernel {
 impl RunningFilter for XdpFilter {
     fn name(&self) -> &str {
         self.program().interface().name()
+    }
+
+    fn reset_slots(&self, slots: &[u16]) -> Result<()> {
+        XdpFilter::reset_slots(self, slots)
     }
 
     fn ifindex(&self) -> u32 {

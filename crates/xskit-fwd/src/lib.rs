@@ -18,10 +18,12 @@ pub mod filter;
 mod filter_plan;
 mod forward;
 mod kernel;
+mod live_rules;
 mod plan;
 mod prefix;
 pub mod reasons;
 mod report;
+mod rule_slots;
 mod rule_state;
 mod rule_vectors;
 pub mod rules;
@@ -44,7 +46,7 @@ pub use counts::{
     SetCount, TOP_BLOCKED, TOP_ELEMENTS,
 };
 pub use error::{Error, Result};
-pub use forward::Forwarder;
+pub use forward::{Applied, Forwarder, Generation, RuleChanger};
 pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};
 
 pub use abi::MAX_RULES;

@@ -7,6 +7,7 @@ use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
 
 pub(crate) use crate::counter::RuleCells;
 use crate::counter::{bump, PortCells};
+use crate::live_rules::LiveRules;
 use crate::rule_state::ByRule;
 use crate::rules::{Limiter, PacketKey, RuleSet, Verdict};
 use xskit::{Frame, Umem};
@@ -230,9 +231,28 @@ pub(crate) struct Rules {
     pub(crate) reflect: bool,
     /// Frames to this MAC are the forwarding host's own (its TAP device).
     pub(crate) local_mac: Option<[u8; 6]>,
+    /// Where changed rules are published, the generation this stage runs, and its worker's
+    /// index there.
+    pub(crate) live: Arc<LiveRules>,
+    pub(crate) generation: u64,
+    pub(crate) worker: usize,
 }
 
 impl Rules {
+    /// Takes up the rules published last, between two vectors.
+    fn take_up_changes(&mut self) {
+        let (generation, now) = self.live.current();
+        if let Some(now) = now {
+            if let Some(cells) = now.cells.get(self.worker) {
+                self.rules = Arc::clone(&now.rules);
+                self.limiters = Arc::clone(&now.limiters);
+                self.cells = Arc::clone(cells);
+                self.local = vec![[0; 3]; self.cells.len()];
+            }
+        }
+        self.generation = generation;
+    }
+
     /// Where packets of `input_port` that a rule forwards go, unless they are the host's:
     /// worked out once per vector.
     fn forward_next(&self, input_port: u16) -> Next {
@@ -274,6 +294,9 @@ impl Stage for Rules {
         frames: &mut [Frame],
         nexts: &mut [Next],
     ) {
+        if self.live.generation() != self.generation {
+            self.take_up_changes();
+        }
         let forward_to = self.forward_next(context.input_port);
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let len = f.len();

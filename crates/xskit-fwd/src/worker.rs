@@ -98,9 +98,8 @@ pub(crate) struct Worker<P> {
     /// Rounds so far, and every how many rounds the host link is read.
     pub(crate) rounds: u32,
     pub(crate) host_every: u32,
-    /// Some stage reads the time (a rate limit): only then is the clock read, once per busy
-    /// round.
-    pub(crate) needs_clock: bool,
+    /// The rules in force: when one limits a rate, the clock is read, once per busy round.
+    pub(crate) live: Arc<crate::live_rules::LiveRules>,
 }
 
 /// What preparing one transmit vector did.
@@ -309,7 +308,7 @@ impl<P: SidePort> Worker<P> {
         bump(&cells.rx_packets, n as u64);
         bump(&cells.rx_bytes, bytes as u64);
         self.copy_group_frames_to_host(p);
-        let now = if self.needs_clock {
+        let now = if self.live.needs_clock() {
             *now_ns.get_or_insert_with(|| clock.now_ns())
         } else {
             0

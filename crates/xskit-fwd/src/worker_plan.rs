@@ -14,6 +14,7 @@ use crate::chains;
 use crate::config::ForwardConfig;
 use crate::counter::PortCells;
 use crate::error::Result;
+use crate::live_rules::LiveRules;
 use crate::rule_state::ByRule;
 use crate::rules::{Limiter, RuleSet};
 use crate::stages::{PortMacs, Respond, RuleCells, Rules};
@@ -46,6 +47,8 @@ pub(crate) struct WorkerCells {
 pub(crate) struct WorkerPlan {
     pub(crate) rules: Arc<RuleSet>,
     pub(crate) limiters: Arc<ByRule<Option<Limiter>>>,
+    /// Where changed rules are published for the workers to take up.
+    pub(crate) live: Arc<LiveRules>,
     /// The kernel filter polices the rate-limit rules: user space polices only the packets
     /// the filter sent up undecided.
     pub(crate) kernel_polices: bool,
@@ -65,9 +68,11 @@ pub(crate) struct WorkerPlan {
 impl WorkerPlan {
     pub(crate) fn new(config: &ForwardConfig, rules: Arc<RuleSet>, macs: &[[u8; 6]]) -> Self {
         let limiters = Arc::new(crate::rule_state::limiters(&rules, None));
+        let live = Arc::new(LiveRules::new(limiters.iter().any(Option::is_some)));
         WorkerPlan {
             rules,
             limiters,
+            live,
             kernel_polices: false,
             respond: config.respond,
             reflect: config.reflect,
@@ -102,8 +107,10 @@ impl WorkerPlan {
         Ok((worker, cell))
     }
 
+    /// Worker `index`'s pipeline.
     pub(crate) fn pipeline(
         &self,
+        index: usize,
         rule_cells: &Arc<ByRule<RuleCells>>,
         port_cells: &Arc<Vec<PortCells>>,
     ) -> Result<Pipeline> {
@@ -132,6 +139,9 @@ impl WorkerPlan {
             outs: if n == 2 { vec![1, 0] } else { vec![0] },
             reflect: self.reflect,
             local_mac: self.tap.as_ref().map(|t| t.mac),
+            live: Arc::clone(&self.live),
+            generation: self.live.generation(),
+            worker: index,
         }));
         Ok(pipeline)
     }
@@ -166,7 +176,7 @@ impl WorkerPlan {
             cpu: (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()]),
             umem: umem.clone(),
             ports,
-            pipeline: self.pipeline(&rule_cells, &port_cells)?,
+            pipeline: self.pipeline(index, &rule_cells, &port_cells)?,
             pool,
             vector: self.vector,
             check: self.check,
@@ -186,7 +196,7 @@ impl WorkerPlan {
             out: Outputs::new(n),
             rounds: 0,
             host_every: HOST_EVERY,
-            needs_clock: self.limiters.iter().any(Option::is_some),
+            live: Arc::clone(&self.live),
         };
         Ok((worker, cells))
     }

@@ -200,6 +200,14 @@ const HELP: &[(&str, &str)] = &[
     ),
     ("blocked_now", "Sources blocked now"),
     (
+        "rules_generation",
+        "The generation of the rules in force: 1 at start, one more for each apply or reload",
+    ),
+    (
+        "rules_applied_timestamp_seconds",
+        "When the rules in force were put in force, in seconds since the Unix epoch",
+    ),
+    (
         "set_elements",
         "Elements of a set with timeouts or counters, expired ones included",
     ),

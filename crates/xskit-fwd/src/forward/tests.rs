@@ -136,6 +136,138 @@ mod over_a_fake_kernel {
         assert!(report.fault.is_none(), "{report:?}");
     }
 
+    fn rules(text: &str) -> RuleSet {
+        RuleSet::from_toml(text).expect("rules")
+    }
+
+    const DROP_7: &str = "[[rule]]\nname = \"drop-7\"\nprotocol = \"udp\"\ndst_port = 7\n\
+                          action = \"drop\"\n";
+    const DROP_9: &str = "[[rule]]\nname = \"drop-9\"\nprotocol = \"udp\"\ndst_port = 9\n\
+                          action = \"drop\"\n";
+
+    /// Port 7's three packets, then port 9's five forwarded; then rules with port 9 dropped
+    /// first and drop-7 moved second are applied while it runs; then port 9's five more.
+    #[test]
+    fn an_apply_changes_the_verdicts_at_once_and_a_kept_rule_keeps_its_counts() {
+        let kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        let mut config = ForwardConfig::new(["a0", "b0"]);
+        config.rules = rules(DROP_7);
+        let devices = Rc::clone(&kernel.devices);
+        let forwarding = Forwarding::new(kernel, config, &cpus(), false).expect("set up");
+        let changer = RuleChanger::new(forwarding.apply_sender.clone());
+        let (answer_to, answers) = std::sync::mpsc::channel();
+        let stop = AtomicBool::new(false);
+        let (mut phase, mut ticks) = (0, 0);
+        let mut at_apply = None;
+        let report = std::thread::scope(|s| {
+            forwarding.run(&stop, Duration::from_millis(1), |c| {
+                ticks += 1;
+                let devices = devices.borrow();
+                let Some(end) = devices.ends.get(&(0, 0)) else {
+                    return;
+                };
+                match phase {
+                    0 => {
+                        (0..3).for_each(|seq| end.inject(&crate::tests::udp(7, seq)));
+                        (0..5).for_each(|seq| end.inject(&crate::tests::udp(9, seq)));
+                        phase = 1;
+                    }
+                    1 if c.ports[1].user.tx_packets == 5 && c.rules[0].packets == 3 => {
+                        at_apply = Some(c.clone());
+                        let (changer, answer_to) = (changer.clone(), answer_to.clone());
+                        let next = rules(&format!("{DROP_9}{DROP_7}"));
+                        s.spawn(move || {
+                            let _ = answer_to.send(changer.apply(next, Duration::from_secs(60)));
+                        });
+                        phase = 2;
+                    }
+                    2 if c.rules_generation == 2 => {
+                        (0..5).for_each(|seq| end.inject(&crate::tests::udp(9, 100 + seq)));
+                        phase = 3;
+                    }
+                    3 if c.rules[0].packets == 5 => stop.store(true, Ordering::Relaxed),
+                    _ => {}
+                }
+                if ticks == GIVE_UP_AFTER {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            })
+        })
+        .expect("a run");
+        let applied = answers.recv().expect("an answer").expect("applied");
+        assert_eq!(
+            (
+                applied.generation,
+                applied.rules,
+                applied.kept,
+                applied.added,
+                applied.removed
+            ),
+            (2, 2, 1, 1, 0)
+        );
+        let before = at_apply.expect("the apply was asked");
+        assert_eq!(
+            (before.rules_generation, before.rules[0].name.as_str()),
+            (1, "drop-7")
+        );
+        let c = &report.counters;
+        let names: Vec<&str> = c.rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["drop-9", "drop-7", "default"], "{c:?}");
+        assert_eq!(c.rules_generation, 2);
+        assert_eq!(c.rules[0].packets, 5, "port 9 dropped once applied: {c:?}");
+        assert_eq!(
+            c.rules[1].packets, 3,
+            "drop-7 kept its count where it moved: {c:?}"
+        );
+        assert_eq!(c.rules[2].packets, 5, "the default kept its five: {c:?}");
+        assert_eq!(
+            c.ports[1].user.tx_packets, 5,
+            "nothing of port 9 crossed after: {c:?}"
+        );
+        assert_eq!(report.frames.unaccounted, 0, "{:?}", report.frames);
+    }
+
+    #[test]
+    fn an_apply_that_does_not_fit_leaves_the_running_rules_alone() {
+        let kernel = Fake::new(&[("a0", 1500), ("b0", 1500)]);
+        let calls = kernel.calls.clone();
+        let mut config = ForwardConfig::new(["a0", "b0"]);
+        config.rules = rules(DROP_7);
+        let mut forwarding = Forwarding::new(kernel, config, &cpus(), false).expect("set up");
+        let installs = |calls: &std::cell::RefCell<Vec<String>>| {
+            calls
+                .borrow()
+                .iter()
+                .filter(|c| c.starts_with("install"))
+                .count()
+        };
+        let before = installs(&calls);
+        let with_set = rules(&format!(
+            "[[set]]\nname = \"s\"\nprefixes = [\"203.0.113.0/24\"]\n{DROP_7}"
+        ));
+        let refused = forwarding
+            .apply(with_set)
+            .expect_err("a set the filter was not loaded with");
+        assert!(matches!(refused, Error::SetsChanged { .. }), "{refused}");
+        assert_eq!(installs(&calls), before, "no filter was touched");
+        assert_eq!(forwarding.generation.number, 1);
+        let applied = forwarding.apply(rules(DROP_9)).expect("applied");
+        assert_eq!(
+            (
+                applied.generation,
+                applied.kept,
+                applied.added,
+                applied.removed
+            ),
+            (2, 0, 1, 1)
+        );
+        assert_eq!(
+            installs(&calls),
+            before + 2,
+            "both filters got the new rules"
+        );
+    }
+
     #[test]
     fn a_vanished_bond_member_ends_the_run_naming_its_bond() {
         let kernel = Fake::new(&[("a0", 1500), ("m0", 1500), ("m1", 1500)]);

@@ -122,6 +122,12 @@ impl RunningFilter for Recorded {
             .borrow_mut()
             .push(format!("{} stops redirecting {queues} queue(s)", self.name));
     }
+    fn reset_slots(&self, slots: &[u16]) -> Result<()> {
+        self.calls
+            .borrow_mut()
+            .push(format!("{} clears slots {slots:?}", self.name));
+        Ok(())
+    }
 }
 
 /// A kernel of interfaces given by the test: their facts, the mode auto lands in, their

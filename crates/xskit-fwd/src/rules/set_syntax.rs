@@ -20,17 +20,28 @@ pub(super) struct Sets {
     pub(super) ports: Vec<Arc<PortSet>>,
 }
 
+/// Where the sets' `file`s come from.
+#[derive(Clone, Copy)]
+pub(super) enum SetFiles<'a> {
+    /// Read from disk, relative files in this directory (the working directory when `None`).
+    Disk(Option<&'a Path>),
+    /// Not read: a set that names a file is the running forwarder's set of its name, as it
+    /// runs (rules applied over the control socket: the forwarder opens no path on a
+    /// caller's behalf).
+    Running(&'a [Arc<PrefixSet>]),
+}
+
 /// One set as read.
 enum Parsed {
     Prefixes(PrefixSet),
     Ports(PortSet),
 }
 
-/// The sets of a rules file; `dir` is where relative files are.
+/// The sets of a rules file, their files read from `files`.
 pub(super) fn parse_sets(
     text: &str,
     sets: &[Spanned<SetRepr>],
-    dir: Option<&Path>,
+    files: SetFiles<'_>,
 ) -> Result<Sets, RulesError> {
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     if let Some(extra) = sets.get(crate::abi::MAX_SETS) {
@@ -56,7 +67,7 @@ pub(super) fn parse_sets(
                 format!("a set named {:?} is declared already", name.get_ref()),
             ));
         }
-        match parse_set(text, spanned, dir)? {
+        match parse_set(text, spanned, files)? {
             Parsed::Prefixes(set) => out.prefixes.push(Arc::new(set)),
             Parsed::Ports(set) => out.ports.push(Arc::new(set)),
         }
@@ -85,7 +96,7 @@ fn parse_ports(
 fn parse_set(
     text: &str,
     spanned: &Spanned<SetRepr>,
-    dir: Option<&Path>,
+    files: SetFiles<'_>,
 ) -> Result<Parsed, RulesError> {
     let at = |span: std::ops::Range<usize>, m: String| RulesError::at(text, span.start, m);
     let r = spanned.get_ref();
@@ -94,6 +105,25 @@ fn parse_set(
     match (&r.file, &r.prefixes, &r.ports) {
         (None, None, Some(list)) => parse_ports(text, name, list.get_ref()).map(Parsed::Ports),
         (Some(file), None, None) => {
+            let dir = match files {
+                SetFiles::Disk(dir) => dir,
+                SetFiles::Running(running) => {
+                    return running
+                        .iter()
+                        .find(|s| s.name() == name)
+                        .map(|s| Parsed::Prefixes((**s).clone()))
+                        .ok_or_else(|| {
+                            at(
+                                file.span(),
+                                format!(
+                                    "set {name:?} reads a file, and the running forwarder has \
+                                     no set of that name: rules sent to a running forwarder \
+                                     take such sets as they run; start it again to add one"
+                                ),
+                            )
+                        })
+                }
+            };
             let path = match dir {
                 Some(dir) => dir.join(file.get_ref()),
                 None => file.get_ref().into(),

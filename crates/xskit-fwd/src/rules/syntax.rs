@@ -400,7 +400,8 @@ impl RuleSet {
     /// [`MAX_RULES_FILE_BYTES`](crate::text_file::MAX_RULES_FILE_BYTES) of UTF-8.
     pub fn from_file(path: &std::path::Path) -> Result<Self, RulesFileError> {
         let text = crate::text_file::read_bounded(path, crate::text_file::MAX_RULES_FILE_BYTES)?;
-        RuleSet::from_toml_in(&text, path.parent()).map_err(|error| RulesFileError::Invalid {
+        let files = super::set_syntax::SetFiles::Disk(path.parent());
+        RuleSet::from_toml_in(&text, files).map_err(|error| RulesFileError::Invalid {
             path: path.to_path_buf(),
             error,
         })
@@ -409,12 +410,21 @@ impl RuleSet {
     /// Rules from a TOML text; errors give line and column. A set's `file` is read relative
     /// to the working directory.
     pub fn from_toml(text: &str) -> Result<Self, RulesError> {
-        Self::from_toml_in(text, None)
+        Self::from_toml_in(text, super::set_syntax::SetFiles::Disk(None))
     }
 
-    /// Rules from a TOML text whose sets' relative `file`s are in `dir` (the working
-    /// directory when `None`).
-    fn from_toml_in(text: &str, dir: Option<&std::path::Path>) -> Result<Self, RulesError> {
+    /// Rules from a TOML text to replace `running`'s in a running forwarder: a set that
+    /// names a `file` is not read but taken from `running` as it runs (by name), so that
+    /// rules sent over a control socket make the forwarder open no path.
+    pub fn from_toml_keeping_sets(text: &str, running: &RuleSet) -> Result<Self, RulesError> {
+        Self::from_toml_in(text, super::set_syntax::SetFiles::Running(running.sets()))
+    }
+
+    /// Rules from a TOML text whose sets' `file`s come from `files`.
+    fn from_toml_in(
+        text: &str,
+        files: super::set_syntax::SetFiles<'_>,
+    ) -> Result<Self, RulesError> {
         let file: FileRepr = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             let mut message = e.message().trim().to_string();
@@ -445,7 +455,7 @@ impl RuleSet {
                 .map_err(|m| at(u.span(), m.replacen("default", "unclassifiable", 1)))?,
             None => Verdict::Drop,
         };
-        let sets = super::set_syntax::parse_sets(text, &file.set, dir)?;
+        let sets = super::set_syntax::parse_sets(text, &file.set, files)?;
         let rules = file
             .rule
             .iter()
