@@ -140,7 +140,7 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
              --- what its commands wrote (stderr) ---\n{}",
             running.output(),
             tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-            commands_stderr(&running.share())
+            xskit_testbed::errors_written(&running.share())
         );
     }
 }
@@ -148,19 +148,13 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
 /// What a failed ping through the guest's first forwarder leaves to read: what each NIC's TAP
 /// device received from the guest and QEMU's view (whether the guest's transmits reached the
 /// host at all), that forwarder's last counters, and every forwarder's stderr.
-fn guest_side(running: &RunningGuest<'_>, taps: &[String]) -> String {
-    let links: String = taps
-        .iter()
-        .map(|tap| {
-            let args = ["-s", "-s", "link", "show", tap.as_str()];
-            text(&running.ns().command("ip").args(args).output().unwrap())
-        })
-        .collect();
+fn guest_side(running: &RunningGuest<'_>) -> String {
     format!(
-        "{links}\n{}\nthe forwarder's last counters: {}\n{}",
+        "{}\n{}\nthe forwarder's last counters: {}\n{}",
+        running.taps_seen(),
         qemu_view(running),
         last_line(&shared_text(&running.share(), "killed.json")),
-        commands_stderr(&running.share())
+        xskit_testbed::errors_written(&running.share())
     )
 }
 
@@ -170,29 +164,6 @@ fn last_line(text: &str) -> &str {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
-}
-
-/// The last lines of each `*.err` file the guest's commands wrote to the job share: what a
-/// step that never finished was doing.
-fn commands_stderr(share: &Path) -> String {
-    let Ok(entries) = std::fs::read_dir(share) else {
-        return String::new();
-    };
-    let mut files: Vec<_> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "err"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(p).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(8)..].join("\n");
-            format!("{}:\n{tail}\n", p.display())
-        })
-        .collect()
 }
 
 /// The receive variants: every UMEM layout and wakeup style in zero-copy, then auto.
@@ -857,7 +828,7 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
         ping.status.success(),
         "fwd answers for its address: {}\n{}",
         text(&ping),
-        commands_stderr(&running.share())
+        xskit_testbed::errors_written(&running.share())
     );
     running.signal("stop-rules").unwrap();
     wait_for(&running, "FWD xdpfwd");
@@ -926,7 +897,6 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
 "#,
         rules = rules.path()
     );
-    let taps = wire.guest.taps().to_vec();
     let running = boot(&mut wire.guest, &script);
     wait_for(&running, "FWD scale");
     // The first crossing, with what the guest's side counted if it never comes.
@@ -934,7 +904,7 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
     assert!(
         answers_ping(&wire.a, &c_ip),
         "a never reached c\n{}",
-        guest_side(&running, &taps)
+        guest_side(&running)
     );
     // recv's program takes every frame at c, the kernel's too: kernel traffic goes first.
     let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
@@ -1152,7 +1122,6 @@ run_fwd second -i eth0 -i eth1 -m zc --check
 wait
 "#
     );
-    let taps = wire.guest.taps().to_vec();
     let running = boot(&mut wire.guest, &script);
     let ping = |count: &str| {
         let out = run(
@@ -1166,7 +1135,7 @@ wait
             out.status.success(),
             "{}\n{}",
             text(&out),
-            guest_side(&running, &taps)
+            guest_side(&running)
         );
     };
     wait_for(&running, "FWD killed");

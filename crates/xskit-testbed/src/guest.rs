@@ -211,6 +211,27 @@ impl GuestRun {
     }
 }
 
+/// The last lines of each `*.err` file a guest's commands wrote to the job `share`: what a
+/// step that never finished was doing.
+pub fn errors_written(share: &Path) -> String {
+    let Ok(entries) = std::fs::read_dir(share) else {
+        return String::new();
+    };
+    let mut files: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "err"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            format!("{}:\n{}\n", p.display(), tail(&text, 8))
+        })
+        .collect()
+}
+
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -847,15 +868,19 @@ impl RunningGuest<'_> {
                 break status;
             }
             if self.started.elapsed() > self.guest.config.timeout {
+                // Read while the guest still runs: its NICs' counters and its commands' last words.
+                let taps = self.taps_seen();
                 stop(&mut child);
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
                         "the guest did not finish within {:?}; its script printed:\n{}\n\
+                         --- its commands' standard errors ---\n{}\n--- its TAPs ---\n{taps}\n\
                          --- console ---\n{}",
                         self.guest.config.timeout,
                         std::fs::read_to_string(self.guest.job.join("share/output"))
                             .unwrap_or_default(),
+                        errors_written(&self.share()),
                         tail(&self.console(), 40)
                     ),
                 ));
@@ -904,6 +929,23 @@ impl RunningGuest<'_> {
     /// What the script has printed so far.
     pub fn output(&self) -> String {
         std::fs::read_to_string(self.guest.job.join("share/output")).unwrap_or_default()
+    }
+
+    /// The host's counters of the guest's TAP devices (`ip -s -s link`).
+    pub fn taps_seen(&self) -> String {
+        self.guest
+            .taps()
+            .iter()
+            .map(|tap| {
+                let out = self
+                    .ns()
+                    .command("ip")
+                    .args(["-s", "-s", "link", "show", tap])
+                    .output();
+                out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_else(|e| format!("({tap}: {e})\n"))
+            })
+            .collect()
     }
 
     /// The guest's serial console so far (kernel messages).

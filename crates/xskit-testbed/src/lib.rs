@@ -76,8 +76,8 @@ xskit_os::config_setters!(TestbedConfig {
 
 mod guest;
 pub use guest::{
-    check_requirements, kernel_dir, qemu_dir, Guest, GuestConfig, GuestKernel, GuestRun, GuestWire,
-    RunningGuest, BRIDGE_A, BRIDGE_C, WAIT_FOR,
+    check_requirements, errors_written, kernel_dir, qemu_dir, Guest, GuestConfig, GuestKernel,
+    GuestRun, GuestWire, RunningGuest, BRIDGE_A, BRIDGE_C, WAIT_FOR,
 };
 
 /// A network namespace by name (under /run/netns).
