@@ -7,8 +7,8 @@
 //!   asks as soon as it connects and is answered in microseconds, so it is never the oldest.
 //! - A client that sends nothing for [`IDLE`] is closed; a request line is at most
 //!   [`MAX_REQUEST`] bytes (a longer one is refused and its connection closed), but for an
-//!   `apply`'s, read [`BIG_READS`] at a time up to [`MAX_APPLY_REQUEST`]. An apply waits for
-//!   the forwarder off the loop, on one of its few blocking threads.
+//!   `apply`'s or a `set`'s, read [`BIG_READS`] at a time up to [`MAX_LONG_REQUEST`]. Those
+//!   wait for the forwarder off the loop, on one of its few blocking threads.
 //! - The socket is its owner's alone (mode 0600), or its group's too with `--control-group`
 //!   (0660); the file goes when the forwarder does.
 
@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::oneshot;
-use xskit_fwd::control::{asks_apply, respond, Response, MAX_APPLY_REQUEST, MAX_REQUEST};
+use xskit_fwd::control::{respond, waits_on_forwarder, Response, MAX_LONG_REQUEST, MAX_REQUEST};
 use xskit_fwd::RuleChanger;
 
 use crate::serve::EventLoop;
@@ -34,7 +34,7 @@ pub(crate) const MAX_CLIENTS: usize = 64;
 pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
 /// Request lines longer than [`MAX_REQUEST`] read at once at most (memory: each up to
-/// [`MAX_APPLY_REQUEST`]).
+/// [`MAX_LONG_REQUEST`]).
 pub(crate) const BIG_READS: usize = 2;
 
 /// What every connection answers from.
@@ -233,9 +233,10 @@ async fn read_request(
         Ok(Ok(n)) if n < MAX_REQUEST => return Ok(false),
         Ok(Ok(_)) => {}
     }
-    // Longer than a short request: only an apply's rules may be (its "command" comes before
-    // its "rules"), read a few at a time.
-    if !line.windows(7).any(|w| w == b"\"apply\"") {
+    // Longer than a short request: only an apply's rules or a set's elements may be (their
+    // "command" comes first), read a few at a time.
+    let long_kind = |word: &[u8]| line.windows(word.len()).any(|w| w == word);
+    if !long_kind(b"\"apply\"") && !long_kind(b"\"set\"") {
         return Err(too_long(MAX_REQUEST));
     }
     let Ok(_permit) = shared.big_reads.try_acquire() else {
@@ -243,11 +244,11 @@ async fn read_request(
             "{TOO_LONG} {MAX_REQUEST} bytes while other long requests are read: try again"
         )));
     };
-    let rest = (MAX_APPLY_REQUEST - MAX_REQUEST) as u64;
+    let rest = (MAX_LONG_REQUEST - MAX_REQUEST) as u64;
     let mut limited = (&mut *read).take(rest);
     match tokio::time::timeout(IDLE, limited.read_until(b'\n', line)).await {
         Ok(Ok(_)) if line.ends_with(b"\n") => Ok(true),
-        Ok(Ok(n)) if n as u64 == rest => Err(too_long(MAX_APPLY_REQUEST)),
+        Ok(Ok(n)) if n as u64 == rest => Err(too_long(MAX_LONG_REQUEST)),
         _ => Ok(false),
     }
 }
@@ -259,7 +260,7 @@ async fn answer(line: Vec<u8>, shared: &Arc<Shared>) -> Response {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    if !asks_apply(&line) {
+    if !waits_on_forwarder(&line) {
         return respond(&line, latest.as_ref(), None);
     }
     let changer = shared
@@ -280,17 +281,17 @@ async fn answer(line: Vec<u8>, shared: &Arc<Shared>) -> Response {
 /// Says on the forwarder's standard error what an apply over the socket did.
 fn note_apply(answer: &Response) {
     match (&answer.result, &answer.error) {
-        (Some(r), _) => note!(
-            "xskit fwd: rules applied over the control socket: generation {}, {} rules ({} kept \
-             with their counters, {} new, {} gone)",
+        (Some(r), _) if r.get("generation").is_some() => note!(
+            "xskit fwd: changed over the control socket: generation {} in force, {} rules ({} \
+             kept with their counters, {} new, {} gone)",
             r["generation"],
             r["rules"],
             r["kept"],
             r["added"],
             r["removed"]
         ),
-        (None, Some(e)) => note!("xskit fwd: an apply over the control socket refused: {e}"),
-        (None, None) => {}
+        (None, Some(e)) => note!("xskit fwd: a change over the control socket refused: {e}"),
+        _ => {}
     }
 }
 

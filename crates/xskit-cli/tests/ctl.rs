@@ -469,6 +469,74 @@ fn ctl_apply_changes_the_rules_whole_and_loses_no_probe() {
     assert_eq!(rule(&summary, "drop-7")["packets"], 300, "{summary}");
 }
 
+/// `xskit ctl set` adds a's address to a set a rule drops, takes it out again, lists the
+/// set, loads 99,999 elements from a file, and refuses an element that is not one, the
+/// set as it was.
+#[test]
+fn ctl_set_adds_and_removes_elements_while_it_forwards() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("set");
+    let rules = RulesFile::new(
+        "[[set]]\nname = \"blocked\"\nprefixes = [\"203.0.113.0/24\"]\n\
+         [[rule]]\nname = \"listed\"\nsrc = \"@blocked\"\naction = \"drop\"\n",
+    );
+    let mut fwd = start_fwd_in(&chain, &dir, &["--rules", rules.path()]);
+    let a = chain.a.ip.to_string();
+    let set = |args: &[&str]| ctl(&chain.m_a, &dir, &[&["set"], args].concat());
+    let send = |n: &str| {
+        ok(&probes_to(&chain, "9", n, "10000")
+            .wait_with_output()
+            .unwrap())
+    };
+    send("100");
+    let crossed = fwd.wait(Duration::from_secs(60), |l| {
+        rule(l, "default")["packets"].as_u64() >= Some(100)
+    });
+    assert!(crossed.is_some(), "{}", fwd.last());
+    ok(&set(&["add", "blocked", &a]));
+    send("200");
+    let dropped = fwd.wait(Duration::from_secs(60), |l| {
+        rule(l, "listed")["packets"] == 200
+    });
+    assert!(
+        dropped.is_some(),
+        "a's probes dropped once it is listed: {}",
+        fwd.last()
+    );
+    let listed = ok(&set(&["list", "blocked"]));
+    assert_eq!(listed, format!("{a}/32\n203.0.113.0/24\n"));
+    ok(&set(&["del", "blocked", &a]));
+    send("50");
+    let back = fwd.wait(Duration::from_secs(60), |l| {
+        rule(l, "default")["packets"].as_u64() >= Some(150)
+    });
+    assert!(back.is_some(), "forwarded again: {}", fwd.last());
+    assert_eq!(rule(fwd.last(), "listed")["packets"], 200, "{}", fwd.last());
+    let refused = set(&["add", "blocked", "198.51.100.7", "nope"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("element 2"),
+        "{said}"
+    );
+    // Every other address: none merge, and the list holds them all and the /24.
+    let many = RulesFile::new(
+        &(0..99_999u32)
+            .map(|i| format!("2001:db8:1::{:x}:{:x}\n", (2 * i) >> 16, (2 * i) & 0xffff))
+            .collect::<String>(),
+    );
+    ok(&set(&["load", "blocked", many.path()]));
+    let list = json(&set(&["list", "blocked", "--json"]));
+    let elements = list["elements"].as_array().unwrap();
+    assert_eq!(elements.len(), 100_000);
+    assert_eq!(elements.last().unwrap(), "2001:db8:1::3:d3c/128");
+    assert!(!elements.iter().any(|e| *e == format!("{a}/32")));
+    let summary = stop_live_fwd(fwd);
+    assert_eq!(rule(&summary, "listed")["packets"], 200, "{summary}");
+}
+
 /// SIGHUP reads the rules file again and applies it, as `ctl apply` does; a file with a
 /// mistake is refused, saying so, and the forwarder goes on with the rules it has.
 #[test]

@@ -21,7 +21,7 @@
 //! force whole, or refused with the running rules untouched; sets that name a file are kept
 //! as they run, see [`crate::rules::RuleSet::from_toml_keeping_sets`]). A request line is at
 //! most [`MAX_REQUEST`] bytes; an apply's, whose `"command"` must come before its `"rules"`,
-//! at most [`MAX_APPLY_REQUEST`].
+//! at most [`MAX_LONG_REQUEST`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -34,8 +34,10 @@ use serde::{Deserialize, Serialize};
 pub const VERSION: u32 = 1;
 /// The longest request line, its newline included.
 pub const MAX_REQUEST: usize = 64 * 1024;
-/// The longest `apply` line: a rules file of the most bytes there may be, each escaped.
-pub const MAX_APPLY_REQUEST: usize = 2 * crate::text_file::MAX_RULES_FILE_BYTES as usize + 4096;
+/// The longest `apply` or `set` line: a rules file of the most bytes there may be, each
+/// escaped, or a few hundred thousand set elements.
+pub const MAX_LONG_REQUEST: usize = 8 << 20;
+const _: () = assert!(MAX_LONG_REQUEST > 2 * crate::text_file::MAX_RULES_FILE_BYTES as usize);
 /// How long an apply may take before its asker is told it timed out.
 pub const APPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -49,14 +51,18 @@ pub enum Command {
     Rules,
     /// Put the rules in the request's `rules` in force.
     Apply,
+    /// Add (`"op":"add"`) the request's `elements` to the set `set`, take them out
+    /// (`"del"`), or list its elements (`"list"`).
+    Set,
 }
 
 impl Command {
     /// Every command, as the protocol names them.
-    pub const ALL: [(&'static str, Command); 3] = [
+    pub const ALL: [(&'static str, Command); 4] = [
         ("status", Command::Status),
         ("rules", Command::Rules),
         ("apply", Command::Apply),
+        ("set", Command::Set),
     ];
 }
 
@@ -70,6 +76,31 @@ pub struct Request {
     /// For `apply`: the rules file's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<String>,
+    /// For `set`: `add`, `del` or `list`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<SetOp>,
+    /// For `set`: the set's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
+    /// For `set` `add` and `del`: the elements (`"198.51.100.0/24"`, and for `add` to a set
+    /// with timeouts `"198.51.100.7 timeout 10m"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elements: Vec<String>,
+    /// For `set` `add`: the timeout of elements without one of their own (`"10m"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+/// What a `set` request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetOp {
+    /// Add the elements.
+    Add,
+    /// Take them out.
+    Del,
+    /// List the set's elements.
+    List,
 }
 
 impl Request {
@@ -79,6 +110,21 @@ impl Request {
             version: VERSION,
             command,
             rules: None,
+            op: None,
+            set: None,
+            elements: Vec::new(),
+            timeout: None,
+        }
+    }
+
+    /// A request to change or list the set `set`.
+    pub fn set(op: SetOp, set: &str, elements: Vec<String>, timeout: Option<String>) -> Request {
+        Request {
+            op: Some(op),
+            set: Some(set.to_string()),
+            elements,
+            timeout,
+            ..Request::new(Command::Set)
         }
     }
 
@@ -170,19 +216,58 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
                 commands()
             )
         })?;
-    if command != Command::Apply {
-        return Ok(Request::new(command));
-    }
-    match value.get("rules").and_then(serde_json::Value::as_str) {
-        Some(text) => Ok(Request::apply(text.to_string())),
-        None => Err("apply needs \"rules\": the rules file's text, as a string".into()),
+    match command {
+        Command::Apply => match value.get("rules").and_then(serde_json::Value::as_str) {
+            Some(text) => Ok(Request::apply(text.to_string())),
+            None => Err("apply needs \"rules\": the rules file's text, as a string".into()),
+        },
+        Command::Set => serde_json::from_value::<Request>(value)
+            .map_err(|e| format!("a set request: {e}"))
+            .and_then(|r| match (&r.op, &r.set) {
+                (Some(_), Some(_)) => Ok(r),
+                _ => Err("set needs \"op\" (add, del or list) and \"set\" (its name)".into()),
+            }),
+        _ => Ok(Request::new(command)),
     }
 }
 
-/// Whether `line` asks for an apply (which waits on the forwarder: answer it off the event
-/// loop).
-pub fn asks_apply(line: &[u8]) -> bool {
-    parse_request(line).is_ok_and(|r| r.command == Command::Apply)
+/// Whether `line` asks for an apply or a set's change or elements (which wait on the
+/// forwarder: answer it off the event loop).
+pub fn waits_on_forwarder(line: &[u8]) -> bool {
+    parse_request(line).is_ok_and(|r| matches!(r.command, Command::Apply | Command::Set))
+}
+
+/// The answer to a `set` request, through `changer`.
+fn set_request(request: Request, changer: &crate::RuleChanger) -> Response {
+    let (Some(op), Some(set)) = (request.op, request.set) else {
+        return Response::refusal("set needs \"op\" and \"set\"");
+    };
+    if op == SetOp::List {
+        return match changer.set_elements(&set, APPLY_TIMEOUT) {
+            Ok(elements) => {
+                Response::answer(serde_json::json!({ "set": set, "elements": elements }))
+            }
+            Err(e) => Response::refusal(e.to_string()),
+        };
+    }
+    let timeout = match request.timeout.as_deref().map(|t| {
+        crate::duration::parse_within(t, "timeout", (crate::sets::MAX_ELEMENT_TIMEOUT, "365d"))
+    }) {
+        Some(Err(e)) => return Response::refusal(e),
+        Some(Ok(t)) => Some(t),
+        None => None,
+    };
+    let (add, del) = match op {
+        SetOp::Add => (request.elements, Vec::new()),
+        _ => (Vec::new(), request.elements),
+    };
+    let change = crate::SetChange {
+        set,
+        add,
+        del,
+        timeout,
+    };
+    applied(changer.change_set(change, APPLY_TIMEOUT))
 }
 
 /// The answer to an apply.
@@ -211,10 +296,13 @@ pub fn respond(
         Ok(r) => r,
         Err(e) => return Response::refusal(e),
     };
-    if let (Command::Apply, Some(text)) = (request.command, request.rules) {
-        return match changer {
-            Some(c) => applied(c.apply_text(text, APPLY_TIMEOUT)),
-            None => Response::refusal("this forwarder is not running yet: ask again in a second"),
+    if matches!(request.command, Command::Apply | Command::Set) {
+        let Some(changer) = changer else {
+            return Response::refusal("this forwarder is not running yet: ask again in a second");
+        };
+        return match (request.command, request.rules.clone()) {
+            (Command::Apply, Some(text)) => applied(changer.apply_text(text, APPLY_TIMEOUT)),
+            _ => set_request(request, changer),
         };
     }
     let Some(latest) = latest else {
@@ -231,7 +319,7 @@ pub fn respond(
                 "rules": rules,
             }))
         }
-        Command::Apply => Response::refusal("apply needs \"rules\""),
+        Command::Apply | Command::Set => Response::refusal("asked of a running forwarder"),
     }
 }
 
@@ -332,6 +420,18 @@ impl Client {
         self.send(&Request::apply(rules))
     }
 
+    /// Adds `elements` to the running set `set` (`SetOp::Add`), takes them out (`Del`), or
+    /// lists it (`List`, no elements); `timeout` for added elements without one of their own.
+    pub fn set(
+        &mut self,
+        op: SetOp,
+        set: &str,
+        elements: Vec<String>,
+        timeout: Option<String>,
+    ) -> Result<serde_json::Value, ControlError> {
+        self.send(&Request::set(op, set, elements, timeout))
+    }
+
     /// Sends `request` and returns its result.
     pub fn send(&mut self, request: &Request) -> Result<serde_json::Value, ControlError> {
         let io = |source| ControlError::Io {
@@ -402,7 +502,7 @@ mod tests {
         assert!(refused(b"\x00\xffgarbage").contains("not a JSON object"));
         assert!(refused(b"[1,2]").contains("protocol version none"));
         assert!(refused(br#"{"version":2,"command":"status"}"#).contains("speaks version 1"));
-        assert!(refused(br#"{"version":1}"#).contains("the commands are status, rules, apply"));
+        assert!(refused(br#"{"version":1}"#).contains("the commands are status, rules, apply, set"));
         let odd = refused(br#"{"version":1,"command":"st\u001b[2Jats"}"#);
         assert!(
             odd.contains(r"st\u{1b}[2Jats") && !odd.contains('\u{1b}'),
@@ -415,7 +515,7 @@ mod tests {
     #[test]
     fn an_apply_carries_its_rules_text_and_waits_for_a_running_forwarder() {
         let line = serde_json::to_string(&Request::apply("default = \"drop\"\n".into())).unwrap();
-        assert!(asks_apply(line.as_bytes()), "{line}");
+        assert!(waits_on_forwarder(line.as_bytes()), "{line}");
         assert_eq!(
             parse_request(line.as_bytes()).unwrap().rules.as_deref(),
             Some("default = \"drop\"\n")
@@ -424,7 +524,7 @@ mod tests {
         assert!(no_rules.error.unwrap().contains("apply needs \"rules\""));
         let not_yet = respond(line.as_bytes(), Some(&latest()), None);
         assert!(not_yet.error.unwrap().contains("not running yet"));
-        assert!(!asks_apply(br#"{"version":1,"command":"status"}"#));
+        assert!(!waits_on_forwarder(br#"{"version":1,"command":"status"}"#));
     }
 
     #[test]

@@ -245,6 +245,24 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A set change naming a set that does not run.
+    #[error("no set named {name:?} runs (the sets: {sets})")]
+    NoSuchSet {
+        /// The name given.
+        name: String,
+        /// The running sets' names.
+        sets: String,
+    },
+    /// A set change with an element that is not one; the set stands as it was.
+    #[error("set {set:?}, element {position}: {message}; the set stands as it was")]
+    InvalidElement {
+        /// The set.
+        set: String,
+        /// 1-based, the added first, then those taken out.
+        position: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// An apply asked while others wait.
     #[error("the forwarder is still applying earlier rules: try again")]
     ApplyBusy,

@@ -115,7 +115,7 @@ fn queue_sides<K: Kernel>(
 
 mod apply;
 
-pub use apply::{Applied, Generation, RuleChanger};
+pub use apply::{Applied, Generation, RuleChanger, SetChange};
 
 /// A forwarder, set up and ready to run.
 pub struct Forwarder(Forwarding<RealKernel>);

@@ -108,6 +108,8 @@ pub(crate) trait RunningFilter: FilterControl {
     fn stop_redirecting(&self, queues: u32);
     /// Clears the state `slots` kept for earlier rules ([`XdpFilter::reset_slots`]).
     fn reset_slots(&self, slots: &[u16]) -> Result<()>;
+    /// Writes the sets in place ([`XdpFilter::set_sets`]).
+    fn set_sets(&self, sets: &[Arc<PrefixSet>]) -> Result<()>;
 }
 
 /// What the forwarder asks of the kernel, to set up and while it runs.
@@ -206,7 +208,7 @@ pub(crate) fn set_up<K: Kernel>(
         },
         vectors: room_to_grow(rules.vectors().map_or(0, |v| v.len())),
         rule_prefixes: room_to_grow(rules.vectors().map_or(0, |v| v.trie_entries())),
-        ..SetRoom::for_sets(rules.sets(), rules.port_sets().len())
+        ..SetRoom::for_sets(rules.sets(), rules.port_sets().len()).to_grow()
     };
     let (filters, multi_buffer, offers) = attach(kernel, config.mode, &mtus, room)?;
     let queues = crate::plan::queues_to_serve(config.queues, &offers, &mut warnings)?;
@@ -417,6 +419,10 @@ impl RunningFilter for XdpFilter {
 
     fn reset_slots(&self, slots: &[u16]) -> Result<()> {
         XdpFilter::reset_slots(self, slots)
+    }
+
+    fn set_sets(&self, sets: &[Arc<PrefixSet>]) -> Result<()> {
+        XdpFilter::set_sets(self, sets)
     }
 
     fn ifindex(&self) -> u32 {

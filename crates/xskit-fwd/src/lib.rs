@@ -46,7 +46,7 @@ pub use counts::{
     SetCount, TOP_BLOCKED, TOP_ELEMENTS,
 };
 pub use error::{Error, Result};
-pub use forward::{Applied, Forwarder, Generation, RuleChanger};
+pub use forward::{Applied, Forwarder, Generation, RuleChanger, SetChange};
 pub use xskit_bond::{ArpConfig, BondMode, PrimaryReselect, XmitHashPolicy};
 
 pub use abi::MAX_RULES;

@@ -44,6 +44,12 @@ pub struct SetRoom {
     pub rule_prefixes: usize,
 }
 
+/// Entries of each kind (/24s held in part, IPv6 prefixes, elements with timeouts or
+/// counters) a filter with sets has room for at least: a /24's bitmap takes 32 bytes, so
+/// 4 MiB of bitmaps, and entries of the trie and the elements' table take memory only once
+/// written.
+pub(crate) const SET_ROOM: usize = 131_072;
+
 impl SetRoom {
     /// Room for exactly `sets` and `port_sets` port sets.
     pub fn for_sets(sets: &[Arc<PrefixSet>], port_sets: usize) -> Self {
@@ -59,6 +65,24 @@ impl SetRoom {
             room.elements += set.kernel_elements();
         }
         room
+    }
+
+    /// This room, with room beside each kind of set entry the sets have for as many again,
+    /// [`SET_ROOM`] at least: for elements added while the forwarder runs.
+    pub fn to_grow(self) -> Self {
+        let grow = |n: usize| {
+            if self.sets > 0 {
+                (2 * n).max(SET_ROOM)
+            } else {
+                n
+            }
+        };
+        SetRoom {
+            partial_blocks: grow(self.partial_blocks),
+            trie_entries: grow(self.trie_entries),
+            elements: grow(self.elements),
+            ..self
+        }
     }
 
     /// What the room holds, in words.

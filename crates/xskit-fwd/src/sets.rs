@@ -59,6 +59,9 @@ pub struct SetOptions {
     pub now_ns: u64,
 }
 
+/// The most elements [`PrefixSet::listed`] gives.
+pub(crate) const MAX_LISTED: usize = 100_000;
+
 /// A named set of prefixes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrefixSet {
@@ -338,6 +341,140 @@ impl PrefixSet {
         })
     }
 
+    /// This set with the elements `added` (each a prefix, and in a set with timeouts or
+    /// counters `timeout DURATION` if it expires; `timeout` for those without one of their
+    /// own, timed from `now_ns`, CLOCK_MONOTONIC) and the prefixes `removed` taken out. In a set
+    /// without timeouts or counters removing takes the addresses out, however they were
+    /// written; in one with, an element goes as it was written, and one it does not hold is
+    /// refused. Errors count the items 1-based, the added first.
+    pub fn changed(
+        &self,
+        added: &[String],
+        removed: &[String],
+        timeout: Option<Duration>,
+        now_ns: u64,
+    ) -> Result<Self, SetLineError> {
+        let at = |line: usize| move |message: String| SetLineError { line, message };
+        let mut next = self.clone();
+        let expiring = |t: Option<Duration>| {
+            t.or(timeout)
+                .map(|t| now_ns.saturating_add(t.as_nanos().try_into().unwrap_or(u64::MAX)))
+        };
+        let mut elements = self.elements().to_vec();
+        for (i, item) in added.iter().enumerate() {
+            let (prefix, _, t) = parse_element(item).map_err(at(i + 1))?;
+            let expires_ns = expiring(t);
+            if self.tracked.is_none() && expires_ns.is_some() {
+                return Err(at(i + 1)(format!(
+                    "set {:?} has no timeouts: its elements never expire (give the set a \
+                     timeout in the rules file to have them)",
+                    self.name
+                )));
+            }
+            let (lo, hi) = prefix.range();
+            match (&self.tracked, prefix.family()) {
+                (Some(_), family) => elements.push(Element {
+                    family,
+                    network: lo,
+                    len: prefix.len,
+                    expires_ns,
+                }),
+                (None, 4) => next.v4.push(((lo >> 96) as u32, (hi >> 96) as u32)),
+                (None, _) => next.v6.push((lo, hi)),
+            }
+            next.stats.prefixes += 1;
+        }
+        merge(&mut next.v4);
+        merge(&mut next.v6);
+        for (i, item) in removed.iter().enumerate() {
+            let line = added.len() + i + 1;
+            let (prefix, _) = Prefix::parse_lenient(item.trim()).map_err(at(line))?;
+            let (lo, hi) = prefix.range();
+            if self.tracked.is_some() {
+                let before = elements.len();
+                elements
+                    .retain(|e| (e.family, e.network, e.len) != (prefix.family(), lo, prefix.len));
+                if elements.len() == before {
+                    return Err(at(line)(format!(
+                        "{prefix} is not an element of set {:?}",
+                        self.name
+                    )));
+                }
+            } else if prefix.family() == 4 {
+                subtract(&mut next.v4, ((lo >> 96) as u32, (hi >> 96) as u32));
+            } else {
+                subtract(&mut next.v6, (lo, hi));
+            }
+        }
+        if let Some(t) = &self.tracked {
+            next = Self::of_elements(&self.name, t.counters, elements);
+        }
+        Ok(next)
+    }
+
+    /// Its elements for people, at most [`MAX_LISTED`]: a set without timeouts or counters
+    /// as the fewest prefixes that cover it; one with, each element, with the time it has
+    /// left at `now_ns` (CLOCK_MONOTONIC) if it expires (`198.51.100.7 expires 59s`), the
+    /// expired left out.
+    pub fn listed(&self, now_ns: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.tracked {
+            for e in &t.elements {
+                match e.expires_ns {
+                    None => out.push(e.prefix().to_string()),
+                    Some(at) if at > now_ns => out.push(format!(
+                        "{} expires {}s",
+                        e.prefix(),
+                        (at - now_ns).div_ceil(1_000_000_000)
+                    )),
+                    Some(_) => {}
+                }
+            }
+            out.truncate(MAX_LISTED);
+            return out;
+        }
+        let v4 = self.v4.iter().flat_map(|&(lo, hi)| {
+            cidrs(u128::from(lo)..=u128::from(hi), 32)
+                .into_iter()
+                .map(|(a, len)| format!("{}/{len}", std::net::Ipv4Addr::from(a as u32)))
+        });
+        let v6 = self.v6.iter().flat_map(|&(lo, hi)| {
+            cidrs(lo..=hi, 128)
+                .into_iter()
+                .map(|(a, len)| format!("{}/{len}", std::net::Ipv6Addr::from(a)))
+        });
+        out.extend(v4.chain(v6).take(MAX_LISTED));
+        out
+    }
+
+    /// A set with timeouts or counters holding `elements`.
+    fn of_elements(name: &str, counters: bool, elements: Vec<Element>) -> Self {
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for e in elements.iter().filter(|e| e.expires_ns.is_none()) {
+            let (lo, hi) = e.prefix().range();
+            match e.family {
+                4 => v4.push(((lo >> 96) as u32, (hi >> 96) as u32)),
+                _ => v6.push((lo, hi)),
+            }
+        }
+        merge(&mut v4);
+        merge(&mut v6);
+        let stats = SetStats {
+            prefixes: elements.len(),
+            ipv6: elements.iter().filter(|e| e.family == 6).count(),
+            timed: elements.iter().filter(|e| e.expires_ns.is_some()).count(),
+            ..SetStats::default()
+        };
+        let (tracked, _) = Tracked::new(counters, elements);
+        PrefixSet {
+            name: name.to_string(),
+            v4,
+            v6,
+            tracked: Some(Box::new(tracked)),
+            stats,
+        }
+    }
+
     /// A set read from a file's text: one prefix or address a line; `#` and `;` start a
     /// comment (Spamhaus's lists put `; SBL...` after each prefix); blank lines are skipped.
     pub fn parse(name: &str, text: &str) -> Result<Self, SetLineError> {
@@ -584,6 +721,24 @@ fn merge<T: Copy + Ord + num_like::Step>(ranges: &mut Vec<(T, T)>) -> usize {
     covered
 }
 
+/// `ranges` (sorted, disjoint) without the addresses `lo..=hi`.
+fn subtract<T: Copy + Ord + num_like::Step>(ranges: &mut Vec<(T, T)>, (lo, hi): (T, T)) {
+    let mut out = Vec::with_capacity(ranges.len() + 1);
+    for &(a, b) in ranges.iter() {
+        if b < lo || a > hi {
+            out.push((a, b));
+            continue;
+        }
+        if let Some(before) = lo.prev().filter(|&p| a < lo && a <= p) {
+            out.push((a, before));
+        }
+        if let Some(after) = hi.next().filter(|&n| b > hi && n <= b) {
+            out.push((after, b));
+        }
+    }
+    *ranges = out;
+}
+
 /// True if `a` is in one of the sorted disjoint `ranges`.
 #[inline]
 fn find<T: Copy + Ord>(ranges: &[(T, T)], a: T) -> bool {
@@ -619,15 +774,22 @@ fn cidrs(span: RangeInclusive<u128>, width: u32) -> Vec<(u128, u8)> {
 mod num_like {
     pub(super) trait Step: Sized {
         fn next(self) -> Option<Self>;
+        fn prev(self) -> Option<Self>;
     }
     impl Step for u32 {
         fn next(self) -> Option<Self> {
             self.checked_add(1)
         }
+        fn prev(self) -> Option<Self> {
+            self.checked_sub(1)
+        }
     }
     impl Step for u128 {
         fn next(self) -> Option<Self> {
             self.checked_add(1)
+        }
+        fn prev(self) -> Option<Self> {
+            self.checked_sub(1)
         }
     }
 }
@@ -652,6 +814,58 @@ mod tests {
 
     fn v4(a: &str) -> u128 {
         u128::from(u32::from(a.parse::<std::net::Ipv4Addr>().unwrap())) << 96
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn elements_added_and_addresses_taken_out_of_a_plain_set() {
+        let s = set("203.0.113.0/24\n");
+        let s = s
+            .changed(&strings(&["198.51.100.7", "2001:db8::/64"]), &[], None, 0)
+            .unwrap();
+        assert!(s.contains(4, v4("198.51.100.7")) && !s.contains(4, v4("198.51.100.8")));
+        let out = s
+            .changed(
+                &[],
+                &strings(&["203.0.113.128/25", "2001:db8::/64"]),
+                None,
+                0,
+            )
+            .unwrap();
+        assert!(out.contains(4, v4("203.0.113.127")), "the first half stays");
+        assert!(!out.contains(4, v4("203.0.113.128")) && !out.contains(4, v4("203.0.113.255")));
+        assert!(out.contains(4, v4("198.51.100.7")));
+        let a6 = u128::from("2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap());
+        assert!(s.contains(6, a6) && !out.contains(6, a6));
+        let bad = s.changed(&strings(&["10.0.0.0/8 timeout 10m"]), &[], None, 0);
+        assert!(bad.unwrap_err().message.contains("has no timeouts"));
+        let bad = s.changed(&[], &strings(&["nope"]), None, 0).unwrap_err();
+        assert_eq!(bad.line, 1);
+    }
+
+    #[test]
+    fn a_tracked_sets_elements_come_with_their_timeouts_and_go_as_written() {
+        let options = SetOptions {
+            counters: true,
+            ..SetOptions::default()
+        };
+        let s = PrefixSet::from_items_with("t", [(1, "203.0.113.0/24")], options).unwrap();
+        let now = xskit_os::monotonic_coarse_ns();
+        let s = s
+            .changed(&strings(&["198.51.100.7 timeout 1h"]), &[], None, now)
+            .unwrap();
+        assert_eq!(s.elements().len(), 2);
+        assert!(s.elements().iter().any(|e| e.expires_ns.is_some()));
+        assert!(s.contains(4, v4("198.51.100.7")) && s.counts_elements());
+        let refused = s.changed(&[], &strings(&["203.0.113.0/25"]), None, now);
+        assert!(refused.unwrap_err().message.contains("is not an element"));
+        let out = s
+            .changed(&[], &strings(&["203.0.113.0/24"]), None, now)
+            .unwrap();
+        assert!(!out.contains(4, v4("203.0.113.1")) && out.contains(4, v4("198.51.100.7")));
     }
 
     #[test]

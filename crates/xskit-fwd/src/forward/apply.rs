@@ -57,17 +57,43 @@ impl Generation {
     }
 }
 
-/// Rules to put in force: made already, or a rules file's text (its sets that name a file
-/// taken as they run: [`RuleSet::from_toml_keeping_sets`]).
-pub(crate) enum NextRules {
+/// What a [`RuleChanger`] asks.
+pub(crate) enum Ask {
+    /// Put these rules in force.
     Made(RuleSet),
+    /// Put the rules of this rules file's text in force (its sets that name a file taken as
+    /// they run: [`RuleSet::from_toml_keeping_sets`]).
     Text(String),
+    /// Change a set's elements.
+    Set(SetChange),
+    /// A set's elements.
+    List(String),
 }
 
-/// A request to put rules in force, and where its answer goes.
+/// What the supervisor answers.
+pub(crate) enum Answer {
+    Applied(Applied),
+    Elements(Vec<String>),
+}
+
+/// A request, and where its answer goes.
 pub(crate) struct ApplyRequest {
-    rules: NextRules,
-    answer: SyncSender<Result<Applied>>,
+    ask: Ask,
+    answer: SyncSender<Result<Answer>>,
+}
+
+/// Elements to add to a running set and prefixes to take out of it
+/// ([`crate::sets::PrefixSet::changed`]).
+#[derive(Clone, Debug, Default)]
+pub struct SetChange {
+    /// The set's name.
+    pub set: String,
+    /// Elements to add: a prefix, and `timeout DURATION` in a set with timeouts.
+    pub add: Vec<String>,
+    /// Prefixes to take out.
+    pub del: Vec<String>,
+    /// The timeout of added elements without one of their own (a set with timeouts).
+    pub timeout: Option<Duration>,
 }
 
 /// Asks a running forwarder to put other rules in force ([`crate::Forwarder::rule_changer`]).
@@ -89,19 +115,43 @@ impl RuleChanger {
     /// for the answer. Refused, with the running rules untouched, when they do not fit the
     /// running filter ([`Error::RulesOutgrown`], [`Error::SetsChanged`]).
     pub fn apply(&self, rules: RuleSet, timeout: Duration) -> Result<Applied> {
-        self.ask(NextRules::Made(rules), timeout)
+        self.applied(Ask::Made(rules), timeout)
     }
 
     /// [`RuleChanger::apply`] for the text of a rules file, read by the forwarder against its
     /// running rules ([`RuleSet::from_toml_keeping_sets`]): a mistake is
     /// [`Error::InvalidRules`], with its line and column.
     pub fn apply_text(&self, text: String, timeout: Duration) -> Result<Applied> {
-        self.ask(NextRules::Text(text), timeout)
+        self.applied(Ask::Text(text), timeout)
     }
 
-    fn ask(&self, rules: NextRules, timeout: Duration) -> Result<Applied> {
+    /// Adds elements to a running set and takes others out, in place in the kernel (each
+    /// /24 or trie entry a packet meets is old or new), and puts the rules over the changed
+    /// set in force as an apply does. Refused, the set untouched, for an element that is not
+    /// one or a set that would outgrow the filter's room.
+    pub fn change_set(&self, change: SetChange, timeout: Duration) -> Result<Applied> {
+        self.applied(Ask::Set(change), timeout)
+    }
+
+    /// The elements of the running set `name` (merged prefixes for a set without timeouts or
+    /// counters; each element, with `timeout` and the time left, for one with).
+    pub fn set_elements(&self, name: &str, timeout: Duration) -> Result<Vec<String>> {
+        match self.ask(Ask::List(name.to_string()), timeout)? {
+            Answer::Elements(e) => Ok(e),
+            Answer::Applied(_) => Err(Error::ForwarderStopped),
+        }
+    }
+
+    fn applied(&self, ask: Ask, timeout: Duration) -> Result<Applied> {
+        match self.ask(ask, timeout)? {
+            Answer::Applied(a) => Ok(a),
+            Answer::Elements(_) => Err(Error::ForwarderStopped),
+        }
+    }
+
+    fn ask(&self, ask: Ask, timeout: Duration) -> Result<Answer> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        match self.requests.try_send(ApplyRequest { rules, answer }) {
+        match self.requests.try_send(ApplyRequest { ask, answer }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => return Err(Error::ApplyBusy),
             Err(TrySendError::Disconnected(_)) => return Err(Error::ForwarderStopped),
@@ -162,15 +212,18 @@ impl<K: Kernel> Forwarding<K> {
     /// Answers the applies waiting, between the supervisor's looks.
     pub(crate) fn answer_applies(&mut self) {
         while let Ok(request) = self.apply_requests.try_recv() {
-            let result = match request.rules {
-                NextRules::Made(rules) => self.apply(rules),
-                NextRules::Text(text) => RuleSet::from_toml_keeping_sets(&text, &self.rules)
+            let result = match request.ask {
+                Ask::Made(rules) => self.apply(rules).map(Answer::Applied),
+                Ask::Text(text) => RuleSet::from_toml_keeping_sets(&text, &self.rules)
                     .map_err(|e| Error::InvalidRules {
                         line: e.line,
                         column: e.column,
                         message: e.message,
                     })
-                    .and_then(|rules| self.apply(rules)),
+                    .and_then(|rules| self.apply(rules))
+                    .map(Answer::Applied),
+                Ask::Set(change) => self.change_set(change).map(Answer::Applied),
+                Ask::List(name) => self.set_elements(&name).map(Answer::Elements),
             };
             // The asker may have given up waiting: nothing to tell then.
             let _ = request.answer.try_send(result);
@@ -200,6 +253,61 @@ impl<K: Kernel> Forwarding<K> {
             added: slots.added,
             removed: slots.removed,
         })
+    }
+
+    /// The index of the running set `name`.
+    fn set_index(&self, name: &str) -> Result<usize> {
+        let sets = self.rules.sets();
+        sets.iter()
+            .position(|s| s.name() == name)
+            .ok_or_else(|| Error::NoSuchSet {
+                name: name.to_string(),
+                sets: sets
+                    .iter()
+                    .map(|s| s.name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Changes a set's elements in place in every filter, then the workers' rules.
+    pub(crate) fn change_set(&mut self, change: SetChange) -> Result<Applied> {
+        let index = self.set_index(&change.set)?;
+        let now = xskit_os::monotonic_coarse_ns();
+        let set = self.rules.sets()[index]
+            .changed(&change.add, &change.del, change.timeout, now)
+            .map_err(|e| Error::InvalidElement {
+                set: change.set.clone(),
+                position: e.line,
+                message: e.message,
+            })?;
+        let next = self.rules.with_set(index, Arc::new(set));
+        for (i, filter) in self.filters.iter().enumerate() {
+            if let Err(e) = filter.set_sets(next.sets()) {
+                for earlier in &self.filters[..i] {
+                    earlier.set_sets(self.rules.sets())?;
+                }
+                return Err(e);
+            }
+        }
+        let next = Arc::new(next);
+        self.take_up_in_workers(&next);
+        self.rules = next;
+        self.generation = Generation::now(self.generation.number + 1);
+        let count = self.rules.rules().len();
+        Ok(Applied {
+            generation: self.generation.number,
+            rules: count,
+            kept: count,
+            added: 0,
+            removed: 0,
+        })
+    }
+
+    /// The running set `name`'s elements, for people.
+    fn set_elements(&self, name: &str) -> Result<Vec<String>> {
+        let set = &self.rules.sets()[self.set_index(name)?];
+        Ok(set.listed(xskit_os::monotonic_coarse_ns()))
     }
 
     /// Installs `kernel` in every filter, `to_clear` cleared first. A filter that fails

@@ -122,6 +122,12 @@ impl RunningFilter for Recorded {
             .borrow_mut()
             .push(format!("{} stops redirecting {queues} queue(s)", self.name));
     }
+    fn set_sets(&self, sets: &[Arc<crate::sets::PrefixSet>]) -> Result<()> {
+        self.calls
+            .borrow_mut()
+            .push(format!("{} writes {} sets", self.name, sets.len()));
+        Ok(())
+    }
     fn reset_slots(&self, slots: &[u16]) -> Result<()> {
         self.calls
             .borrow_mut()

@@ -209,6 +209,24 @@ impl RuleSet {
         &self.sets
     }
 
+    /// These rules with set `index` ([`RuleSet::sets`]) replaced by `set`: the same rules,
+    /// matching the set's new elements.
+    pub fn with_set(&self, index: usize, set: Arc<PrefixSet>) -> RuleSet {
+        let mut sets = self.sets.clone();
+        if let Some(slot) = sets.get_mut(index) {
+            *slot = set;
+        }
+        RuleSet {
+            fast: self
+                .rules
+                .iter()
+                .map(|r| FastMatch::new(&r.matcher, &sets, &self.port_sets))
+                .collect(),
+            sets,
+            ..self.clone()
+        }
+    }
+
     /// The verdict for packets that cannot be classified ([`Unclassifiable`]): `drop` unless
     /// the file's `unclassifiable` says otherwise.
     pub fn unclassifiable_verdict(&self) -> Verdict {
