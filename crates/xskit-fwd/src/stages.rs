@@ -226,6 +226,9 @@ pub(crate) struct Rules {
     pub(crate) ports: Arc<Vec<PortCells>>,
     /// Counts gathered during one vector, flushed to `cells` at its end.
     pub(crate) local: Vec<[u64; 3]>,
+    /// The indices of `local` counted on during the vector: only they are flushed, so that a
+    /// vector costs its packets' rules, not every rule.
+    pub(crate) touched: Vec<usize>,
     /// The port each input port forwards to.
     pub(crate) outs: Vec<u16>,
     pub(crate) reflect: bool,
@@ -248,6 +251,7 @@ impl Rules {
                 self.limiters = Arc::clone(&now.limiters);
                 self.cells = Arc::clone(cells);
                 self.local = vec![[0; 3]; self.cells.len()];
+                self.touched.clear();
             }
         }
         self.generation = generation;
@@ -307,6 +311,9 @@ impl Stage for Rules {
             let (i, verdict) = self.rules.decide(&parsed.0);
             let settled = parsed.1;
             let c = &mut self.local[i];
+            if c[0] == 0 {
+                self.touched.push(i);
+            }
             c[0] += 1;
             c[1] += len as u64;
             let next = match verdict {
@@ -341,13 +348,14 @@ impl Stage for Rules {
         ) {
             bump(&port.unclassifiable, unclassifiable);
         }
-        for (local, cell) in self.local.iter_mut().zip(self.cells.iter()) {
-            if local[0] > 0 {
-                bump(&cell.packets, local[0]);
-                bump(&cell.bytes, local[1]);
-                bump(&cell.over_rate, local[2]);
-                *local = [0; 3];
-            }
+        for i in self.touched.drain(..) {
+            let (Some(local), Some(cell)) = (self.local.get_mut(i), self.cells.get(i)) else {
+                continue;
+            };
+            bump(&cell.packets, local[0]);
+            bump(&cell.bytes, local[1]);
+            bump(&cell.over_rate, local[2]);
+            *local = [0; 3];
         }
     }
 }

@@ -136,6 +136,7 @@ impl WorkerPlan {
             cells: Arc::clone(rule_cells),
             ports: Arc::clone(port_cells),
             local: vec![[0; 3]; rule_cells.len()],
+            touched: Vec::with_capacity(xskit_pipeline::MAX_VECTOR),
             outs: if n == 2 { vec![1, 0] } else { vec![0] },
             reflect: self.reflect,
             local_mac: self.tap.as_ref().map(|t| t.mac),
