@@ -25,7 +25,8 @@ pub(crate) struct FwdArgs {
     #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
     interfaces: Vec<String>,
     /// The rules file (TOML; --help-rules, or man 5 xskit-rules, says how to write one).
-    /// Without it everything is forwarded.
+    /// Without it everything is forwarded. SIGHUP reads it again and puts it in force whole
+    /// (or refuses it, the rules running untouched), as `xskit ctl apply` does.
     #[arg(long, value_name = "FILE")]
     rules: Option<std::path::PathBuf>,
     /// Print how to write a rules file, and exit.
