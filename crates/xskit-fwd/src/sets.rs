@@ -847,6 +847,18 @@ mod tests {
     }
 
     #[test]
+    fn subtracting_keeps_what_lies_either_side_to_the_ends_of_the_space() {
+        let mut r = vec![(0u32, 10), (20, 30), (40, u32::MAX)];
+        subtract(&mut r, (5, 25));
+        assert_eq!(r, vec![(0, 4), (26, 30), (40, u32::MAX)]);
+        subtract(&mut r, (0, 0));
+        subtract(&mut r, (u32::MAX, u32::MAX));
+        assert_eq!(r, vec![(1, 4), (26, 30), (40, u32::MAX - 1)]);
+        subtract(&mut r, (0, u32::MAX));
+        assert!(r.is_empty());
+    }
+
+    #[test]
     fn a_tracked_sets_elements_come_with_their_timeouts_and_go_as_written() {
         let options = SetOptions {
             counters: true,
