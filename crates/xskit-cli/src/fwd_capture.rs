@@ -23,7 +23,7 @@ use pcap_file::DataLink;
 use serde::Serialize;
 use xskit::capture::{Capture, CaptureConfig};
 use xskit::Interface;
-use xskit_fwd::reasons::Reasons;
+use xskit_fwd::reasons::LiveReasons;
 
 /// What a capture did, for the summary.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -48,7 +48,7 @@ impl FwdCapture {
     pub(crate) fn start(
         path: &Path,
         interfaces: Vec<String>,
-        reasons: Reasons,
+        reasons: LiveReasons,
         max_per_sec: u32,
     ) -> Result<FwdCapture> {
         let file = File::create(path)
@@ -126,7 +126,7 @@ fn capture(
     file: File,
     path: PathBuf,
     interfaces: Vec<String>,
-    reasons: Reasons,
+    reasons: LiveReasons,
     max_per_sec: u32,
     stop: &AtomicBool,
     ready: mpsc::SyncSender<Result<()>>,

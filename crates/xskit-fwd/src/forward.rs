@@ -142,8 +142,8 @@ impl Forwarder {
 
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder
     /// runs them (forwarding in XDP only where it does), for a capture's comments.
-    pub fn capture_reasons(&self) -> crate::reasons::Reasons {
-        crate::reasons::Reasons::new(self.0.kernel_share())
+    pub fn capture_reasons(&self) -> crate::reasons::LiveReasons {
+        self.0.reasons.clone()
     }
 
     /// Things the user should know about the set-up (unserved queues, a mode fallback, pass
@@ -252,6 +252,8 @@ pub(crate) struct Forwarding<K: Kernel> {
     room: crate::set_tables::SetRoom,
     /// The rules' generation in force.
     generation: Generation,
+    /// What the kernel's reason numbers mean for the rules in force, for captures.
+    reasons: crate::reasons::LiveReasons,
     /// Applies asked by [`RuleChanger`]s, and where they ask.
     apply_requests: std::sync::mpsc::Receiver<apply::ApplyRequest>,
     apply_sender: std::sync::mpsc::SyncSender<apply::ApplyRequest>,
@@ -321,6 +323,11 @@ impl<K: Kernel> Forwarding<K> {
             live: Arc::clone(&plan.live),
             room: setup.room,
             generation: Generation::now(1),
+            reasons: crate::reasons::LiveReasons::new(crate::reasons::Reasons::new(
+                plan.rules
+                    .kernel_share(setup.sockets.xdp_forward)
+                    .passing_to_tap(config.tap.is_some()),
+            )),
             apply_requests,
             apply_sender,
             rules: plan.rules,

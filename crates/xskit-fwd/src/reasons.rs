@@ -2,7 +2,10 @@
 //! of the forwarder (`xskit fwd --capture`) gives each packet, so that "why was this
 //! dropped?" has an answer in the file.
 
+use std::sync::{Arc, Mutex};
+
 use xskit::capture::XdpAction;
+use xskit_os::sync::LockUnpoisoned;
 
 use crate::abi::Slot;
 use crate::rules::{KernelShare, Verdict};
@@ -17,6 +20,28 @@ pub struct Reasons {
     unclassifiable: &'static str,
     /// Whether `forward` verdicts are carried out in XDP.
     xdp_forward: bool,
+}
+
+/// [`Reasons`] that follow a running forwarder's rules as they change
+/// ([`crate::Forwarder::capture_reasons`]): a packet captured right around an apply may be
+/// named by the other rules' reason of its number.
+#[derive(Clone, Debug)]
+pub struct LiveReasons(Arc<Mutex<Reasons>>);
+
+impl LiveReasons {
+    pub(crate) fn new(reasons: Reasons) -> Self {
+        LiveReasons(Arc::new(Mutex::new(reasons)))
+    }
+
+    /// [`Reasons::comment`], by the rules in force.
+    pub fn comment(&self, verdict: Option<u32>, why: Option<u32>) -> String {
+        self.0.lock_unpoisoned().comment(verdict, why)
+    }
+
+    /// Follows `reasons` from now on.
+    pub(crate) fn set(&self, reasons: Reasons) {
+        *self.0.lock_unpoisoned() = reasons;
+    }
 }
 
 impl Reasons {

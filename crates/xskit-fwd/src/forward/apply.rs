@@ -245,6 +245,8 @@ impl<K: Kernel> Forwarding<K> {
         let next = Arc::new(next);
         self.take_up_in_workers(&next);
         self.rules = next;
+        self.reasons
+            .set(crate::reasons::Reasons::new(self.kernel_share()));
         self.generation = Generation::now(self.generation.number + 1);
         Ok(Applied {
             generation: self.generation.number,

@@ -251,7 +251,17 @@ mod over_a_fake_kernel {
         assert!(matches!(refused, Error::SetsChanged { .. }), "{refused}");
         assert_eq!(installs(&calls), before, "no filter was touched");
         assert_eq!(forwarding.generation.number, 1);
+        let named = |f: &Forwarding<Fake>| f.reasons.comment(Some(1), Some(0));
+        assert!(
+            named(&forwarding).contains("drop-7"),
+            "{}",
+            named(&forwarding)
+        );
         let applied = forwarding.apply(rules(DROP_9)).expect("applied");
+        assert!(
+            named(&forwarding).contains("drop-9"),
+            "captures name the rules in force"
+        );
         assert_eq!(
             (
                 applied.generation,
