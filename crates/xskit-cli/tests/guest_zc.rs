@@ -145,16 +145,25 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
     }
 }
 
-/// What a failed ping through the guest's first forwarder leaves to read: what each NIC's TAP
-/// device received from the guest and QEMU's view (whether the guest's transmits reached the
-/// host at all), that forwarder's last counters, and every forwarder's stderr.
-fn guest_side(running: &RunningGuest<'_>) -> String {
+/// What a failed ping from `a` to `c` through the guest's first forwarder leaves to read:
+/// three more pings with QEMU's writes to the TAPs traced (whether it writes the guest's
+/// frames and what the kernel answers), the TAP files QEMU holds, what each NIC's TAP counted
+/// and QEMU's view of each queue, that forwarder's last counters, and every forwarder's
+/// stderr.
+fn guest_side(running: &RunningGuest<'_>, a: &xskit_testbed::Host, c: &str) -> String {
+    let share = running.share();
+    let trace = QemuTrace::start(&share);
+    let again = run(a, "ping", &["-c", "3", "-i", "0.3", "-w", "5", c]);
+    let traced = trace.map(QemuTrace::finish);
     format!(
-        "{}\n{}\nthe forwarder's last counters: {}\n{}",
+        "three more pings: {}\nQEMU's writes meanwhile: {traced:?}\nQEMU's TAP files:\n{}\n\
+         {}\n{}\nthe forwarder's last counters: {}\n{}",
+        text(&again),
+        tun_files(&share),
         running.taps_seen(),
         qemu_view(running),
-        last_line(&shared_text(&running.share(), "killed.json")),
-        xskit_testbed::errors_written(&running.share())
+        last_line(&shared_text(&share, "killed.json")),
+        xskit_testbed::errors_written(&share)
     )
 }
 
@@ -362,7 +371,10 @@ fn qemu_view(running: &RunningGuest<'_>) -> String {
         .filter_map(|l| l.split_whitespace().next());
     for path in nics {
         out += &ask(&format!("info virtio-status {path}"));
-        out += &ask(&format!("info virtio-queue-status {path} 1"));
+        // Each queue pair's receive and transmit queues (the last is the control queue).
+        for queue in 0..4 {
+            out += &ask(&format!("info virtio-queue-status {path} {queue}"));
+        }
     }
     out
 }
@@ -904,7 +916,7 @@ run_fwd scale -i eth0 -i eth1 -m zc --check --rules {rules}
     assert!(
         answers_ping(&wire.a, &c_ip),
         "a never reached c\n{}",
-        guest_side(&running)
+        guest_side(&running, &wire.a, &c_ip)
     );
     // recv's program takes every frame at c, the kernel's too: kernel traffic goes first.
     let traffic = kernel_traffic_crosses(&wire.a, &wire.c, 2);
@@ -1135,7 +1147,7 @@ wait
             out.status.success(),
             "{}\n{}",
             text(&out),
-            guest_side(&running)
+            guest_side(&running, &wire.a, &wire.c.ip.to_string())
         );
     };
     wait_for(&running, "FWD killed");
