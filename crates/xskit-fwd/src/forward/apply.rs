@@ -97,7 +97,8 @@ pub struct SetChange {
 }
 
 /// Asks a running forwarder to put other rules in force ([`crate::Forwarder::rule_changer`]).
-/// Cheap to clone; usable from any thread.
+/// Cheap to clone; usable from any thread but the one in [`crate::Forwarder::run`], whose
+/// supervisor answers it (from `run`'s `on_tick` an apply would wait out its timeout).
 #[derive(Clone, Debug)]
 pub struct RuleChanger {
     requests: SyncSender<ApplyRequest>,
