@@ -33,7 +33,7 @@ packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev 
 # Prometheus's parser, libxdp's xsk.h), valgrind, the guest testbed (QEMU, busybox,
 # cpio, xz), g++ for libFuzzer and systemd-analyze for the service unit.
 if [ "$job" = test ]; then
-    packages+=(iperf3 valgrind systemd qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev g++)
+    packages+=(iperf3 valgrind systemd qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev g++ strace)
 fi
 missing=()
 for p in "${packages[@]}"; do
