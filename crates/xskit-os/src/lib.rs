@@ -2,6 +2,7 @@
 
 mod calls;
 mod error;
+pub mod fdpass;
 mod mmap;
 pub mod packet;
 mod poll;

@@ -304,6 +304,26 @@ pub enum Error {
         /// The length given.
         len: u32,
     },
+    /// A takeover found no program of the other process on the interface.
+    #[error(
+        "{iface} runs no XDP program through a bpf_link: there is nothing to take over (the \
+         forwarder to take over from has stopped, or it was started without a link)"
+    )]
+    NothingToTakeOver {
+        /// The interface.
+        iface: String,
+    },
+    /// A UMEM handed over by another process is not what its layout says.
+    #[error(
+        "the UMEM handed over is {file} bytes, but its layout needs {bytes} on a shared \
+         (memfd) mapping: the two processes disagree on the UMEM's layout"
+    )]
+    UmemHandedOver {
+        /// Bytes the layout needs.
+        bytes: u64,
+        /// Bytes the memfd holds.
+        file: u64,
+    },
     /// The UMEM is larger than its descriptors can address.
     #[error("a UMEM of {bytes} bytes is too large to address (the limit is 2^48 bytes)")]
     UmemAddressSpace {

@@ -28,6 +28,8 @@ static REDIRECT_FRAGS_OBJ: &[u8] =
 /// The program is attached through a bpf_link, so it disappears when this value is dropped
 /// and also when the process dies, however it dies.
 pub struct XdpProgram {
+    /// A link handed over by another process, which keeps this program attached.
+    _link: Option<std::os::fd::OwnedFd>,
     // Owns the loaded program and its link; dropping it detaches the program.
     ebpf: Mutex<Ebpf>,
     /// The socket map, for objects that redirect to sockets.
@@ -200,23 +202,8 @@ fn attach_object(
         });
     }
     let (own, _) = rx_queue_counts(iface);
-    let mut loader = aya::EbpfLoader::new();
-    for &(map, entries) in object.sizes {
-        loader.map_max_entries(map, entries);
-    }
-    let mut ebpf = loader
-        .load(object.elf)
-        .map_err(|e| program_error(prog_name, "loading", e))?;
-    let program: &mut Xdp = ebpf
-        .program_mut(prog_name)
-        .ok_or_else(|| Error::NoSuchProgram {
-            name: prog_name.to_string(),
-        })?
-        .try_into()
-        .map_err(|e| program_error(prog_name, "taking it as an XDP program", e))?;
-    program
-        .load()
-        .map_err(|e| program_error(prog_name, "verifying", e))?;
+    let mut ebpf = load_object(object)?;
+    let program = loaded_program(&mut ebpf, prog_name)?;
     let (mode, fallback) =
         attach_in_mode(iface, program, prog_name, mode, (link.mtu, multi_buffer))?;
     // The link is ours, so the id the interface reports now is our program's.
@@ -234,6 +221,82 @@ fn attach_object(
         id,
         rx_queues: RxQueues {
             own: own.unwrap_or(total),
+            total,
+            max_combined,
+        },
+    })
+}
+
+/// Loads (and verifies) the object's maps and programs.
+fn load_object(object: &ProgramObject<'_>) -> Result<Ebpf> {
+    let prog_name = object.program;
+    let mut loader = aya::EbpfLoader::new();
+    for &(map, entries) in object.sizes {
+        loader.map_max_entries(map, entries);
+    }
+    let mut ebpf = loader
+        .load(object.elf)
+        .map_err(|e| program_error(prog_name, "loading", e))?;
+    loaded_program(&mut ebpf, prog_name)?
+        .load()
+        .map_err(|e| program_error(prog_name, "verifying", e))?;
+    Ok(ebpf)
+}
+
+/// The XDP program `prog_name` of `ebpf`.
+fn loaded_program<'e>(ebpf: &'e mut Ebpf, prog_name: &str) -> Result<&'e mut Xdp> {
+    ebpf.program_mut(prog_name)
+        .ok_or_else(|| Error::NoSuchProgram {
+            name: prog_name.to_string(),
+        })?
+        .try_into()
+        .map_err(|e| program_error(prog_name, "taking it as an XDP program", e))
+}
+
+/// Loads the object and puts its program on `link`, the bpf_link another process attached
+/// to `iface` and handed over, in one step: the interface never runs without a program.
+fn take_over_object(
+    iface: &Interface,
+    object: &ProgramObject<'_>,
+    link: &std::os::fd::OwnedFd,
+) -> Result<Attached> {
+    let prog_name = object.program;
+    let before = iface.link_info()?;
+    let mode = if before.xdp.drv_prog_id != 0 {
+        AttachedMode::Drv
+    } else if before.xdp.skb_prog_id != 0 {
+        AttachedMode::Skb
+    } else {
+        return Err(Error::NothingToTakeOver {
+            iface: iface.name().to_string(),
+        });
+    };
+    let mut ebpf = load_object(object)?;
+    let program = loaded_program(&mut ebpf, prog_name)?;
+    let fd = program
+        .fd()
+        .map_err(|e| program_error(prog_name, "reading its descriptor", e))?;
+    crate::sys::bpf::link_update(
+        std::os::fd::AsFd::as_fd(link),
+        std::os::fd::AsFd::as_fd(fd),
+        None,
+    )?;
+    let id = iface
+        .link_info()
+        .ok()
+        .and_then(|l| l.xdp.any())
+        .unwrap_or(0);
+    let (total, max_combined) = rx_queue_counts(iface);
+    let total = total.unwrap_or(1);
+    Ok(Attached {
+        ebpf,
+        mode,
+        fallback: None,
+        id,
+        // The queues the device had before any program are no longer known: the ones it
+        // has now are taken as its own.
+        rx_queues: RxQueues {
+            own: total,
             total,
             max_combined,
         },
@@ -317,6 +380,18 @@ pub struct ProgramObject<'a> {
     pub sizes: &'a [(&'a str, u32)],
 }
 
+impl ProgramObject<'static> {
+    /// xskit's redirect program, the one [`XdpProgram::attach`] loads (the `xdp.frags`
+    /// variant with `multi_buffer`): for [`XdpProgram::take_over`].
+    pub fn redirect(multi_buffer: bool) -> Self {
+        if multi_buffer {
+            ProgramObject::new(REDIRECT_FRAGS_OBJ, "xskit_redirect_frags")
+        } else {
+            ProgramObject::new(REDIRECT_OBJ, "xskit_redirect")
+        }
+    }
+}
+
 impl<'a> ProgramObject<'a> {
     /// Program `program` of the object `elf`.
     pub fn new(elf: &'a [u8], program: &'a str) -> Self {
@@ -341,12 +416,12 @@ impl XdpProgram {
     /// program is the `xdp.frags` variant, needed for sockets bound with multi-buffer.
     /// `Drv` and `ZeroCopy` attach in the driver; `Auto` tries the driver, then SKB.
     pub fn attach(iface: &Interface, mode: Mode, multi_buffer: bool) -> Result<Self> {
-        let object = if multi_buffer {
-            ProgramObject::new(REDIRECT_FRAGS_OBJ, "xskit_redirect_frags")
-        } else {
-            ProgramObject::new(REDIRECT_OBJ, "xskit_redirect")
-        };
-        Self::attach_object(iface, object, mode, multi_buffer)
+        Self::attach_object(
+            iface,
+            ProgramObject::redirect(multi_buffer),
+            mode,
+            multi_buffer,
+        )
     }
 
     /// Loads program `object` and attaches it to `iface` as [`XdpProgram::attach`] does: never
@@ -360,7 +435,43 @@ impl XdpProgram {
         mode: Mode,
         multi_buffer: bool,
     ) -> Result<Self> {
-        let mut attached = attach_object(iface, &object, mode, multi_buffer)?;
+        let attached = attach_object(iface, &object, mode, multi_buffer)?;
+        Self::from_attached(iface, attached, multi_buffer, None)
+    }
+
+    /// Loads program `object` and puts it on `link` in one step: the bpf_link (attached to
+    /// `iface`) of another process's program, which that process handed over
+    /// ([`XdpProgram::link_fd`]), so that packets never meet an interface without a program.
+    /// The program keeps the link's mode; the link is this program's from now on (detached when
+    /// the last process holding it lets it go).
+    pub fn take_over(
+        iface: &Interface,
+        object: ProgramObject<'_>,
+        link: std::os::fd::OwnedFd,
+        multi_buffer: bool,
+    ) -> Result<Self> {
+        let attached = take_over_object(iface, &object, &link)?;
+        Self::from_attached(iface, attached, multi_buffer, Some(link))
+    }
+
+    /// A new descriptor of the bpf_link that attaches this program, to hand to a process that
+    /// takes the interface over ([`XdpProgram::take_over`]).
+    pub fn link_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        let link = aya::programs::loaded_links()
+            .filter_map(|l| l.ok())
+            .find(|l| l.program_id() == self.id)
+            .ok_or_else(|| Error::NothingToTakeOver {
+                iface: self.iface.name().to_string(),
+            })?;
+        Ok(crate::sys::bpf::link_fd_by_id(link.id())?)
+    }
+
+    fn from_attached(
+        iface: &Interface,
+        mut attached: Attached,
+        multi_buffer: bool,
+        link: Option<std::os::fd::OwnedFd>,
+    ) -> Result<Self> {
         let xsks = match attached.ebpf.take_map("xsks_map") {
             None => None,
             Some(map) => {
@@ -382,6 +493,7 @@ impl XdpProgram {
             _ => None,
         };
         Ok(XdpProgram {
+            _link: link,
             ebpf: Mutex::new(attached.ebpf),
             xsks,
             refuse,

@@ -593,6 +593,44 @@ impl Socket {
         })
     }
 
+    /// A socket another process bound to `queue` of `iface` and handed over (its
+    /// descriptor `fd`, SCM_RIGHTS), on the UMEM it handed over with it ([`Umem::adopt`]).
+    /// `config` must give the ring sizes that process set: the kernel maps the rings as they
+    /// are, their entries and indices included, so this process carries on where it stopped.
+    /// The socket must be the first on its (interface, queue): it brings its own fill and
+    /// completion rings.
+    pub fn adopt(
+        fd: OwnedFd,
+        umem: &Umem,
+        iface: &Interface,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<Socket> {
+        config.validate()?;
+        let fd = Arc::new(fd);
+        let rings = Rings::map(&fd, umem, config, true)?;
+        let zero_copy = xsk::is_zero_copy(fd.as_fd())?;
+        umem.registration().bound.push((
+            current_netns(),
+            iface.index(),
+            queue,
+            Arc::downgrade(&fd),
+        ));
+        Ok(Socket {
+            fd,
+            umem: umem.clone(),
+            iface: iface.clone(),
+            queue,
+            zero_copy,
+            fallback: None,
+            tx_skb_budget: None,
+            rx: rings.rx,
+            tx: rings.tx,
+            fill: rings.fill,
+            completion: rings.completion,
+        })
+    }
+
     /// Binds one socket per (interface, queue) on one shared UMEM, in one call. Each
     /// (interface, queue) gets its own fill and completion rings; a repeated pair shares them.
     pub fn bind_shared(

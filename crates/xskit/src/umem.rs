@@ -84,6 +84,25 @@ impl Umem {
         })
     }
 
+    /// The UMEM another process handed over: its memfd `file`, laid out as `config` (which
+    /// must say what the other process's did, [`UmemConfig::shareable`] included). Its
+    /// frames are taken with [`Umem::take_frames_at`].
+    pub fn adopt(file: std::os::fd::OwnedFd, config: UmemConfig) -> Result<Self> {
+        config.validate()?;
+        let mut len = config.len();
+        if config.huge_pages {
+            len = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
+        }
+        let have = xskit_os::fdpass::file_len(std::os::fd::AsFd::as_fd(&file))?;
+        if !config.shareable || have < len {
+            return Err(Error::UmemHandedOver {
+                bytes: len,
+                file: have,
+            });
+        }
+        Ok(Umem::map_file(file, len, config)?)
+    }
+
     /// Sets how many bytes of the frame are packet data.
     pub fn set_len(&self, frame: &mut Frame, len: usize) -> Result<()> {
         self.try_set_len(frame, len)

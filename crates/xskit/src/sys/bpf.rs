@@ -228,3 +228,58 @@ pub fn lookup_batch<K: aya::Pod, V: aya::Pod>(
         }
     }
 }
+
+const BPF_LINK_UPDATE: libc::c_long = 29;
+const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
+/// BPF_LINK_UPDATE only when the link still runs `old_prog_fd`.
+const BPF_F_REPLACE: u32 = 1 << 2;
+
+/// Issues bpf command `cmd` with the 16-byte attribute `attr` (which holds no pointer).
+fn small_command(
+    cmd: libc::c_long,
+    attr: &mut [u32; 4],
+    call: &'static str,
+) -> Result<libc::c_long, SyscallError> {
+    // SAFETY: the attribute is 16 bytes of plain integers, the size passed; the commands
+    // issued here read descriptors and ids from it and write nothing back.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(attr) as libc::c_uint,
+        )
+    };
+    if ret < 0 {
+        return Err(SyscallError::last(call));
+    }
+    Ok(ret)
+}
+
+/// A new descriptor of the bpf_link with id `id` (BPF_LINK_GET_FD_BY_ID: link_id at 0).
+pub(crate) fn link_fd_by_id(id: u32) -> Result<std::os::fd::OwnedFd, SyscallError> {
+    let mut attr = [id, 0, 0, 0];
+    let fd = small_command(
+        BPF_LINK_GET_FD_BY_ID,
+        &mut attr,
+        "bpf(BPF_LINK_GET_FD_BY_ID)",
+    )?;
+    // SAFETY: the command returned a new descriptor that nothing else owns.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
+}
+
+/// Puts program `prog` on `link` in one step (BPF_LINK_UPDATE: link_fd 0, new_prog_fd 4,
+/// flags 8, old_prog_fd 12); with `old`, only if the link still runs that program.
+pub(crate) fn link_update(
+    link: BorrowedFd<'_>,
+    prog: BorrowedFd<'_>,
+    old: Option<BorrowedFd<'_>>,
+) -> Result<(), SyscallError> {
+    let mut attr = [
+        link.as_raw_fd() as u32,
+        prog.as_raw_fd() as u32,
+        if old.is_some() { BPF_F_REPLACE } else { 0 },
+        old.map_or(0, |o| o.as_raw_fd() as u32),
+    ];
+    small_command(BPF_LINK_UPDATE, &mut attr, "bpf(BPF_LINK_UPDATE)").map(drop)
+}

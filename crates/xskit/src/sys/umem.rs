@@ -54,6 +54,9 @@ pub struct UmemConfig {
     pub huge_pages: bool,
     /// Bytes of `struct xsk_tx_metadata` space in front of each transmitted packet (0: none).
     pub tx_metadata_len: u32,
+    /// Back the UMEM with a memfd ([`Umem::file`]) that another process can map, so that its
+    /// sockets and frames can be handed to that process ([`Umem::adopt`]).
+    pub shareable: bool,
 }
 
 impl Default for UmemConfig {
@@ -65,6 +68,7 @@ impl Default for UmemConfig {
             unaligned: false,
             huge_pages: false,
             tx_metadata_len: 0,
+            shareable: false,
         }
     }
 }
@@ -82,6 +86,8 @@ xskit_os::config_setters!(UmemConfig {
     huge_pages: bool,
     /// Sets the transmit metadata room.
     tx_metadata_len: u32,
+    /// Backs the UMEM with a memfd, or not.
+    shareable: bool,
 });
 
 impl UmemConfig {
@@ -306,6 +312,8 @@ pub(crate) struct Registration {
 #[derive(Debug)]
 struct UmemInner {
     map: Mmap,
+    /// The memfd behind a shareable UMEM.
+    file: Option<OwnedFd>,
     config: UmemConfig,
     tag: u64,
     frames_taken: AtomicBool,
@@ -338,17 +346,63 @@ impl Umem {
         if config.huge_pages {
             len = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
         }
+        if config.shareable {
+            let file = xskit_os::fdpass::memfd(c"xskit-umem", len, config.huge_pages)?;
+            return Self::map_file(file, len, config);
+        }
         let map = Mmap::anonymous(len as usize, config.huge_pages)?;
+        Ok(Self::wrap(map, None, config))
+    }
+
+    /// Maps `len` bytes of the memfd `file` (its own, or one handed over) as a UMEM.
+    pub(crate) fn map_file(
+        file: OwnedFd,
+        len: u64,
+        config: UmemConfig,
+    ) -> Result<Self, SyscallError> {
+        let map = Mmap::shared(std::os::fd::AsFd::as_fd(&file), len as usize, 0)?;
+        Ok(Self::wrap(map, Some(file), config))
+    }
+
+    fn wrap(map: Mmap, file: Option<OwnedFd>, config: UmemConfig) -> Self {
         let tag = u64::from(NEXT_TAG.fetch_add(1, Ordering::Relaxed));
-        Ok(Umem {
+        Umem {
             inner: Arc::new(UmemInner {
                 map,
+                file,
                 config,
                 tag,
                 frames_taken: AtomicBool::new(false),
                 registration: Mutex::new(Registration::default()),
             }),
-        })
+        }
+    }
+
+    /// The memfd behind a [`UmemConfig::shareable`] UMEM, to hand to another process.
+    pub fn file(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.file.as_ref().map(std::os::fd::AsFd::as_fd)
+    }
+
+    /// The frames at UMEM offsets `addrs` (each a frame's start as [`Umem::take_frames`] gives
+    /// it), empty: the frames a process that handed this UMEM over had free. Like
+    /// `take_frames`, only once; `None` after the first call, or when an offset is not a
+    /// frame's start or comes twice.
+    pub fn take_frames_at(&self, addrs: &[u64]) -> Option<Vec<Frame>> {
+        let cfg = &self.inner.config;
+        let (size, meta) = (u64::from(cfg.frame_size), u64::from(cfg.tx_metadata_len));
+        let mut seen = vec![false; cfg.frame_count as usize];
+        for &a in addrs {
+            let index = a.checked_sub(meta)? / size;
+            let slot = seen.get_mut(index as usize)?;
+            if *slot || index * size + meta != a {
+                return None;
+            }
+            *slot = true;
+        }
+        if self.inner.frames_taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(addrs.iter().map(|&a| self.frame_at(a, 0, 0)).collect())
     }
 
     /// The layout.
