@@ -61,9 +61,19 @@ pub(crate) struct ControlServer {
 }
 
 impl ControlServer {
-    /// Listens at `path` (0600, or 0660 for `group`) on `events`.
-    pub(crate) fn start(events: &EventLoop, path: &Path, group: Option<u32>) -> Result<Self> {
-        make_room_at(path)?;
+    /// Listens at `path` (0600, or 0660 for `group`) on `events`; with `replace`, in the
+    /// place of the forwarder listening there now (which handed over to this one and leaves).
+    pub(crate) fn start(
+        events: &EventLoop,
+        path: &Path,
+        group: Option<u32>,
+        replace: bool,
+    ) -> Result<Self> {
+        if replace {
+            take_place_at(path)?;
+        } else {
+            make_room_at(path)?;
+        }
         let listener = std::os::unix::net::UnixListener::bind(path)
             .with_context(|| format!("listening at {}", path.display()))?;
         let mode = if group.is_some() { 0o660 } else { 0o600 };
@@ -144,6 +154,19 @@ fn make_room_at(path: &Path) -> Result<()> {
     }
 }
 
+/// Clears `path` of the socket of the forwarder this one took over from: its file is
+/// removed (the forwarder leaving removes it only while it is still its own).
+fn take_place_at(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) => {
+            std::fs::remove_file(path)
+                .with_context(|| format!("taking the place of {}", path.display()))
+        }
+        Ok(_) => make_room_at(path),
+        Err(_) => Ok(()),
+    }
+}
+
 async fn accept_all(listener: UnixListener, latest: Latest) {
     let waiting = Waiting::default();
     let mut next = 0u64;
@@ -199,6 +222,10 @@ async fn serve(stream: UnixStream, latest: Latest, mut closed: oneshot::Receiver
             }
         };
         let answer = match got {
+            Ok(true) if xskit_fwd::control::asks_handover(&line) => {
+                let stream = read.into_inner().reunite(write);
+                return hand_over(stream, &latest).await;
+            }
             Ok(true) => answer(line, &latest).await,
             Ok(false) => return,
             Err(refusal) => refusal,
@@ -278,6 +305,40 @@ async fn answer(line: Vec<u8>, shared: &Arc<Shared>) -> Response {
         .unwrap_or_else(|e| Response::refusal(format!("the apply failed: {e}")))
 }
 
+/// Serves a successor's handover on its connection, off the event loop (it waits on the
+/// forwarder and on the successor).
+async fn hand_over(
+    stream: std::result::Result<UnixStream, tokio::net::unix::ReuniteError>,
+    shared: &Arc<Shared>,
+) {
+    let changer = shared
+        .changer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let Ok(stream) = stream.map(UnixStream::into_std) else {
+        return;
+    };
+    let Ok(stream) = stream else {
+        return;
+    };
+    let served = tokio::task::spawn_blocking(move || match changer {
+        Some(changer) => xskit_fwd::control::serve_handover(stream, &changer),
+        None => {
+            let refusal = Response::refusal("this forwarder is not running yet");
+            let _ = xskit_os::fdpass::send_fds(std::os::fd::AsFd::as_fd(&stream), &[]);
+            let _ = std::io::Write::write_all(&mut &stream, refusal.to_line().as_bytes());
+            Err("asked before it ran".into())
+        }
+    })
+    .await;
+    match served {
+        Ok(Ok(pid)) => note!("xskit fwd: handed over to forwarder {pid}; stopping"),
+        Ok(Err(e)) => note!("xskit fwd: a handover did not happen ({e}); forwarding on"),
+        Err(e) => note!("xskit fwd: a handover failed ({e}); forwarding on"),
+    }
+}
+
 /// Says on the forwarder's standard error what an apply over the socket did.
 fn note_apply(answer: &Response) {
     match (&answer.result, &answer.error) {
@@ -304,7 +365,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("xskit-ctl-{}-{name}.sock", std::process::id()));
         let events = EventLoop::start("xskit-test").unwrap();
-        let server = ControlServer::start(&events, &path, None).unwrap();
+        let server = ControlServer::start(&events, &path, None, false).unwrap();
         server.publish(serde_json::json!({"interval": true, "counters": {"rules": []}}));
         (events, server, path)
     }
@@ -334,16 +395,20 @@ mod tests {
     #[test]
     fn a_live_socket_is_not_taken_over_and_a_stale_one_is_replaced() {
         let (events, first, path) = server("taken");
-        let e = ControlServer::start(&events, &path, None).err().unwrap();
+        let e = ControlServer::start(&events, &path, None, false)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("another forwarder answers"), "{e}");
         drop(first);
         // A socket file nobody listens on, as a killed forwarder leaves it.
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
         assert!(path.exists());
-        let second = ControlServer::start(&events, &path, None).unwrap();
+        let second = ControlServer::start(&events, &path, None, false).unwrap();
         drop(second);
         std::fs::write(&path, b"a file").unwrap();
-        let e = ControlServer::start(&events, &path, None).err().unwrap();
+        let e = ControlServer::start(&events, &path, None, false)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("is not a socket"), "{e}");
         std::fs::remove_file(&path).unwrap();
     }

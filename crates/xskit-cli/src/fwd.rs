@@ -183,6 +183,12 @@ pub(crate) struct FwdArgs {
         conflicts_with = "no_control"
     )]
     control_group: Option<String>,
+    /// Take over from the forwarder running on the same interfaces, found at its control
+    /// socket (--control, or the default): its sockets, UMEM and XDP programs are handed over
+    /// (its programs replaced by this one's in one step), packets wait in the rings meanwhile
+    /// and none is lost; it exits with its summary. This one's rules may differ
+    #[arg(long, conflicts_with = "no_control")]
+    takeover: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -781,16 +787,15 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     // Taken from here on, so that a SIGHUP before the forwarder runs does not end it.
     let hangups = hangups()?;
     let group = control_group(args)?;
-    let mut live = args.run.live("fwd")?;
-    // Before anything is attached: a --control path that cannot be served stops it here.
-    let (control, no_control) = start_control(args, group, &mut live)?;
-    let forwarder = Forwarder::new(config).map_err(|e| {
-        let flags = flags_for(&e);
-        anyhow::Error::new(e).context(format!(
-            "setting up forwarding on {}{flags}",
-            args.interfaces.join(" and ")
-        ))
-    })?;
+    let (live, forwarder, control, no_control) = if args.takeover {
+        take_over(args, config, group)?
+    } else {
+        let mut live = args.run.live("fwd")?;
+        // Before anything is attached: a --control path that cannot be served stops it here.
+        let (control, no_control) = start_control(args, group, &mut live, false)?;
+        let forwarder = Forwarder::new(config).map_err(|e| setting_up(args, e))?;
+        (live, forwarder, control, no_control)
+    };
     if let Some(control) = &control {
         control.take_applies(forwarder.rule_changer());
     }
@@ -807,7 +812,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let status = header
         .trim_start_matches("xskit fwd: ")
         .trim_end_matches("; Ctrl-C stops");
-    crate::service::ready(&format!("forwarding {status}"));
+    crate::service::ready(&format!("forwarding {status}"), args.takeover);
     let capture = start_capture(args, &forwarder)?;
     if let Some(d) = duration {
         stop_after(d, &stop);
@@ -815,7 +820,10 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
     let warnings = forwarder.warnings().to_vec();
     let report = forward(args, forwarder, &stop, interval, (&live, control.as_ref()))?;
-    crate::service::stopping();
+    // Handed over, the service goes on in the successor.
+    if report.handed_to.is_none() {
+        crate::service::stopping();
+    }
     let captured = finish_capture(args, capture)?;
     if args.run.json_output() {
         crate::opts::print_json(
@@ -833,6 +841,58 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         print_report(&report);
     }
     Ok(exit_status(args, &report))
+}
+
+/// The error of a set-up, with the flags to look at.
+fn setting_up(args: &FwdArgs, e: xskit_fwd::Error) -> anyhow::Error {
+    let flags = flags_for(&e);
+    anyhow::Error::new(e).context(format!(
+        "setting up forwarding on {}{flags}",
+        args.interfaces.join(" and ")
+    ))
+}
+
+/// What `run` starts with.
+type Started = (
+    crate::opts::Live,
+    Forwarder,
+    Option<ControlServer>,
+    Option<String>,
+);
+
+/// `--takeover`: asks the running forwarder to hand over, checks what came, commits, and
+/// sets up on it; then serves the control socket in its place, and the metrics once its
+/// port is free.
+fn take_over(args: &FwdArgs, config: ForwardConfig, group: Option<u32>) -> Result<Started> {
+    let path = control_path(args).context("--takeover")?;
+    let (client, inherited) = xskit_fwd::control::HandoverClient::request(&path)
+        .with_context(|| format!("--takeover: asking the forwarder at {}", path.display()))?;
+    let predecessor = inherited.state().pid;
+    let forwarder = Forwarder::take_over(config, inherited, client).map_err(|e| {
+        setting_up(args, e).context(format!(
+            "--takeover: from forwarder {predecessor} (which goes on unless it had paused for \
+             this one, then nothing forwards: start a forwarder without --takeover)"
+        ))
+    })?;
+    let mut live = args.run.live_without_metrics("fwd");
+    let (control, no_control) = start_control(args, group, &mut live, true)?;
+    live.start_metrics_when_free(&args.run)?;
+    note!("xskit fwd: took over from forwarder {predecessor}");
+    Ok((live, forwarder, control, no_control))
+}
+
+/// Where the control socket is: `--control`, or the default in the runtime directory.
+fn control_path(args: &FwdArgs) -> Result<std::path::PathBuf> {
+    if args.no_control {
+        bail!("there is no control socket (--no-control)");
+    }
+    Ok(match &args.control {
+        Some(path) => path.clone(),
+        None => crate::state::dir().join(xskit_fwd::control::socket_name(
+            &args.interfaces,
+            crate::state::netns(),
+        )),
+    })
 }
 
 /// Closes the capture file, saying what it holds.
@@ -1172,21 +1232,23 @@ fn start_control(
     args: &FwdArgs,
     group: Option<u32>,
     live: &mut crate::opts::Live,
+    replace: bool,
 ) -> Result<(Option<ControlServer>, Option<String>)> {
     if args.no_control {
         return Ok((None, None));
     }
+    let start = |live: &mut crate::opts::Live, path: &std::path::Path| {
+        ControlServer::start(live.events()?, path, group, replace)
+    };
     if let Some(path) = &args.control {
-        let server = ControlServer::start(live.events()?, path, group)
-            .with_context(|| format!("--control {}", path.display()))?;
+        let server = start(live, path).with_context(|| format!("--control {}", path.display()))?;
         return Ok((Some(server), None));
     }
+    let path = control_path(args)?;
     let dir = crate::state::dir();
-    let name = xskit_fwd::control::socket_name(&args.interfaces, crate::state::netns());
-    let path = dir.join(name);
     let started = std::fs::create_dir_all(&dir)
         .map_err(anyhow::Error::from)
-        .and_then(|()| ControlServer::start(live.events()?, &path, group));
+        .and_then(|()| start(live, &path));
     Ok(match started {
         Ok(server) => (Some(server), None),
         Err(e) => (None, Some(format!("{e:#}"))),
@@ -1236,6 +1298,20 @@ fn forward(
 
 /// The summary at the end, as text.
 fn print_report(report: &Report) {
+    if let Some(pid) = report.handed_to {
+        out!(
+            "handed over after {:.1} s to forwarder {pid}: it has the sockets, the UMEM's {} \
+             frames and the programs; the counters below are this forwarder's",
+            report.duration_s,
+            report.frames.total
+        );
+    } else {
+        print_frames(report);
+    }
+}
+
+/// Where the frames are at the end.
+fn print_frames(report: &Report) {
     out!(
         "stopped after {:.1} s: frames {} = pool {} + fill {} + rx {} + tx {} + held by the kernel {}{}",
         report.duration_s,

@@ -238,6 +238,32 @@ impl Live {
         }
     }
 
+    /// Serves `--metrics` once its port is free: a forwarder that took over waits for the
+    /// one it took over from, which still listens there, to leave (for at most
+    /// [`xskit_fwd::handover::HANDOVER_WAIT`]).
+    pub(crate) fn start_metrics_when_free(&mut self, run: &RunArgs) -> Result<()> {
+        let Some(addr) = &run.metrics else {
+            return Ok(());
+        };
+        let deadline = std::time::Instant::now() + xskit_fwd::handover::HANDOVER_WAIT;
+        loop {
+            match MetricsServer::start(addr, self.command, self.events()?) {
+                Ok(m) => {
+                    self.metrics = Some(m);
+                    return Ok(());
+                }
+                // EADDRINUSE: the forwarder leaving still listens.
+                Err(e)
+                    if format!("{e:#}").contains("os error 98")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// The event loop the command's endpoints share, started now if none runs yet.
     pub(crate) fn events(&mut self) -> Result<&crate::serve::EventLoop> {
         if self.events.is_none() {
@@ -328,19 +354,24 @@ impl RunArgs {
     /// What the command shows every interval besides its progress lines; starts the
     /// `--metrics` server, if asked for.
     pub(crate) fn live(&self, command: &'static str) -> Result<Live> {
-        let mut live = Live {
+        let mut live = self.live_without_metrics(command);
+        if let Some(addr) = &self.metrics {
+            let metrics = MetricsServer::start(addr, command, live.events()?)?;
+            live.metrics = Some(metrics);
+        }
+        Ok(live)
+    }
+
+    /// [`RunArgs::live`] with the metrics started later ([`Live::start_metrics_when_free`]).
+    pub(crate) fn live_without_metrics(&self, command: &'static str) -> Live {
+        Live {
             command,
             json: self.json_output(),
             json_lines: self.json_lines,
             metrics: None,
             start: std::time::Instant::now(),
             events: None,
-        };
-        if let Some(addr) = &self.metrics {
-            let metrics = MetricsServer::start(addr, command, live.events()?)?;
-            live.metrics = Some(metrics);
         }
-        Ok(live)
     }
 
     pub(crate) fn interval(&self) -> Result<Duration> {

@@ -6,8 +6,17 @@ use sd_notify::NotifyState;
 
 /// Says the command is ready (its ports open, its programs attached), with `status` for
 /// `systemctl status`.
-pub(crate) fn ready(status: &str) {
-    tell(&[NotifyState::Ready, NotifyState::Status(status)]);
+pub(crate) fn ready(status: &str, took_over: bool) {
+    // A forwarder that took over is the service's main process from now on.
+    if took_over {
+        tell(&[
+            NotifyState::MainPid(std::process::id()),
+            NotifyState::Ready,
+            NotifyState::Status(status),
+        ]);
+    } else {
+        tell(&[NotifyState::Ready, NotifyState::Status(status)]);
+    }
 }
 
 /// Says the command is stopping.

@@ -54,15 +54,25 @@ pub enum Command {
     /// Add (`"op":"add"`) the request's `elements` to the set `set`, take them out
     /// (`"del"`), or list its elements (`"list"`).
     Set,
+    /// Hand the forwarder over to the asker (`xskit fwd --takeover`): see
+    /// [`HandoverClient`].
+    Handover,
+    /// Within a handover: pause the workers and say where the frames are.
+    Pause,
+    /// Within a handover: the asker (`"pid"`) has everything and takes over now.
+    Commit,
 }
 
 impl Command {
     /// Every command, as the protocol names them.
-    pub const ALL: [(&'static str, Command); 4] = [
+    pub const ALL: [(&'static str, Command); 7] = [
         ("status", Command::Status),
         ("rules", Command::Rules),
         ("apply", Command::Apply),
         ("set", Command::Set),
+        ("handover", Command::Handover),
+        ("pause", Command::Pause),
+        ("commit", Command::Commit),
     ];
 }
 
@@ -89,6 +99,9 @@ pub struct Request {
     /// For `set` `add`: the timeout of elements without one of their own (`"10m"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// For `commit`: the process taking over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// What a `set` request does.
@@ -114,6 +127,7 @@ impl Request {
             set: None,
             elements: Vec::new(),
             timeout: None,
+            pid: None,
         }
     }
 
@@ -227,8 +241,21 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
                 (Some(_), Some(_)) => Ok(r),
                 _ => Err("set needs \"op\" (add, del or list) and \"set\" (its name)".into()),
             }),
+        Command::Commit => match value.get("pid").and_then(serde_json::Value::as_u64) {
+            Some(pid) => Ok(Request {
+                pid: u32::try_from(pid).ok(),
+                ..Request::new(Command::Commit)
+            }),
+            None => Err("commit needs \"pid\": the process taking over".into()),
+        },
         _ => Ok(Request::new(command)),
     }
+}
+
+/// Whether `line` asks for a handover (answered on the connection itself, descriptors and
+/// all: [`serve_handover`]).
+pub fn asks_handover(line: &[u8]) -> bool {
+    parse_request(line).is_ok_and(|r| r.command == Command::Handover)
 }
 
 /// Whether `line` asks for an apply or a set's change or elements (which wait on the
@@ -320,6 +347,9 @@ pub fn respond(
             }))
         }
         Command::Apply | Command::Set => Response::refusal("asked of a running forwarder"),
+        Command::Handover | Command::Pause | Command::Commit => Response::refusal(
+            "pause and commit belong to a handover, on its connection: send handover first",
+        ),
     }
 }
 
@@ -456,6 +486,206 @@ impl Client {
             (_, _, error) => Err(ControlError::Refused(
                 error.unwrap_or_else(|| "no reason given".into()),
             )),
+        }
+    }
+}
+
+/// Hands the forwarder `changer` drives over to the process at the other end of `stream`,
+/// which asked with a `handover` request (read off the stream already). Three steps, each
+/// the successor's request and this answer, so that the workers pause only for the time the
+/// successor needs once its programs are loaded:
+///
+/// 1. the descriptors go over with one byte (SCM_RIGHTS, [`xskit_os::fdpass`]), then the
+///    answer line with [`crate::handover::HandedState`];
+/// 2. `pause`: the workers pause; the answer carries [`crate::handover::PausedState`];
+/// 3. `commit`: this forwarder's run ends ([`crate::Forwarder::run`] returns).
+///
+/// Anything else (a refusal, the connection closed, no request within [`crate::handover::HANDOVER_WAIT`])
+/// resumes it. Returns the successor's process id once it committed, or why it did not.
+pub fn serve_handover(stream: UnixStream, changer: &crate::RuleChanger) -> Result<u32, String> {
+    use std::os::fd::AsFd;
+    let io = |e: std::io::Error| format!("talking to the successor: {e}");
+    stream.set_nonblocking(false).map_err(io)?;
+    stream
+        .set_read_timeout(Some(crate::handover::HANDOVER_WAIT))
+        .map_err(io)?;
+    stream
+        .set_write_timeout(Some(crate::handover::HANDOVER_WAIT))
+        .map_err(io)?;
+    let mut stream = BufReader::new(stream);
+    let handing = match changer.hand_over(APPLY_TIMEOUT) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = xskit_os::fdpass::send_fds(stream.get_ref().as_fd(), &[]);
+            return Err(refuse(stream.get_mut(), e.to_string()));
+        }
+    };
+    send_handing(stream.get_mut(), &handing)?;
+    drop(handing);
+    // The successor loads its programs meanwhile: nothing has stopped yet.
+    read_request_of(&mut stream, Command::Pause)?;
+    let paused = match changer.pause_for_successor(APPLY_TIMEOUT) {
+        Ok(p) => p,
+        Err(e) => return Err(refuse(stream.get_mut(), e.to_string())),
+    };
+    let line = Response::answer(serde_json::json!({ "paused": paused })).to_line();
+    let pid = stream
+        .get_mut()
+        .write_all(line.as_bytes())
+        .map_err(io)
+        .and_then(|()| read_request_of(&mut stream, Command::Commit))
+        .and_then(|r| r.pid.ok_or_else(|| "a commit without its pid".to_string()));
+    if let Err(e) = changer.end_handover(pid.as_ref().ok().copied(), APPLY_TIMEOUT) {
+        return Err(refuse(stream.get_mut(), e.to_string()));
+    }
+    let pid = pid?;
+    let done = Response::answer(serde_json::json!({ "pid": std::process::id() }));
+    let _ = stream.get_mut().write_all(done.to_line().as_bytes());
+    Ok(pid)
+}
+
+/// Tells the successor why not; returns the reason.
+fn refuse(stream: &mut UnixStream, reason: String) -> String {
+    let _ = stream.write_all(Response::refusal(reason.clone()).to_line().as_bytes());
+    reason
+}
+
+/// The descriptors, then the state's line.
+fn send_handing(stream: &mut UnixStream, handing: &crate::handover::Handing) -> Result<(), String> {
+    use std::os::fd::AsFd;
+    let fds: Vec<_> = handing.fds.iter().map(AsFd::as_fd).collect();
+    xskit_os::fdpass::send_fds(stream.as_fd(), &fds).map_err(|e| e.to_string())?;
+    let line = Response::answer(serde_json::json!({ "state": handing.state })).to_line();
+    stream
+        .write_all(line.as_bytes())
+        .map_err(|e| format!("sending the state: {e}"))
+}
+
+/// The successor's next request, which must be `command`.
+fn read_request_of(
+    stream: &mut BufReader<UnixStream>,
+    command: Command,
+) -> Result<Request, String> {
+    let mut line = Vec::new();
+    let mut limited = std::io::Read::take(&mut *stream, MAX_REQUEST as u64);
+    match limited.read_until(b'\n', &mut line) {
+        Ok(0) => return Err("the successor went away".into()),
+        Err(e) => return Err(format!("the successor did not go on: {e}")),
+        Ok(_) => {}
+    }
+    let request = parse_request(&line)?;
+    if request.command != command {
+        return Err(format!(
+            "the successor sent {:?} where {command:?} belongs",
+            request.command
+        ));
+    }
+    Ok(request)
+}
+
+impl crate::handover::Predecessor for HandoverClient {
+    fn pause(&mut self) -> crate::Result<crate::handover::PausedState> {
+        HandoverClient::pause(self).map_err(|e| crate::Error::TakeOver {
+            reason: format!("pausing the forwarder handing over: {e}"),
+        })
+    }
+
+    fn commit(self: Box<Self>) -> crate::Result<()> {
+        HandoverClient::commit(*self).map_err(|e| crate::Error::TakeOver {
+            reason: format!("committing: {e}"),
+        })
+    }
+}
+
+/// A successor's side of a handover (`xskit fwd --takeover`): ask, check what came, then
+/// commit, or drop it to give up (the forwarder asked resumes).
+#[derive(Debug)]
+pub struct HandoverClient {
+    path: PathBuf,
+    stream: BufReader<UnixStream>,
+}
+
+impl HandoverClient {
+    /// Asks the forwarder at `path` to hand over: it sends its descriptors and what it runs,
+    /// and forwards on until [`HandoverClient::pause`].
+    pub fn request(
+        path: &Path,
+    ) -> Result<(HandoverClient, crate::handover::Inherited), ControlError> {
+        use std::os::fd::AsFd;
+        let client = Client::connect(path, APPLY_TIMEOUT)?;
+        let mut this = HandoverClient {
+            path: client.path,
+            stream: client.stream,
+        };
+        let mut line = serde_json::to_string(&Request::new(Command::Handover)).unwrap_or_default();
+        line.push('\n');
+        this.stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .map_err(|e| this.io(e))?;
+        let fds =
+            xskit_os::fdpass::recv_fds(this.stream.get_ref().as_fd(), xskit_os::fdpass::MAX_FDS)
+                .map_err(|e| this.io(e.os_error))?;
+        let result = this.answer()?;
+        let state =
+            serde_json::from_value(result["state"].clone()).map_err(|e| this.protocol(e))?;
+        let inherited =
+            crate::handover::Inherited::new(state, fds).map_err(|e| this.protocol(e))?;
+        Ok((this, inherited))
+    }
+
+    /// Asks the forwarder to pause its workers (packets wait in the rings from now until this
+    /// process runs) and say where its frames are.
+    pub fn pause(&mut self) -> Result<crate::handover::PausedState, ControlError> {
+        let mut line = serde_json::to_string(&Request::new(Command::Pause)).unwrap_or_default();
+        line.push('\n');
+        self.stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .map_err(|e| self.io(e))?;
+        let result = self.answer()?;
+        serde_json::from_value(result["paused"].clone()).map_err(|e| self.protocol(e))
+    }
+
+    /// Tells the forwarder this process takes over now: it ends its run without touching a
+    /// ring again. Returns once it has agreed.
+    pub fn commit(mut self) -> Result<(), ControlError> {
+        let request = Request {
+            pid: Some(std::process::id()),
+            ..Request::new(Command::Commit)
+        };
+        let mut line = serde_json::to_string(&request).unwrap_or_default();
+        line.push('\n');
+        self.stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .map_err(|e| self.io(e))?;
+        self.answer().map(drop)
+    }
+
+    fn answer(&mut self) -> Result<serde_json::Value, ControlError> {
+        let mut answer = String::new();
+        self.stream.read_line(&mut answer).map_err(|e| self.io(e))?;
+        let response: Response = serde_json::from_str(&answer).map_err(|e| self.protocol(e))?;
+        match (response.ok, response.result, response.error) {
+            (true, Some(result), _) => Ok(result),
+            (_, _, error) => Err(ControlError::Refused(
+                error.unwrap_or_else(|| "no reason given".into()),
+            )),
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> ControlError {
+        ControlError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn protocol(&self, e: impl std::fmt::Display) -> ControlError {
+        ControlError::Protocol {
+            path: self.path.clone(),
+            reason: e.to_string(),
         }
     }
 }

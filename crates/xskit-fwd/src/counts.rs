@@ -249,4 +249,9 @@ pub struct Report {
     /// `None` after a normal stop. The counters and frames above are still complete.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// The process it handed its sockets, UMEM and programs to (`xskit fwd --takeover`),
+    /// when it stopped for one: its frames are that process's now (`frames` says where they
+    /// were at the handover).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handed_to: Option<u32>,
 }

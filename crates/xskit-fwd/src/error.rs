@@ -266,6 +266,12 @@ pub enum Error {
     /// An apply asked while others wait.
     #[error("the forwarder is still applying earlier rules: try again")]
     ApplyBusy,
+    /// A takeover that cannot be done, or a handover refused.
+    #[error("takeover: {reason}")]
+    TakeOver {
+        /// Why, and what to do.
+        reason: String,
+    },
     /// An apply that got no answer in time (it may still happen).
     #[error("the forwarder did not answer within {seconds} s; its rules may still change: see `xskit ctl status`")]
     ApplyTimedOut {

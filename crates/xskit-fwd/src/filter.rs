@@ -305,13 +305,43 @@ impl XdpFilter {
         room: SetRoom,
     ) -> Result<Self> {
         let sizes = room.map_sizes();
-        let object = if multi_buffer {
+        let object = Self::object(multi_buffer).with_sizes(&sizes);
+        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
+        Self::over(program, room)
+    }
+
+    /// [`XdpFilter::attach_with_sets`] for the bpf_link `link` of a filter another process
+    /// attached to `iface` and handed over: loaded, to be filled and given sockets while the
+    /// other filter runs, then put in its place in one step ([`XdpProgram::take_over`],
+    /// [`XdpProgram::put_on_link`]), keeping its mode. It starts as `attach_with_sets` does:
+    /// no rules, every packet redirected to the sockets.
+    pub fn take_over_with_sets(
+        iface: &Interface,
+        link: std::os::fd::OwnedFd,
+        multi_buffer: bool,
+        room: SetRoom,
+    ) -> Result<Self> {
+        let sizes = room.map_sizes();
+        let object = Self::object(multi_buffer).with_sizes(&sizes);
+        let program = XdpProgram::take_over(iface, object, link, multi_buffer)?;
+        Self::over(program, room)
+    }
+
+    /// A new descriptor of the link that attaches this filter, for a successor.
+    pub fn link_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        Ok(self.program.link_fd()?)
+    }
+
+    fn object(multi_buffer: bool) -> ProgramObject<'static> {
+        if multi_buffer {
             ProgramObject::new(FILTER_FRAGS_OBJ, "xskit_filter_frags")
         } else {
             ProgramObject::new(FILTER_OBJ, "xskit_filter")
-        };
-        let object = object.with_sizes(&sizes);
-        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
+        }
+    }
+
+    /// The filter over `program`, just attached, its maps taken and configured.
+    fn over(program: XdpProgram, room: SetRoom) -> Result<Self> {
         let sets = SetTables::take(&program, room)?;
         let mut maps = FilterMaps {
             tx_ports: program.take_map("tx_ports")?,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xskit::{Mode, SocketConfig, Umem, UmemConfig};
+use xskit::{Mode, SocketConfig, Umem};
 use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{PoolStats, SharedFrames};
 
@@ -114,6 +114,7 @@ fn queue_sides<K: Kernel>(
 }
 
 mod apply;
+mod handing;
 
 pub use apply::{Applied, Generation, RuleChanger, SetChange};
 
@@ -138,6 +139,40 @@ impl Forwarder {
         let cpus = CpuFacts::here()?;
         let tx_metadata = xskit::kernel_supports_tx_metadata();
         Forwarding::new(RealKernel::default(), config, &cpus, tx_metadata).map(Forwarder)
+    }
+
+    /// [`Forwarder::new`] over what a running forwarder handed over (its sockets, UMEM and
+    /// links: [`crate::control::HandoverClient`], the `predecessor`). Its programs are
+    /// loaded and filled while it forwards; then it pauses and commits, this forwarder takes
+    /// its sockets with the frames where they are and replaces its programs on their links
+    /// in one step each. Run it at once: packets wait in the sockets' rings meanwhile.
+    pub fn take_over(
+        config: ForwardConfig,
+        inherited: crate::handover::Inherited,
+        predecessor: impl crate::handover::Predecessor + 'static,
+    ) -> Result<Self> {
+        inherited.check(&config)?;
+        let cpus = CpuFacts::here()?;
+        let tx_metadata = xskit::kernel_supports_tx_metadata();
+        let queues = inherited.state.queues;
+        let mut kernel = RealKernel::default();
+        kernel.takeover = Some(crate::handover::Takeover::new(
+            inherited,
+            Box::new(predecessor),
+        ));
+        let forwarding = Forwarding::new(kernel, config, &cpus, tx_metadata)?;
+        if forwarding.queues != queues {
+            return Err(Error::TakeOver {
+                reason: format!(
+                    "the forwarder handed over {queues} queues, this one would serve {}",
+                    forwarding.queues
+                ),
+            });
+        }
+        for filter in &forwarding.filters {
+            filter.program().put_on_link()?;
+        }
+        Ok(Forwarder(forwarding))
     }
 
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder
@@ -257,28 +292,24 @@ pub(crate) struct Forwarding<K: Kernel> {
     /// Applies asked by [`RuleChanger`]s, and where they ask.
     apply_requests: std::sync::mpsc::Receiver<apply::ApplyRequest>,
     apply_sender: std::sync::mpsc::SyncSender<apply::ApplyRequest>,
+    /// The UMEM, and the sockets' ring sizes, for a handover.
+    umem: Umem,
+    socket_config: SocketConfig,
+    /// Where a handover asks the workers to pause; when the pause began; the successor's
+    /// process once handed over.
+    pause: Arc<crate::handover::HandoverPause>,
+    paused_since: Option<Instant>,
+    handed_to: Option<u32>,
     /// Last, so that what it holds (promiscuous mode) outlives everything set up through it.
     _kernel: K,
-}
-
-/// The UMEM of `frames` frames, with transmit metadata room when checksums are offloaded.
-fn make_umem(frames: u32, csum_offload: bool) -> Result<Umem> {
-    let tx_metadata_len = if csum_offload {
-        xskit::TX_METADATA_LEN
-    } else {
-        0
-    };
-    Ok(Umem::new(
-        UmemConfig::default()
-            .frame_count(frames)
-            .tx_metadata_len(tx_metadata_len),
-    )?)
 }
 
 /// The workers, one per queue, each primed with its sockets' frames.
 struct Workers<P: crate::bonded::SocketPort> {
     workers: Vec<Worker<Side<P>>>,
     cells: Vec<WorkerCells>,
+    umem: Umem,
+    socket_config: SocketConfig,
     shared: SharedFrames,
     total: usize,
 }
@@ -330,6 +361,11 @@ impl<K: Kernel> Forwarding<K> {
             )),
             apply_requests,
             apply_sender,
+            umem: built.umem,
+            socket_config: built.socket_config,
+            pause: Arc::clone(&plan.pause),
+            paused_since: None,
+            handed_to: None,
             rules: plan.rules,
             filters: setup.filters,
             names: config.interfaces.clone(),
@@ -372,9 +408,8 @@ impl<K: Kernel> Forwarding<K> {
         } else {
             Mode::Drv
         };
-        let umem = make_umem(setup.umem_frames, setup.sockets.csum_offload)?;
+        let (umem, shared) = kernel.umem(setup.umem_frames, setup.sockets.csum_offload)?;
         let total = umem.config().frame_count as usize;
-        let shared = SharedFrames::new(umem.take_frames().ok_or(Error::FramesTaken)?);
         let mut workers = Vec::with_capacity(setup.queues as usize);
         let mut cells = Vec::with_capacity(setup.queues as usize);
         for q in 0..setup.queues {
@@ -386,6 +421,8 @@ impl<K: Kernel> Forwarding<K> {
         Ok(Workers {
             workers,
             cells,
+            umem,
+            socket_config,
             shared,
             total,
         })
@@ -669,8 +706,11 @@ impl<K: Kernel> Forwarding<K> {
                 &mut on_tick,
             );
             worker_stop.store(true, Ordering::Relaxed);
-            self.stop_redirecting();
-            std::thread::sleep(Duration::from_millis(5));
+            // Handed over, the programs are the successor's to run: they go on redirecting.
+            if self.handed_to.is_none() {
+                self.stop_redirecting();
+                std::thread::sleep(Duration::from_millis(5));
+            }
             drain.store(true, Ordering::Relaxed);
             handles.into_iter().map(|h| h.join()).collect()
         });
@@ -686,6 +726,9 @@ impl<K: Kernel> Forwarding<K> {
         }
         if let Some(e) = tick_error {
             return Err(e);
+        }
+        if let Some(pid) = self.handed_to {
+            return self.handed_report(seconds, count, pid);
         }
         // Every worker's pool has given its cache back by now.
         let (frames, worker_error) = account_frames(self.total, self.shared.len(), worker_ends)?;
@@ -704,6 +747,7 @@ impl<K: Kernel> Forwarding<K> {
             counters,
             frames,
             fault,
+            handed_to: None,
         })
     }
 
@@ -732,6 +776,9 @@ impl<K: Kernel> crate::supervise::Supervised for Forwarding<K> {
     }
     fn counters(&self) -> Result<Counters> {
         Forwarding::counters(self)
+    }
+    fn handed_over(&self) -> bool {
+        self.handed_to.is_some()
     }
 }
 

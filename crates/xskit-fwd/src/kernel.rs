@@ -9,9 +9,9 @@ use std::net::Ipv4Addr;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use xskit::{AttachedMode, Interface, Mode, SocketConfig, Umem};
+use xskit::{AttachedMode, Interface, Mode, Socket, SocketConfig, Umem, UmemConfig};
 use xskit_os::tap::TapFd;
-use xskit_pipeline::XskPort;
+use xskit_pipeline::{SharedFrames, XskPort};
 
 use crate::abi::Slot;
 use crate::bond_runtime::{BondIo, RealBondIo};
@@ -106,6 +106,8 @@ pub(crate) trait RunningFilter: FilterControl {
     fn slot_counter(&self, slot: Slot) -> Result<RuleCounter>;
     /// Queues `0..queues` are no longer redirected to sockets.
     fn stop_redirecting(&self, queues: u32);
+    /// A new descriptor of the link that attaches the filter, to hand to a successor.
+    fn link_fd(&self) -> Result<std::os::fd::OwnedFd>;
     /// Clears the state `slots` kept for earlier rules ([`XdpFilter::reset_slots`]).
     fn reset_slots(&self, slots: &[u16]) -> Result<()>;
     /// Writes the sets in place ([`XdpFilter::set_sets`]).
@@ -132,6 +134,13 @@ pub(crate) trait Kernel {
     ) -> Result<Vec<Self::Filter>>;
     /// What each filter's link offers the sockets.
     fn offers(&self, filters: &[Self::Filter]) -> Vec<LinkOffer>;
+    /// The UMEM of `frames` frames (with transmit metadata room for `csum_offload`) and its
+    /// free frames, in a pool with room for every frame.
+    fn umem(&self, frames: u32, csum_offload: bool) -> Result<(Umem, SharedFrames)> {
+        let umem = Umem::new(umem_layout(frames, csum_offload))?;
+        let free = umem.take_frames().ok_or(Error::FramesTaken)?;
+        Ok((umem, SharedFrames::new(free)))
+    }
     /// Installs the kernel's share of the rules in `filter`.
     fn install(&self, filter: &Self::Filter, rules: &KernelRules) -> Result<()>;
     /// Opens `filter`'s interface's socket on `queue`, on `umem`.
@@ -150,6 +159,19 @@ pub(crate) trait Kernel {
     fn hold_promiscuous(&mut self) -> Result<Vec<String>>;
     /// The TAP device `name`, created if need be, as the host's path.
     fn open_tap(&self, name: &str) -> Result<Arc<TapPath>>;
+}
+
+/// The UMEM layout of `frames` frames, with transmit metadata room when checksums are
+/// offloaded.
+pub(crate) fn umem_layout(frames: u32, csum_offload: bool) -> UmemConfig {
+    let tx_metadata_len = if csum_offload {
+        xskit::TX_METADATA_LEN
+    } else {
+        0
+    };
+    UmemConfig::default()
+        .frame_count(frames)
+        .tx_metadata_len(tx_metadata_len)
 }
 
 /// Everything set-up decided, and the filters it attached.
@@ -280,10 +302,19 @@ fn attach<K: Kernel>(
     Ok((attached, multi_buffer, offers))
 }
 
+/// Another descriptor of what `fd` refers to.
+fn dup(fd: &std::os::fd::OwnedFd) -> Result<std::os::fd::OwnedFd> {
+    fd.try_clone().map_err(|e| Error::TakeOver {
+        reason: format!("duplicating a descriptor handed over: {e}"),
+    })
+}
+
 /// The kernel itself: interfaces looked up by name, the forwarder's XDP filter on each.
 #[derive(Default)]
 pub(crate) struct RealKernel {
     ifaces: Vec<Interface>,
+    /// What a forwarder handed over, when this one takes over.
+    pub(crate) takeover: Option<crate::handover::Takeover>,
     /// Every interface held in promiscuous mode while the kernel value lives.
     promiscuous: Vec<xskit::Promiscuous>,
 }
@@ -327,12 +358,15 @@ impl Kernel for RealKernel {
         let mut attached: Vec<Option<XdpFilter>> = (0..n).map(|_| None).collect();
         for &i in &order {
             let iface = &self.ifaces[i];
-            attached[i] = Some(XdpFilter::attach_with_sets(
-                iface,
-                mode,
-                multi_buffer,
-                sets,
-            )?);
+            attached[i] = Some(match &self.takeover {
+                Some(t) => XdpFilter::take_over_with_sets(
+                    iface,
+                    dup(&t.inherited.links[i])?,
+                    multi_buffer,
+                    sets,
+                )?,
+                None => XdpFilter::attach_with_sets(iface, mode, multi_buffer, sets)?,
+            });
         }
         Ok(attached.into_iter().flatten().collect())
     }
@@ -353,6 +387,45 @@ impl Kernel for RealKernel {
             .collect()
     }
 
+    /// Shareable (a memfd), so that it can be handed to a successor; the one handed over
+    /// when taking over.
+    fn umem(&self, frames: u32, csum_offload: bool) -> Result<(Umem, SharedFrames)> {
+        let Some(takeover) = &self.takeover else {
+            let umem = Umem::new(umem_layout(frames, csum_offload).shareable(true))?;
+            let free = umem.take_frames().ok_or(Error::FramesTaken)?;
+            return Ok((umem, SharedFrames::new(free)));
+        };
+        let handed = &takeover.inherited;
+        let u = handed.state.umem;
+        let layout = umem_layout(frames, csum_offload);
+        if (layout.frame_count, layout.tx_metadata_len) != (u.frame_count, u.tx_metadata_len) {
+            return Err(Error::TakeOver {
+                reason: format!(
+                    "its UMEM has {} frames with {} bytes of transmit metadata, this forwarder \
+                     would have {} with {}: give the same --frames, --queues and --checksum",
+                    u.frame_count, u.tx_metadata_len, layout.frame_count, layout.tx_metadata_len
+                ),
+            });
+        }
+        // Everything else is made: the predecessor pauses now.
+        let paused = takeover.paused()?;
+        let layout = UmemConfig::default()
+            .frame_size(u.frame_size)
+            .frame_count(u.frame_count)
+            .tx_metadata_len(u.tx_metadata_len)
+            .shareable(true);
+        let umem = Umem::adopt(dup(&handed.umem)?, layout)?;
+        let free = umem
+            .take_frames_at(&paused.free)
+            .ok_or_else(|| Error::TakeOver {
+                reason: "the free frames handed over are not distinct frames of the UMEM".into(),
+            })?;
+        Ok((
+            umem,
+            SharedFrames::with_capacity(free, u.frame_count as usize),
+        ))
+    }
+
     fn install(&self, filter: &XdpFilter, rules: &KernelRules) -> Result<()> {
         filter.set_sets(&rules.sets)?;
         filter.set_port_sets(&rules.port_sets)?;
@@ -368,11 +441,38 @@ impl Kernel for RealKernel {
         umem: &Umem,
         config: &SocketConfig,
     ) -> Result<XskPort> {
-        Ok(XskPort::open(
-            umem,
-            Arc::clone(filter.program()),
-            queue,
-            config,
+        let program = Arc::clone(filter.program());
+        let Some(takeover) = &self.takeover else {
+            return Ok(XskPort::open(umem, program, queue, config)?);
+        };
+        let handed = &takeover.inherited;
+        let iface = program.interface().clone();
+        let found = handed
+            .state
+            .sockets
+            .iter()
+            .position(|s| s.iface == iface.name() && s.queue == queue);
+        let Some(i) = found else {
+            return Err(Error::TakeOver {
+                reason: format!(
+                    "no socket on queue {queue} of {} was handed over",
+                    iface.name()
+                ),
+            });
+        };
+        let s = &handed.state.sockets[i];
+        let [fill, completion, rx, tx] = s.rings;
+        let config = config
+            .fill_size(fill)
+            .completion_size(completion)
+            .rx_size(rx)
+            .tx_size(tx);
+        let socket = Socket::adopt(dup(&handed.sockets[i])?, umem, &iface, queue, &config)?;
+        Ok(XskPort::adopt(
+            socket,
+            program,
+            takeover.paused()?.held[i],
+            &config,
         )?)
     }
 
@@ -474,6 +574,10 @@ impl RunningFilter for XdpFilter {
 
     fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {
         XdpFilter::slot_counter(self, slot)
+    }
+
+    fn link_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        XdpFilter::link_fd(self)
     }
 
     fn stop_redirecting(&self, queues: u32) {

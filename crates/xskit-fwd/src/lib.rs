@@ -17,6 +17,7 @@ mod error;
 pub mod filter;
 mod filter_plan;
 mod forward;
+pub mod handover;
 mod kernel;
 mod live_rules;
 mod plan;

@@ -27,6 +27,10 @@ pub(crate) trait Supervised {
     fn watch_links(&mut self);
     /// The counters now.
     fn counters(&self) -> Result<Counters>;
+    /// Whether it has handed its sockets to a successor: the loop ends.
+    fn handed_over(&self) -> bool {
+        false
+    }
 }
 
 /// How the loop ended early: the error it stopped on, or what vanished.
@@ -49,7 +53,10 @@ pub(crate) fn supervise<S: Supervised, C: Clock>(
     let start = clock.now_ns();
     let mut next_tick = start + ns(interval);
     let mut next_watch = start + ns(WATCH_EVERY);
-    while !stop.load(Ordering::Relaxed) && !failed.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed)
+        && !failed.load(Ordering::Relaxed)
+        && !forwarder.handed_over()
+    {
         // The wait is on the bonds' netlink socket, not a sleep.
         if let Err(e) = forwarder.watch_bonds(BOND_WAIT) {
             return Ended {

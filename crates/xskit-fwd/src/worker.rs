@@ -100,6 +100,8 @@ pub(crate) struct Worker<P> {
     pub(crate) host_every: u32,
     /// The rules in force: when one limits a rate, the clock is read, once per busy round.
     pub(crate) live: Arc<crate::live_rules::LiveRules>,
+    /// Where a handover to a successor asks it to pause.
+    pub(crate) pause: Arc<crate::handover::HandoverPause>,
 }
 
 /// What preparing one transmit vector did.
@@ -162,7 +164,9 @@ impl<P: SidePort> Worker<P> {
         failed: &AtomicBool,
     ) -> Result<WorkerEnd> {
         let error = match self.forward(stop) {
-            Ok(()) => None,
+            Ok(false) => None,
+            // The rings are the successor's: nothing to drain or count here.
+            Ok(true) => return Ok(WorkerEnd::default()),
             Err(e) => {
                 failed.store(true, Ordering::Relaxed);
                 Some(e)
@@ -174,7 +178,8 @@ impl<P: SidePort> Worker<P> {
         Ok(end)
     }
 
-    fn forward(&mut self, stop: &AtomicBool) -> Result<()> {
+    /// Forwards until `stop`; true when it stopped because a successor took the rings over.
+    fn forward(&mut self, stop: &AtomicBool) -> Result<bool> {
         if let Some(cpu) = self.cpu {
             xskit_os::pin_current_thread(cpu).map_err(Error::Syscall)?;
         }
@@ -183,6 +188,9 @@ impl<P: SidePort> Worker<P> {
         let mut last_publish = Instant::now();
         let mut pfds = xskit_os::PollSet::default();
         while !stop.load(Ordering::Relaxed) {
+            if self.pause.asked() && self.pause_for_handover(stop) {
+                return Ok(true);
+            }
             let got = self.round(&clock)?;
             if got == 0 {
                 idle += 1;
@@ -204,7 +212,28 @@ impl<P: SidePort> Worker<P> {
                 last_publish = Instant::now();
             }
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// Pauses between two rounds for a handover: every frame this worker holds goes to the
+    /// shared pool or stays where the kernel has it, and it says what each port holds there;
+    /// then it waits for the supervisor's decision (or a stop). True when handed over: the
+    /// rings are the successor's and this worker must not touch them again.
+    fn pause_for_handover(&mut self, stop: &AtomicBool) -> bool {
+        self.release_held();
+        self.chains.drain(&mut self.raw);
+        self.pool.free(&mut self.raw);
+        self.pool.spill();
+        let held = self.ports.iter().map(P::ledger).collect();
+        self.pause.paused(self.index, held);
+        loop {
+            match self.pause.decided() {
+                Some(crate::handover::AfterPause::HandedOver) => return true,
+                Some(crate::handover::AfterPause::Resume) => return false,
+                None if stop.load(Ordering::Relaxed) => return false,
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
     }
 
     /// Stocks every port's fill ring before the worker runs: the program steers packets to a

@@ -63,6 +63,8 @@ pub(crate) struct WorkerPlan {
     pub(crate) csum_offload: bool,
     pub(crate) cpus: Vec<usize>,
     pub(crate) replies: ReplyCounters,
+    /// Where a handover asks the workers to pause.
+    pub(crate) pause: Arc<crate::handover::HandoverPause>,
 }
 
 impl WorkerPlan {
@@ -84,6 +86,7 @@ impl WorkerPlan {
             csum_offload: false,
             cpus: config.cpus.clone(),
             replies: ReplyCounters::default(),
+            pause: Arc::default(),
         }
     }
 
@@ -99,7 +102,14 @@ impl WorkerPlan {
     ) -> Result<(Worker<Side<P>>, WorkerCells)> {
         let (mut ports, bond_stats) = sides;
         let sockets = ports.iter_mut().flat_map(Side::sockets).collect();
-        let pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
+        let mut pool = shared.pool(2 * xskit_pipeline::MAX_VECTOR);
+        // Ports taken over hold frames in the kernel already: they are this pool's.
+        pool.hold_in_kernel(
+            ports
+                .iter()
+                .map(xskit_pipeline::PipelinePort::in_flight)
+                .sum(),
+        );
         let (mut worker, mut cell) = self.worker(q as usize, q, umem, ports, pool)?;
         worker.prime()?;
         cell.sockets = sockets;
@@ -198,6 +208,7 @@ impl WorkerPlan {
             rounds: 0,
             host_every: HOST_EVERY,
             live: Arc::clone(&self.live),
+            pause: Arc::clone(&self.pause),
         };
         Ok((worker, cells))
     }

@@ -22,7 +22,8 @@ fn nix_error(call: &'static str, e: nix::errno::Errno) -> SyscallError {
     }
 }
 
-/// Sends `fds` over the connected Unix stream socket `sock`, attached to one byte.
+/// Sends `fds` over the connected Unix stream socket `sock`, attached to one byte (the byte
+/// alone when there are none).
 pub fn send_fds(sock: BorrowedFd<'_>, fds: &[BorrowedFd<'_>]) -> Result<(), SyscallError> {
     if fds.len() > MAX_FDS {
         return Err(SyscallError {
@@ -33,9 +34,11 @@ pub fn send_fds(sock: BorrowedFd<'_>, fds: &[BorrowedFd<'_>]) -> Result<(), Sysc
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     let byte = [CARRIER];
     let iov = [IoSlice::new(&byte)];
-    let cmsg = [ControlMessage::ScmRights(&raw)];
+    let with = [ControlMessage::ScmRights(&raw)];
+    // No descriptors: the byte alone, as a refusal sends it.
+    let cmsg: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &with };
     loop {
-        match sendmsg::<()>(sock.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None) {
+        match sendmsg::<()>(sock.as_raw_fd(), &iov, cmsg, MsgFlags::MSG_NOSIGNAL, None) {
             Ok(1) => return Ok(()),
             Ok(_) => {
                 return Err(SyscallError {

@@ -52,6 +52,25 @@ impl SharedFrames {
         }
     }
 
+    /// A shared ring holding `frames` and room for `capacity` (a UMEM's every frame): the
+    /// frames a process handed over had free, the rest still in the kernel's rings.
+    pub fn with_capacity(frames: Vec<Frame>, capacity: usize) -> Self {
+        SharedFrames {
+            capacity: capacity.max(frames.len()),
+            ring: Arc::new(Mutex::new(frames)),
+        }
+    }
+
+    /// The UMEM offsets of the frames in the shared ring now (which a process hands over
+    /// with its UMEM as free).
+    pub fn addresses(&self) -> Vec<u64> {
+        self.ring
+            .lock_unpoisoned()
+            .iter()
+            .map(Frame::addr)
+            .collect()
+    }
+
     /// Frames in the shared ring now.
     pub fn len(&self) -> usize {
         self.ring.lock_unpoisoned().len()
@@ -168,6 +187,20 @@ impl FramePool {
         } else {
             self.stats.recycled_full += 1;
         }
+    }
+
+    /// Gives every cached frame back to the shared ring (a worker pausing, so that the
+    /// shared ring shows every free frame).
+    pub fn spill(&mut self) {
+        let mut ring = self.shared.ring.lock_unpoisoned();
+        self.held -= self.cache.len();
+        ring.append(&mut self.cache);
+    }
+
+    /// Counts `n` more frames as this pool's, out in its ports' kernel rings: the frames a
+    /// port taken over from another process holds there.
+    pub fn hold_in_kernel(&mut self, n: usize) {
+        self.held += n;
     }
 
     /// Frames in this worker's cache.

@@ -68,6 +68,13 @@ pub trait PipelinePort {
         0
     }
 
+    /// What this port holds in the kernel: (receive buffers not yet received, transmits not
+    /// yet completed), for a process that takes the port over.
+    fn ledger(&self) -> (usize, usize) {
+        let tx = self.tx_in_flight();
+        (self.in_flight() - tx, tx)
+    }
+
     /// Pushes queued transmits out (a wakeup), for a worker draining before it stops.
     fn flush(&mut self) -> Result<()> {
         Ok(())

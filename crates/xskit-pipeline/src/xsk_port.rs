@@ -67,6 +67,32 @@ impl XskPort {
         })
     }
 
+    /// A socket another process handed over ([`Socket::adopt`]), registered with `program`
+    /// (which [`XdpProgram::take_over`] put on that process's link). `ledger` is what that
+    /// process's port held in the kernel ([`PipelinePort::ledger`]): receive buffers given
+    /// to the fill ring and not yet received, and transmits not yet completed.
+    pub fn adopt(
+        socket: Socket,
+        program: Arc<XdpProgram>,
+        ledger: (usize, usize),
+        config: &SocketConfig,
+    ) -> Result<Self> {
+        program
+            .rx_queues()
+            .check(program.interface().name(), socket.queue())?;
+        program.register(&socket)?;
+        Ok(XskPort {
+            fill_target: config.fill_size as usize,
+            socket,
+            program,
+            in_fill_rx: ledger.0,
+            in_tx: ledger.1,
+            completed: 0,
+            scratch: Vec::with_capacity(config.fill_size as usize),
+            done: Vec::with_capacity(config.completion_size as usize),
+        })
+    }
+
     /// The socket (statistics, rings).
     pub fn socket(&mut self) -> &mut Socket {
         &mut self.socket

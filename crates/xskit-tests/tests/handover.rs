@@ -82,7 +82,7 @@ fn a_socket_its_umem_and_its_program_change_owner_without_losing_a_packet() {
         let socket_fd = socket.as_fd().try_clone_to_owned().unwrap();
         let file = umem.file().unwrap().try_clone_to_owned().unwrap();
         free.append(&mut got);
-        let addrs: Vec<u64> = free.iter().map(|f| f.addr() - f.addr() % 4096).collect();
+        let addrs: Vec<u64> = free.iter().map(xskit::Frame::addr).collect();
         let second = bed
             .b
             .ns
@@ -92,6 +92,7 @@ fn a_socket_its_umem_and_its_program_change_owner_without_losing_a_packet() {
                 let program =
                     XdpProgram::take_over(&iface, ProgramObject::redirect(false), link, false)?;
                 program.register(&socket)?;
+                program.put_on_link()?;
                 Ok((umem, socket, program))
             })
             .unwrap()

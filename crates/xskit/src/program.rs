@@ -253,13 +253,10 @@ fn loaded_program<'e>(ebpf: &'e mut Ebpf, prog_name: &str) -> Result<&'e mut Xdp
         .map_err(|e| program_error(prog_name, "taking it as an XDP program", e))
 }
 
-/// Loads the object and puts its program on `link`, the bpf_link another process attached
-/// to `iface` and handed over, in one step: the interface never runs without a program.
-fn take_over_object(
-    iface: &Interface,
-    object: &ProgramObject<'_>,
-    link: &std::os::fd::OwnedFd,
-) -> Result<Attached> {
+/// Loads the object to replace the program on `link`, the bpf_link another process
+/// attached to `iface` and handed over; the link is not touched yet
+/// ([`XdpProgram::put_on_link`] does that in one step).
+fn load_for_link(iface: &Interface, object: &ProgramObject<'_>) -> Result<Attached> {
     let prog_name = object.program;
     let before = iface.link_info()?;
     let mode = if before.xdp.drv_prog_id != 0 {
@@ -273,19 +270,10 @@ fn take_over_object(
     };
     let mut ebpf = load_object(object)?;
     let program = loaded_program(&mut ebpf, prog_name)?;
-    let fd = program
-        .fd()
-        .map_err(|e| program_error(prog_name, "reading its descriptor", e))?;
-    crate::sys::bpf::link_update(
-        std::os::fd::AsFd::as_fd(link),
-        std::os::fd::AsFd::as_fd(fd),
-        None,
-    )?;
-    let id = iface
-        .link_info()
-        .ok()
-        .and_then(|l| l.xdp.any())
-        .unwrap_or(0);
+    let id = program
+        .info()
+        .map_err(|e| program_error(prog_name, "reading its id", e))?
+        .id();
     let (total, max_combined) = rx_queue_counts(iface);
     let total = total.unwrap_or(1);
     Ok(Attached {
@@ -439,19 +427,42 @@ impl XdpProgram {
         Self::from_attached(iface, attached, multi_buffer, None)
     }
 
-    /// Loads program `object` and puts it on `link` in one step: the bpf_link (attached to
-    /// `iface`) of another process's program, which that process handed over
-    /// ([`XdpProgram::link_fd`]), so that packets never meet an interface without a program.
-    /// The program keeps the link's mode; the link is this program's from now on (detached when
-    /// the last process holding it lets it go).
+    /// Loads program `object` to take the place of another process's program on `link`, the
+    /// bpf_link attaching it to `iface`, which that process handed over
+    /// ([`XdpProgram::link_fd`]). Its maps can be filled and sockets registered while the
+    /// other program still runs; [`XdpProgram::put_on_link`] then replaces it in one step,
+    /// so that packets never meet the interface without a program. The program keeps the
+    /// link's mode; the link is this program's (detached when the last process holding it
+    /// lets it go).
     pub fn take_over(
         iface: &Interface,
         object: ProgramObject<'_>,
         link: std::os::fd::OwnedFd,
         multi_buffer: bool,
     ) -> Result<Self> {
-        let attached = take_over_object(iface, &object, &link)?;
+        let attached = load_for_link(iface, &object)?;
         Self::from_attached(iface, attached, multi_buffer, Some(link))
+    }
+
+    /// Puts the program [`XdpProgram::take_over`] loaded on its link, in place of the one
+    /// there, in one step (BPF_LINK_UPDATE). Does nothing for a program attached otherwise.
+    pub fn put_on_link(&self) -> Result<()> {
+        let Some(link) = &self._link else {
+            return Ok(());
+        };
+        let ebpf = self.ebpf.lock_unpoisoned();
+        let (name, program) = ebpf.programs().next().ok_or_else(|| Error::NoSuchProgram {
+            name: "(any)".to_string(),
+        })?;
+        let fd = program
+            .fd()
+            .map_err(|e| program_error(name, "reading its descriptor", e))?;
+        crate::sys::bpf::link_update(
+            std::os::fd::AsFd::as_fd(link),
+            std::os::fd::AsFd::as_fd(fd),
+            None,
+        )?;
+        Ok(())
     }
 
     /// A new descriptor of the bpf_link that attaches this program, to hand to a process that

@@ -279,6 +279,18 @@ impl Live {
         &self.last
     }
 
+    /// The summary of a command that ends by itself (a forwarder that handed over), and
+    /// its success.
+    pub fn ended(self) -> serde_json::Value {
+        let summary = self
+            .lines
+            .iter()
+            .find(|line| line["interval"] != true)
+            .expect("the command ended without its summary");
+        assert!(self.child.take().wait().unwrap().success(), "{summary}");
+        summary
+    }
+
     /// SIGINT, then the summary (the line after the interval lines).
     pub fn stop(self) -> serde_json::Value {
         let status = std::process::Command::new("kill")

@@ -68,12 +68,21 @@ pub(crate) enum Ask {
     Set(SetChange),
     /// A set's elements.
     List(String),
+    /// What a successor takes over with.
+    HandOver,
+    /// Pause the workers for the successor.
+    Pause,
+    /// The handover is done (to the successor with this process id), or given up.
+    EndHandover(Option<u32>),
 }
 
 /// What the supervisor answers.
 pub(crate) enum Answer {
     Applied(Applied),
     Elements(Vec<String>),
+    Handing(crate::handover::Handing),
+    Paused(crate::handover::PausedState),
+    Done,
 }
 
 /// A request, and where its answer goes.
@@ -139,14 +148,44 @@ impl RuleChanger {
     pub fn set_elements(&self, name: &str, timeout: Duration) -> Result<Vec<String>> {
         match self.ask(Ask::List(name.to_string()), timeout)? {
             Answer::Elements(e) => Ok(e),
-            Answer::Applied(_) => Err(Error::ForwarderStopped),
+            _ => Err(Error::ForwarderStopped),
+        }
+    }
+
+    /// What a successor takes over with: the descriptors of the forwarder's UMEM, links and
+    /// sockets, and what it runs. Nothing stops: [`RuleChanger::pause_for_successor`] does.
+    pub fn hand_over(&self, timeout: Duration) -> Result<crate::handover::Handing> {
+        match self.ask(Ask::HandOver, timeout)? {
+            Answer::Handing(h) => Ok(h),
+            _ => Err(Error::ForwarderStopped),
+        }
+    }
+
+    /// Pauses the forwarder's workers between two rounds (packets wait in the sockets'
+    /// rings) and says where every frame is. The workers resume when
+    /// [`RuleChanger::end_handover`] gives the handover up, or by themselves after
+    /// [`crate::handover::HANDOVER_WAIT`].
+    pub fn pause_for_successor(&self, timeout: Duration) -> Result<crate::handover::PausedState> {
+        match self.ask(Ask::Pause, timeout)? {
+            Answer::Paused(p) => Ok(p),
+            _ => Err(Error::ForwarderStopped),
+        }
+    }
+
+    /// Ends a handover: `Some(pid)` when the successor `pid` has committed (the forwarder's
+    /// workers end without touching a ring again and [`crate::Forwarder::run`] returns),
+    /// `None` to resume. Refused when the pause had already ended.
+    pub fn end_handover(&self, successor: Option<u32>, timeout: Duration) -> Result<()> {
+        match self.ask(Ask::EndHandover(successor), timeout)? {
+            Answer::Done => Ok(()),
+            _ => Err(Error::ForwarderStopped),
         }
     }
 
     fn applied(&self, ask: Ask, timeout: Duration) -> Result<Applied> {
         match self.ask(ask, timeout)? {
             Answer::Applied(a) => Ok(a),
-            Answer::Elements(_) => Err(Error::ForwarderStopped),
+            _ => Err(Error::ForwarderStopped),
         }
     }
 
@@ -212,6 +251,7 @@ fn check_fits(running: &RuleSet, next: &RuleSet, room: &SetRoom) -> Result<()> {
 impl<K: Kernel> Forwarding<K> {
     /// Answers the applies waiting, between the supervisor's looks.
     pub(crate) fn answer_applies(&mut self) {
+        self.resume_if_abandoned();
         while let Ok(request) = self.apply_requests.try_recv() {
             let result = match request.ask {
                 Ask::Made(rules) => self.apply(rules).map(Answer::Applied),
@@ -225,6 +265,9 @@ impl<K: Kernel> Forwarding<K> {
                     .map(Answer::Applied),
                 Ask::Set(change) => self.change_set(change).map(Answer::Applied),
                 Ask::List(name) => self.set_elements(&name).map(Answer::Elements),
+                Ask::HandOver => self.handing().map(Answer::Handing),
+                Ask::Pause => self.pause_for_successor().map(Answer::Paused),
+                Ask::EndHandover(pid) => self.end_handover(pid).map(|()| Answer::Done),
             };
             // The asker may have given up waiting: nothing to tell then.
             let _ = request.answer.try_send(result);

@@ -20,7 +20,7 @@ use super::{Kernel, KernelRules, LinkNow, RunningFilter};
 use crate::abi::Slot;
 use crate::bond_runtime::BondIo;
 use crate::bonded::{BondConfig, SocketPort};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filter::{BlockedSource, PoliceCount, RuleCounter};
 use crate::filter_plan::{FilterControl, FilterSettings};
 use crate::plan::{LinkFacts, LinkOffer};
@@ -117,6 +117,12 @@ impl RunningFilter for Recorded {
     fn slot_counter(&self, _slot: Slot) -> Result<RuleCounter> {
         Ok(RuleCounter::default())
     }
+    fn link_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        Err(Error::TakeOver {
+            reason: "an in-memory filter has no link".into(),
+        })
+    }
+
     fn stop_redirecting(&self, queues: u32) {
         self.calls
             .borrow_mut()

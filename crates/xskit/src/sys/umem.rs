@@ -383,18 +383,18 @@ impl Umem {
         self.inner.file.as_ref().map(std::os::fd::AsFd::as_fd)
     }
 
-    /// The frames at UMEM offsets `addrs` (each a frame's start as [`Umem::take_frames`] gives
-    /// it), empty: the frames a process that handed this UMEM over had free. Like
-    /// `take_frames`, only once; `None` after the first call, or when an offset is not a
-    /// frame's start or comes twice.
+    /// The frames that hold UMEM offsets `addrs` (any offset inside each, as a frame handed
+    /// back by the kernel has it), each empty and positioned for transmit as
+    /// [`Umem::take_frames`] gives them: the frames a process that handed this UMEM over had
+    /// free. Like `take_frames`, only once: `None` after the first call, or when an offset lies
+    /// outside the UMEM or two fall in one frame.
     pub fn take_frames_at(&self, addrs: &[u64]) -> Option<Vec<Frame>> {
         let cfg = &self.inner.config;
         let (size, meta) = (u64::from(cfg.frame_size), u64::from(cfg.tx_metadata_len));
         let mut seen = vec![false; cfg.frame_count as usize];
         for &a in addrs {
-            let index = a.checked_sub(meta)? / size;
-            let slot = seen.get_mut(index as usize)?;
-            if *slot || index * size + meta != a {
+            let slot = seen.get_mut((a / size) as usize)?;
+            if *slot {
                 return None;
             }
             *slot = true;
@@ -402,7 +402,12 @@ impl Umem {
         if self.inner.frames_taken.swap(true, Ordering::AcqRel) {
             return None;
         }
-        Some(addrs.iter().map(|&a| self.frame_at(a, 0, 0)).collect())
+        Some(
+            addrs
+                .iter()
+                .map(|&a| self.frame_at(a / size * size + meta, 0, 0))
+                .collect(),
+        )
     }
 
     /// The layout.
@@ -634,6 +639,25 @@ mod tests {
 
     fn umem(cfg: UmemConfig) -> Umem {
         Umem::new(cfg).expect("anonymous memory")
+    }
+
+    #[test]
+    fn handed_frames_are_whole_frames_taken_once_and_never_twice() {
+        let cfg = UmemConfig::default().frame_count(8).tx_metadata_len(24);
+        let u = umem(cfg);
+        // Offsets inside frames 1 and 5 (as received, past the headroom).
+        let frames = u.take_frames_at(&[4096 + 256, 5 * 4096 + 24]).unwrap();
+        let addrs: Vec<u64> = frames.iter().map(Frame::addr).collect();
+        assert_eq!(addrs, [4096 + 24, 5 * 4096 + 24]);
+        assert!(u.take_frames_at(&[0]).is_none(), "only once");
+        assert!(u.take_frames().is_none());
+        let u = umem(cfg);
+        assert!(u.take_frames_at(&[8 * 4096]).is_none(), "outside");
+        assert!(u.take_frames_at(&[100, 200]).is_none(), "one frame twice");
+        assert!(
+            u.take_frames_at(&[100]).is_some(),
+            "a refusal takes nothing"
+        );
     }
 
     #[test]
