@@ -189,8 +189,32 @@ pub(crate) struct FwdArgs {
     /// and none is lost; it exits with its summary. This one's rules may differ
     #[arg(long, conflicts_with = "no_control")]
     takeover: bool,
+    /// What happens to traffic while no forwarder runs (after any exit, a crash or SIGKILL
+    /// too): close takes the XDP programs away with the forwarder (nothing crosses); kernel
+    /// leaves them attached, pinned under --bpf-dir: drops their rules decide go on, so does
+    /// forwarding in XDP (--xdp-forward), and what user space would decide is dropped and
+    /// counted, never passed to the host, until a forwarder on the same interfaces takes them
+    /// over (any start does, in one step)
+    #[arg(long = "on-exit", value_enum, default_value = "close")]
+    on_exit: OnExit,
+    /// The BPF file system directory of kept programs' pins (--on-exit kernel)
+    #[arg(
+        long = "bpf-dir",
+        value_name = "DIR",
+        default_value = "/sys/fs/bpf/xskit"
+    )]
+    bpf_dir: std::path::PathBuf,
     #[command(flatten)]
     run: RunArgs,
+}
+
+/// `--on-exit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnExit {
+    /// The programs go with the forwarder.
+    Close,
+    /// The programs stay, pinned.
+    Kernel,
 }
 
 /// `--bond-mode`: Linux's names, and its numbers as aliases.
@@ -823,6 +847,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     // Handed over, the service goes on in the successor.
     if report.handed_to.is_none() {
         crate::service::stopping();
+        note_kept(args);
     }
     let captured = finish_capture(args, capture)?;
     if args.run.json_output() {
@@ -895,6 +920,25 @@ fn control_path(args: &FwdArgs) -> Result<std::path::PathBuf> {
     })
 }
 
+/// Says what stays in the kernel after an exit with --on-exit kernel.
+fn note_kept(args: &FwdArgs) {
+    if args.on_exit != OnExit::Kernel {
+        return;
+    }
+    let dir = args.bpf_dir.join(xskit_fwd::control::forwarder_name(
+        &args.interfaces,
+        crate::state::netns(),
+    ));
+    note!(
+        "xskit fwd: the XDP programs stay on {} (--on-exit kernel, pinned in {}): their \
+         rules' drops go on, and what user space would decide is dropped and counted until \
+         a forwarder on the same interfaces takes them over; rm -r {} detaches them",
+        args.interfaces.join(" and "),
+        dir.display(),
+        dir.display()
+    );
+}
+
 /// Closes the capture file, saying what it holds.
 fn finish_capture(
     args: &FwdArgs,
@@ -940,6 +984,11 @@ fn forward_config(args: &FwdArgs, rules: RuleSet) -> Result<ForwardConfig> {
                 .completion_size(args.ring_size),
         )
         .promiscuous(!args.no_promisc)
+        .pins(Some(args.bpf_dir.join(xskit_fwd::control::forwarder_name(
+            &args.interfaces,
+            crate::state::netns(),
+        ))))
+        .keep_in_kernel(args.on_exit == OnExit::Kernel)
         .checksum(match args.checksum {
             ChecksumArg::Offload => ChecksumMode::Offload,
             ChecksumArg::Software => ChecksumMode::Software,
@@ -1085,6 +1134,14 @@ fn announce_setup(args: &FwdArgs, forwarder: &Forwarder) {
     }
     for w in forwarder.warnings() {
         note!("xskit fwd: note: {w}");
+    }
+    let kept = forwarder.kept_programs_taken_over();
+    if !kept.is_empty() {
+        note!(
+            "xskit fwd: took over the XDP programs an earlier forwarder left on {} (--on-exit \
+             kernel), each replaced in one step",
+            kept.join(", ")
+        );
     }
     let promiscuous = forwarder.promiscuous();
     if !promiscuous.is_empty() {

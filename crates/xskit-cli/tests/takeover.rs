@@ -37,6 +37,11 @@ impl Drop for RunDir {
 /// directory `run`, and `extra`; returned once it says where its control socket is. Its
 /// standard error is passed on.
 fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
+    start_fwd_saying_in(chain, run, extra, "control socket").0
+}
+
+/// As [`start_fwd_in`], returned once it has said `until`, with what it said so far.
+fn start_fwd_saying_in(chain: &Chain, run: &RunDir, extra: &[&str], until: &str) -> (Live, String) {
     let mut child = chain
         .m_a
         .ns
@@ -51,7 +56,7 @@ fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
-    while !said.contains("control socket") {
+    while !said.contains(until) {
         let mut line = String::new();
         assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
         said.push_str(&line);
@@ -61,7 +66,7 @@ fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
             eprintln!("{line}");
         }
     });
-    Live::new(KillOnDrop::new(child))
+    (Live::new(KillOnDrop::new(child)), said)
 }
 
 /// A stream of probes from a to c's UDP port 9 at `rate` a second through the forwarder,
@@ -189,4 +194,118 @@ fn a_takeover_that_cannot_carry_on_is_refused_and_the_forwarder_goes_on() {
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("no forwarder answers"), "{said}");
     stop_live_fwd(fwd);
+}
+
+/// A BPF file system of the test's own, mounted where the namespaces' commands see it (a
+/// mount made before `ip netns exec` is copied into its mount namespace, the same file
+/// system), unmounted and removed when dropped.
+struct BpfDir(std::path::PathBuf);
+
+impl BpfDir {
+    fn new(name: &str) -> BpfDir {
+        let dir = std::env::temp_dir().join(format!("xskit-bpf-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "bpf", "bpf"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        BpfDir(dir)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for BpfDir {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Whether an XDP program is attached to `host`'s interface.
+fn has_xdp(host: &xskit_testbed::Host) -> bool {
+    let out = host
+        .ns
+        .command("ip")
+        .args(["-d", "link", "show", "dev", &host.ifname])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+/// `n` probes from a to c's UDP `port`, sent to the end.
+fn probes(chain: &Chain, port: &str, n: &str) {
+    let (mac, src, dst) = (
+        mac(&chain.c),
+        chain.a.ip.to_string(),
+        chain.c.ip.to_string(),
+    );
+    let mut args = vec!["gen", "-i", &chain.a.ifname, "--dst-mac", &mac];
+    args.extend(["--src-ip", &src, "--dst-ip", &dst, "--dst-port", port]);
+    args.extend(["-n", n, "-r", "10000", "--json"]);
+    json_of(start(&chain.a, &args));
+}
+
+/// `--on-exit kernel`: a forwarder killed with SIGKILL leaves its programs attached, which go
+/// on deciding in the kernel (a drop rule drops, forwarding in XDP forwards) with no process
+/// at all; the next forwarder on the interfaces takes them over in one step, and with
+/// `--on-exit close` they go when it ends.
+#[test]
+fn programs_kept_in_the_kernel_go_on_after_a_kill_and_are_taken_over() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    far_ends_take_xdp_frames(&chain);
+    let (dir, bpf) = (RunDir::new("kept"), BpfDir::new("kept"));
+    let rules = RulesFile::new(RULES_A);
+    let keep = [
+        "--xdp-forward",
+        "--on-exit",
+        "kernel",
+        "--bpf-dir",
+        bpf.path(),
+    ];
+    let mut fwd = start_fwd_in(
+        &chain,
+        &dir,
+        &[&["--rules", rules.path()][..], &keep].concat(),
+    );
+    assert!(fwd.wait(Duration::from_secs(60), |_| true).is_some());
+    drop(fwd); // SIGKILL
+    assert!(
+        has_xdp(&chain.m_a) && has_xdp(&chain.m_c),
+        "the programs stay"
+    );
+    // No forwarder runs: port 7's probes are dropped by the kept rule, port 9's forwarded in
+    // XDP. Were port 7's to cross, their numbers would end the receiver's count early.
+    let receiver = recv(&chain.c, &["--expect", "300", "-d", "60"]);
+    probes(&chain, "7", "200");
+    probes(&chain, "9", "300");
+    let r = json_of(receiver.take());
+    assert_eq!((&r["valid"], &r["lost"]), (&300.into(), &0.into()), "{r}");
+    // A forwarder started on the interfaces takes the kept programs over, and forwards.
+    let again = ["--rules", rules.path(), "--bpf-dir", bpf.path()];
+    let (mut fwd, said) = start_fwd_saying_in(&chain, &dir, &again, "took over the XDP");
+    let names = format!(
+        "{}, {} (--on-exit kernel)",
+        chain.m_a.ifname, chain.m_c.ifname
+    );
+    assert!(said.contains(&names), "{said}");
+    let sender = stream_to_c(&chain, 10_000);
+    let carries = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 500);
+    assert!(carries.is_some(), "{}", fwd.last());
+    drop(sender);
+    stop_live_fwd(fwd);
+    assert!(
+        !has_xdp(&chain.m_a) && !has_xdp(&chain.m_c),
+        "--on-exit close: they went with it"
+    );
 }

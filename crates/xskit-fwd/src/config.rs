@@ -52,6 +52,16 @@ pub struct ForwardConfig {
     /// default): a bump in the wire receives unicast frames for the hosts behind it, which a
     /// NIC's MAC filter drops before XDP sees them. Off leaves each NIC's filter as it is.
     pub promiscuous: bool,
+    /// The directory (on a BPF file system) where this forwarder's programs are pinned when
+    /// [`ForwardConfig::keep_in_kernel`] is set, and where a program an earlier forwarder
+    /// left is found and taken over (replaced in one step, nothing detached meanwhile).
+    pub pins: Option<std::path::PathBuf>,
+    /// Leave the XDP programs attached when the forwarder ends, however it ends (pinned in
+    /// [`ForwardConfig::pins`]): what their rules decide in the kernel goes on (drops, and
+    /// forwarding with [`ForwardConfig::xdp_forward`]); what would go to user space is
+    /// dropped and counted until a forwarder takes them over. Off: they go with it, and
+    /// nothing crosses.
+    pub keep_in_kernel: bool,
 }
 
 /// How the forwarder finishes checksums a sender left partial.
@@ -84,6 +94,8 @@ impl Default for ForwardConfig {
             checksum: ChecksumMode::default(),
             bonds: Vec::new(),
             promiscuous: true,
+            pins: None,
+            keep_in_kernel: false,
         }
     }
 }
@@ -121,6 +133,10 @@ xskit_os::config_setters!(ForwardConfig {
     bonds: Vec<BondConfig>,
     /// Turns holding the interfaces promiscuous on or off.
     promiscuous: bool,
+    /// Sets where programs are pinned and found.
+    pins: Option<std::path::PathBuf>,
+    /// Turns leaving the programs in the kernel on or off.
+    keep_in_kernel: bool,
 });
 
 impl ForwardConfig {

@@ -356,7 +356,14 @@ pub fn respond(
 /// The control socket's file name for a forwarder on `interfaces` in the network namespace
 /// whose nsfs inode is `netns`: forwarders in two namespaces may use the same names.
 pub fn socket_name(interfaces: &[String], netns: u64) -> String {
-    format!("fwd-{}-net{netns}.sock", interfaces.join("+"))
+    format!("{}.sock", forwarder_name(interfaces, netns))
+}
+
+/// A forwarder's name, by its interfaces and network namespace (whose nsfs inode is
+/// `netns`): its control socket's file is named after it, and the directory of its kept
+/// programs' pins.
+pub fn forwarder_name(interfaces: &[String], netns: u64) -> String {
+    format!("fwd-{}-net{netns}", interfaces.join("+"))
 }
 
 /// Whether `name` is [`socket_name`] of a forwarder in namespace `netns`, and its interfaces.

@@ -266,6 +266,15 @@ pub enum Error {
     /// An apply asked while others wait.
     #[error("the forwarder is still applying earlier rules: try again")]
     ApplyBusy,
+    /// Programs to keep in the kernel, and nowhere to pin them.
+    #[error(
+        "{dir} is not on a BPF file system, where the programs kept in the kernel are pinned: \
+         mount one (mount -t bpf bpf /sys/fs/bpf) or give a directory on one"
+    )]
+    NotBpfFs {
+        /// The directory.
+        dir: String,
+    },
     /// A takeover that cannot be done, or a handover refused.
     #[error("takeover: {reason}")]
     TakeOver {

@@ -138,7 +138,37 @@ impl Forwarder {
     pub fn new(config: ForwardConfig) -> Result<Self> {
         let cpus = CpuFacts::here()?;
         let tx_metadata = xskit::kernel_supports_tx_metadata();
-        Forwarding::new(RealKernel::default(), config, &cpus, tx_metadata).map(Forwarder)
+        let pins = pins_ready(&config)?;
+        let mut kernel = RealKernel::default();
+        kernel.pins = pins.clone();
+        let keep = config.keep_in_kernel;
+        let forwarding = Forwarding::new(kernel, config, &cpus, tx_metadata)?;
+        Forwarder(forwarding).on_links(pins.as_deref(), keep)
+    }
+
+    /// Puts the programs loaded for links taken over (a predecessor's, or kept ones) on
+    /// them, and pins or unpins every link as `keep` says.
+    fn on_links(self, pins: Option<&std::path::Path>, keep: bool) -> Result<Self> {
+        for filter in &self.0.filters {
+            let program = filter.program();
+            program.put_on_link()?;
+            let Some(dir) = pins else {
+                continue;
+            };
+            let pin = dir.join(program.interface().name());
+            match (keep, pin.exists()) {
+                (true, false) => program.pin_link(&pin)?,
+                (false, true) => xskit::unpin_link(&pin)?,
+                _ => {}
+            }
+        }
+        Ok(self)
+    }
+
+    /// The interfaces whose programs an earlier forwarder left in the kernel (pinned,
+    /// [`ForwardConfig::keep_in_kernel`]) and this one took over.
+    pub fn kept_programs_taken_over(&self) -> &[String] {
+        &self.0._kernel.kept
     }
 
     /// [`Forwarder::new`] over what a running forwarder handed over (its sockets, UMEM and
@@ -155,6 +185,8 @@ impl Forwarder {
         let cpus = CpuFacts::here()?;
         let tx_metadata = xskit::kernel_supports_tx_metadata();
         let queues = inherited.state.queues;
+        let pins = pins_ready(&config)?;
+        let keep = config.keep_in_kernel;
         let mut kernel = RealKernel::default();
         kernel.takeover = Some(crate::handover::Takeover::new(
             inherited,
@@ -169,10 +201,7 @@ impl Forwarder {
                 ),
             });
         }
-        for filter in &forwarding.filters {
-            filter.program().put_on_link()?;
-        }
-        Ok(Forwarder(forwarding))
+        Forwarder(forwarding).on_links(pins.as_deref(), keep)
     }
 
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder
@@ -240,6 +269,24 @@ impl Forwarder {
     ) -> Result<Report> {
         self.0.run(stop, interval, on_tick)
     }
+}
+
+/// The directory of `config`'s pins, made when programs are to be kept there; refused when
+/// it is not on a BPF file system then.
+fn pins_ready(config: &ForwardConfig) -> Result<Option<std::path::PathBuf>> {
+    let Some(dir) = &config.pins else {
+        return Ok(None);
+    };
+    if !config.keep_in_kernel {
+        return Ok(Some(dir.clone()));
+    }
+    let made = std::fs::create_dir_all(dir);
+    if made.is_err() || !xskit::is_bpf_fs(dir) {
+        return Err(Error::NotBpfFs {
+            dir: dir.display().to_string(),
+        });
+    }
+    Ok(Some(dir.clone()))
 }
 
 /// The forwarder over the kernel `K`.

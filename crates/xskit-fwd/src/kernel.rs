@@ -315,6 +315,10 @@ pub(crate) struct RealKernel {
     ifaces: Vec<Interface>,
     /// What a forwarder handed over, when this one takes over.
     pub(crate) takeover: Option<crate::handover::Takeover>,
+    /// Where programs an earlier forwarder left are pinned ([`ForwardConfig::pins`]).
+    pub(crate) pins: Option<std::path::PathBuf>,
+    /// The interfaces whose kept programs were taken over.
+    pub(crate) kept: Vec<String>,
     /// Every interface held in promiscuous mode while the kernel value lives.
     promiscuous: Vec<xskit::Promiscuous>,
 }
@@ -358,14 +362,24 @@ impl Kernel for RealKernel {
         let mut attached: Vec<Option<XdpFilter>> = (0..n).map(|_| None).collect();
         for &i in &order {
             let iface = &self.ifaces[i];
-            attached[i] = Some(match &self.takeover {
-                Some(t) => XdpFilter::take_over_with_sets(
+            let kept = match (&self.takeover, &self.pins) {
+                (None, Some(dir)) => xskit::kept_link(&dir.join(iface.name()), iface)?,
+                _ => None,
+            };
+            attached[i] = Some(match (&self.takeover, kept) {
+                (Some(t), _) => XdpFilter::take_over_with_sets(
                     iface,
                     dup(&t.inherited.links[i])?,
                     multi_buffer,
                     sets,
                 )?,
-                None => XdpFilter::attach_with_sets(iface, mode, multi_buffer, sets)?,
+                (None, Some(link)) => {
+                    if !self.kept.contains(&iface.name().to_string()) {
+                        self.kept.push(iface.name().to_string());
+                    }
+                    XdpFilter::take_over_with_sets(iface, link, multi_buffer, sets)?
+                }
+                (None, None) => XdpFilter::attach_with_sets(iface, mode, multi_buffer, sets)?,
             });
         }
         Ok(attached.into_iter().flatten().collect())

@@ -304,6 +304,17 @@ pub enum Error {
         /// The length given.
         len: u32,
     },
+    /// A link could not be pinned, opened from its pin or unpinned.
+    #[error(
+        "{path}: {reason} (pins live on a BPF file system: mount -t bpf bpf /sys/fs/bpf, or \
+         pin in a directory on one)"
+    )]
+    Pin {
+        /// The pin's path.
+        path: String,
+        /// What the kernel or the file system said.
+        reason: String,
+    },
     /// A takeover found no program of the other process on the interface.
     #[error(
         "{iface} runs no XDP program through a bpf_link: there is nothing to take over (the \

@@ -40,7 +40,7 @@ pub use interface::{Interface, Promiscuous};
 pub use mode::{AttachedMode, Mode, ModeInfo};
 pub use packet::{packets, whole_packets_len, Packets};
 pub use port::{Port, PortConfig};
-pub use program::{ProgramObject, RxQueues, XdpProgram};
+pub use program::{is_bpf_fs, kept_link, unpin_link, ProgramObject, RxQueues, XdpProgram};
 pub use socket::{
     kernel_supports_tx_metadata, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts,
     Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,

@@ -355,6 +355,61 @@ fn program_name(id: u32) -> String {
         .unwrap_or_else(|| "?".to_string())
 }
 
+/// `path` as a C string.
+fn c_path(path: &std::path::Path) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())).map_err(|_| {
+        Error::Pin {
+            path: path.display().to_string(),
+            reason: "the path holds a zero byte".into(),
+        }
+    })
+}
+
+/// Whether `dir` is on a BPF file system, where [`XdpProgram::pin_link`] can pin.
+pub fn is_bpf_fs(dir: &std::path::Path) -> bool {
+    c_path(dir).is_ok_and(|c| crate::sys::bpf::is_bpf_fs(&c))
+}
+
+/// The link pinned at `path` ([`XdpProgram::pin_link`]) when it still attaches a program to
+/// `iface`, to take over with [`XdpProgram::take_over`]; `None` when nothing is pinned
+/// there. A pin whose link no longer attaches anything to `iface` (the interface was
+/// deleted and made again) is removed, and `None` returned.
+pub fn kept_link(
+    path: &std::path::Path,
+    iface: &Interface,
+) -> Result<Option<std::os::fd::OwnedFd>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let c = c_path(path)?;
+    let pin_error = |e: SyscallError| Error::Pin {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let link = crate::sys::bpf::obj_get(&c).map_err(pin_error)?;
+    let (program, ifindex) =
+        crate::sys::bpf::link_program(std::os::fd::AsFd::as_fd(&link)).map_err(pin_error)?;
+    let attached = iface.link_info()?.xdp.any();
+    if ifindex != iface.index() || attached != Some(program) {
+        unpin_link(path)?;
+        return Ok(None);
+    }
+    Ok(Some(link))
+}
+
+/// Removes the pin at `path`: the program its link attaches is detached once no process
+/// holds the link either.
+pub fn unpin_link(path: &std::path::Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Pin {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
 /// An XDP object of your own for [`XdpProgram::attach_object`]: ELF bytes (as clang builds them
 /// for `-target bpf`) and the name of the program in it to attach.
 #[derive(Clone, Copy, Debug)]
@@ -463,6 +518,19 @@ impl XdpProgram {
             None,
         )?;
         Ok(())
+    }
+
+    /// Pins the link that attaches this program at `path`, on a BPF file system: the program
+    /// stays attached when this process ends, however it ends, until the pin is removed
+    /// ([`unpin_link`]) or another program replaces it on the link ([`kept_link`],
+    /// [`XdpProgram::take_over`]).
+    pub fn pin_link(&self, path: &std::path::Path) -> Result<()> {
+        let link = self.link_fd()?;
+        let c = c_path(path)?;
+        crate::sys::bpf::obj_pin(std::os::fd::AsFd::as_fd(&link), &c).map_err(|e| Error::Pin {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
     }
 
     /// A new descriptor of the bpf_link that attaches this program, to hand to a process that

@@ -337,3 +337,14 @@ mod over_a_fake_kernel {
         assert_eq!(inactive(&devices.borrow()), [f, t, f]);
     }
 }
+
+#[test]
+fn programs_are_kept_only_where_they_can_be_pinned() {
+    let dir = std::env::temp_dir().join(format!("xskit-pins-{}", std::process::id()));
+    let config = ForwardConfig::new(["a", "b"]).pins(Some(dir.clone()));
+    // Not kept: the directory is only where kept programs would be found.
+    assert_eq!(super::pins_ready(&config).unwrap(), Some(dir.clone()));
+    let e = super::pins_ready(&config.keep_in_kernel(true)).unwrap_err();
+    assert!(e.to_string().contains("not on a BPF file system"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

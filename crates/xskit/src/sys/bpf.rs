@@ -234,14 +234,18 @@ const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
 /// BPF_LINK_UPDATE only when the link still runs `old_prog_fd`.
 const BPF_F_REPLACE: u32 = 1 << 2;
 
-/// Issues bpf command `cmd` with the 16-byte attribute `attr` (which holds no pointer).
-fn small_command(
+/// Issues bpf command `cmd` with the 16-byte attribute `attr`.
+///
+/// # Safety
+/// Any pointer `attr` holds must point at memory alive for the call, as large as the command
+/// reads or writes there, and writable where it writes.
+unsafe fn small_command(
     cmd: libc::c_long,
     attr: &mut [u32; 4],
     call: &'static str,
 ) -> Result<libc::c_long, SyscallError> {
-    // SAFETY: the attribute is 16 bytes of plain integers, the size passed; the commands
-    // issued here read descriptors and ids from it and write nothing back.
+    // SAFETY: the attribute is 16 bytes, the size passed; the caller vouches for the
+    // pointers in it.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -259,11 +263,14 @@ fn small_command(
 /// A new descriptor of the bpf_link with id `id` (BPF_LINK_GET_FD_BY_ID: link_id at 0).
 pub(crate) fn link_fd_by_id(id: u32) -> Result<std::os::fd::OwnedFd, SyscallError> {
     let mut attr = [id, 0, 0, 0];
-    let fd = small_command(
-        BPF_LINK_GET_FD_BY_ID,
-        &mut attr,
-        "bpf(BPF_LINK_GET_FD_BY_ID)",
-    )?;
+    // SAFETY: the attribute holds no pointer.
+    let fd = unsafe {
+        small_command(
+            BPF_LINK_GET_FD_BY_ID,
+            &mut attr,
+            "bpf(BPF_LINK_GET_FD_BY_ID)",
+        )
+    }?;
     // SAFETY: the command returned a new descriptor that nothing else owns.
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
 }
@@ -281,5 +288,68 @@ pub(crate) fn link_update(
         if old.is_some() { BPF_F_REPLACE } else { 0 },
         old.map_or(0, |o| o.as_raw_fd() as u32),
     ];
-    small_command(BPF_LINK_UPDATE, &mut attr, "bpf(BPF_LINK_UPDATE)").map(drop)
+    // SAFETY: the attribute holds no pointer.
+    unsafe { small_command(BPF_LINK_UPDATE, &mut attr, "bpf(BPF_LINK_UPDATE)") }.map(drop)
+}
+
+const BPF_OBJ_PIN: libc::c_long = 6;
+const BPF_OBJ_GET: libc::c_long = 7;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+/// statfs's f_type of a BPF file system.
+const BPF_FS_MAGIC: u64 = 0xcafe_4a11;
+
+/// The `obj` member of union bpf_attr: pathname 0, bpf_fd 8, file_flags 12.
+fn obj_attr(path: &std::ffi::CStr, fd: u32) -> [u32; 4] {
+    let p = path.as_ptr() as u64;
+    [p as u32, (p >> 32) as u32, fd, 0]
+}
+
+/// Pins the BPF object `fd` (a link) at `path`, on a BPF file system.
+pub(crate) fn obj_pin(fd: BorrowedFd<'_>, path: &std::ffi::CStr) -> Result<(), SyscallError> {
+    let mut attr = obj_attr(path, fd.as_raw_fd() as u32);
+    // SAFETY: the attribute's pointer is `path`, alive for the call, which the kernel reads
+    // up to its terminating zero.
+    unsafe { small_command(BPF_OBJ_PIN, &mut attr, "bpf(BPF_OBJ_PIN)") }.map(drop)
+}
+
+/// The BPF object pinned at `path`, opened.
+pub(crate) fn obj_get(path: &std::ffi::CStr) -> Result<std::os::fd::OwnedFd, SyscallError> {
+    let mut attr = obj_attr(path, 0);
+    // SAFETY: as for obj_pin, `path` is only read, during the call.
+    let fd = unsafe { small_command(BPF_OBJ_GET, &mut attr, "bpf(BPF_OBJ_GET)") }?;
+    // SAFETY: the command returned a new descriptor that nothing else owns.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
+}
+
+/// A bpf_link's program id and, for an XDP link, its interface (0 once the interface is
+/// gone): `struct bpf_link_info` type 0, id 4, prog_id 8, then xdp.ifindex at 16.
+pub(crate) fn link_program(link: BorrowedFd<'_>) -> Result<(u32, u32), SyscallError> {
+    let mut info = [0u32; 6];
+    let p = info.as_mut_ptr() as u64;
+    let mut attr = [
+        link.as_raw_fd() as u32,
+        std::mem::size_of_val(&info) as u32,
+        p as u32,
+        (p >> 32) as u32,
+    ];
+    // SAFETY: the attribute's pointer is `info`, 24 writable bytes alive for the call, the
+    // length given; the kernel writes at most that much of the link's information into it.
+    unsafe {
+        small_command(
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr,
+            "bpf(BPF_OBJ_GET_INFO_BY_FD)",
+        )
+    }?;
+    Ok((info[2], info[4]))
+}
+
+/// Whether `dir` is on a BPF file system, where objects can be pinned.
+pub(crate) fn is_bpf_fs(dir: &std::ffi::CStr) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: `dir` is a valid C string and `st` a writable statfs, both alive for the call.
+    let ret = unsafe { libc::statfs(dir.as_ptr(), st.as_mut_ptr()) };
+    // SAFETY: statfs filled `st` when it returned 0; it was zeroed before either way.
+    // f_type is a signed word of the platform's width: its low 32 bits hold the magic.
+    ret == 0 && (unsafe { st.assume_init() }.f_type as u64) & 0xffff_ffff == BPF_FS_MAGIC
 }
