@@ -200,18 +200,23 @@ fn the_forwarder_tells_the_service_manager_when_it_is_ready_and_when_it_stops() 
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let fwd = chain
-        .m_a
-        .ns
-        .command(XSKIT)
-        .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
-        .args(["-m", "drv", "--json"])
-        .env("NOTIFY_SOCKET", path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let fwd = KillOnDrop::new(fwd);
+    let start = |extra: &[&str]| {
+        let fwd = chain
+            .m_a
+            .ns
+            .command(XSKIT)
+            .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
+            .args(["-m", "drv", "--json"])
+            .args(extra)
+            .env("NOTIFY_SOCKET", path)
+            .env("XSKIT_RUN_DIR", &dir.0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        KillOnDrop::new(fwd)
+    };
+    let fwd = start(&[]);
     let ready = wait_for_state(&socket, "READY=1");
     assert!(
         ready.contains(&format!(
@@ -227,6 +232,31 @@ fn the_forwarder_tells_the_service_manager_when_it_is_ready_and_when_it_stops() 
         &["-c", "1", "-W", "5", &chain.c.ip.to_string()],
     );
     assert!(ping.status.success(), "{}", ok_or_text(&ping));
+    // A takeover: the successor says it is the main process now, and the forwarder it took
+    // over from ends without saying it stops (the service goes on).
+    let next = start(&["--takeover"]);
+    let said = wait_for_state(&socket, "READY=1");
+    assert!(said.contains(&format!("MAINPID={}", next.id())), "{said}");
+    let handed = json_of(fwd.take());
+    assert_eq!(handed["handed_to"], next.id(), "{handed}");
+    let fwd = next;
+    let ping = run(
+        &chain.a,
+        "ping",
+        &["-c", "1", "-W", "5", &chain.c.ip.to_string()],
+    );
+    assert!(ping.status.success(), "{}", ok_or_text(&ping));
+    // The predecessor has ended: all it said is queued.
+    socket.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = socket.recv(&mut buf) {
+        let late = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(
+            !late.contains("STOPPING=1"),
+            "the predecessor said it stops: {late}"
+        );
+    }
+    socket.set_nonblocking(false).unwrap();
     let kill = std::process::Command::new("kill")
         .args(["-INT", &fwd.id().to_string()])
         .status()
