@@ -15,71 +15,6 @@ use xskit_testbed::{Chain, Host};
 const RULES: &str =
     "[[rule]]\nname = \"drop-7\"\nprotocol = \"udp\"\ndst_port = 7\naction = \"drop\"\n";
 
-/// A runtime directory of the test's own, removed when dropped.
-struct RunDir(std::path::PathBuf);
-
-impl RunDir {
-    fn new(name: &str) -> RunDir {
-        let dir = std::env::temp_dir().join(format!("xskit-ctl-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        RunDir(dir)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `xskit fwd` between the chain's middle interfaces with `--json-lines -I 0.1`, its runtime
-/// directory `run`, and `extra` options.
-fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
-    start_fwd_saying(chain, run, extra).0
-}
-
-/// As [`start_fwd_in`], with what it says on stderr kept as it comes.
-fn start_fwd_saying(
-    chain: &Chain,
-    run: &RunDir,
-    extra: &[&str],
-) -> (Live, std::sync::Arc<std::sync::Mutex<String>>) {
-    let mut child = chain
-        .m_a
-        .ns
-        .command(XSKIT)
-        .env("XSKIT_RUN_DIR", run.path())
-        .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
-        .args(["--json-lines", "-I", "0.1"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Its header, then the control socket's line.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    while !said.contains("control socket") {
-        let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
-        said.push_str(&line);
-    }
-    let kept = std::sync::Arc::new(std::sync::Mutex::new(said));
-    let keeping = std::sync::Arc::clone(&kept);
-    std::thread::spawn(move || {
-        for line in err.lines().map_while(Result::ok) {
-            let mut kept = keeping.lock().unwrap();
-            kept.push_str(&line);
-            kept.push('\n');
-        }
-    });
-    (Live::new(KillOnDrop::new(child)), kept)
-}
-
 /// `xskit ctl ARGS` in `host`'s namespace with runtime directory `run`.
 fn ctl(host: &Host, run: &RunDir, args: &[&str]) -> std::process::Output {
     host.ns
@@ -547,7 +482,8 @@ fn sighup_applies_the_rules_file_again() {
     let chain = Chain::new().unwrap();
     let dir = RunDir::new("hangup");
     let file = RulesFile::new(RULES);
-    let (mut fwd, said) = start_fwd_saying(&chain, &dir, &["--rules", file.path()]);
+    let (mut fwd, said) =
+        start_fwd_saying(&chain, &dir, &["--rules", file.path()], "control socket");
     fwd.wait(Duration::from_secs(60), |_| true);
     let hup = |fwd: &Live| {
         let sent = Command::new("kill")

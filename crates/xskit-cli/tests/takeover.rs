@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -15,59 +13,6 @@ const RULES_A: &str =
     "[[rule]]\nname = \"drop-7\"\nprotocol = \"udp\"\ndst_port = 7\naction = \"drop\"\n";
 const RULES_B: &str = "[[rule]]\nname = \"fwd-9\"\nprotocol = \"udp\"\ndst_port = 9\n\
      action = \"forward\"\n[[rule]]\nname = \"drop-all\"\naction = \"drop\"\n";
-
-/// A runtime directory of the test's own, removed when dropped.
-struct RunDir(std::path::PathBuf);
-
-impl RunDir {
-    fn new(name: &str) -> RunDir {
-        let dir = std::env::temp_dir().join(format!("xskit-to-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        RunDir(dir)
-    }
-}
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `xskit fwd` between the chain's middle interfaces, `--json-lines -I 0.1`, runtime
-/// directory `run`, and `extra`; returned once it says where its control socket is. Its
-/// standard error is passed on.
-fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
-    start_fwd_saying_in(chain, run, extra, "control socket").0
-}
-
-/// As [`start_fwd_in`], returned once it has said `until`, with what it said so far.
-fn start_fwd_saying_in(chain: &Chain, run: &RunDir, extra: &[&str], until: &str) -> (Live, String) {
-    let mut child = chain
-        .m_a
-        .ns
-        .command(XSKIT)
-        .env("XSKIT_RUN_DIR", &run.0)
-        .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
-        .args(["--json-lines", "-I", "0.1"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    while !said.contains(until) {
-        let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
-        said.push_str(&line);
-    }
-    std::thread::spawn(move || {
-        for line in err.lines().map_while(Result::ok) {
-            eprintln!("{line}");
-        }
-    });
-    (Live::new(KillOnDrop::new(child)), said)
-}
 
 /// A stream of probes from a to c's UDP port 9 at `rate` a second through the forwarder,
 /// until stopped (SIGINT: its summary says how many it sent).
@@ -303,11 +248,12 @@ fn programs_kept_in_the_kernel_go_on_after_a_kill_and_are_taken_over() {
     assert_eq!((&r["valid"], &r["lost"]), (&300.into(), &0.into()), "{r}");
     // A forwarder started on the interfaces takes the kept programs over, and forwards.
     let again = ["--rules", rules.path(), "--bpf-dir", bpf.path()];
-    let (mut fwd, said) = start_fwd_saying_in(&chain, &dir, &again, "took over the XDP");
+    let (mut fwd, said) = start_fwd_saying(&chain, &dir, &again, "took over the XDP");
     let names = format!(
         "{}, {} (--on-exit kernel)",
         chain.m_a.ifname, chain.m_c.ifname
     );
+    let said = said.lock().unwrap().clone();
     assert!(said.contains(&names), "{said}");
     let sender = stream_to_c(&chain, 10_000);
     let carries = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 500);

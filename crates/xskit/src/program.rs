@@ -505,19 +505,10 @@ impl XdpProgram {
         let Some(link) = &self._link else {
             return Ok(());
         };
-        let ebpf = self.ebpf.lock_unpoisoned();
-        let (name, program) = ebpf.programs().next().ok_or_else(|| Error::NoSuchProgram {
-            name: "(any)".to_string(),
+        let updated = self.with_program_fd(|fd| {
+            crate::sys::bpf::link_update(std::os::fd::AsFd::as_fd(link), fd, None)
         })?;
-        let fd = program
-            .fd()
-            .map_err(|e| program_error(name, "reading its descriptor", e))?;
-        crate::sys::bpf::link_update(
-            std::os::fd::AsFd::as_fd(link),
-            std::os::fd::AsFd::as_fd(fd),
-            None,
-        )?;
-        Ok(())
+        Ok(updated?)
     }
 
     /// Pins the link that attaches this program at `path`, on a BPF file system: the program
@@ -709,6 +700,11 @@ impl XdpProgram {
     /// socket), 4 XDP_REDIRECT. The filter's rule counters count the run, which is how a
     /// dry run shows which rule a packet hits.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
+        Ok(self.with_program_fd(|fd| test_run(fd, frame))??)
+    }
+
+    /// `f` of the loaded program's descriptor.
+    fn with_program_fd<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Result<R> {
         let ebpf = self.ebpf.lock_unpoisoned();
         let (name, program) = ebpf.programs().next().ok_or_else(|| Error::NoSuchProgram {
             name: "(any)".to_string(),
@@ -716,7 +712,7 @@ impl XdpProgram {
         let fd = program
             .fd()
             .map_err(|e| program_error(name, "reading its descriptor", e))?;
-        Ok(test_run(std::os::fd::AsFd::as_fd(fd), frame)?)
+        Ok(f(std::os::fd::AsFd::as_fd(fd)))
     }
 
     /// The interface the program is attached to.

@@ -574,18 +574,35 @@ impl Socket {
             let timeout_us = bp.timeout.as_micros().min(i32::MAX as u128) as u32;
             xsk::set_busy_poll(fd.as_fd(), timeout_us, bp.budget)?;
         }
+        let mut socket = Socket::bound(fd, umem, (iface, queue), rings)?;
+        socket.fallback = fallback;
+        socket.tx_skb_budget = tx_skb_budget;
+        Ok(socket)
+    }
+
+    /// The socket `fd`, bound to `queue` of `iface` with `rings` mapped, noted in the UMEM's
+    /// registration for sockets that share it later.
+    fn bound(
+        fd: Arc<OwnedFd>,
+        umem: &Umem,
+        (iface, queue): (&Interface, u32),
+        rings: Rings,
+    ) -> Result<Socket> {
         let zero_copy = xsk::is_zero_copy(fd.as_fd())?;
-        umem.registration()
-            .bound
-            .push((netns, iface.index(), queue, Arc::downgrade(&fd)));
+        umem.registration().bound.push((
+            current_netns(),
+            iface.index(),
+            queue,
+            Arc::downgrade(&fd),
+        ));
         Ok(Socket {
             fd,
             umem: umem.clone(),
             iface: iface.clone(),
             queue,
             zero_copy,
-            fallback,
-            tx_skb_budget,
+            fallback: None,
+            tx_skb_budget: None,
             rx: rings.rx,
             tx: rings.tx,
             fill: rings.fill,
@@ -609,26 +626,7 @@ impl Socket {
         config.validate()?;
         let fd = Arc::new(fd);
         let rings = Rings::map(&fd, umem, config, true)?;
-        let zero_copy = xsk::is_zero_copy(fd.as_fd())?;
-        umem.registration().bound.push((
-            current_netns(),
-            iface.index(),
-            queue,
-            Arc::downgrade(&fd),
-        ));
-        Ok(Socket {
-            fd,
-            umem: umem.clone(),
-            iface: iface.clone(),
-            queue,
-            zero_copy,
-            fallback: None,
-            tx_skb_budget: None,
-            rx: rings.rx,
-            tx: rings.tx,
-            fill: rings.fill,
-            completion: rings.completion,
-        })
+        Socket::bound(fd, umem, (iface, queue), rings)
     }
 
     /// Binds one socket per (interface, queue) on one shared UMEM, in one call. Each

@@ -298,13 +298,7 @@ impl Live {
             .status()
             .unwrap();
         assert!(status.success());
-        let summary = self
-            .lines
-            .iter()
-            .find(|line| line["interval"] != true)
-            .expect("the command ended without its summary");
-        assert!(self.child.take().wait().unwrap().success(), "{summary}");
-        summary
+        self.ended()
     }
 }
 
@@ -629,4 +623,71 @@ pub fn rule<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Va
         .iter()
         .find(|r| r["name"] == name)
         .unwrap_or_else(|| panic!("no rule {name}: {report}"))
+}
+
+/// A runtime directory of the test's own (`$XSKIT_RUN_DIR`), removed when dropped.
+pub struct RunDir(pub std::path::PathBuf);
+
+impl RunDir {
+    pub fn new(name: &str) -> RunDir {
+        let dir = std::env::temp_dir().join(format!("xskit-run-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        RunDir(dir)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `xskit fwd` between the chain's middle interfaces with `--json-lines -I 0.1`, its runtime
+/// directory `run`, and `extra` options; returned once it has said where its control socket
+/// is.
+pub fn start_fwd_in(chain: &Chain, run: &RunDir, extra: &[&str]) -> Live {
+    start_fwd_saying(chain, run, extra, "control socket").0
+}
+
+/// As [`start_fwd_in`], returned once it has said `until`, with what it says on stderr kept
+/// as it comes.
+pub fn start_fwd_saying(
+    chain: &Chain,
+    run: &RunDir,
+    extra: &[&str],
+    until: &str,
+) -> (Live, std::sync::Arc<std::sync::Mutex<String>>) {
+    let mut child = chain
+        .m_a
+        .ns
+        .command(XSKIT)
+        .env("XSKIT_RUN_DIR", run.path())
+        .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
+        .args(["--json-lines", "-I", "0.1"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains(until) {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
+        said.push_str(&line);
+    }
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(said));
+    let keeping = std::sync::Arc::clone(&kept);
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            let mut kept = keeping.lock().unwrap();
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    });
+    (Live::new(KillOnDrop::new(child)), kept)
 }
