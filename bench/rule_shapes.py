@@ -8,7 +8,8 @@ families, protocols, single ports and port ranges, TCP flags, ICMP types, length
 drawn from at least 16 combinations of keys and overlapping one another; none of them matches
 the probe packet filter-cost.sh times (IPv4 UDP 198.51.100.1:1234 -> 198.51.100.2:9, 46 bytes
 of IP, untagged) except rule MATCH_AT (1-based), `protocol = "udp"`, `dst_port = 9`, which drops
-it. With --match-at 0 no rule matches it and the default, drop, takes it.
+it (or does --match-action to it). With --match-at 0 no rule matches it and the default,
+drop, takes it.
 """
 import argparse
 import ipaddress
@@ -139,6 +140,7 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--count", type=int, required=True)
     ap.add_argument("--match-at", type=int, required=True)
+    ap.add_argument("--match-action", default="drop", choices=["drop", "forward", "pass"])
     args = ap.parse_args()
     if not 0 <= args.match_at <= args.count:
         ap.error("--match-at is 0 (none) or a rule's position, 1 to --count")
@@ -146,7 +148,7 @@ def main():
     out = ['default = "drop"']
     for i in range(1, args.count + 1):
         if i == args.match_at:
-            out.append(toml("attack", {"protocol": 17, "dst_port": (9, 9)}, "drop"))
+            out.append(toml("attack", {"protocol": 17, "dst_port": (9, 9)}, args.match_action))
             continue
         while True:
             rule = draw(rng, SHAPES[(i - 1) % len(SHAPES)])

@@ -152,18 +152,29 @@ fn wait_for(running: &RunningGuest<'_>, marker: &str) {
 /// stderr.
 fn guest_side(running: &RunningGuest<'_>, a: &xskit_testbed::Host, c: &str) -> String {
     let share = running.share();
+    format!(
+        "{}\nthe forwarder's last counters: {}\n{}",
+        qemu_side(running, a, c),
+        last_line(&shared_text(&share, "killed.json")),
+        xskit_testbed::errors_written(&share)
+    )
+}
+
+/// Three more pings from `a` to `c` with QEMU's writes to the TAPs traced, the TAP files
+/// QEMU holds, what each NIC's TAP counted and QEMU's view of each queue: where frames the
+/// guest sent went.
+fn qemu_side(running: &RunningGuest<'_>, a: &xskit_testbed::Host, c: &str) -> String {
+    let share = running.share();
     let trace = QemuTrace::start(&share);
     let again = run(a, "ping", &["-c", "3", "-i", "0.3", "-w", "5", c]);
     let traced = trace.map(QemuTrace::finish);
     format!(
         "three more pings: {}\nQEMU's writes meanwhile: {traced:?}\nQEMU's TAP files:\n{}\n\
-         {}\n{}\nthe forwarder's last counters: {}\n{}",
+         {}\n{}",
         text(&again),
         tun_files(&share),
         running.taps_seen(),
         qemu_view(running),
-        last_line(&shared_text(&share, "killed.json")),
-        xskit_testbed::errors_written(&share)
     )
 }
 
@@ -697,6 +708,10 @@ run_fwd copy -i eth0 -i eth1 -m drv --check
         let crossed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             kernel_traffic_crosses(&wire.a, &wire.c, 3)
         }));
+        // Where the frames went, while the forwarder still runs.
+        let qemu = crossed
+            .is_err()
+            .then(|| qemu_side(&running, &wire.a, &wire.c.ip.to_string()));
         running.signal(&format!("stop-{step}")).unwrap();
         match crossed {
             Ok(lines) => traffic += &lines,
@@ -718,6 +733,7 @@ run_fwd copy -i eth0 -i eth1 -m drv --check
                     let neigh = run(host, "ip", &["neigh", "show"]);
                     eprintln!("{}: {}{}", host.ifname, text(&link), text(&neigh));
                 }
+                eprintln!("{}", qemu.unwrap_or_default());
                 std::panic::resume_unwind(panic);
             }
         }
