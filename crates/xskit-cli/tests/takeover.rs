@@ -265,3 +265,34 @@ fn programs_kept_in_the_kernel_go_on_after_a_kill_and_are_taken_over() {
         "--on-exit close: they went with it"
     );
 }
+
+/// A successor that pauses the forwarder and then goes away without committing: the
+/// forwarder resumes at once and forwards on, saying so.
+#[test]
+fn a_successor_that_pauses_and_goes_away_leaves_the_forwarder_forwarding() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("abandoned");
+    let (mut fwd, said) = start_fwd_saying(&chain, &dir, &[], "control socket");
+    let socket = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "sock"))
+        .expect("the control socket");
+    let (mut client, inherited) = xskit_fwd::control::HandoverClient::request(&socket).unwrap();
+    assert_eq!(inherited.state().pid, fwd.id());
+    let paused = client.pause().unwrap();
+    assert_eq!(paused.held.len(), inherited.state().sockets.len());
+    drop((client, inherited));
+    let sender = stream_to_c(&chain, 10_000);
+    let carries = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 1_000);
+    assert!(carries.is_some(), "resumed: {}", fwd.last());
+    drop(sender);
+    let summary = stop_live_fwd(fwd);
+    assert!(summary.get("handed_to").is_none(), "{summary}");
+    let said = said.lock().unwrap().clone();
+    assert!(said.contains("a handover did not happen"), "{said}");
+}
