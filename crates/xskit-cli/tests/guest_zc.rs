@@ -202,6 +202,35 @@ const GEN_VARIANTS: [&str; 3] = ["-m zc", "-m zc -f 2048 -s 1400", "-m zc -u -f 
 /// Probes per variant.
 const PROBES: u64 = 2000;
 
+/// Prints where virtio_net's AF_XDP transmit header is for the device (`XSK-HEADER-DMA`,
+/// guest-physical, hex) and where the guest's memory ends (`RAM-END`): the DMA address of a
+/// module's static variable, `__pa()` of it (see [`xskit_testbed::GuestKernel::kernel_args`]).
+const XSK_HEADER_DMA: &str = r#"echo 0 > /proc/sys/kernel/kptr_restrict
+hdr=$(grep -w xsk_hdr /proc/kallsyms | cut -d' ' -f1)
+text=$(grep -w _text /proc/kallsyms | cut -d' ' -f1)
+base=$(grep 'Kernel code' /proc/iomem | sed 's/^ *//' | cut -d- -f1)
+end=$(grep 'System RAM' /proc/iomem | tail -1 | sed 's/^ *//' | cut -d' ' -f1 | cut -d- -f2)
+[ -n "$hdr" ] && printf 'XSK-HEADER-DMA %x RAM-END %s\n' $(( 0x${hdr#ffffffff} - 0x${text#ffffffff} + 0x$base )) "$end""#;
+
+/// The header every zero-copy frame is sent behind lies outside the guest's memory, where
+/// QEMU reads zeros; inside it, the header is whatever that page holds and the TAP device
+/// refuses the frames once it holds something.
+fn check_xsk_header_dma(out: &str) {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("XSK-HEADER-DMA "))
+        .unwrap_or_else(|| {
+            panic!("virtio_net has no xsk_hdr: see whether the guest still needs nokaslr\n{out}")
+        });
+    let hex = |s: &str| u64::from_str_radix(s.trim(), 16).unwrap();
+    let (header, end) = line.split_once(" RAM-END ").unwrap();
+    eprintln!("virtio_net's transmit header for the device: {header}; guest memory ends at {end}");
+    assert!(
+        hex(header) > hex(end),
+        "virtio_net's transmit header is at {header}, inside the guest's memory (to {end})"
+    );
+}
+
 /// The guest's side of [`every_socket_path_runs_in_zero_copy_with_every_frame_counted`].
 fn socket_paths_script() -> String {
     let recv: Vec<String> = RECV_VARIANTS.iter().map(|v| format!("\"{v}\"")).collect();
@@ -212,6 +241,7 @@ j=/run/xskit-job
 ready() {{ until grep -q "$2" "$1" 2>/dev/null; do sleep 0.1; done; }}
 ip link set eth0 up
 {XSKIT} info -i eth0
+{XSK_HEADER_DMA}
 k=0
 for v in {recv}; do
     {XSKIT} recv -i eth0 $v --expect {PROBES} -d 100 --json > $j/recv-$k.json 2> $j/recv-$k.err &
@@ -294,6 +324,7 @@ fn every_socket_path_runs_in_zero_copy_with_every_frame_counted() {
     let run = running.wait().unwrap();
     let out = &run.output;
     assert_eq!(run.status, 0, "{out}");
+    check_xsk_header_dma(out);
     assert!(
         out.contains("AF_XDP zero-copy  yes") && out.contains("zc max segments   1"),
         "{out}"

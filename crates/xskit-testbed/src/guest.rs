@@ -49,6 +49,27 @@ pub enum GuestKernel {
 }
 
 impl GuestKernel {
+    /// What this kernel's command line needs.
+    ///
+    /// The zero-copy kernel boots without address-space randomisation. Its virtio_net (a
+    /// module) sends every AF_XDP frame behind one virtio-net header, a static variable of the
+    /// module that it maps for DMA, and the DMA address it gets is not where that variable is:
+    /// `__pa()` of a module address is its offset from the kernel's mapping plus the kernel's
+    /// physical base, so the device reads the header from another page. With randomisation
+    /// that page lands inside the guest's memory in some boots, and once anything is written
+    /// there QEMU hands the TAP device a header it refuses (`writev` gets EINVAL) and every
+    /// frame the guest transmits from a socket is lost, in a boot that gets there. Without
+    /// randomisation the address is fixed, just above the first GiB of guest-physical space
+    /// (`0x40000000` plus the module's offset), where a 1 GiB guest has no memory and QEMU
+    /// reads zeros: a valid, empty header.
+    /// `guest_zc.rs` checks this address on every run.
+    pub fn kernel_args(self) -> &'static str {
+        match self {
+            GuestKernel::Reference => "",
+            GuestKernel::ZeroCopy => "nokaslr",
+        }
+    }
+
     /// Where `scripts/guest-testbed.sh` puts this kernel: `$XSKIT_GUEST_DIR` (default
     /// `/var/cache/xskit/guest`) for the reference, `$XSKIT_GUEST_ZC_DIR` (default
     /// `/var/cache/xskit/guest-zc`) for the zero-copy one.
@@ -454,9 +475,14 @@ impl Guest {
             "-initrd".into(),
             format!("{job}/initramfs.cpio"),
             "-append".into(),
-            format!("console=ttyS0 panic=-1 quiet {}", c.extra_kernel_args)
-                .trim_end()
-                .to_string(),
+            format!(
+                "console=ttyS0 panic=-1 quiet {} {}",
+                c.kernel.kernel_args(),
+                c.extra_kernel_args
+            )
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
             "-virtfs".into(),
             "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap".into(),
             "-virtfs".into(),
