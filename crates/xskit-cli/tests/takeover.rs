@@ -14,21 +14,6 @@ const RULES_A: &str =
 const RULES_B: &str = "[[rule]]\nname = \"fwd-9\"\nprotocol = \"udp\"\ndst_port = 9\n\
      action = \"forward\"\n[[rule]]\nname = \"drop-all\"\naction = \"drop\"\n";
 
-/// A stream of probes from a to c's UDP port 9 at `rate` a second through the forwarder,
-/// until stopped (SIGINT: its summary says how many it sent).
-fn stream_to_c(chain: &Chain, rate: u64) -> KillOnDrop {
-    let (mac, src, dst) = (
-        mac(&chain.c),
-        chain.a.ip.to_string(),
-        chain.c.ip.to_string(),
-    );
-    let rate = rate.to_string();
-    let mut args = vec!["gen", "-i", &chain.a.ifname, "--dst-mac", &mac, "--json"];
-    args.extend(["--src-ip", &src, "--dst-ip", &dst, "--dst-port", "9"]);
-    args.extend(["-n", "100000000", "-r", &rate]);
-    KillOnDrop::new(start(&chain.a, &args))
-}
-
 /// Probes that crossed a forwarder, by its rules: both rule files forward port 9.
 fn crossed(line: &serde_json::Value) -> u64 {
     let rules = line["counters"]["rules"]
@@ -66,7 +51,7 @@ fn twenty_takeovers_under_a_stream_lose_no_probe() {
     let (a, b) = (RulesFile::new(RULES_A), RulesFile::new(RULES_B));
     let mut fwd = start_fwd_in(&chain, &dir, &["--rules", a.path()]);
     let receiver = recv(&chain.c, &["-d", "600"]);
-    let sender = stream_to_c(&chain, 2_000);
+    let sender = stream_probes(&chain.a, &chain.c, 9, 2_000);
     let flowing = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 100);
     assert!(flowing.is_some(), "{}", fwd.last());
     let mut longest = Duration::ZERO;
@@ -139,7 +124,7 @@ fn a_takeover_that_cannot_carry_on_is_refused_and_the_forwarder_goes_on() {
         said.contains("keeps its mode") && said.contains("goes on"),
         "{said}"
     );
-    let sender = stream_to_c(&chain, 10_000);
+    let sender = stream_probes(&chain.a, &chain.c, 9, 10_000);
     let carries = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 1_000);
     assert!(carries.is_some(), "still forwarding: {}", fwd.last());
     drop(sender);
@@ -255,7 +240,7 @@ fn programs_kept_in_the_kernel_go_on_after_a_kill_and_are_taken_over() {
     );
     let said = said.lock().unwrap().clone();
     assert!(said.contains(&names), "{said}");
-    let sender = stream_to_c(&chain, 10_000);
+    let sender = stream_probes(&chain.a, &chain.c, 9, 10_000);
     let carries = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 500);
     assert!(carries.is_some(), "{}", fwd.last());
     drop(sender);
@@ -287,7 +272,7 @@ fn a_successor_that_pauses_and_goes_away_leaves_the_forwarder_forwarding() {
     let paused = client.pause().unwrap();
     assert_eq!(paused.held.len(), inherited.state().sockets.len());
     drop((client, inherited));
-    let sender = stream_to_c(&chain, 10_000);
+    let sender = stream_probes(&chain.a, &chain.c, 9, 10_000);
     let carries = fwd.wait(Duration::from_secs(60), |l| crossed(l) > 1_000);
     assert!(carries.is_some(), "resumed: {}", fwd.last());
     drop(sender);

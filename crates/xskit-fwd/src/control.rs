@@ -507,7 +507,8 @@ impl Client {
 /// 2. `pause`: the workers pause; the answer carries [`crate::handover::PausedState`];
 /// 3. `commit`: this forwarder's run ends ([`crate::Forwarder::run`] returns).
 ///
-/// Anything else (a refusal, the connection closed, no request within [`crate::handover::HANDOVER_WAIT`])
+/// Anything else (a refusal, the connection closed, no `pause` within
+/// [`crate::handover::LOAD_WAIT`] or no `commit` within [`crate::handover::HANDOVER_WAIT`])
 /// resumes it. Returns the successor's process id once it committed, or why it did not.
 pub fn serve_handover(stream: UnixStream, changer: &crate::RuleChanger) -> Result<u32, String> {
     use std::os::fd::AsFd;
@@ -530,7 +531,11 @@ pub fn serve_handover(stream: UnixStream, changer: &crate::RuleChanger) -> Resul
     send_handing(stream.get_mut(), &handing)?;
     drop(handing);
     // The successor loads its programs meanwhile: nothing has stopped yet.
+    let wait =
+        |stream: &BufReader<UnixStream>, limit| stream.get_ref().set_read_timeout(Some(limit));
+    wait(&stream, crate::handover::LOAD_WAIT).map_err(io)?;
     read_request_of(&mut stream, Command::Pause)?;
+    wait(&stream, crate::handover::HANDOVER_WAIT).map_err(io)?;
     let paused = match changer.pause_for_successor(APPLY_TIMEOUT) {
         Ok(p) => p,
         Err(e) => return Err(refuse(stream.get_mut(), e.to_string())),

@@ -19,6 +19,11 @@ use crate::error::{Error, Result};
 /// has not committed.
 pub const HANDOVER_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a forwarder that has handed its descriptors over waits, forwarding on, for its
+/// successor to load its programs and ask it to pause: long, since nothing waits meanwhile
+/// and loading takes seconds on a fast machine, a minute under emulation.
+pub const LOAD_WAIT: Duration = Duration::from_secs(180);
+
 /// The forwarder handing over, as its successor drives it: the control protocol's
 /// [`crate::control::HandoverClient`].
 pub trait Predecessor: Send {

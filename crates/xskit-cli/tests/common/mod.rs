@@ -176,6 +176,38 @@ pub fn recv_until_valid(
     })
 }
 
+/// A `recv` started with `--json-lines` whose lines are read as they come (a pipe left
+/// unread would stop it, and its ring would overflow), until [`Receiving::until_valid`] says
+/// how many probes to wait for.
+pub struct Receiving {
+    valid: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: std::thread::JoinHandle<serde_json::Value>,
+}
+
+impl Receiving {
+    /// Starts reading `recv`'s lines; it is stopped at `limit` at the latest.
+    pub fn start(recv: KillOnDrop, limit: std::time::Duration) -> Receiving {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let valid = std::sync::Arc::new(AtomicU64::new(u64::MAX));
+        let wanted = std::sync::Arc::clone(&valid);
+        let thread = std::thread::spawn(move || {
+            interrupt_when(recv, limit, move |line| {
+                let got = line["counters"]["ports"][0]["valid"].as_u64().unwrap_or(0);
+                got >= wanted.load(Ordering::Relaxed)
+            })
+        });
+        Receiving { valid, thread }
+    }
+
+    /// Stops `recv` once it has counted `valid` probes (or at its limit) and returns its
+    /// summary.
+    pub fn until_valid(self, valid: u64) -> serde_json::Value {
+        self.valid
+            .store(valid, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the receiving thread")
+    }
+}
+
 /// Sends SIGINT to a command started with `--json-lines` once `done` holds for one of its
 /// interval lines, or once `limit` has passed (the caller's check then fails with the counts),
 /// and returns its summary.
@@ -335,6 +367,17 @@ pub fn delete_link(host: &Host) {
         .status()
         .unwrap();
     assert!(st.success(), "deleting {}", host.ifname);
+}
+
+/// A stream of probes from `from` to `to`'s UDP port `port` at `rate` a second, until
+/// stopped (SIGINT: its summary says how many it sent).
+pub fn stream_probes(from: &Host, to: &Host, port: u16, rate: u64) -> KillOnDrop {
+    let (mac, src, dst) = (mac(to), from.ip.to_string(), to.ip.to_string());
+    let (port, rate) = (port.to_string(), rate.to_string());
+    let mut args = vec!["gen", "-i", &from.ifname, "--dst-mac", &mac, "--json"];
+    args.extend(["--src-ip", &src, "--dst-ip", &dst, "--dst-port", &port]);
+    args.extend(["-n", "100000000", "-r", &rate]);
+    KillOnDrop::new(start(from, &args))
 }
 
 /// Starts `xskit recv --json` on `host`'s interface, with `extra` options.
