@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -343,10 +343,11 @@ impl MetricsServer {
         command: &'static str,
         events: &crate::serve::EventLoop,
     ) -> Result<MetricsServer> {
-        let listener = std::net::TcpListener::bind(addr).map_err(|e| {
-            anyhow!(
-                "--metrics {addr}: cannot listen there ({e}); give a free HOST:PORT, such as \
-                 127.0.0.1:0 (port 0 picks a free one and prints it)"
+        // The io::Error stays the source: a successor waits on AddrInUse.
+        let listener = std::net::TcpListener::bind(addr).with_context(|| {
+            format!(
+                "--metrics {addr}: cannot listen there (give a free HOST:PORT, such as \
+                 127.0.0.1:0: port 0 picks a free one and prints it)"
             )
         })?;
         let latest = Arc::new(Mutex::new(serde_json::json!({

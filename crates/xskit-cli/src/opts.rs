@@ -252,9 +252,10 @@ impl Live {
                     self.metrics = Some(m);
                     return Ok(());
                 }
-                // EADDRINUSE: the forwarder leaving still listens.
+                // The forwarder leaving still listens.
                 Err(e)
-                    if format!("{e:#}").contains("os error 98")
+                    if e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
                         && std::time::Instant::now() < deadline =>
                 {
                     std::thread::sleep(std::time::Duration::from_millis(5));

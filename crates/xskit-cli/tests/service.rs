@@ -188,6 +188,32 @@ fn wait_for_state(socket: &UnixDatagram, line: &str) -> String {
     said
 }
 
+/// Where the forwarders of the readiness test serve metrics (in their own namespace).
+const METRICS: &str = "127.0.0.1:9464";
+
+/// Waits until a forwarder's counters are scraped at [`METRICS`] in `ns` (it publishes them
+/// once it has counted).
+fn counters_scraped(ns: &xskit_testbed::Netns) {
+    let url = format!("http://{METRICS}/metrics");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let scrape = ns
+            .command("curl")
+            .args(["-sf", "--max-time", "10", &url])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&scrape.stdout).contains("xskit_rules_generation") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no counters at {url}: {}",
+            ok_or_text(&scrape)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn the_forwarder_tells_the_service_manager_when_it_is_ready_and_when_it_stops() {
     if !privileged() {
@@ -206,7 +232,7 @@ fn the_forwarder_tells_the_service_manager_when_it_is_ready_and_when_it_stops() 
             .ns
             .command(XSKIT)
             .args(["fwd", "-i", &chain.m_a.ifname, "-i", &chain.m_c.ifname])
-            .args(["-m", "drv", "--json"])
+            .args(["-m", "drv", "--json", "--metrics", METRICS])
             .args(extra)
             .env("NOTIFY_SOCKET", path)
             .env("XSKIT_RUN_DIR", &dir.0)
@@ -246,6 +272,8 @@ fn the_forwarder_tells_the_service_manager_when_it_is_ready_and_when_it_stops() 
         &["-c", "1", "-W", "5", &chain.c.ip.to_string()],
     );
     assert!(ping.status.success(), "{}", ok_or_text(&ping));
+    // The metrics port its predecessor left is the successor's.
+    counters_scraped(&chain.m_a.ns);
     // The predecessor has ended: all it said is queued.
     socket.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 4096];
