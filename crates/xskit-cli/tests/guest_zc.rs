@@ -855,12 +855,10 @@ burst = 10
 /// --xdp-forward, whose drops stay in the kernel while kernel TCP crosses by descriptor.
 #[test]
 fn rules_respond_capture_and_xdp_forward_work_in_zero_copy() {
-    if !privileged() {
+    let Some((_one, mut wire)) = zero_copy_wire() else {
         return;
-    }
-    let _one = one_at_a_time();
+    };
     let rules = RulesFile::new(&format!("{UDP_7_AND_FROM_A_UDP_8}{LIMIT_UDP_10}"));
-    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
     let script = format!(
         r#"{WAIT_FOR}
 XSKIT={XSKIT}
@@ -925,11 +923,9 @@ run_fwd xdpfwd -i eth0 -i eth1 -m zc --check --rules {rules} --xdp-forward
 /// kernel, every other probe and the kernel's ping and TCP through to c.
 #[test]
 fn rule_vectors_sets_and_per_source_limits_work_in_zero_copy() {
-    if !privileged() {
+    let Some((_one, mut wire)) = zero_copy_wire() else {
         return;
-    }
-    let _one = one_at_a_time();
-    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
+    };
     let list = RulesFile::new(&format!(
         "; in Spamhaus DROP's format\n{}/32 ; SBL1\n203.0.113.0/24 ; SBL2\n",
         wire.a.ip
@@ -1156,11 +1152,9 @@ run_fwd xor {bond} --bond-mode balance-xor --xmit-hash layer3+4
 /// times, forwarding resumes, and every frame is accounted for at the end.
 #[test]
 fn a_zero_copy_forwarder_survives_queue_changes_link_loss_and_sigkill() {
-    if !privileged() {
+    let Some((_one, mut wire)) = zero_copy_wire() else {
         return;
-    }
-    let _one = one_at_a_time();
-    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
+    };
     let script = format!(
         r#"{WAIT_FOR}
 XSKIT={XSKIT}
@@ -1236,6 +1230,16 @@ wait
     );
 }
 
+/// The guest in the wire with one zero-copy NIC on each side, and the turn to boot it (None
+/// without root: the test is skipped).
+fn zero_copy_wire() -> Option<(std::sync::MutexGuard<'static, ()>, GuestWire)> {
+    if !privileged() {
+        return None;
+    }
+    let one = one_at_a_time();
+    Some((one, GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap()))
+}
+
 /// Packets `host`'s interface received.
 fn rx_packets(host: &Host) -> u64 {
     let file = format!("/sys/class/net/{}/statistics/rx_packets", host.ifname);
@@ -1250,11 +1254,9 @@ fn rx_packets(host: &Host) -> u64 {
 /// accounts for every frame.
 #[test]
 fn zero_copy_forwarders_take_over_under_a_stream_losing_no_probe() {
-    if !privileged() {
+    let Some((_one, mut wire)) = zero_copy_wire() else {
         return;
-    }
-    let _one = one_at_a_time();
-    let mut wire = GuestWire::new(&GuestConfig::zero_copy(2), 1).unwrap();
+    };
     let script = format!(
         r#"{WAIT_FOR}
 XSKIT={XSKIT}
