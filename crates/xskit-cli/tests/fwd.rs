@@ -212,8 +212,11 @@ fn rule_counters_are_exact_in_the_kernel_and_in_user_space() {
     assert_eq!(report["frames"]["unaccounted"], 0, "{report}");
 }
 
-/// Probes at 10 kpps through a rate limit of `rate` (with `burst`), which should pass `pps`
-/// probes a second plus `burst_packets` at once; within 5%.
+/// Probes at 10 kpps through a rate limit of `rate` (with `burst`), which lets `pps` probes
+/// a second through plus `burst_packets` at once. On any machine, however busy: never more
+/// than that over the forwarder's run, at least the burst (the bucket starts full), and fewer
+/// than all when the probes came faster than the limit. How closely the limit is kept is
+/// tested on virtual time (xskit-fwd's rate limit and bucket tests).
 fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
     if !privileged() {
         return;
@@ -229,20 +232,26 @@ fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
         9,
         &["-m", "drv", "-n", "30000", "-r", "10000"],
     );
-    let seconds = g["duration_s"].as_f64().unwrap();
+    let sent_in = g["duration_s"].as_f64().unwrap();
     let report = interrupt_when(fwd, Duration::from_secs(60), |line| {
         rule(line, "limit")["packets"] == 30000
     });
     let limit = rule(&report, "limit");
     assert_eq!(limit["packets"], 30000, "{report}");
     let passed = 30000 - limit["over_rate"].as_u64().unwrap();
-    // The burst (100 ms at these rates) covers the forwarder being scheduled out while the
-    // test machine is busy: a policer that sees packets late sees them in bunches.
-    let expected = pps * seconds + burst_packets;
+    let ran = report["duration_s"].as_f64().unwrap();
+    let most = pps * ran + burst_packets;
     assert!(
-        (passed as f64 - expected).abs() <= 0.05 * expected,
-        "{rate}: {passed} passed in {seconds:.2} s, expected {expected:.0}: {report}"
+        passed as f64 <= most && passed as f64 >= burst_packets,
+        "{rate}: {passed} passed in a run of {ran:.2} s, at most {most:.0}, at least the \
+         burst, {burst_packets}: {report}"
     );
+    if 30000.0 / sent_in > 1.5 * pps {
+        assert!(
+            passed < 30000,
+            "{rate}: sent faster than the limit, all passed: {report}"
+        );
+    }
     // What crossed: the passed probes, and c's replies' ARP traffic (default rule).
     let tx = report["counters"]["ports"][1]["tx_packets"]
         .as_u64()
@@ -252,12 +261,12 @@ fn rate_limit_holds(rate: &str, burst: u64, pps: f64, burst_packets: f64) {
 }
 
 #[test]
-fn rate_limit_in_packets_holds_within_five_percent() {
+fn rate_limit_in_packets_is_never_exceeded() {
     rate_limit_holds("2kpps", 200, 2000.0, 200.0);
 }
 
 #[test]
-fn rate_limit_in_bits_holds_within_five_percent() {
+fn rate_limit_in_bits_is_never_exceeded() {
     // 64-byte probes: 1 Mbps is 1953 a second; a 12,800-byte burst is 200 of them.
     rate_limit_holds("1Mbps", 12_800, 1e6 / (64.0 * 8.0), 200.0);
 }
