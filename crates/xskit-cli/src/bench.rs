@@ -467,6 +467,7 @@ impl OnInterface<'_> {
         let mut port = Port::open(ifname, queue, &self.config)
             .with_context(|| format!("opening {ifname} queue {queue}"))?;
         let mut meter = self.meter(&port.mode().to_string(), CLOCK_ROUNDS)?;
+        crate::opts::note_caveats("bench", port.mode());
         let (rx, tx, empty) = match kind {
             Kind::Rxdrop => rxdrop(&mut port, args, &mut meter)?,
             Kind::Txpush => txpush(&mut port, args, ifname, &mut meter)?,

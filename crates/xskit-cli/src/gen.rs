@@ -605,6 +605,7 @@ fn send_on_one_queue(
         t.flows().total()
     );
     progress.live.announce(&header);
+    crate::opts::note_caveats("gen", port.mode());
     let share = Share {
         first: 0,
         stride: 1,

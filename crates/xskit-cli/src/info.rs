@@ -33,6 +33,10 @@ struct DeviceFacts {
     xsk_features: Vec<&'static str>,
     xdp_program: Option<XdpProgramFacts>,
     kind: Option<String>,
+    /// The device's driver, "virtio_net (module)".
+    driver: Option<String>,
+    /// What transmitting in zero-copy through that driver costs.
+    zero_copy_caveat: Option<&'static str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -161,6 +165,11 @@ fn device_facts(
             mode: link.xdp.mode_name(),
         }),
         kind: link.kind.clone(),
+        driver: iface.driver().map(|d| d.to_string()),
+        zero_copy_caveat: iface
+            .driver()
+            .filter(|_| features.zero_copy())
+            .and_then(|d| d.zero_copy_transmit_caveat()),
     })
 }
 
@@ -195,6 +204,12 @@ fn print_device(f: &DeviceFacts) {
     }
     if let Some(kind) = &f.kind {
         out!("  kind              {kind}");
+    }
+    if let Some(driver) = &f.driver {
+        out!("  driver            {driver}");
+    }
+    if let Some(caveat) = f.zero_copy_caveat {
+        out!("  note: {caveat} (-m drv)");
     }
 }
 

@@ -415,6 +415,14 @@ pub(crate) fn stopped(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Relaxed)
 }
 
+/// Says what the user should know of the mode `command`'s port obtained on its device (a
+/// driver's zero-copy transmit caveat), after its header.
+pub(crate) fn note_caveats(command: &str, mode: &xskit::ModeInfo) {
+    for caveat in &mode.caveats {
+        note!("xskit {command}: note: {caveat} (-m drv)");
+    }
+}
+
 /// Prints a command's header line: to stdout, or to stderr under --json, where stdout carries
 /// only the JSON (and a parent process waits for the header to know the command is ready).
 pub(crate) fn announce(json: bool, header: &str) {

@@ -396,6 +396,10 @@ impl Kernel for RealKernel {
                     features: p.interface().features().ok(),
                     rx_queues: p.rx_queues(),
                     fallback: p.fallback_reason().map(str::to_string),
+                    zero_copy_caveat: p
+                        .interface()
+                        .driver()
+                        .and_then(|d| d.zero_copy_transmit_caveat()),
                 }
             })
             .collect()

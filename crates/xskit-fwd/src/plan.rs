@@ -32,6 +32,9 @@ pub(crate) struct LinkOffer {
     pub(crate) rx_queues: RxQueues,
     /// Why its program runs in another mode than asked (auto's fallback to SKB).
     pub(crate) fallback: Option<String>,
+    /// What transmitting in zero-copy through its driver costs
+    /// ([`xskit::Driver::zero_copy_transmit_caveat`]).
+    pub(crate) zero_copy_caveat: Option<&'static str>,
 }
 
 /// What the configuration asks of the sockets.
@@ -130,6 +133,13 @@ pub(crate) fn socket_plan(ask: &SocketAsk, links: &[LinkOffer]) -> Result<Socket
             all
         }
     };
+    if plan.zero_copy {
+        let caveats = links
+            .iter()
+            .filter_map(|l| Some((&l.name, l.zero_copy_caveat?)));
+        plan.notes
+            .extend(caveats.map(|(name, caveat)| format!("{name}: {caveat} (-m drv)")));
+    }
     plan.csum_offload = checksum == ChecksumMode::Offload
         && kernel_tx_metadata
         && (!plan.zero_copy
@@ -331,6 +341,7 @@ mod tests {
                 max_combined: Some(2),
             },
             fallback: None,
+            zero_copy_caveat: None,
         }
     }
 
@@ -346,6 +357,27 @@ mod tests {
 
     fn plan(mode: Mode, links: &[LinkOffer], multi_buffer: bool) -> Result<SocketPlan> {
         socket_plan(&ask(mode, multi_buffer), links)
+    }
+
+    #[test]
+    fn a_drivers_zero_copy_caveat_is_noted_in_zero_copy_only() {
+        let module = xskit::Driver {
+            name: "virtio_net".into(),
+            module: true,
+        };
+        let mut eth1 = link("eth1", Some(virtio()));
+        eth1.zero_copy_caveat = module.zero_copy_transmit_caveat();
+        let links = [link("eth0", Some(virtio())), eth1];
+        let p = plan(Mode::ZeroCopy, &links, false).unwrap();
+        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+        assert!(
+            p.notes[0].starts_with("eth1: virtio_net is a module"),
+            "{:?}",
+            p.notes
+        );
+        assert!(p.notes[0].ends_with("(-m drv)"), "{:?}", p.notes);
+        let p = plan(Mode::Drv, &links, false).unwrap();
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
     }
 
     #[test]

@@ -69,6 +69,18 @@ impl Interface {
         Ok(sys::ethtool::link_speed(&self.name)?)
     }
 
+    /// The driver of the interface's device, from sysfs; `None` for a device without one
+    /// (veth, a bond, a bridge).
+    pub fn driver(&self) -> Option<Driver> {
+        let dir = std::path::Path::new("/sys/class/net").join(&self.name);
+        let driver = std::fs::canonicalize(dir.join("device/driver")).ok()?;
+        let name = driver.file_name()?.to_string_lossy().into_owned();
+        // A loadable module has an initstate; a driver built into the kernel has none.
+        let module = std::fs::canonicalize(driver.join("module"))
+            .is_ok_and(|m| m.join("initstate").exists());
+        Some(Driver { name, module })
+    }
+
     /// XDP and AF_XDP capabilities from the netdev netlink family.
     pub fn features(&self) -> Result<DeviceFeatures> {
         Ok(netlink::device_features(self.index)?)
@@ -96,6 +108,39 @@ impl Interface {
     }
 }
 
+/// A device's driver ([`Interface::driver`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Driver {
+    /// Its name (`virtio_net`, `ice`, `mlx5_core`).
+    pub name: String,
+    /// Whether it is a loadable module rather than part of the kernel.
+    pub module: bool,
+}
+
+impl Driver {
+    /// What transmitting in zero-copy through this driver costs, where xskit knows of a
+    /// defect. virtio_net as a module (Debian's kernels): its AF_XDP transmit puts one
+    /// virtio-net header, a static variable of the module, in front of every frame and maps
+    /// it for DMA with the address arithmetic of the kernel's own image, which is wrong for a
+    /// module's address; the device reads the header from another guest-physical page.
+    pub fn zero_copy_transmit_caveat(&self) -> Option<&'static str> {
+        (self.name == "virtio_net" && self.module).then_some(
+            "virtio_net is a module here, and its zero-copy transmit (Linux 6.11 to 7.3 at \
+             least) gives the device a wrong address for the virtio-net header in front of \
+             every frame: where that address falls inside the VM's memory, the host drops \
+             the frames or sends them with offload flags read from another page. Transmit in \
+             copy mode on this device, or use a kernel with virtio_net built in",
+        )
+    }
+}
+
+impl std::fmt::Display for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.module { "module" } else { "built in" };
+        write!(f, "{} ({kind})", self.name)
+    }
+}
+
 /// An interface held in promiscuous mode ([`Interface::promiscuous`]); dropping it lets go.
 #[derive(Debug)]
 pub struct Promiscuous {
@@ -117,4 +162,30 @@ pub(crate) fn current_netns() -> u64 {
     std::fs::metadata("/proc/thread-self/ns/net")
         .map(|m| m.ino())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_virtio_net_as_a_module_has_the_zero_copy_transmit_caveat() {
+        let driver = |name: &str, module| Driver {
+            name: name.into(),
+            module,
+        };
+        assert!(driver("virtio_net", true)
+            .zero_copy_transmit_caveat()
+            .is_some_and(|c| c.contains("copy mode")));
+        assert_eq!(
+            driver("virtio_net", false).zero_copy_transmit_caveat(),
+            None
+        );
+        assert_eq!(driver("ice", true).zero_copy_transmit_caveat(), None);
+        assert_eq!(
+            driver("virtio_net", true).to_string(),
+            "virtio_net (module)"
+        );
+        assert_eq!(driver("ice", false).to_string(), "ice (built in)");
+    }
 }

@@ -36,7 +36,7 @@ mod umem;
 #[cfg(feature = "tokio")]
 pub use async_port::AsyncPort;
 pub use error::{error_chain, Error, Result};
-pub use interface::{Interface, Promiscuous};
+pub use interface::{Driver, Interface, Promiscuous};
 pub use mode::{AttachedMode, Mode, ModeInfo};
 pub use packet::{packets, whole_packets_len, Packets};
 pub use port::{Port, PortConfig};

@@ -101,6 +101,9 @@ pub struct ModeInfo {
     pub zero_copy: bool,
     /// Reasons for each fallback taken.
     pub fallbacks: Vec<String>,
+    /// What the user should know of this mode on this device
+    /// ([`crate::Driver::zero_copy_transmit_caveat`] for a port that transmits in zero-copy).
+    pub caveats: Vec<String>,
 }
 
 impl fmt::Display for ModeInfo {

@@ -144,10 +144,16 @@ impl Port {
             .into_iter()
             .collect();
         fallbacks.extend(socket.fallback_reason().map(str::to_string));
+        let transmits = socket_cfg.tx_size > 0;
+        let caveats = match iface.driver() {
+            Some(d) if socket.is_zero_copy() && transmits => d.zero_copy_transmit_caveat(),
+            _ => None,
+        };
         let mode = ModeInfo {
             attach: program.as_ref().map(|p| p.mode()),
             zero_copy: socket.is_zero_copy(),
             fallbacks,
+            caveats: caveats.map(str::to_string).into_iter().collect(),
         };
         Ok(Port {
             socket,

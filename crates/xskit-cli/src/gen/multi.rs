@@ -104,6 +104,7 @@ pub(super) fn run(
         t.len(),
         t.flows().total()
     ));
+    crate::opts::note_caveats("gen", ports[0].mode());
     let counts: Vec<AtomicU64> = queues.iter().map(|_| AtomicU64::new(0)).collect();
     let start = Instant::now();
     let cpu_start = process_cpu_ns();

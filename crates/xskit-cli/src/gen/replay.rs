@@ -239,6 +239,7 @@ pub(super) fn run(args: &GenArgs, iface: &Interface, path: &Path) -> Result<i32>
         path.display(),
         capture.packets.len()
     ));
+    crate::opts::note_caveats("gen", port.mode());
     let mut pending: Vec<Frame> = Vec::with_capacity(args.port.batch * 4);
     let start = Instant::now();
     let cpu_start = process_cpu_ns();

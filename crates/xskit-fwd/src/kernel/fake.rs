@@ -269,6 +269,7 @@ impl Kernel for Fake {
                 },
                 fallback: (self.auto_lands_in == AttachedMode::Skb)
                     .then(|| "native XDP refused".to_string()),
+                zero_copy_caveat: None,
             })
             .collect()
     }
