@@ -156,7 +156,8 @@ fn main() {
         Ok(0) => {}
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("xskit: {e:#}");
+            // Not eprintln!, which panics when nobody reads stderr any more.
+            note!("xskit: {e:#}");
             std::process::exit(1);
         }
     }

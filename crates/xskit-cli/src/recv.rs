@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 use xskit::clock::monotonic_ns;
@@ -171,10 +171,15 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
     ));
     // With --expect, the time the last probe came: a stream whose tail was lost ends.
     let mut last_probe: Option<Instant> = None;
+    let mut looked = start;
     while !stopped(&stop) && rx.check.probes() < limit {
         let now = Instant::now();
         if duration.is_some_and(|d| now - start >= d) {
             break;
+        }
+        if now - looked >= LOOK_EVERY {
+            looked = now;
+            still_attached(&rx.port, rx.packets)?;
         }
         if args.expect.is_some() && last_probe.is_some_and(|t| now - t >= idle) {
             note!(
@@ -204,8 +209,14 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
     }
     let stats = rx.port.statistics()?;
     let report = rx.report(args, ifname, elapsed, &stats);
+    print_report(args, &report, &stats)?;
+    exit_status(args, max_loss, &report)
+}
+
+/// The summary: one JSON object with --json, a line otherwise.
+fn print_report(args: &RecvArgs, report: &RecvReport, stats: &xskit::Statistics) -> Result<()> {
     if args.run.json_output() {
-        crate::opts::print_json("recv", &report)?;
+        crate::opts::print_json("recv", report)?;
     } else {
         out!(
             "received {} packets: {} valid, {} corrupt, {} out of order, {} lost, {} other; latency us min/mean/max {:.1}/{:.1}/{:.1}; kernel {}",
@@ -221,7 +232,23 @@ pub(crate) fn run(args: &RecvArgs) -> Result<i32> {
             stats
         );
     }
-    exit_status(args, max_loss, &report)
+    Ok(())
+}
+
+/// How often recv looks whether its interface and program are still there: a socket whose
+/// device was deleted (or moved to another namespace) just stops receiving.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+/// Fails once the port's interface or program is gone, saying what happened.
+fn still_attached(port: &Port, received: u64) -> Result<()> {
+    match port.program().and_then(|p| p.lost()) {
+        None => Ok(()),
+        Some(why) => bail!(
+            "{why} ({} packets received): check that the interface and its namespace still \
+             exist, then start xskit recv again",
+            thousands(received)
+        ),
+    }
 }
 
 /// The receiving side: the port, what it checks the probes with, and the capture.

@@ -91,6 +91,19 @@ impl Logged {
         assert!(out.status.success(), "{text}");
         text
     }
+
+    /// Waits for the command to end by itself, killing it at `limit`; its exit code (None
+    /// when killed) and its stderr.
+    pub fn ended_within(self, limit: std::time::Duration) -> (Option<i32>, String) {
+        let mut child = self.child.take();
+        let deadline = std::time::Instant::now() + limit;
+        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        (status.code(), self.stderr.join().unwrap())
+    }
 }
 
 /// Waits until a TCP server in `host`'s namespace listens on `port` (an iperf3 server just
@@ -181,7 +194,19 @@ pub fn recv_until_valid(
 /// how many probes to wait for.
 pub struct Receiving {
     valid: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    thread: std::thread::JoinHandle<serde_json::Value>,
+    thread: Option<std::thread::JoinHandle<serde_json::Value>>,
+    /// recv's process, killed when this is dropped unfinished (a failed test's panic).
+    pid: u32,
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &self.pid.to_string()])
+                .status();
+        }
+    }
 }
 
 impl Receiving {
@@ -190,21 +215,27 @@ impl Receiving {
         use std::sync::atomic::{AtomicU64, Ordering};
         let valid = std::sync::Arc::new(AtomicU64::new(u64::MAX));
         let wanted = std::sync::Arc::clone(&valid);
+        let pid = recv.id();
         let thread = std::thread::spawn(move || {
             interrupt_when(recv, limit, move |line| {
                 let got = line["counters"]["ports"][0]["valid"].as_u64().unwrap_or(0);
                 got >= wanted.load(Ordering::Relaxed)
             })
         });
-        Receiving { valid, thread }
+        Receiving {
+            valid,
+            thread: Some(thread),
+            pid,
+        }
     }
 
     /// Stops `recv` once it has counted `valid` probes (or at its limit) and returns its
     /// summary.
-    pub fn until_valid(self, valid: u64) -> serde_json::Value {
+    pub fn until_valid(mut self, valid: u64) -> serde_json::Value {
         self.valid
             .store(valid, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().expect("the receiving thread")
+        let thread = self.thread.take().expect("joined once");
+        thread.join().expect("the receiving thread")
     }
 }
 
