@@ -325,11 +325,13 @@ fn lacp_interoperates_with_dpdks_bonding_pmd_in_mode_4() {
     })
     .unwrap_or_else(|| panic!("DPDK's LACPDUs reach the bond: {}", pmd.output()));
     // We distribute only once DPDK says it is in sync: both sides are there then.
-    let both = wait_for(Duration::from_secs(10), || {
+    // Bounds for a stuck negotiation only: how fast the machines converge is tested on
+    // virtual time (xskit-bond's LACP tests), and a busy host only slows them.
+    let both = wait_for(Duration::from_secs(60), || {
         let view = our_view(&sw.bonded);
         distributes(&view, m0) && distributes(&view, m1)
     });
-    let dpdk = wait_for(Duration::from_secs(5), || {
+    let dpdk = wait_for(Duration::from_secs(60), || {
         let info = pmd.lacp_info();
         Testpmd::distributes(&info, 1) && Testpmd::distributes(&info, 2)
     });
@@ -339,7 +341,6 @@ fn lacp_interoperates_with_dpdks_bonding_pmd_in_mode_4() {
     let both = both.expect("xskit distributes on both members");
     assert!(dpdk.is_some(), "DPDK distributes on both members");
     println!("both sides distributing {both:?} after the first LACPDU (at {heard:?})");
-    assert!(both < Duration::from_secs(5), "{both:?}");
     assert!(
         member_lacp(&view, m0).contains("partner system 65535,"),
         "{view}"
