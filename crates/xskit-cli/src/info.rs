@@ -146,6 +146,7 @@ fn device_facts(
     let (rx, tx) = iface
         .active_queues()
         .with_context(|| format!("reading the channels of {}", args.interface))?;
+    let driver = iface.driver();
     Ok(DeviceFacts {
         interface: link.name.clone(),
         ifindex: link.ifindex,
@@ -165,11 +166,11 @@ fn device_facts(
             mode: link.xdp.mode_name(),
         }),
         kind: link.kind.clone(),
-        driver: iface.driver().map(|d| d.to_string()),
-        zero_copy_caveat: iface
-            .driver()
+        zero_copy_caveat: driver
+            .as_ref()
             .filter(|_| features.zero_copy())
-            .and_then(|d| d.zero_copy_transmit_caveat()),
+            .and_then(xskit::Driver::zero_copy_transmit_caveat),
+        driver: driver.map(|d| d.to_string()),
     })
 }
 

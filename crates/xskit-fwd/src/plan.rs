@@ -138,7 +138,7 @@ pub(crate) fn socket_plan(ask: &SocketAsk, links: &[LinkOffer]) -> Result<Socket
             .iter()
             .filter_map(|l| Some((&l.name, l.zero_copy_caveat?)));
         plan.notes
-            .extend(caveats.map(|(name, caveat)| format!("{name}: {caveat} (-m drv)")));
+            .extend(caveats.map(|(name, caveat)| format!("{name}: {caveat}")));
     }
     plan.csum_offload = checksum == ChecksumMode::Offload
         && kernel_tx_metadata
@@ -375,7 +375,7 @@ mod tests {
             "{:?}",
             p.notes
         );
-        assert!(p.notes[0].ends_with("(-m drv)"), "{:?}", p.notes);
+        assert!(p.notes[0].ends_with("virtio_net built in"), "{:?}", p.notes);
         let p = plan(Mode::Drv, &links, false).unwrap();
         assert!(p.notes.is_empty(), "{:?}", p.notes);
     }
