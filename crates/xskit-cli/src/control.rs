@@ -58,6 +58,8 @@ pub(crate) struct ControlServer {
     latest: Latest,
     /// The socket file's inode: removed at exit only if it is still this one.
     inode: u64,
+    /// Handed over: the path is the successor's, whatever is there now.
+    handed_over: bool,
 }
 
 impl ControlServer {
@@ -96,6 +98,7 @@ impl ControlServer {
             path: path.to_path_buf(),
             latest,
             inode,
+            handed_over: false,
         })
     }
 
@@ -113,6 +116,14 @@ impl ControlServer {
             .unwrap_or_else(PoisonError::into_inner) = Some(line);
     }
 
+    /// Leaves the socket's path to the successor this forwarder handed over to: it is not
+    /// removed at exit. The successor replaces the file in the same moment this one leaves,
+    /// so a look at whose file it is could be made just before the successor's and remove
+    /// the successor's socket.
+    pub(crate) fn leave_to_successor(&mut self) {
+        self.handed_over = true;
+    }
+
     /// Takes applies from now on, through `changer`.
     pub(crate) fn take_applies(&self, changer: RuleChanger) {
         *self
@@ -125,6 +136,9 @@ impl ControlServer {
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
+        if self.handed_over {
+            return;
+        }
         if std::fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -410,6 +424,23 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("is not a socket"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_forwarder_that_handed_over_leaves_the_path_to_its_successor() {
+        let (events, mut first, path) = server("handed");
+        first.leave_to_successor();
+        // Gone before the successor is there: its own file stays for the successor to
+        // replace.
+        drop(first);
+        assert!(path.exists(), "the successor's path is left alone");
+        let second = ControlServer::start(&events, &path, None, true).unwrap();
+        let mut third = ControlServer::start(&events, &path, None, true).unwrap();
+        drop(second);
+        assert!(path.exists(), "a predecessor removes only its own file");
+        third.leave_to_successor();
+        drop(third);
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -811,7 +811,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     // Taken from here on, so that a SIGHUP before the forwarder runs does not end it.
     let hangups = hangups()?;
     let group = control_group(args)?;
-    let (live, forwarder, control, no_control) = if args.takeover {
+    let (live, forwarder, mut control, no_control) = if args.takeover {
         take_over(args, config, group)?
     } else {
         let mut live = args.run.live("fwd")?;
@@ -848,6 +848,8 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     if report.handed_to.is_none() {
         crate::service::stopping();
         note_kept(args);
+    } else if let Some(control) = &mut control {
+        control.leave_to_successor();
     }
     let captured = finish_capture(args, capture)?;
     if args.run.json_output() {
