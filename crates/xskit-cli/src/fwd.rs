@@ -904,7 +904,13 @@ fn take_over(args: &FwdArgs, config: ForwardConfig, group: Option<u32>) -> Resul
     let mut live = args.run.live_without_metrics("fwd");
     let (control, no_control) = start_control(args, group, &mut live, true)?;
     live.start_metrics_when_free(&args.run)?;
-    note!("xskit fwd: took over from forwarder {predecessor}");
+    match forwarder.carried_rules() {
+        Some(rules) => note!(
+            "xskit fwd: took over from forwarder {predecessor}, with the counters and rate-limit \
+             state of {rules} rules (by name)"
+        ),
+        None => note!("xskit fwd: took over from forwarder {predecessor}"),
+    }
     Ok((live, forwarder, control, no_control))
 }
 

@@ -14,6 +14,12 @@ const RULES_A: &str =
 const RULES_B: &str = "[[rule]]\nname = \"fwd-9\"\nprotocol = \"udp\"\ndst_port = 9\n\
      action = \"forward\"\n[[rule]]\nname = \"drop-all\"\naction = \"drop\"\n";
 
+/// A rule dropped in XDP and one that blocks a source over its rate, both on ports no
+/// other probe uses.
+const LIMITED: &str = "[[rule]]\nname = \"drop-7\"\nprotocol = \"udp\"\ndst_port = 7\n\
+     action = \"drop\"\n[[rule]]\nname = \"limited\"\nprotocol = \"udp\"\ndst_port = 8\n\
+     action = \"rate-limit\"\nrate = \"1pps\"\nburst = 2\nper = \"source\"\nblock = \"1h\"\n";
+
 /// Probes that crossed a forwarder, by its rules: both rule files forward port 9.
 fn crossed(line: &serde_json::Value) -> u64 {
     let rules = line["counters"]["rules"]
@@ -280,4 +286,87 @@ fn a_successor_that_pauses_and_goes_away_leaves_the_forwarder_forwarding() {
     assert!(summary.get("handed_to").is_none(), "{summary}");
     let said = said.lock().unwrap().clone();
     assert!(said.contains("a handover did not happen"), "{said}");
+}
+
+/// Rule `name`'s counts in a line of `--json-lines` or a summary.
+fn rule_in<'a>(line: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    line["counters"]["rules"]
+        .as_array()
+        .and_then(|rules| rules.iter().find(|r| r["name"] == name))
+        .unwrap_or(&serde_json::Value::Null)
+}
+
+/// Sends `n` probes from `from` to `to`'s UDP port `port`, 1,000 a second; how many went.
+fn send_probes(from: &xskit_testbed::Host, to: &xskit_testbed::Host, port: u16, n: u64) -> u64 {
+    let (mac, src, dst) = (mac(to), from.ip.to_string(), to.ip.to_string());
+    let (port, n) = (port.to_string(), n.to_string());
+    let mut args = vec!["gen", "-i", &from.ifname, "--dst-mac", &mac, "--json"];
+    args.extend(["--src-ip", &src, "--dst-ip", &dst, "--dst-port", &port]);
+    args.extend(["-n", &n, "-r", "1000"]);
+    json_of(start(from, &args))["tx_packets"].as_u64().unwrap()
+}
+
+/// Starts a `--takeover` successor with `rules`, waits for its predecessor `fwd` to hand
+/// over, and returns it with what it said.
+fn take_over_with(chain: &Chain, dir: &RunDir, fwd: Live, rules: &RulesFile) -> (Live, String) {
+    let args = ["--rules", rules.path(), "--takeover"];
+    let (next, said) = start_fwd_saying(chain, dir, &args, "control socket");
+    let summary = fwd.ended();
+    assert_eq!(summary["handed_to"], next.id(), "{summary}");
+    let said = said.lock().unwrap().clone();
+    (next, said)
+}
+
+/// A successor carries each rule's counters, rate-limit counts and the sources its limit
+/// blocked by the rule's name: a source blocked before the takeover stays blocked after it
+/// (its probes counted as blocked, not over the rate), and a renamed rule starts at zero.
+#[test]
+fn a_successor_carries_each_rules_counters_and_blocks_by_name() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("carry");
+    let rules = RulesFile::new(LIMITED);
+    let mut fwd = start_fwd_in(&chain, &dir, &["--rules", rules.path()]);
+    let dropped = send_probes(&chain.a, &chain.c, 7, 500);
+    let limited = send_probes(&chain.a, &chain.c, 8, 20);
+    let counted = |l: &serde_json::Value| {
+        rule_in(l, "drop-7")["packets"] == dropped
+            && rule_in(l, "limited")["packets"] == limited
+            && rule_in(l, "limited")["sources_blocked"] == 1
+    };
+    let before = fwd.wait(Duration::from_secs(60), counted).cloned();
+    let before = before.unwrap_or_else(|| panic!("counted: {}", fwd.last()));
+    let (mut fwd, said) = take_over_with(&chain, &dir, fwd, &rules);
+    assert!(said.contains("state of 2 rules"), "{said}");
+    let carried = fwd
+        .wait(Duration::from_secs(60), |_| true)
+        .cloned()
+        .unwrap();
+    assert!(counted(&carried), "carried over: {carried}");
+    let was = rule_in(&before, "limited");
+    assert_eq!(rule_in(&carried, "limited"), was, "{carried}");
+    // Blocked for an hour: the successor drops the source as blocked, never over the rate.
+    let later = send_probes(&chain.a, &chain.c, 8, 5);
+    let blocked = |l: &serde_json::Value| rule_in(l, "limited")["packets"] == limited + later;
+    let after = fwd.wait(Duration::from_secs(60), blocked).cloned();
+    let after = after.unwrap_or_else(|| panic!("counted: {}", fwd.last()));
+    let now = rule_in(&after, "limited");
+    assert_eq!(now["over_rate"], was["over_rate"], "{after}");
+    assert_eq!(
+        now["blocked"].as_u64(),
+        Some(was["blocked"].as_u64().unwrap() + later),
+        "{after}"
+    );
+    let renamed = RulesFile::new(&LIMITED.replace("drop-7", "drop-seven"));
+    let (fwd, said) = take_over_with(&chain, &dir, fwd, &renamed);
+    assert!(said.contains("state of 1 rules"), "{said}");
+    let last = stop_live_fwd(fwd);
+    assert_eq!(rule_in(&last, "drop-seven")["packets"], 0, "{last}");
+    assert_eq!(
+        rule_in(&last, "limited")["packets"],
+        limited + later,
+        "{last}"
+    );
 }

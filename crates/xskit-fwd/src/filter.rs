@@ -24,6 +24,9 @@ use crate::sys::filter::{
 use crate::vector_tables::VectorTables;
 use crate::MAX_RULES;
 
+mod carry;
+use carry::Carried;
+
 static FILTER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter.o"));
 static FILTER_FRAGS_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_filter_frags.o"));
@@ -151,6 +154,39 @@ pub struct RuleCounter {
     pub bytes: u64,
 }
 
+impl RuleCounter {
+    fn plus(self, other: RuleCounter) -> RuleCounter {
+        RuleCounter {
+            packets: self.packets + other.packets,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
+impl PoliceCount {
+    fn plus(self, o: PoliceCount) -> PoliceCount {
+        PoliceCount {
+            over_rate: self.over_rate + o.over_rate,
+            blocked: self.blocked + o.blocked,
+            blocks: self.blocks + o.blocks,
+            refused: self.refused + o.refused,
+        }
+    }
+
+    fn words(self) -> [u64; 4] {
+        [self.over_rate, self.blocked, self.blocks, self.refused]
+    }
+
+    fn from_words([over_rate, blocked, blocks, refused]: [u64; 4]) -> PoliceCount {
+        PoliceCount {
+            over_rate,
+            blocked,
+            blocks,
+            refused,
+        }
+    }
+}
+
 struct FilterMaps {
     tx_ports: DevMap<MapData>,
     tx_bond: Array<MapData, u32>,
@@ -179,6 +215,10 @@ struct FilterMaps {
     unclassifiable: Action,
     sets: SetTables,
     vectors: VectorTables,
+    /// What the forwarders before this one counted, when it took over.
+    carried: Carried,
+    /// The program object it was built from ([`crate::carry::program_id`]).
+    program_id: u64,
 }
 
 /// The sets `rules` ask of, by side: bit `i` for set `i`'s sources, bit `16 + i` for its
@@ -205,16 +245,14 @@ fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
 impl FilterMaps {
     /// One counter, summed over CPUs.
     fn read(&self, index: u32) -> Result<RuleCounter> {
-        let per_cpu = self
-            .counters
-            .get(&index, 0)
-            .map_err(|e| map_error("reading rule counters", e))?;
-        Ok(per_cpu
-            .iter()
-            .fold(RuleCounter::default(), |acc, c| RuleCounter {
-                packets: acc.packets + c.packets,
-                bytes: acc.bytes + c.bytes,
-            }))
+        let own = read_counter(&self.counters, index)?;
+        Ok(own.plus(self.carried.counter(index)?))
+    }
+
+    /// One rule's rate-limit counts, summed over CPUs.
+    fn read_police(&self, slot: u16) -> Result<PoliceCount> {
+        let own = read_police(&self.police_counts, slot)?;
+        Ok(own.plus(self.carried.police(slot)?))
     }
 
     /// Writes the configuration with `rule_count` rules in force, and the rules as they are.
@@ -305,9 +343,11 @@ impl XdpFilter {
         room: SetRoom,
     ) -> Result<Self> {
         let sizes = room.map_sizes();
-        let object = Self::object(multi_buffer).with_sizes(&sizes);
-        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
-        Self::over(program, room)
+        let object = Self::object(multi_buffer);
+        let id = crate::carry::program_id(object.elf);
+        let program =
+            XdpProgram::attach_object(iface, object.with_sizes(&sizes), mode, multi_buffer)?;
+        Self::over(program, room, id)
     }
 
     /// [`XdpFilter::attach_with_sets`] for the bpf_link `link` of a filter another process
@@ -322,9 +362,10 @@ impl XdpFilter {
         room: SetRoom,
     ) -> Result<Self> {
         let sizes = room.map_sizes();
-        let object = Self::object(multi_buffer).with_sizes(&sizes);
-        let program = XdpProgram::take_over(iface, object, link, multi_buffer)?;
-        Self::over(program, room)
+        let object = Self::object(multi_buffer);
+        let id = crate::carry::program_id(object.elf);
+        let program = XdpProgram::take_over(iface, object.with_sizes(&sizes), link, multi_buffer)?;
+        Self::over(program, room, id)
     }
 
     /// A new descriptor of the link that attaches this filter, for a successor.
@@ -341,7 +382,7 @@ impl XdpFilter {
     }
 
     /// The filter over `program`, just attached, its maps taken and configured.
-    fn over(program: XdpProgram, room: SetRoom) -> Result<Self> {
+    fn over(program: XdpProgram, room: SetRoom, program_id: u64) -> Result<Self> {
         let sets = SetTables::take(&program, room)?;
         let mut maps = FilterMaps {
             tx_ports: program.take_map("tx_ports")?,
@@ -372,6 +413,8 @@ impl XdpFilter {
             unclassifiable: Action::Drop,
             sets,
             vectors: VectorTables::take(&program, room.vectors, room.rule_prefixes)?,
+            carried: Carried::default(),
+            program_id,
         };
         maps.configure(0, Action::Redirect)?;
         Ok(XdpFilter {
@@ -514,6 +557,7 @@ impl XdpFilter {
                 .set(i, zero, 0)
                 .map_err(|e| map_error("clearing a rule's rate-limit counts", e))?;
             maps.limits.remove(&slot);
+            maps.carried.forget(slot);
         }
         let stale = |k: &SourceKeyRepr| slots.contains(&(k.rule as u16));
         if let Some(table) = maps.source_buckets.as_mut() {
@@ -536,20 +580,7 @@ impl XdpFilter {
         let maps = self.maps.lock_unpoisoned();
         maps.slots
             .iter()
-            .map(|&slot| {
-                let per_cpu = maps
-                    .police_counts
-                    .get(&u32::from(slot), 0)
-                    .map_err(|e| map_error("reading the rate limits' counters", e))?;
-                Ok(per_cpu
-                    .iter()
-                    .fold(PoliceCount::default(), |a, c| PoliceCount {
-                        over_rate: a.over_rate + c.over_rate,
-                        blocked: a.blocked + c.blocked,
-                        blocks: a.blocks + c.blocks,
-                        refused: a.refused + c.refused,
-                    }))
-            })
+            .map(|&slot| maps.read_police(slot))
             .collect()
     }
 
@@ -757,6 +788,34 @@ impl XdpFilter {
         out.push(maps.read(Slot::Default.counter())?);
         Ok(out)
     }
+}
+
+/// Counter `index` of `counters`, summed over CPUs.
+fn read_counter(counters: &PerCpuArray<MapData, CounterRepr>, index: u32) -> Result<RuleCounter> {
+    let per_cpu = counters
+        .get(&index, 0)
+        .map_err(|e| map_error("reading rule counters", e))?;
+    Ok(per_cpu
+        .iter()
+        .fold(RuleCounter::default(), |acc, c| RuleCounter {
+            packets: acc.packets + c.packets,
+            bytes: acc.bytes + c.bytes,
+        }))
+}
+
+/// Slot `slot`'s rate-limit counts in `counts`, summed over CPUs.
+fn read_police(counts: &PerCpuArray<MapData, PoliceCountRepr>, slot: u16) -> Result<PoliceCount> {
+    let per_cpu = counts
+        .get(&u32::from(slot), 0)
+        .map_err(|e| map_error("reading the rate limits' counters", e))?;
+    Ok(per_cpu
+        .iter()
+        .fold(PoliceCount::default(), |a, c| PoliceCount {
+            over_rate: a.over_rate + c.over_rate,
+            blocked: a.blocked + c.blocked,
+            blocks: a.blocks + c.blocks,
+            refused: a.refused + c.refused,
+        }))
 }
 
 /// The keys `keys` yields that `wanted` accepts.

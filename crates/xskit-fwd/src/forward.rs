@@ -201,7 +201,16 @@ impl Forwarder {
                 ),
             });
         }
-        Forwarder(forwarding).on_links(pins.as_deref(), keep)
+        let mut forwarder = Forwarder(forwarding);
+        forwarder.0.carry_over()?;
+        forwarder.on_links(pins.as_deref(), keep)
+    }
+
+    /// How many rules kept their counters and rate-limit state from the forwarder this one
+    /// took over from (by name); `None` when it carried nothing (not a takeover, or another
+    /// filter program: then [`Forwarder::warnings`] says so).
+    pub fn carried_rules(&self) -> Option<usize> {
+        self.0.carried_rules
     }
 
     /// What the filter's verdict and reason numbers mean for the rules as this forwarder
@@ -313,6 +322,8 @@ pub(crate) struct Forwarding<K: Kernel> {
     cells: Vec<WorkerCells>,
     replies: ReplyCounters,
     warnings: Vec<String>,
+    /// How many rules' state came from the forwarder taken over from.
+    carried_rules: Option<usize>,
     /// Each device's transmit counter when the forwarder was set up.
     device_tx_base: Vec<u64>,
     /// Whether the sockets are zero-copy.
@@ -428,6 +439,7 @@ impl<K: Kernel> Forwarding<K> {
             cells: built.cells,
             replies: plan.replies,
             warnings: setup.warnings,
+            carried_rules: None,
             device_tx_base: links.iter().map(|l| l.tx_packets).collect(),
             zero_copy: setup.sockets.zero_copy,
             links: links.iter().map(|l| (l.up, 0)).collect(),

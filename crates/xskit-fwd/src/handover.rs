@@ -114,6 +114,10 @@ pub struct HandedState {
     pub sockets: Vec<HandedSocket>,
     /// The generation of its rules when it handed over.
     pub rules_generation: u64,
+    /// What its filters carry to the successor's (their maps' descriptors come last, in
+    /// this order); none from a forwarder that carries nothing.
+    #[serde(default)]
+    pub carried: Option<crate::carry::CarriedRules>,
 }
 
 /// Where the frames are once the forwarder handing over has paused its workers: what only
@@ -125,6 +129,9 @@ pub struct PausedState {
     /// Per socket, in [`HandedState::sockets`]' order: frames given to its fill ring and not
     /// yet received, and frames given to its tx ring and not yet completed.
     pub held: Vec<(usize, usize)>,
+    /// What each rule counted in user space (the kernel's counts come with its maps).
+    #[serde(default)]
+    pub rules: Vec<crate::carry::CarriedUserCounts>,
 }
 
 /// A handover as the forwarder handing over gives it: its state and its descriptors (the
@@ -145,13 +152,17 @@ pub struct Inherited {
     pub(crate) umem: OwnedFd,
     pub(crate) links: Vec<OwnedFd>,
     pub(crate) sockets: Vec<OwnedFd>,
+    /// Per filter, its maps' descriptors, as [`HandedState::carried`] says.
+    pub(crate) maps: Vec<Vec<OwnedFd>>,
 }
 
 impl Inherited {
     /// Sorts `fds` out as `state` says they come; refused when their number is not that.
     pub fn new(state: HandedState, fds: Vec<OwnedFd>) -> Result<Self> {
-        let want = 1 + state.interfaces.len() + state.sockets.len();
-        if fds.len() != want {
+        let carried = state.carried.as_ref();
+        let maps = carried.map_or(0, crate::carry::CarriedRules::descriptors);
+        let want = 1 + state.interfaces.len() + state.sockets.len() + maps;
+        if fds.len() != want || carried.is_some_and(|c| c.filters.len() != state.interfaces.len()) {
             return Err(Error::TakeOver {
                 reason: format!(
                     "the forwarder handed over {} descriptors where its state names {want}",
@@ -162,11 +173,19 @@ impl Inherited {
         let mut fds = fds.into_iter();
         let umem = fds.next().expect("counted above");
         let links = fds.by_ref().take(state.interfaces.len()).collect();
+        let sockets = fds.by_ref().take(state.sockets.len()).collect();
+        let maps = carried
+            .map(|c| &c.filters[..])
+            .unwrap_or_default()
+            .iter()
+            .map(|f| fds.by_ref().take(f.descriptors()).collect())
+            .collect();
         Ok(Inherited {
             state,
             umem,
             links,
-            sockets: fds.collect(),
+            sockets,
+            maps,
         })
     }
 
@@ -313,6 +332,7 @@ mod tests {
             },
             sockets: Vec::new(),
             rules_generation: 1,
+            carried: None,
         }
     }
 
@@ -331,6 +351,30 @@ mod tests {
         assert!(Inherited::new(state(), fds(2)).is_err());
         let i = Inherited::new(state(), fds(3)).unwrap();
         assert_eq!((i.links.len(), i.sockets.len()), (2, 0));
+        let filter = |sources| crate::carry::CarriedFilter {
+            program: 1,
+            counters: Vec::new(),
+            police: Vec::new(),
+            sources,
+            blocked: false,
+        };
+        let mut carrying = state();
+        carrying.carried = Some(crate::carry::CarriedRules {
+            slots: Vec::new(),
+            filters: vec![filter(true), filter(false)],
+        });
+        assert!(Inherited::new(carrying.clone(), fds(3 + 6)).is_err());
+        let i = Inherited::new(carrying.clone(), fds(3 + 7)).unwrap();
+        assert_eq!(
+            i.maps.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![4, 3],
+            "each filter's maps, in order"
+        );
+        carrying.carried.as_mut().unwrap().filters.pop();
+        assert!(
+            Inherited::new(carrying, fds(3 + 4)).is_err(),
+            "a filter per interface"
+        );
     }
 
     #[test]

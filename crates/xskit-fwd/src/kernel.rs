@@ -108,6 +108,9 @@ pub(crate) trait RunningFilter: FilterControl {
     fn stop_redirecting(&self, queues: u32);
     /// A new descriptor of the link that attaches the filter, to hand to a successor.
     fn link_fd(&self) -> Result<std::os::fd::OwnedFd>;
+    /// What the filter carries to a successor's ([`XdpFilter::carried`]); `None` where it
+    /// has nothing to carry.
+    fn carried(&self) -> Result<Option<(crate::carry::CarriedFilter, Vec<std::os::fd::OwnedFd>)>>;
     /// Clears the state `slots` kept for earlier rules ([`XdpFilter::reset_slots`]).
     fn reset_slots(&self, slots: &[u16]) -> Result<()>;
     /// Writes the sets in place ([`XdpFilter::set_sets`]).
@@ -592,6 +595,10 @@ impl RunningFilter for XdpFilter {
 
     fn slot_counter(&self, slot: Slot) -> Result<RuleCounter> {
         XdpFilter::slot_counter(self, slot)
+    }
+
+    fn carried(&self) -> Result<Option<(crate::carry::CarriedFilter, Vec<std::os::fd::OwnedFd>)>> {
+        XdpFilter::carried(self).map(Some)
     }
 
     fn link_fd(&self) -> Result<std::os::fd::OwnedFd> {

@@ -6,6 +6,7 @@ mod bond_decisions;
 mod bond_runtime;
 mod bonded;
 mod bucket;
+pub mod carry;
 mod chains;
 mod config;
 mod config_check;

@@ -8,13 +8,7 @@ use std::sync::Arc;
 
 use crate::rules::{Limiter, RuleSet};
 
-/// Whose state it is: a rule, by name; or the default; or unclassifiable packets.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum RuleId {
-    Named(String),
-    Default,
-    Unclassifiable,
-}
+pub(crate) use crate::carry::RuleId;
 
 impl RuleId {
     /// Every identity of `rules` in the order of [`RuleSet::decide`]'s index: the rules,
@@ -74,6 +68,11 @@ impl<T> ByRule<T> {
     /// The items in decision order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.items.iter().map(|item| &**item)
+    }
+
+    /// Each item with its identity.
+    pub(crate) fn by_id(&self) -> impl Iterator<Item = (&RuleId, &T)> {
+        self.ids.iter().zip(self.items.iter().map(|item| &**item))
     }
 
     /// How many identities: the rules, the default and unclassifiable packets.

@@ -5,10 +5,11 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use super::Forwarding;
+use crate::carry::{CarriedRules, CarriedUserCounts};
 use crate::counts::{FrameReport, Report};
 use crate::error::{Error, Result};
 use crate::handover::{HandedSocket, HandedState, HandedUmem, Handing, PausedState};
-use crate::kernel::{Kernel, RunningFilter};
+use crate::kernel::{Kernel, RealKernel, RunningFilter};
 
 /// How long the workers get to pause.
 const PAUSE_WAIT: Duration = Duration::from_secs(2);
@@ -41,10 +42,29 @@ impl<K: Kernel> Forwarding<K> {
                 fds.push(dup(socket)?);
             }
         }
-        Ok(Handing {
-            state: self.handed_state(),
-            fds,
-        })
+        let mut state = self.handed_state();
+        state.carried = self.carried(&mut fds)?;
+        Ok(Handing { state, fds })
+    }
+
+    /// What the filters carry to the successor's, their maps' descriptors added to `fds`;
+    /// `None` when a filter has nothing to carry.
+    fn carried(&self, fds: &mut Vec<OwnedFd>) -> Result<Option<CarriedRules>> {
+        let mut filters = Vec::with_capacity(self.filters.len());
+        let mut maps = Vec::new();
+        for filter in &self.filters {
+            let Some((carried, descriptors)) = filter.carried()? else {
+                return Ok(None);
+            };
+            filters.push(carried);
+            maps.extend(descriptors);
+        }
+        fds.extend(maps);
+        let names = self.rules.rules().iter().map(|r| r.name.clone());
+        Ok(Some(CarriedRules {
+            slots: names.zip(self.slots.in_force().iter().copied()).collect(),
+            filters,
+        }))
     }
 
     /// Pauses the workers between two rounds (packets wait in the rings) and says where
@@ -69,7 +89,31 @@ impl<K: Kernel> Forwarding<K> {
         Ok(PausedState {
             free: self.shared.addresses(),
             held: held.concat(),
+            rules: self.user_rule_counts(),
         })
+    }
+
+    /// What each rule counted in user space, summed over the workers: for a successor, once
+    /// they paused.
+    fn user_rule_counts(&self) -> Vec<CarriedUserCounts> {
+        let mut sums: Vec<CarriedUserCounts> = Vec::new();
+        for (w, worker) in self.cells.iter().enumerate() {
+            for (i, (rule, cells)) in worker.rules.by_id().enumerate() {
+                let c = cells.load();
+                let counts = [c.packets, c.bytes, c.over_rate];
+                match sums.get_mut(i) {
+                    Some(sum) if w > 0 => {
+                        sum.counts.iter_mut().zip(counts).for_each(|(s, c)| *s += c);
+                    }
+                    _ => sums.push(CarriedUserCounts {
+                        rule: rule.clone(),
+                        counts,
+                    }),
+                }
+            }
+        }
+        sums.retain(|s| s.counts != [0; 3]);
+        sums
     }
 
     fn umem_fd(&self) -> Result<OwnedFd> {
@@ -105,6 +149,7 @@ impl<K: Kernel> Forwarding<K> {
             },
             sockets,
             rules_generation: self.generation.number,
+            carried: None,
         }
     }
 
@@ -172,4 +217,61 @@ fn dup(fd: &impl std::os::fd::AsFd) -> Result<OwnedFd> {
         .map_err(|e| Error::TakeOver {
             reason: format!("duplicating a descriptor to hand over: {e}"),
         })
+}
+
+impl Forwarding<RealKernel> {
+    /// Carries the state of the forwarder taken over from into the filters, by rule name
+    /// ([`crate::carry`]): before they go on their links. Where it cannot, says why in the
+    /// warnings; the forwarder runs either way.
+    pub(crate) fn carry_over(&mut self) -> Result<()> {
+        let Some(takeover) = self._kernel.takeover.as_mut() else {
+            return Ok(());
+        };
+        let inherited = &mut takeover.inherited;
+        let pid = inherited.state.pid;
+        let carried = inherited.state.carried.clone();
+        let maps = std::mem::take(&mut inherited.maps);
+        let same = carried.as_ref().is_some_and(|c| {
+            c.filters
+                .iter()
+                .zip(&self.filters)
+                .all(|(c, f)| c.program == f.program_id())
+        });
+        let Some(carried) = carried.filter(|_| same) else {
+            self.warnings.push(format!(
+                "forwarder {pid} runs another filter program (another release of xskit): the \
+                 rules' counters, rate-limit buckets and blocked sources start again here; its \
+                 summary has what it counted"
+            ));
+            return Ok(());
+        };
+        let names = self.rules.rules().iter().map(|r| r.name.clone());
+        let now: Vec<(String, u16)> = names.zip(self.slots.in_force().iter().copied()).collect();
+        let moves = crate::carry::slot_moves(&carried.slots, &now);
+        for ((filter, from), fds) in self.filters.iter().zip(&carried.filters).zip(maps) {
+            filter.carry(from, fds, &moves)?;
+        }
+        let user = takeover.paused()?.rules.clone();
+        self.carry_user_counts(&user);
+        self.carried_rules = Some(moves.len());
+        Ok(())
+    }
+
+    /// Adds what the rules of the same identity counted in user space to the first worker's
+    /// counters, before any worker runs.
+    fn carry_user_counts(&self, user: &[CarriedUserCounts]) {
+        let Some(first) = self.cells.first() else {
+            return;
+        };
+        let by_id: std::collections::HashMap<_, _> = first.rules.by_id().collect();
+        for carried in user {
+            let Some(cells) = by_id.get(&carried.rule) else {
+                continue;
+            };
+            let [packets, bytes, over_rate] = carried.counts;
+            crate::counter::bump(&cells.packets, packets);
+            crate::counter::bump(&cells.bytes, bytes);
+            crate::counter::bump(&cells.over_rate, over_rate);
+        }
+    }
 }

@@ -123,6 +123,10 @@ impl RunningFilter for Recorded {
         })
     }
 
+    fn carried(&self) -> Result<Option<(crate::carry::CarriedFilter, Vec<std::os::fd::OwnedFd>)>> {
+        Ok(None)
+    }
+
     fn stop_redirecting(&self, queues: u32) {
         self.calls
             .borrow_mut()
