@@ -21,10 +21,41 @@ fn xdp_programs(host: &Host) -> Vec<String> {
         .collect()
 }
 
-fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("xskit-dump-{}", std::process::id()));
+/// A file in a temporary directory of its own, both removed when dropped, whether the test
+/// passes or fails.
+struct Temp(std::path::PathBuf);
+
+impl std::ops::Deref for Temp {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Temp {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Temp {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn temp(name: &str) -> Temp {
+    let dir = std::env::temp_dir().join(format!("xskit-dump-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    Temp(dir.join(name))
 }
 
 /// `-w -` writes the pcap to stdout, tcpdump's habit, for a pipe into Wireshark's tools;
@@ -286,12 +317,13 @@ fn dump_refuses_clearly() {
     let err = dump(&["-i", &bed.b.ifname, "-c", "1", "--snaplen", "0"]);
     assert!(err.contains("snap length"), "{err}");
     // A program that is not xskit's: named, with what to do.
+    let object = foreign_program();
     let status = bed
         .b
         .ns
         .command("ip")
         .args(["link", "set", "dev", &bed.b.ifname, "xdpgeneric", "obj"])
-        .arg(foreign_program())
+        .arg(&object)
         .args(["sec", "xdp"])
         .status()
         .unwrap();
@@ -309,7 +341,7 @@ fn dump_refuses_clearly() {
 }
 
 /// The library example's own program, compiled with clang: a program that is not xskit's.
-fn foreign_program() -> std::path::PathBuf {
+fn foreign_program() -> Temp {
     let object = temp("udp_to_socket.o");
     let source = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -236,14 +236,32 @@ mod tests {
     use crate::rules::{PacketKey, RuleSet};
     use std::path::PathBuf;
 
+    /// The path of a `rules.toml` in a directory of its own, removed with it when dropped.
+    struct RulesPath(PathBuf);
+
+    impl std::ops::Deref for RulesPath {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for RulesPath {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
     /// A directory of its own holding `files`, and the path of its `rules.toml`.
-    fn files(test: &str, files: &[(&str, &str)]) -> PathBuf {
+    fn files(test: &str, files: &[(&str, &str)]) -> RulesPath {
         let dir = std::env::temp_dir().join(format!("xskit-sets-{}-{test}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         for (name, text) in files {
             std::fs::write(dir.join(name), text).unwrap();
         }
-        dir.join("rules.toml")
+        RulesPath(dir.join("rules.toml"))
     }
 
     fn v4(src: [u8; 4]) -> PacketKey {
