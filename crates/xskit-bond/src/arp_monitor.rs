@@ -122,7 +122,7 @@ impl ArpProber {
 }
 
 /// The members' ARP state, check by check.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ArpMonitor {
     missed_max: u32,
     /// Each member's count of ARP packets from a target at the last check.

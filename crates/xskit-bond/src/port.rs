@@ -397,6 +397,10 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
         self.members.iter().map(|m| m.port.tx_in_flight()).sum()
     }
 
+    fn ledgers(&self) -> Vec<(usize, usize)> {
+        self.members.iter().flat_map(|m| m.port.ledgers()).collect()
+    }
+
     fn flush(&mut self) -> Result<()> {
         for m in &mut self.members {
             m.port.flush()?;

@@ -5,7 +5,7 @@
 
 /// When a primary that comes back (or is set) takes over from an active member that is up:
 /// bonding's `primary_reselect`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PrimaryReselect {
     /// Always (Linux's default).
     #[default]

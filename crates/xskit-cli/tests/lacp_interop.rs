@@ -51,8 +51,8 @@ fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration
 }
 
 /// Starts `xskit fwd -i bond0 -i xsf --bond bond0=MEMBERS --bond-mode 802.3ad --lacp-rate
-/// RATE --xmit-hash layer3+4` in `ns`.
-fn start_lacp_fwd(ns: &Netns, members: &[String], rate: &str) -> KillOnDrop {
+/// RATE --xmit-hash layer3+4` with `extra` options in `ns`.
+fn start_lacp_fwd(ns: &Netns, members: &[String], rate: &str, extra: &[&str]) -> KillOnDrop {
     let host = Host {
         ns: ns.clone(),
         ifname: FAR_END.into(),
@@ -61,27 +61,26 @@ fn start_lacp_fwd(ns: &Netns, members: &[String], rate: &str) -> KillOnDrop {
         mac: [0; 6],
     };
     let bond = format!("bond0={}", members.join(","));
-    KillOnDrop::new(start(
-        &host,
-        &[
-            "fwd",
-            "-i",
-            "bond0",
-            "-i",
-            FAR_END,
-            "--bond",
-            &bond,
-            "--bond-mode",
-            "802.3ad",
-            "--lacp-rate",
-            rate,
-            "--xmit-hash",
-            "layer3+4",
-            "--interval",
-            "0.1",
-            "--json",
-        ],
-    ))
+    let mut args = vec![
+        "fwd",
+        "-i",
+        "bond0",
+        "-i",
+        FAR_END,
+        "--bond",
+        &bond,
+        "--bond-mode",
+        "802.3ad",
+        "--lacp-rate",
+        rate,
+        "--xmit-hash",
+        "layer3+4",
+        "--interval",
+        "0.1",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(&host, &args))
 }
 
 /// dpdk-testpmd, driven through its prompt; its output collected as it comes.
@@ -282,64 +281,103 @@ fn finished_frames_only(host: &Host) {
     assert!(st.success());
 }
 
+/// xskit's bond0 (with `extra` options) and DPDK's mode 4 bond on the two links between
+/// them, both distributing on both members, and a ping every 20 ms from the host to the far
+/// host through both.
+struct Aggregate {
+    sw: Switched,
+    far: Host,
+    fwd: KillOnDrop,
+    pmd: Testpmd,
+    /// The ping: a steady trickle into DPDK's host port keeps its LACP speaking.
+    trickle: KillOnDrop,
+    /// When the first LACPDUs came, and when both sides distributed after them.
+    heard: Duration,
+    both: Duration,
+}
+
+impl Aggregate {
+    fn up(extra: &[&str]) -> Aggregate {
+        let sw = Switched::with_far_host(2).unwrap();
+        let far = sw.far.clone().unwrap();
+        // The switch's namespace becomes DPDK's: its ports leave the bridge.
+        for port in sw.ports.iter().chain(["swh".to_string()].iter()) {
+            set_link(&sw.switch, port, "nomaster");
+        }
+        finished_frames_only(&sw.host);
+        finished_frames_only(&far);
+        neighbour(&sw.host, &far);
+        neighbour(&far, &sw.host);
+        let fwd = start_lacp_fwd(&sw.bonded, &sw.members, "fast", extra);
+        let mut pmd = Testpmd::start(&sw.switch, "swh", &sw.ports);
+        // Without dedicated queues DPDK's mode 4 sends its LACPDUs from the application's
+        // transmit calls, and testpmd's io forwarding makes them only for packets it
+        // received: a steady trickle into its host port keeps DPDK's LACP speaking (its
+        // guide asks the application to transmit at least every 100 ms).
+        let trickle = KillOnDrop::new(
+            sw.host
+                .ns
+                .command("ping")
+                .args(["-q", "-i", "0.02", &far.ip.to_string()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let (m0, m1) = (&sw.members[0], &sw.members[1]);
+        // Both sides distribute on both members within 5 s of the first LACPDU.
+        let heard = wait_for(Duration::from_secs(30), || {
+            let view = our_view(&sw.bonded);
+            [m0, m1].iter().all(|m| {
+                let line = member_lacp(&view, m);
+                !line.is_empty() && !line.contains("pdus in 0 ")
+            })
+        })
+        .unwrap_or_else(|| panic!("DPDK's LACPDUs reach the bond: {}", pmd.output()));
+        // We distribute only once DPDK says it is in sync: both sides are there then.
+        // Bounds for a stuck negotiation only: how fast the machines converge is tested on
+        // virtual time (xskit-bond's LACP tests), and a busy host only slows them.
+        let both = wait_for(Duration::from_secs(60), || {
+            let view = our_view(&sw.bonded);
+            distributes(&view, m0) && distributes(&view, m1)
+        });
+        let dpdk = wait_for(Duration::from_secs(60), || {
+            let info = pmd.lacp_info();
+            Testpmd::distributes(&info, 1) && Testpmd::distributes(&info, 2)
+        });
+        let view = our_view(&sw.bonded);
+        let info = pmd.lacp_info();
+        println!("xskit's view:\n{view}\nDPDK's view:\n{info}");
+        let both = both.expect("xskit distributes on both members");
+        assert!(dpdk.is_some(), "DPDK distributes on both members");
+        Aggregate {
+            sw,
+            far,
+            fwd,
+            pmd,
+            trickle,
+            heard,
+            both,
+        }
+    }
+}
+
 #[test]
 fn lacp_interoperates_with_dpdks_bonding_pmd_in_mode_4() {
     if !privileged() {
         return;
     }
     let _one = one_at_a_time();
-    let sw = Switched::with_far_host(2).unwrap();
-    let far = sw.far.clone().unwrap();
-    // The switch's namespace becomes DPDK's: its ports leave the bridge.
-    for port in sw.ports.iter().chain(["swh".to_string()].iter()) {
-        set_link(&sw.switch, port, "nomaster");
-    }
-    finished_frames_only(&sw.host);
-    finished_frames_only(&far);
-    neighbour(&sw.host, &far);
-    neighbour(&far, &sw.host);
-    let fwd = start_lacp_fwd(&sw.bonded, &sw.members, "fast");
-    let mut pmd = Testpmd::start(&sw.switch, "swh", &sw.ports);
-    // Without dedicated queues DPDK's mode 4 sends its LACPDUs from the application's
-    // transmit calls, and testpmd's io forwarding makes them only for packets it received:
-    // a steady trickle into its host port keeps DPDK's LACP speaking (its guide asks the
-    // application to transmit at least every 100 ms).
-    let _trickle = KillOnDrop::new(
-        sw.host
-            .ns
-            .command("ping")
-            .args(["-q", "-i", "0.02", &far.ip.to_string()])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let Aggregate {
+        sw,
+        far,
+        fwd,
+        mut pmd,
+        trickle: _trickle,
+        heard,
+        both,
+    } = Aggregate::up(&[]);
     let (m0, m1) = (&sw.members[0], &sw.members[1]);
-
-    // Both sides distribute on both members within 5 s of the first LACPDU.
-    let heard = wait_for(Duration::from_secs(30), || {
-        let view = our_view(&sw.bonded);
-        [m0, m1].iter().all(|m| {
-            let line = member_lacp(&view, m);
-            !line.is_empty() && !line.contains("pdus in 0 ")
-        })
-    })
-    .unwrap_or_else(|| panic!("DPDK's LACPDUs reach the bond: {}", pmd.output()));
-    // We distribute only once DPDK says it is in sync: both sides are there then.
-    // Bounds for a stuck negotiation only: how fast the machines converge is tested on
-    // virtual time (xskit-bond's LACP tests), and a busy host only slows them.
-    let both = wait_for(Duration::from_secs(60), || {
-        let view = our_view(&sw.bonded);
-        distributes(&view, m0) && distributes(&view, m1)
-    });
-    let dpdk = wait_for(Duration::from_secs(60), || {
-        let info = pmd.lacp_info();
-        Testpmd::distributes(&info, 1) && Testpmd::distributes(&info, 2)
-    });
     let view = our_view(&sw.bonded);
-    let info = pmd.lacp_info();
-    println!("xskit's view:\n{view}\nDPDK's view:\n{info}");
-    let both = both.expect("xskit distributes on both members");
-    assert!(dpdk.is_some(), "DPDK distributes on both members");
     println!("both sides distributing {both:?} after the first LACPDU (at {heard:?})");
     assert!(
         member_lacp(&view, m0).contains("partner system 65535,"),
@@ -427,6 +465,66 @@ fn lacp_interoperates_with_dpdks_bonding_pmd_in_mode_4() {
         "every LACPDU came through the XDP filter's pass: {member}"
     );
     assert_eq!(member["bad_pdus"], 0, "{member}");
+}
+
+/// A forwarder with an 802.3ad bond is taken over while DPDK's bonding PMD is its partner:
+/// the successor carries the LACP machines on where they were, so neither side ever stops
+/// distributing and 800 pings through the bond across the takeover all come back. (A
+/// successor that started its LACP afresh would leave the aggregate for its wait, and the
+/// pings meanwhile would be lost.)
+#[test]
+fn a_takeover_keeps_the_aggregate_with_dpdks_bonding_pmd() {
+    if !privileged() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let run = RunDir::new("lacp-takeover");
+    std::fs::create_dir_all(&run.0).unwrap();
+    let control = run.0.join("fwd.sock");
+    let control = control.to_str().unwrap();
+    let mut agg = Aggregate::up(&["--control", control]);
+    let pings = KillOnDrop::new(
+        agg.sw
+            .host
+            .ns
+            .command("ping")
+            .args(["-q", "-i", "0.01", "-c", "800", &agg.far.ip.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let next = start_lacp_fwd(
+        &agg.sw.bonded,
+        &agg.sw.members,
+        "fast",
+        &["--control", control, "--takeover"],
+    );
+    let before = json_of(std::mem::replace(&mut agg.fwd, next).take());
+    assert!(before["handed_to"].is_u64(), "{before}");
+    let out = pings.take().wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let view = our_view(&agg.sw.bonded);
+    let info = agg.pmd.lacp_info();
+    println!("pings across the takeover: {said}\nxskit's view:\n{view}\nDPDK's view:\n{info}");
+    assert!(
+        said.contains("800 packets transmitted, 800 received"),
+        "{said}"
+    );
+    let (m0, m1) = (&agg.sw.members[0], &agg.sw.members[1]);
+    assert!(distributes(&view, m0) && distributes(&view, m1), "{view}");
+    assert!(Testpmd::distributes(&info, 1) && Testpmd::distributes(&info, 2));
+    let after = stop_fwd(agg.fwd);
+    let lacp =
+        |r: &serde_json::Value| r["counters"]["ports"][0]["bond"]["members"][0]["lacp"].clone();
+    let (was, now) = (lacp(&before), lacp(&after));
+    assert!(
+        now["pdus_in"].as_u64() > was["pdus_in"].as_u64(),
+        "the successor counted on: {was} then {now}"
+    );
+    assert_eq!(
+        now["state_changes"], was["state_changes"],
+        "no state changed: {now}"
+    );
 }
 
 /// The guest's script: a Linux 802.3ad bond (lacp_rate RATE, layer3+4) of its two NICs at
@@ -529,7 +627,7 @@ fn guest_lacp(rate: &str) -> Option<GuestLacp> {
     let far = FarHost::new(guest.ns()).unwrap();
     let ns = guest.ns().clone();
     let taps = guest.taps().to_vec();
-    let fwd = start_lacp_fwd(&ns, &taps, rate);
+    let fwd = start_lacp_fwd(&ns, &taps, rate, &[]);
     let _servers: Vec<KillOnDrop> = ["5401", "5402", "5403", "5404"]
         .iter()
         .map(|port| {

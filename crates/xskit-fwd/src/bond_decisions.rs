@@ -7,7 +7,7 @@
 use xskit_bond::{LinkSpeed, PrimaryReselect};
 
 /// The members' states and the active member, with the changes counted.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct BondDecisions {
     carrier: Vec<bool>,
     /// Per member, whether its ARP targets answer (None: not monitored).

@@ -122,6 +122,20 @@ impl BondIo for RealBondIo {
     }
 }
 
+/// What a bond's controller hands to the controller of a forwarder taking over, read while
+/// neither runs it: its decisions, ARP monitor and LACP machines, so that the successor goes
+/// on where it stopped and the partners see nothing change.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct HandedBond {
+    decisions: BondDecisions,
+    /// The ARP monitor, and the time to its next check.
+    arp: Option<(xskit_bond::ArpMonitor, Duration)>,
+    lacp: Option<LacpControl>,
+    /// The handing controller's clock when it was read.
+    at: Duration,
+    announce_errors: u64,
+}
+
 /// ARP monitoring's running part: the decisions, and when the next check is.
 #[derive(Debug)]
 struct ArpRuntime {
@@ -233,6 +247,47 @@ impl<I: BondIo> BondRuntime<I> {
         let (up, active) = (self.decisions.up(), self.decisions.active());
         tracing::info!(bond = %self.name, ?up, ?active, "bond members changed");
         self.control.publish(up, active);
+    }
+
+    /// What a successor's controller carries on with ([`BondRuntime::carry_on`]): read once
+    /// this one has stopped.
+    pub(crate) fn handed(&self) -> HandedBond {
+        let now = self.io.now();
+        HandedBond {
+            decisions: self.decisions.clone(),
+            arp: self
+                .arp
+                .as_ref()
+                .map(|a| (a.monitor.clone(), a.next_check.saturating_sub(now))),
+            lacp: self.lacp.clone(),
+            at: now,
+            announce_errors: self.announce_errors,
+        }
+    }
+
+    /// Carries on from `handed`, read `ago` before now by the controller of the forwarder
+    /// this one takes over from, on the same bond: its decisions, ARP monitor and LACP
+    /// machines (every timer running out when it would have), then publishes them. What the
+    /// members' slow-protocol sockets hold is dropped: the other controller took it in.
+    pub(crate) fn carry_on(&mut self, handed: HandedBond, ago: Duration) -> Result<()> {
+        let then = self.io.now().saturating_sub(ago);
+        if let (Some(ours), Some(theirs)) = (self.lacp.as_mut(), handed.lacp) {
+            ours.carry_on(theirs, millis(handed.at), millis(then))
+                .map_err(Error::Bond)?;
+        }
+        if let (Some(ours), Some((monitor, next))) = (self.arp.as_mut(), handed.arp) {
+            ours.monitor = monitor;
+            ours.next_check = then + next;
+        }
+        let mut buf = [0u8; 256];
+        for member in 0..self.member_macs.len() {
+            while self.io.recv(member, &mut buf).is_some() {}
+        }
+        self.decisions = handed.decisions;
+        self.announce_errors = handed.announce_errors;
+        let (up, active) = (self.decisions.up(), self.decisions.active());
+        self.control.publish(up, active);
+        Ok(())
     }
 
     /// Waits up to `timeout` for link changes and publishes them; true if any came.

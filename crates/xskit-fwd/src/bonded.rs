@@ -464,6 +464,12 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
             Side::Bond(b) => b.port.tx_in_flight(),
         }
     }
+    fn ledgers(&self) -> Vec<(usize, usize)> {
+        match self {
+            Side::One(p) => p.ledgers(),
+            Side::Bond(b) => b.port.ledgers(),
+        }
+    }
     fn flush(&mut self) -> xskit_pipeline::Result<()> {
         on_side!(self, p => p.flush())
     }

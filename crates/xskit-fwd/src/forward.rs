@@ -702,6 +702,12 @@ impl<K: Kernel> Forwarding<K> {
     /// Waits up to `timeout` for the bonds' link changes and hands them to the workers (a
     /// plain sleep without bonds).
     fn watch_bonds(&mut self, timeout: Duration) -> Result<()> {
+        if self.paused_since.is_some() {
+            // Paused for a successor, which has the controllers' state as it was: they stop
+            // here so that what the partners hear goes on from that.
+            std::thread::sleep(timeout);
+            return Ok(());
+        }
         let mut wait = timeout;
         let (mut any, mut changed) = (false, false);
         for (side, bond) in self.bonds.iter_mut().enumerate() {

@@ -97,6 +97,17 @@ pub struct HandedSocket {
     pub rings: [u32; 4],
 }
 
+impl HandedState {
+    /// The devices whose links come, in order.
+    pub fn devices(&self) -> &[String] {
+        if self.devices.is_empty() {
+            &self.interfaces
+        } else {
+            &self.devices
+        }
+    }
+}
+
 /// What a forwarder tells its successor beside the descriptors.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandedState {
@@ -114,6 +125,13 @@ pub struct HandedState {
     pub sockets: Vec<HandedSocket>,
     /// The generation of its rules when it handed over.
     pub rules_generation: u64,
+    /// The devices its programs are attached to, in order (a bond's members in the bond's
+    /// place): each one's link descriptor comes in this order. Its interfaces where empty.
+    #[serde(default)]
+    pub devices: Vec<String>,
+    /// Its bonds, each as [`bond_shape`] says it: a successor runs the same.
+    #[serde(default)]
+    pub bonds: Vec<String>,
     /// What its filters carry to the successor's (their maps' descriptors come last, in
     /// this order); none from a forwarder that carries nothing.
     #[serde(default)]
@@ -122,7 +140,7 @@ pub struct HandedState {
 
 /// Where the frames are once the forwarder handing over has paused its workers: what only
 /// the pause can tell.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PausedState {
     /// UMEM offsets of the frames no ring holds.
     pub free: Vec<u64>,
@@ -132,6 +150,26 @@ pub struct PausedState {
     /// What each rule counted in user space (the kernel's counts come with its maps).
     #[serde(default)]
     pub rules: Vec<crate::carry::CarriedUserCounts>,
+    /// Per side, its bond's controller as it stopped (none for a plain interface).
+    #[serde(default)]
+    pub bonds: Vec<Option<HandedBond>>,
+    /// CLOCK_MONOTONIC when the bonds were read, in ns: the successor's controllers go on
+    /// from then.
+    #[serde(default)]
+    pub at_ns: u64,
+}
+
+pub use crate::bond_runtime::HandedBond;
+
+/// A bond as the forwarder handing over and its successor must agree on it: its name, mode
+/// and members.
+pub fn bond_shape(bond: &crate::BondConfig) -> String {
+    format!(
+        "{} ({} over {})",
+        bond.name,
+        bond.mode.name(),
+        bond.members.join(", ")
+    )
 }
 
 /// A handover as the forwarder handing over gives it: its state and its descriptors (the
@@ -161,8 +199,9 @@ impl Inherited {
     pub fn new(state: HandedState, fds: Vec<OwnedFd>) -> Result<Self> {
         let carried = state.carried.as_ref();
         let maps = carried.map_or(0, crate::carry::CarriedRules::descriptors);
-        let want = 1 + state.interfaces.len() + state.sockets.len() + maps;
-        if fds.len() != want || carried.is_some_and(|c| c.filters.len() != state.interfaces.len()) {
+        let devices = state.devices().len();
+        let want = 1 + devices + state.sockets.len() + maps;
+        if fds.len() != want || carried.is_some_and(|c| c.filters.len() != devices) {
             return Err(Error::TakeOver {
                 reason: format!(
                     "the forwarder handed over {} descriptors where its state names {want}",
@@ -172,7 +211,7 @@ impl Inherited {
         }
         let mut fds = fds.into_iter();
         let umem = fds.next().expect("counted above");
-        let links = fds.by_ref().take(state.interfaces.len()).collect();
+        let links = fds.by_ref().take(devices).collect();
         let sockets = fds.by_ref().take(state.sockets.len()).collect();
         let maps = carried
             .map(|c| &c.filters[..])
@@ -233,11 +272,22 @@ impl Inherited {
                 config.mode
             ));
         }
-        if !config.bonds.is_empty() || config.tap.is_some() {
+        let bonds: Vec<String> = config.bonds.iter().map(bond_shape).collect();
+        if bonds != s.bonds {
+            let list = |b: &[String]| match b {
+                [] => "no bond".to_string(),
+                b => b.join("; "),
+            };
+            return refuse(format!(
+                "it runs {}, this forwarder was given {}: give the same bonds (their other \
+                 settings may change)",
+                list(&s.bonds),
+                list(&bonds)
+            ));
+        }
+        if config.tap.is_some() {
             return refuse(
-                "a bond's LACP and link state and a TAP device are not handed over: restart a \
-                 forwarder with bonds or --tap instead"
-                    .into(),
+                "a TAP device is not handed over: restart a forwarder with --tap instead".into(),
             );
         }
         Ok(())
@@ -332,6 +382,8 @@ mod tests {
             },
             sockets: Vec::new(),
             rules_generation: 1,
+            devices: Vec::new(),
+            bonds: Vec::new(),
             carried: None,
         }
     }
@@ -400,6 +452,32 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not handed over"));
+    }
+
+    #[test]
+    fn a_successor_runs_the_same_bonds() {
+        let bond = crate::BondConfig::new("b0", ["a", "b"], xskit_bond::BondMode::ActiveBackup);
+        let mut s = state();
+        s.interfaces = vec!["b0".into()];
+        s.devices = vec!["a".into(), "b".into()];
+        s.bonds = vec![bond_shape(&bond)];
+        let i = Inherited::new(s, fds(3)).unwrap();
+        assert_eq!(i.links.len(), 2, "a link per member");
+        let mut c = config(&["b0"]);
+        c.bonds = vec![bond.clone()];
+        assert!(i.check(&c).is_ok());
+        c.bonds = vec![crate::BondConfig::new(
+            "b0",
+            ["a"],
+            xskit_bond::BondMode::ActiveBackup,
+        )];
+        let e = i.check(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("b0 (active-backup over a, b)") && e.contains("same bonds"),
+            "{e}"
+        );
+        c.bonds.clear();
+        assert!(i.check(&c).unwrap_err().to_string().contains("no bond"));
     }
 
     #[test]

@@ -224,7 +224,7 @@ impl<P: SidePort> Worker<P> {
         self.chains.drain(&mut self.raw);
         self.pool.free(&mut self.raw);
         self.pool.spill();
-        let held = self.ports.iter().map(P::ledger).collect();
+        let held = self.ports.iter().flat_map(P::ledgers).collect();
         self.pause.paused(self.index, held);
         loop {
             match self.pause.decided() {

@@ -75,6 +75,12 @@ pub trait PipelinePort {
         (self.in_flight() - tx, tx)
     }
 
+    /// [`PipelinePort::ledger`] of each socket under this port, in order: one for a port
+    /// over one socket, one per member for a port over several (a bond).
+    fn ledgers(&self) -> Vec<(usize, usize)> {
+        vec![self.ledger()]
+    }
+
     /// Pushes queued transmits out (a wakeup), for a worker draining before it stops.
     fn flush(&mut self) -> Result<()> {
         Ok(())

@@ -42,6 +42,7 @@ pub mod state {
 
 /// One end of a link as a LACPDU describes it (the actor's or the partner's information).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PortInfo {
     /// System priority (lower is preferred).
     pub system_priority: u16,

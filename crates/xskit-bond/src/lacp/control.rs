@@ -47,7 +47,7 @@ impl SlowFrames for SlowSockets {
 
 /// A bond's LACP at work: the machines, the members that distribute, and the frames that
 /// could not be sent.
-#[derive(Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct LacpControl {
     lacp: Lacp,
     distributing: Vec<bool>,
@@ -105,5 +105,17 @@ impl LacpControl {
     /// The machines' state.
     pub fn lacp(&self) -> &Lacp {
         &self.lacp
+    }
+
+    /// Carries on from `handed`, the LACP of the same bond in a process that hands its
+    /// members over (a forwarder taking over), read at `handed_ms` of its clock; this one's
+    /// clock reads `now_ms`. Every machine goes on where it was and every timer runs out when
+    /// it would have, so the partners see nothing change. Refused, this one unchanged, when
+    /// `handed` is another bond's (other settings, members or system).
+    pub fn carry_on(&mut self, handed: LacpControl, handed_ms: u64, now_ms: u64) -> Result<()> {
+        self.lacp.carry_on(handed.lacp, handed_ms, now_ms)?;
+        self.distributing = handed.distributing;
+        self.send_errors = handed.send_errors;
+        Ok(())
     }
 }

@@ -27,7 +27,7 @@ use crate::LinkSpeed;
 pub const FRAME_LEN: usize = 14 + wire::PDU_LEN;
 
 /// How often the partner is asked to send (`lacp_rate`): our timeout, its period.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LacpRate {
     /// Every 30 s; the partner is timed out after 90 s.
     #[default]
@@ -37,7 +37,7 @@ pub enum LacpRate {
 }
 
 /// How the active aggregator is chosen (`ad_select`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AdSelect {
     /// The active aggregator stays while it has members (and a partner, when another has
     /// one); otherwise the one of most bandwidth.
@@ -50,7 +50,7 @@ pub enum AdSelect {
 }
 
 /// A bond's 802.3ad settings, named as Linux's bonding options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct LacpConfig {
     /// `lacp_rate`.
@@ -164,7 +164,7 @@ pub enum Received {
 }
 
 /// A bond's LACP: the members' machines and the selection over them.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Lacp {
     config: LacpConfig,
     ports: Vec<Port>,
@@ -174,6 +174,34 @@ pub struct Lacp {
 }
 
 impl Lacp {
+    /// Its timers, set on a clock that reads `from` now, moved to one that reads `to` now.
+    fn shift_clock(&mut self, from: u64, to: u64) {
+        for port in &mut self.ports {
+            port.shift_clock(from, to);
+        }
+    }
+
+    /// Carries on from `handed`, the same bond's LACP in another process, read at
+    /// `handed_ms` of that process's clock, the instant this one's read `now_ms`: every
+    /// machine goes on where it was, every timer runs out when it would have. Refused, this
+    /// one unchanged, when `handed` is another bond's (other settings, members or system).
+    pub fn carry_on(&mut self, mut handed: Lacp, handed_ms: u64, now_ms: u64) -> crate::Result<()> {
+        let system = |l: &Lacp| l.ports.first().map(|p| p.actor.system);
+        if self.config != handed.config
+            || self.macs != handed.macs
+            || system(self) != system(&handed)
+        {
+            return Err(crate::Error::LacpConfig {
+                reason: "the LACP handed over is another bond's (other settings, members or \
+                         system): start the forwarder without --takeover"
+                    .into(),
+            });
+        }
+        handed.shift_clock(handed_ms, now_ms);
+        *self = handed;
+        Ok(())
+    }
+
     /// LACP for members with MAC addresses `macs` (in member order), links down, the
     /// system being `system` (the bond's MAC address).
     pub fn new(config: LacpConfig, system: [u8; 6], macs: &[[u8; 6]]) -> Self {

@@ -19,7 +19,7 @@ pub const AGGREGATE_WAIT_MS: u64 = 2_000;
 pub const MAX_PDUS_PER_SECOND: usize = 3;
 
 /// Whether a member is attached to an aggregator (`Selected`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Selected {
     /// Not attached; the selection logic will choose.
     #[default]
@@ -32,7 +32,7 @@ pub enum Selected {
 
 /// The mux machine's states (802.1AX 5.4.15, coupled control: collecting and
 /// distributing go together).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MuxState {
     /// Not attached to an aggregator.
     Detached,
@@ -82,7 +82,7 @@ impl Selected {
 }
 
 /// One member's LACP counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortCounters {
     /// LACPDUs received and taken.
     pub pdus_in: u64,
@@ -99,7 +99,7 @@ pub struct PortCounters {
 }
 
 /// The receive machine's states (802.1AX 5.4.12).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RxState {
     /// Starting over: partner defaulted, unselected.
     Initialize,
@@ -116,7 +116,7 @@ pub enum RxState {
 }
 
 /// One member's LACP state: what it says of itself, what it knows of its partner.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Port {
     /// This end, as its PDUs describe it (Actor_Oper).
     pub actor: PortInfo,
@@ -170,7 +170,30 @@ fn set_bit(info: &mut PortInfo, flag: u8, on: bool) {
     }
 }
 
+/// `at`, a time on a clock that reads `from` now, on a clock that reads `to` now; a time
+/// before the second clock began is its beginning (a PDU sent then counts against the rate
+/// limit a little longer).
+fn shifted(at: u64, from: u64, to: u64) -> u64 {
+    let at = i128::from(at) - i128::from(from) + i128::from(to);
+    u64::try_from(at.max(0)).unwrap_or(u64::MAX)
+}
+
 impl Port {
+    /// Its timers, set on a clock that reads `from` now, moved to a clock that reads `to`
+    /// now: each runs out when it would have.
+    pub(crate) fn shift_clock(&mut self, from: u64, to: u64) {
+        for timer in [
+            &mut self.current_until,
+            &mut self.wait_until,
+            &mut self.periodic_until,
+        ]
+        .into_iter()
+        .chain(self.sent.iter_mut())
+        {
+            *timer = timer.map(|at| shifted(at, from, to));
+        }
+    }
+
     /// A member that says `actor` of itself and assumes `partner_admin` until it hears
     /// better; LACP on, link down, receive machine in INITIALIZE then PORT_DISABLED.
     pub fn new(actor: PortInfo, partner_admin: PortInfo) -> Self {

@@ -400,3 +400,64 @@ fn the_settings_are_checked_as_linux_checks_them() {
         .is_err());
     assert!(LacpConfig::default().min_links(9).validate().is_err());
 }
+
+/// Each of bond `b`'s ports' state changes so far.
+fn state_changes(net: &Net, b: usize) -> Vec<u64> {
+    net.bonds[b]
+        .ports()
+        .iter()
+        .map(|p| p.counters.state_changes)
+        .collect()
+}
+
+/// Bond 0 handed to a new process after `pause` ms in which neither runs it, carried on
+/// (`carry`) or started afresh; then ten seconds more. Whether every member distributed on
+/// both sides throughout, and the partner's ports' state changes meanwhile.
+fn hand_bond_over(carry: bool, pause: u64) -> (bool, Vec<u64>) {
+    let mut net = pair(fast(), fast());
+    net.run_until(10_000, all_distributing).unwrap();
+    net.run_to(net.now + 5_000);
+    let before = state_changes(&net, 1);
+    let (handed, at) = (net.bonds[0].clone(), net.now);
+    // The old process is paused, then gone: what it would send is lost.
+    net.silent[0] = true;
+    net.run_to(at + pause);
+    let mut successor = bond(1, 2, fast());
+    for m in 0..2 {
+        successor.set_link(m, true, TEN_G, net.now);
+    }
+    if carry {
+        // One clock here: the handed state was read at `at` of both.
+        successor.carry_on(handed, at, at).unwrap();
+    }
+    net.bonds[0] = successor;
+    net.silent[0] = false;
+    let broke = net.run_until(net.now + 10_000, |n| !all_distributing(n));
+    let changes = state_changes(&net, 1);
+    let changed = changes.iter().zip(&before).map(|(a, b)| a - b).collect();
+    (broke.is_none(), changed)
+}
+
+#[test]
+fn a_bond_carried_on_by_another_process_goes_on_as_if_nothing_happened() {
+    assert_eq!(hand_bond_over(true, 300), (true, vec![0, 0]));
+    // A pause near the partner's timeout (3 s fast, from the last PDU up to 1 s before).
+    assert_eq!(hand_bond_over(true, 1_900), (true, vec![0, 0]));
+    // Started afresh, the successor leaves the aggregate until the wait is over.
+    assert!(!hand_bond_over(false, 300).0);
+}
+
+#[test]
+fn timers_move_between_clocks_and_another_bonds_state_is_refused() {
+    let mut net = pair(fast(), fast());
+    net.run_until(10_000, all_distributing).unwrap();
+    let original = net.bonds[0].clone();
+    let mut moved = original.clone();
+    moved.shift_clock(net.now, net.now + 1_000_000);
+    moved.shift_clock(net.now + 1_000_000, net.now);
+    assert_eq!(format!("{moved:?}"), format!("{original:?}"));
+    let mut other = bond(3, 2, fast());
+    let e = other.carry_on(original, 0, 0).unwrap_err().to_string();
+    assert!(e.contains("another bond's"), "{e}");
+    assert_eq!(format!("{other:?}"), format!("{:?}", bond(3, 2, fast())));
+}

@@ -28,6 +28,8 @@ struct FakeIo {
     /// Members whose frames are lost on the way out (the send fails).
     cut: Vec<bool>,
     partner: Lacp,
+    /// How far the partner's clock is ahead of this one (a controller that took over).
+    partner_ahead: Duration,
     to_partner: Vec<VecDeque<Vec<u8>>>,
     from_partner: Vec<VecDeque<Vec<u8>>>,
 }
@@ -50,6 +52,7 @@ impl FakeIo {
             announce_works: true,
             cut: vec![false; members],
             partner,
+            partner_ahead: Duration::ZERO,
             to_partner: vec![VecDeque::new(); members],
             from_partner: vec![VecDeque::new(); members],
         }
@@ -57,7 +60,7 @@ impl FakeIo {
 
     /// The partner takes what was sent to it and answers, at the current time.
     fn exchange(&mut self) {
-        let now = millis(self.now);
+        let now = millis(self.now + self.partner_ahead);
         for m in 0..self.to_partner.len() {
             while let Some(frame) = self.to_partner[m].pop_front() {
                 if let Received::MarkerResponse(r) = self.partner.receive(m, &frame, now) {
@@ -347,4 +350,123 @@ fn the_report_names_the_active_member_only_under_active_backup_and_the_policy_on
     assert_eq!((count.active, count.failovers), (None, 0));
     assert_eq!(count.xmit_hash_policy, Some("layer2+3"));
     assert_eq!(count.link_changes, 1);
+}
+
+/// The controller of a forwarder taking over, started `started_ago` before the handover on
+/// a clock of its own, the partner and whatever it has sent moved to it; carried on from
+/// `bond` after a pause of `pause`.
+fn successor_of(
+    bond: BondRuntime<FakeIo>,
+    config: &BondConfig,
+    started_ago: Duration,
+    pause: Duration,
+) -> BondRuntime<FakeIo> {
+    let handed = bond.handed();
+    let mut io = FakeIo::new(bond.io.carrier.len());
+    io.now = started_ago + pause;
+    io.partner_ahead = bond.io.now + pause - io.now;
+    // Frames from the partner the successor's sockets also got, and the old one handled.
+    io.from_partner = bond.io.from_partner.clone();
+    io.partner = bond.io.partner;
+    let mut next = BondRuntime::new(config, io, None).unwrap();
+    next.carry_on(handed, pause).unwrap();
+    next
+}
+
+#[test]
+fn a_successor_carries_lacp_on_and_the_partner_sees_no_change() {
+    let mut bond = lacp_bond(2);
+    run_lacp(&mut bond, 5_000);
+    assert_eq!(published(&bond).0, vec![true, true]);
+    let pdus = bond.lacp_state(0).unwrap().pdus_in;
+    let partner_changes = |b: &BondRuntime<FakeIo>| -> Vec<u64> {
+        b.io.partner
+            .ports()
+            .iter()
+            .map(|p| p.counters.state_changes)
+            .collect()
+    };
+    let before = partner_changes(&bond);
+    let config = BondConfig::new(
+        "bond0",
+        ["m0", "m1"],
+        BondMode::Lacp {
+            policy: XmitHashPolicy::Layer34,
+        },
+    )
+    .lacp(LacpConfig::default().rate(LacpRate::Fast));
+    let mut next = successor_of(
+        bond,
+        &config,
+        Duration::from_secs(2),
+        Duration::from_millis(400),
+    );
+    assert_eq!(published(&next).0, vec![true, true], "distributing at once");
+    assert_eq!(next.lacp_state(0).unwrap().pdus_in, pdus, "counted on");
+    assert_eq!(run_lacp(&mut next, 10_000), 0, "never stopped distributing");
+    assert_eq!(
+        partner_changes(&next),
+        before,
+        "the partner saw nothing change"
+    );
+    assert!(next.lacp_state(0).unwrap().pdus_in > pdus + 5);
+}
+
+#[test]
+fn a_successor_keeps_the_active_member_and_the_failovers() {
+    let mut bond = BondRuntime::new(&active_backup(), FakeIo::new(2), Some(ADDRESS)).unwrap();
+    bond.io.changes.push_back(change(0, false));
+    bond.poll(Duration::ZERO).unwrap();
+    bond.io.changes.push_back(change(0, true));
+    bond.poll(Duration::ZERO).unwrap();
+    assert_eq!(
+        published(&bond),
+        (vec![true, true], Some(1)),
+        "no primary: 1 stays"
+    );
+    assert_eq!(bond.io.announced.len(), 1);
+    let mut next = successor_of(bond, &active_backup(), Duration::ZERO, Duration::ZERO);
+    assert_eq!(
+        published(&next),
+        (vec![true, true], Some(1)),
+        "not the first member, as a fresh start would have it"
+    );
+    assert_eq!((next.failovers(), next.link_changes()), (1, 2));
+    assert_eq!(
+        next.bond_mac(),
+        mac(1, 1),
+        "fail_over_mac active: member 1's"
+    );
+    assert!(
+        next.io.announced.is_empty(),
+        "nothing announced: nothing failed over"
+    );
+    next.io.changes.push_back(change(1, false));
+    next.poll(Duration::ZERO).unwrap();
+    assert_eq!(published(&next), (vec![true, false], Some(0)));
+    assert_eq!(next.failovers(), 2);
+}
+
+#[test]
+fn another_bonds_lacp_is_refused() {
+    let mut bond = lacp_bond(2);
+    run_lacp(&mut bond, 5_000);
+    let handed = bond.handed();
+    let mut other = BondRuntime::new(
+        &BondConfig::new(
+            "bond0",
+            ["m0", "m1"],
+            BondMode::Lacp {
+                policy: XmitHashPolicy::Layer34,
+            },
+        ),
+        FakeIo::new(2),
+        None,
+    )
+    .unwrap();
+    let e = other
+        .carry_on(handed, Duration::ZERO)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another bond's"), "{e}");
 }

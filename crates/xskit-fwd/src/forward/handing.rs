@@ -28,10 +28,8 @@ impl<K: Kernel> Forwarding<K> {
         if self.handed_to.is_some() {
             return refuse("handed over already");
         }
-        if self.bonds.iter().any(Option::is_some) || self.pass_to_tap {
-            return refuse(
-                "this forwarder runs a bond or a TAP device, whose state is not handed over",
-            );
+        if self.pass_to_tap {
+            return refuse("this forwarder runs a TAP device, which is not handed over");
         }
         let mut fds = vec![self.umem_fd()?];
         for filter in &self.filters {
@@ -90,6 +88,12 @@ impl<K: Kernel> Forwarding<K> {
             free: self.shared.addresses(),
             held: held.concat(),
             rules: self.user_rule_counts(),
+            bonds: self
+                .bonds
+                .iter()
+                .map(|b| b.as_ref().map(|(_, runtime)| runtime.handed()))
+                .collect(),
+            at_ns: xskit_os::monotonic_ns(),
         })
     }
 
@@ -126,9 +130,10 @@ impl<K: Kernel> Forwarding<K> {
     /// What the successor is told first.
     fn handed_state(&self) -> HandedState {
         let c = &self.socket_config;
+        let devices: Vec<String> = self.filters.iter().map(|f| f.name().to_string()).collect();
         let mut sockets = Vec::new();
         for cell in &self.cells {
-            for (socket, name) in cell.sockets.iter().zip(&self.names) {
+            for (socket, name) in cell.sockets.iter().zip(&devices) {
                 sockets.push(HandedSocket {
                     iface: name.clone(),
                     queue: socket.queue(),
@@ -149,6 +154,13 @@ impl<K: Kernel> Forwarding<K> {
             },
             sockets,
             rules_generation: self.generation.number,
+            devices,
+            bonds: self
+                .bonds
+                .iter()
+                .flatten()
+                .map(|(config, _)| crate::handover::bond_shape(config))
+                .collect(),
             carried: None,
         }
     }
@@ -227,10 +239,12 @@ impl Forwarding<RealKernel> {
         let Some(takeover) = self._kernel.takeover.as_mut() else {
             return Ok(());
         };
+        let paused = takeover.paused()?.clone();
         let inherited = &mut takeover.inherited;
         let pid = inherited.state.pid;
         let carried = inherited.state.carried.clone();
         let maps = std::mem::take(&mut inherited.maps);
+        self.carry_bonds(&paused)?;
         let same = carried.as_ref().is_some_and(|c| {
             c.filters
                 .iter()
@@ -251,9 +265,26 @@ impl Forwarding<RealKernel> {
         for ((filter, from), fds) in self.filters.iter().zip(&carried.filters).zip(maps) {
             filter.carry(from, fds, &moves)?;
         }
-        let user = takeover.paused()?.rules.clone();
-        self.carry_user_counts(&user);
+        self.carry_user_counts(&paused.rules);
         self.carried_rules = Some(moves.len());
+        Ok(())
+    }
+
+    /// Each bond's controller goes on from where the predecessor's stopped (its LACP
+    /// machines, ARP monitor, active member), and the filters are set as it says.
+    fn carry_bonds(&mut self, paused: &PausedState) -> Result<()> {
+        let ago = Duration::from_nanos(xskit_os::monotonic_ns().saturating_sub(paused.at_ns));
+        let mut any = false;
+        for (bond, handed) in self.bonds.iter_mut().zip(&paused.bonds) {
+            if let (Some((_, runtime)), Some(handed)) = (bond, handed) {
+                runtime.carry_on(handed.clone(), ago)?;
+                any = true;
+            }
+        }
+        if any {
+            self.program_filters()?;
+            self.publish_bond_macs();
+        }
         Ok(())
     }
 
