@@ -44,6 +44,8 @@ struct Shared {
     /// What applies rules, once the forwarder runs.
     changer: Mutex<Option<RuleChanger>>,
     big_reads: tokio::sync::Semaphore,
+    /// Descriptors handed to a successor beside the forwarder's, by name.
+    extra: Mutex<Vec<(&'static str, std::os::fd::OwnedFd)>>,
 }
 
 type Latest = Arc<Shared>;
@@ -92,6 +94,7 @@ impl ControlServer {
             latest: Mutex::new(None),
             changer: Mutex::new(None),
             big_reads: tokio::sync::Semaphore::new(BIG_READS),
+            extra: Mutex::new(Vec::new()),
         });
         events.spawn(accept_all(listener, Arc::clone(&latest)));
         Ok(ControlServer {
@@ -122,6 +125,24 @@ impl ControlServer {
     /// the successor's socket.
     pub(crate) fn leave_to_successor(&mut self) {
         self.handed_over = true;
+    }
+
+    /// Hands `fd` (another descriptor of it) to a successor as `name`, beside the
+    /// forwarder's: a listening socket it serves on, so that none is refused meanwhile.
+    pub(crate) fn hand_also(
+        &self,
+        name: &'static str,
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<()> {
+        let fd = fd
+            .try_clone_to_owned()
+            .with_context(|| format!("keeping the {name} socket for a successor"))?;
+        self.latest
+            .extra
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name, fd));
+        Ok(())
     }
 
     /// Takes applies from now on, through `changer`.
@@ -336,8 +357,21 @@ async fn hand_over(
     let Ok(stream) = stream else {
         return;
     };
+    let extra: Vec<(&'static str, std::os::fd::OwnedFd)> = shared
+        .extra
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(|(name, fd)| Some((*name, fd.try_clone().ok()?)))
+        .collect();
     let served = tokio::task::spawn_blocking(move || match changer {
-        Some(changer) => xskit_fwd::control::serve_handover(stream, &changer),
+        Some(changer) => {
+            let extra: Vec<_> = extra
+                .iter()
+                .map(|(name, fd)| (*name, std::os::fd::AsFd::as_fd(fd)))
+                .collect();
+            xskit_fwd::control::serve_handover(stream, &changer, &extra)
+        }
         None => {
             let refusal = Response::refusal("this forwarder is not running yet");
             let _ = xskit_os::fdpass::send_fds(std::os::fd::AsFd::as_fd(&stream), &[]);

@@ -821,7 +821,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         (live, forwarder, control, no_control)
     };
     if let Some(control) = &control {
-        control.take_applies(forwarder.rule_changer());
+        serve_control(control, &forwarder, &live)?;
     }
     Reload {
         path: args.rules.clone(),
@@ -844,13 +844,7 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
     let (modes, promiscuous) = (forwarder.modes(), forwarder.promiscuous());
     let warnings = forwarder.warnings().to_vec();
     let report = forward(args, forwarder, &stop, interval, (&live, control.as_ref()))?;
-    // Handed over, the service goes on in the successor.
-    if report.handed_to.is_none() {
-        crate::service::stopping();
-        note_kept(args);
-    } else if let Some(control) = &mut control {
-        control.leave_to_successor();
-    }
+    ended(args, &report, &live, control.as_mut());
     let captured = finish_capture(args, capture)?;
     if args.run.json_output() {
         crate::opts::print_json(
@@ -868,6 +862,40 @@ pub(crate) fn run(args: &FwdArgs) -> Result<i32> {
         print_report(&report);
     }
     Ok(exit_status(args, &report))
+}
+
+/// The control socket takes applies for `forwarder`, and hands the metrics' socket to a
+/// successor with the forwarder's.
+fn serve_control(
+    control: &ControlServer,
+    forwarder: &Forwarder,
+    live: &crate::opts::Live,
+) -> Result<()> {
+    control.take_applies(forwarder.rule_changer());
+    if let Some(metrics) = live.metrics_listener() {
+        control.hand_also("metrics", metrics)?;
+    }
+    Ok(())
+}
+
+/// After the run: says it stops (to the service manager, and what stays in the kernel), or,
+/// handed over, leaves the metrics' and control sockets to the successor, where the service
+/// goes on.
+fn ended(
+    args: &FwdArgs,
+    report: &xskit_fwd::Report,
+    live: &crate::opts::Live,
+    control: Option<&mut ControlServer>,
+) {
+    if report.handed_to.is_none() {
+        crate::service::stopping();
+        note_kept(args);
+        return;
+    }
+    live.leave_metrics_to_successor();
+    if let Some(control) = control {
+        control.leave_to_successor();
+    }
 }
 
 /// The error of a set-up, with the flags to look at.
@@ -892,8 +920,9 @@ type Started = (
 /// port is free.
 fn take_over(args: &FwdArgs, config: ForwardConfig, group: Option<u32>) -> Result<Started> {
     let path = control_path(args).context("--takeover")?;
-    let (client, inherited) = xskit_fwd::control::HandoverClient::request(&path)
+    let (client, mut inherited) = xskit_fwd::control::HandoverClient::request(&path)
         .with_context(|| format!("--takeover: asking the forwarder at {}", path.display()))?;
+    let metrics = inherited.take_extra("metrics");
     let predecessor = inherited.state().pid;
     let forwarder = Forwarder::take_over(config, inherited, client).map_err(|e| {
         setting_up(args, e).context(format!(
@@ -903,7 +932,7 @@ fn take_over(args: &FwdArgs, config: ForwardConfig, group: Option<u32>) -> Resul
     })?;
     let mut live = args.run.live_without_metrics("fwd");
     let (control, no_control) = start_control(args, group, &mut live, true)?;
-    live.start_metrics_when_free(&args.run)?;
+    live.start_metrics_when_free(&args.run, metrics)?;
     match forwarder.carried_rules() {
         Some(rules) => note!(
             "xskit fwd: took over from forwarder {predecessor}, with the counters and rate-limit \

@@ -326,6 +326,8 @@ fn connection_limit() -> usize {
 pub(crate) struct MetricsServer {
     latest: Arc<Mutex<Value>>,
     endpoint: http::Endpoint,
+    /// Another descriptor of the listening socket, to hand to a successor.
+    listener: std::os::fd::OwnedFd,
 }
 
 impl std::fmt::Debug for MetricsServer {
@@ -350,6 +352,20 @@ impl MetricsServer {
                  127.0.0.1:0: port 0 picks a free one and prints it)"
             )
         })?;
+        Self::start_on(listener, addr, command, events)
+    }
+
+    /// Serves on `listener`, already listening (handed over by the forwarder this one took
+    /// over from); `addr` as `--metrics` gave it, for errors.
+    pub(crate) fn start_on(
+        listener: std::net::TcpListener,
+        addr: &str,
+        command: &'static str,
+        events: &crate::serve::EventLoop,
+    ) -> Result<MetricsServer> {
+        let handed = listener
+            .try_clone()
+            .map_err(|e| anyhow!("--metrics {addr}: cannot keep its socket ({e})"))?;
         let latest = Arc::new(Mutex::new(serde_json::json!({
             "command": command,
             "version": env!("CARGO_PKG_VERSION"),
@@ -363,7 +379,22 @@ impl MetricsServer {
         let limit = connection_limit();
         let endpoint = http::Endpoint::start(events, listener, Arc::new(render), limit)
             .map_err(|e| anyhow!("--metrics {addr}: cannot start serving ({e})"))?;
-        Ok(MetricsServer { latest, endpoint })
+        Ok(MetricsServer {
+            latest,
+            endpoint,
+            listener: handed.into(),
+        })
+    }
+
+    /// Leaves the listening socket to a successor that serves on it too: stops accepting and
+    /// answers the connections accepted (for at most a second), so that no scrape is cut.
+    pub(crate) fn leave_to_successor(&self) {
+        self.endpoint.finish(std::time::Duration::from_secs(1));
+    }
+
+    /// Its listening socket, for a successor to serve on.
+    pub(crate) fn listener(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.listener)
     }
 
     /// Where it listens.

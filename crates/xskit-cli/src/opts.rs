@@ -238,13 +238,31 @@ impl Live {
         }
     }
 
-    /// Serves `--metrics` once its port is free: a forwarder that took over waits for the
-    /// one it took over from, which still listens there, to leave (for at most
+    /// Serves `--metrics` for a forwarder that took over: on the listening socket its
+    /// predecessor handed over (`handed`), so that no scrape is refused meanwhile, when it
+    /// listens where `--metrics` says; else once the port is free (the predecessor still
+    /// listens there until it leaves: waited for at most
     /// [`xskit_fwd::handover::HANDOVER_WAIT`]).
-    pub(crate) fn start_metrics_when_free(&mut self, run: &RunArgs) -> Result<()> {
+    pub(crate) fn start_metrics_when_free(
+        &mut self,
+        run: &RunArgs,
+        handed: Option<std::os::fd::OwnedFd>,
+    ) -> Result<()> {
         let Some(addr) = &run.metrics else {
             return Ok(());
         };
+        let handed = handed
+            .map(std::net::TcpListener::from)
+            .filter(|l| same_address(l, addr));
+        if let Some(listener) = handed {
+            self.metrics = Some(MetricsServer::start_on(
+                listener,
+                addr,
+                self.command,
+                self.events()?,
+            )?);
+            return Ok(());
+        }
         let deadline = std::time::Instant::now() + xskit_fwd::handover::HANDOVER_WAIT;
         loop {
             match MetricsServer::start(addr, self.command, self.events()?) {
@@ -263,6 +281,19 @@ impl Live {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Leaves the metrics' listening socket to the successor that took over: see
+    /// [`MetricsServer::leave_to_successor`].
+    pub(crate) fn leave_metrics_to_successor(&self) {
+        if let Some(m) = &self.metrics {
+            m.leave_to_successor();
+        }
+    }
+
+    /// Its metrics server's listening socket, for a successor.
+    pub(crate) fn metrics_listener(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.metrics.as_ref().map(MetricsServer::listener)
     }
 
     /// The event loop the command's endpoints share, started now if none runs yet.
@@ -558,6 +589,17 @@ impl Mistakes {
 pub(crate) fn interface_exists(name: Result<&str>) -> Result<()> {
     xskit::Interface::by_name(name?)?;
     Ok(())
+}
+
+/// Whether `listener` listens where `--metrics` `addr` asks: the same address (a port 0
+/// asks for any port).
+fn same_address(listener: &std::net::TcpListener, addr: &str) -> bool {
+    let Ok(local) = listener.local_addr() else {
+        return false;
+    };
+    std::net::ToSocketAddrs::to_socket_addrs(addr).is_ok_and(|mut asked| {
+        asked.any(|a| a.ip() == local.ip() && (a.port() == 0 || a.port() == local.port()))
+    })
 }
 
 #[cfg(test)]

@@ -420,3 +420,58 @@ fn kernel_tcp_runs_on_through_two_takeovers() {
     let last = stop_live_fwd(fwd);
     assert!(crossed(&last) > 0, "{last}");
 }
+
+/// Scrapes `url` in `ns` as fast as curl goes until stopped (SIGINT), a status per line
+/// (`000` where no connection was made).
+fn scraping(ns: &xskit_testbed::Netns, url: &str) -> KillOnDrop {
+    let script = format!(
+        "trap 'exit 0' INT; while :; do curl -s -o /dev/null -w '%{{http_code}}\\n' \
+         --max-time 5 {url}; done"
+    );
+    KillOnDrop::new(
+        ns.command("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The metrics endpoint stays up through a takeover: the successor serves on the listening
+/// socket its predecessor hands over, so a scraper that never stops is never refused.
+#[test]
+fn the_metrics_endpoint_answers_every_scrape_through_a_takeover() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::new().unwrap();
+    let dir = RunDir::new("metrics");
+    let metrics = ["--metrics", "127.0.0.1:9471"];
+    let fwd = start_fwd_in(&chain, &dir, &metrics);
+    let scraper = scraping(&chain.m_a.ns, "http://127.0.0.1:9471/metrics");
+    let mut fwd = fwd;
+    for i in 0..3 {
+        let args = [&metrics[..], &["--takeover"]].concat();
+        let next = start_fwd_in(&chain, &dir, &args);
+        let summary = fwd.ended();
+        assert_eq!(summary["handed_to"], next.id(), "takeover {i}: {summary}");
+        fwd = next;
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &scraper.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = scraper.take().wait_with_output().unwrap();
+    let codes = String::from_utf8_lossy(&out.stdout);
+    let answered = codes.lines().filter(|c| *c == "200").count();
+    let others: Vec<&str> = codes.lines().filter(|c| *c != "200").collect();
+    let refused = others.len();
+    assert!(answered > 10, "{codes}");
+    eprintln!("metrics through three takeovers: {answered} scrapes, {refused} refused");
+    assert_eq!(
+        refused, 0,
+        "{answered} scrapes answered, {refused} not: {others:?}"
+    );
+    stop_live_fwd(fwd);
+}

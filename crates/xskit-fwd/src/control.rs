@@ -510,7 +510,15 @@ impl Client {
 /// Anything else (a refusal, the connection closed, no `pause` within
 /// [`crate::handover::LOAD_WAIT`] or no `commit` within [`crate::handover::HANDOVER_WAIT`])
 /// resumes it. Returns the successor's process id once it committed, or why it did not.
-pub fn serve_handover(stream: UnixStream, changer: &crate::RuleChanger) -> Result<u32, String> {
+///
+/// `extra` are the application's own descriptors to hand over beside the forwarder's, by
+/// name (a listening socket the successor serves on: no connection is refused meanwhile);
+/// the successor takes them with [`crate::handover::Inherited::take_extra`].
+pub fn serve_handover(
+    stream: UnixStream,
+    changer: &crate::RuleChanger,
+    extra: &[(&str, std::os::fd::BorrowedFd<'_>)],
+) -> Result<u32, String> {
     use std::os::fd::AsFd;
     let io = |e: std::io::Error| format!("talking to the successor: {e}");
     stream.set_nonblocking(false).map_err(io)?;
@@ -521,7 +529,10 @@ pub fn serve_handover(stream: UnixStream, changer: &crate::RuleChanger) -> Resul
         .set_write_timeout(Some(crate::handover::HANDOVER_WAIT))
         .map_err(io)?;
     let mut stream = BufReader::new(stream);
-    let handing = match changer.hand_over(APPLY_TIMEOUT) {
+    let handing = match changer
+        .hand_over(APPLY_TIMEOUT)
+        .and_then(|h| with_extra(h, extra))
+    {
         Ok(h) => h,
         Err(e) => {
             let _ = xskit_os::fdpass::send_fds(stream.get_ref().as_fd(), &[]);
@@ -554,6 +565,23 @@ pub fn serve_handover(stream: UnixStream, changer: &crate::RuleChanger) -> Resul
     let done = Response::answer(serde_json::json!({ "pid": std::process::id() }));
     let _ = stream.get_mut().write_all(done.to_line().as_bytes());
     Ok(pid)
+}
+
+/// `handing` with the application's `extra` descriptors after the forwarder's.
+fn with_extra(
+    mut handing: crate::handover::Handing,
+    extra: &[(&str, std::os::fd::BorrowedFd<'_>)],
+) -> crate::Result<crate::handover::Handing> {
+    for (name, fd) in extra {
+        let fd = fd
+            .try_clone_to_owned()
+            .map_err(|e| crate::Error::TakeOver {
+                reason: format!("duplicating the {name} descriptor to hand over: {e}"),
+            })?;
+        handing.state.extra.push((*name).to_string());
+        handing.fds.push(fd);
+    }
+    Ok(handing)
 }
 
 /// Tells the successor why not; returns the reason.

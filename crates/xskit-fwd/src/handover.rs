@@ -132,6 +132,10 @@ pub struct HandedState {
     /// Its bonds, each as [`bond_shape`] says it: a successor runs the same.
     #[serde(default)]
     pub bonds: Vec<String>,
+    /// The names of descriptors the application handed over beside the forwarder's (a
+    /// metrics listener), which come last, in this order ([`Inherited::take_extra`]).
+    #[serde(default)]
+    pub extra: Vec<String>,
     /// What its filters carry to the successor's (their maps' descriptors come last, in
     /// this order); none from a forwarder that carries nothing.
     #[serde(default)]
@@ -192,6 +196,8 @@ pub struct Inherited {
     pub(crate) sockets: Vec<OwnedFd>,
     /// Per filter, its maps' descriptors, as [`HandedState::carried`] says.
     pub(crate) maps: Vec<Vec<OwnedFd>>,
+    /// The application's, by name ([`HandedState::extra`]).
+    extra: Vec<(String, OwnedFd)>,
 }
 
 impl Inherited {
@@ -200,7 +206,7 @@ impl Inherited {
         let carried = state.carried.as_ref();
         let maps = carried.map_or(0, crate::carry::CarriedRules::descriptors);
         let devices = state.devices().len();
-        let want = 1 + devices + state.sockets.len() + maps;
+        let want = 1 + devices + state.sockets.len() + maps + state.extra.len();
         if fds.len() != want || carried.is_some_and(|c| c.filters.len() != devices) {
             return Err(Error::TakeOver {
                 reason: format!(
@@ -219,13 +225,21 @@ impl Inherited {
             .iter()
             .map(|f| fds.by_ref().take(f.descriptors()).collect())
             .collect();
+        let extra = state.extra.iter().cloned().zip(fds).collect();
         Ok(Inherited {
             state,
             umem,
             links,
             sockets,
             maps,
+            extra,
         })
+    }
+
+    /// The descriptor the application handed over as `name` beside the forwarder's (once).
+    pub fn take_extra(&mut self, name: &str) -> Option<OwnedFd> {
+        let at = self.extra.iter().position(|(n, _)| n == name)?;
+        Some(self.extra.swap_remove(at).1)
     }
 
     /// What the forwarder handing over said.
@@ -384,6 +398,7 @@ mod tests {
             rules_generation: 1,
             devices: Vec::new(),
             bonds: Vec::new(),
+            extra: Vec::new(),
             carried: None,
         }
     }
@@ -403,6 +418,13 @@ mod tests {
         assert!(Inherited::new(state(), fds(2)).is_err());
         let i = Inherited::new(state(), fds(3)).unwrap();
         assert_eq!((i.links.len(), i.sockets.len()), (2, 0));
+        let mut with_extra = state();
+        with_extra.extra = vec!["metrics".into()];
+        assert!(Inherited::new(with_extra.clone(), fds(3)).is_err());
+        let mut i = Inherited::new(with_extra, fds(4)).unwrap();
+        assert!(i.take_extra("other").is_none());
+        assert!(i.take_extra("metrics").is_some());
+        assert!(i.take_extra("metrics").is_none(), "once");
         let filter = |sources| crate::carry::CarriedFilter {
             program: 1,
             counters: Vec::new(),

@@ -205,11 +205,20 @@ async fn serve_one(
     lock(&shared).open -= 1;
 }
 
-/// Accepts connections for ever, making room as [`MAX_CONNECTIONS`] says.
-async fn accept_all(listener: TcpListener, render: Arc<Render>, limit: usize) {
-    let shared: Shared = Arc::default();
+/// Accepts connections until `stop`, making room as [`MAX_CONNECTIONS`] says.
+async fn accept_all(
+    listener: TcpListener,
+    render: Arc<Render>,
+    limit: usize,
+    shared: Shared,
+    stop: Arc<tokio::sync::Notify>,
+) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.notified() => return,
+        };
+        let Ok((stream, _)) = accepted else {
             // Out of file descriptors or a connection reset before it was taken: try again
             // after the others have had a moment to close.
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -249,6 +258,8 @@ async fn accept_all(listener: TcpListener, render: Arc<Render>, limit: usize) {
 /// The listening endpoint: it stops, closing every connection, when dropped.
 pub(crate) struct Endpoint {
     addr: SocketAddr,
+    shared: Shared,
+    stop: Arc<tokio::sync::Notify>,
 }
 
 impl Endpoint {
@@ -263,8 +274,26 @@ impl Endpoint {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let listener = events.enter(|| TcpListener::from_std(listener))?;
-        events.spawn(accept_all(listener, render, limit));
-        Ok(Endpoint { addr })
+        let (shared, stop) = (Shared::default(), Arc::new(tokio::sync::Notify::new()));
+        events.spawn(accept_all(
+            listener,
+            render,
+            limit,
+            shared.clone(),
+            stop.clone(),
+        ));
+        Ok(Endpoint { addr, shared, stop })
+    }
+
+    /// Stops accepting (what comes next waits in the socket's queue for whoever else
+    /// listens on it: a successor) and waits up to `limit` for the connections accepted to
+    /// be answered.
+    pub(crate) fn finish(&self, limit: Duration) {
+        self.stop.notify_one();
+        let deadline = std::time::Instant::now() + limit;
+        while lock(&self.shared).open > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Where it listens.

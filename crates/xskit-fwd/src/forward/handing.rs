@@ -155,6 +155,7 @@ impl<K: Kernel> Forwarding<K> {
             sockets,
             rules_generation: self.generation.number,
             devices,
+            extra: Vec::new(),
             bonds: self
                 .bonds
                 .iter()
