@@ -664,10 +664,20 @@ struct source_key {
 	__u32 addr[4];
 };
 
-/* A blocked source: until when (bpf_ktime_get_ns), and the packets dropped since. */
+/*
+ * A slot of the blocked table: a source (its rule's slot, family and masked address, as in
+ * struct source_key) blocked until when (bpf_ktime_get_ns), and the packets dropped since;
+ * `until` 0 when the slot was never used, BLOCK_GONE when its block was removed,
+ * BLOCK_CLAIMED while a CPU writes it. Half a cache line: a flood from many sources meets
+ * the table at random, and its size in caches and TLB entries is what that costs.
+ */
 struct blocked_source {
 	__u64 until;
-	__u64 drops;
+	__u32 drops;
+	__u16 rule;
+	__u8 family;
+	__u8 pad;
+	__u32 addr[4];
 };
 
 struct config {
@@ -797,6 +807,19 @@ struct {
 	__type(value, struct police_count);
 } police_counts SEC(".maps");
 
+/* The coarse clock as this CPU last read it, and the tick (jiffies) it read it in. */
+struct tick_time {
+	__u64 jiffies;
+	__u64 ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tick_time);
+} tick_times SEC(".maps");
+
 /* Sized when loaded: the rules file's source_table and block_table. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -805,13 +828,22 @@ struct {
 	__type(value, __u64);
 } source_buckets SEC(".maps");
 
-/* A hash, not an LRU: a flood of new sources cannot push the blocked out. */
+/*
+ * Not an LRU: a flood of new sources cannot push the blocked out. An array, open-addressed
+ * (BLOCK_PROBES slots from where a source's address hashes to, the top block_shift bits'
+ * complement of the product): found with no helper call and no hash of a long key, which a
+ * blocked source's packet, a flood's, pays for every time. Sized when loaded: a quarter more
+ * slots than the rules file's block_table, and BLOCK_PROBES - 1 more.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
-	__type(key, struct source_key);
+	__type(key, __u32);
 	__type(value, struct blocked_source);
 } blocked SEC(".maps");
+
+/* Written when loaded: the slots a source's hash is taken to (0 for no table). */
+const volatile __u32 block_slots = 0;
 
 /* balance-rr's packet counter, per CPU as Linux keeps it for XDP. */
 struct {
@@ -1029,6 +1061,147 @@ static __always_inline __u32 prefix_mask(__s32 bits)
 	return bpf_htonl(0xffffffff << (32 - bits));
 }
 
+/* The first slot of the blocked table where the source `k` (its prefix taken) may lie. */
+static __always_inline __u32 block_home(const struct source_key *k)
+{
+	__u64 low = ((__u64)k->addr[1] << 32 | k->addr[0]) ^ k->family;
+	__u64 high = (__u64)k->addr[3] << 32 | k->addr[2];
+
+	/* The product's top 32 bits, taken to 0..block_slots as a fraction of 2^32. */
+	return (((low ^ high * BLOCK_HASH) * BLOCK_HASH >> 32) * block_slots) >> 32;
+}
+
+static __always_inline int blocks_source(const struct blocked_source *b,
+					 const struct source_key *k)
+{
+	const __u64 *x = (const __u64 *)b->addr, *y = (const __u64 *)k->addr;
+
+	return x[0] == y[0] && b->rule == k->rule && b->family == k->family && x[1] == y[1];
+}
+
+/*
+ * The slot of the blocked table that blocks `k` at `now`, or NULL. The slots from its home
+ * on, up to the first never used: a block is written in the first slot that is free, so
+ * none lies past one that never held any.
+ */
+static __always_inline struct blocked_source *blocked_find(const struct source_key *k, __u64 now)
+{
+	__u32 home = block_home(k), i, at;
+	struct blocked_source *b;
+	__u64 until;
+
+#pragma unroll
+	for (i = 0; i < BLOCK_PROBES; i++) {
+		at = home + i;
+		b = bpf_map_lookup_elem(&blocked, &at);
+		if (!b)
+			return 0;
+		until = *(volatile __u64 *)&b->until;
+		if (!until)
+			return 0;
+		if (until > now && until != BLOCK_CLAIMED && blocks_source(b, k))
+			return b;
+	}
+	return 0;
+}
+
+/*
+ * Blocks `k` until `until`, in the first free slot (never used, removed, or run out at
+ * `now`) where it may lie: 1 when written, 0 when every such slot holds a live block. A
+ * CPU claims the slot by a compare-and-swap of its `until`, so two CPUs never write one
+ * slot; the exchange that publishes `until` orders the key's stores before it.
+ */
+static __always_inline int block(const struct source_key *k, __u64 now, __u64 until)
+{
+	__u32 home = block_home(k), i, at;
+	struct blocked_source *b;
+	__u64 was;
+
+#pragma unroll
+	for (i = 0; i < BLOCK_PROBES; i++) {
+		at = home + i;
+		b = bpf_map_lookup_elem(&blocked, &at);
+		if (!b)
+			return 0;
+		/* Live, or claimed (BLOCK_CLAIMED is after any time): not free. */
+		was = *(volatile __u64 *)&b->until;
+		if (was > now)
+			continue;
+		if (__sync_val_compare_and_swap(&b->until, was, BLOCK_CLAIMED) != was)
+			continue;
+		b->rule = k->rule;
+		b->family = k->family;
+		__builtin_memcpy(b->addr, k->addr, sizeof(b->addr));
+		b->drops = 1;
+		__sync_lock_test_and_set(&b->until, until);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * bpf_ktime_get_coarse_ns, read once a tick on each CPU: the coarse clock moves only at a
+ * tick, and jiffies, which the verifier inlines as a load, says when one came. A helper's
+ * call and return cost more than the rest of a blocked source's drop where returns are
+ * mitigated (SRSO's safe RET, on AMD Zen). At most a tick behind the coarse clock, which is
+ * at most a tick behind bpf_ktime_get_ns.
+ */
+static __always_inline __u64 coarse_now(void)
+{
+	__u32 zero = 0;
+	struct tick_time *t = bpf_map_lookup_elem(&tick_times, &zero);
+	__u64 tick = bpf_jiffies64();
+
+	if (!t)
+		return bpf_ktime_get_coarse_ns();
+	if (t->jiffies != tick || !t->ns) {
+		t->ns = bpf_ktime_get_coarse_ns();
+		t->jiffies = tick;
+	}
+	return t->ns;
+}
+
+/* Takes the prefix of `k`'s address that rule `p` limits sources by. */
+static __always_inline void take_source_prefix(struct source_key *k, const struct policer *p)
+{
+	__s32 bits = k->family == 6 ? p->v6_len : p->v4_len;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		k->addr[i] &= prefix_mask(bits - 32 * i);
+}
+
+/* 1 when the source `k` (its prefix taken) is blocked now: its packet dropped, counted. */
+static __always_inline int blocked_drop(const struct source_key *k, struct police_count *c)
+{
+	struct blocked_source *b = blocked_find(k, coarse_now());
+
+	if (!b)
+		return 0;
+	__sync_fetch_and_add(&b->drops, 1);
+	c->blocked++;
+	return 1;
+}
+
+/*
+ * 1 when the IPv4 source `saddr` is blocked at the rule whose state is in `slot` (a rule
+ * limited per source, with `block`): counted, to be dropped. 0 for anything else, which
+ * within_rate then polices. No function call: a blocked source's packet is a flood's.
+ */
+static __always_inline int blocked_ipv4(__u32 slot, __u32 saddr)
+{
+	struct source_key k = {.rule = slot, .family = 4, .addr = {saddr}};
+	struct police_count *c;
+	struct policer *p;
+
+	p = bpf_map_lookup_elem(&policers, &slot);
+	c = bpf_map_lookup_elem(&police_counts, &slot);
+	if (!p || !c || !p->block)
+		return 0;
+	take_source_prefix(&k, p);
+	return blocked_drop(&k, c);
+}
+
 /*
  * A source's packet at a rule limited per source: 0 within its bucket's rate, 1 over it or
  * blocked (counted, and a source over it blocked when the rule says so). `k` holds the rule,
@@ -1037,13 +1210,10 @@ static __always_inline __u32 prefix_mask(__s32 bits)
  */
 __attribute__((noinline)) int police_source(struct source_key *k, __u64 len)
 {
-	struct blocked_source *b, fresh_block;
 	struct police_count *c;
 	struct policer *p;
 	__u64 now_ns, *tat, fresh;
-	__s32 bits;
 	__u32 rule;
-	int i;
 
 	if (!k)
 		return 1;
@@ -1052,23 +1222,10 @@ __attribute__((noinline)) int police_source(struct source_key *k, __u64 len)
 	c = bpf_map_lookup_elem(&police_counts, &rule);
 	if (!p || !c || !p->cost)
 		return 1;
-	bits = k->family == 6 ? p->v6_len : p->v4_len;
-	for (i = 0; i < 4; i++)
-		k->addr[i] &= prefix_mask(bits - 32 * i);
-	if (p->block) {
-		/*
-		 * A block is timed by the coarse clock, at most a tick behind the other and
-		 * cheaper to read: a blocked source's packet, a flood's, needs no more.
-		 */
-		b = bpf_map_lookup_elem(&blocked, k);
-		if (b && b->until > bpf_ktime_get_coarse_ns()) {
-			__sync_fetch_and_add(&b->drops, 1);
-			c->blocked++;
-			return 1;
-		}
-		if (b)
-			bpf_map_delete_elem(&blocked, k);
-	}
+	take_source_prefix(k, p);
+	/* A block is timed by the coarse clock: a blocked source's packet needs no more. */
+	if (p->block && blocked_drop(k, c))
+		return 1;
 	now_ns = bpf_ktime_get_ns();
 	tat = bpf_map_lookup_elem(&source_buckets, k);
 	if (!tat) {
@@ -1080,10 +1237,8 @@ __attribute__((noinline)) int police_source(struct source_key *k, __u64 len)
 		return 0;
 	c->over_rate++;
 	if (p->block) {
-		fresh_block.until = now_ns + p->block;
-		fresh_block.drops = 1;
-		/* -E2BIG: the table is full; the blocked stay, this source is only limited. */
-		if (!bpf_map_update_elem(&blocked, k, &fresh_block, BPF_NOEXIST))
+		/* No free slot where it may lie: the blocked stay, this source is only limited. */
+		if (block(k, now_ns, now_ns + p->block))
 			c->blocks++;
 		else
 			c->refused++;
@@ -1865,6 +2020,8 @@ static __attribute__((noinline)) int police_plain(struct xdp_md *ctx, struct fil
 
 	if (r && (void *)(ip + 1) <= end) {
 		src[0] = ip->saddr;
+		if (r->police == POLICE_SOURCE && blocked_ipv4(r->slot, src[0]))
+			return settle(ctx, st, why, hit, ACTION_DROP, pkt_len);
 		action = police(st, &hit, r->action, pkt_len, 4, src);
 	}
 	if (action == ACTION_FORWARD)

@@ -194,6 +194,29 @@ pub const TICK_SHIFT: u32 = 4;
 /// Fraction bits of a rate's cost per unit (a packet, or a bit of frame), in ticks.
 pub const COST_SHIFT: u32 = 12;
 
+/// The blocked sources' table is open-addressed: a source's entry lies in the BLOCK_PROBES
+/// slots from the one its address hashes to (so the table has BLOCK_PROBES - 1 slots more
+/// than those hashed to, and a probe never wraps).
+pub const BLOCK_PROBES: usize = 16;
+
+/// The multiplier of the blocked table's hash (Fibonacci hashing: the top bits of the
+/// product of a source's address words and this odd constant, 2^64 over the golden ratio,
+/// taken to the slots as a fraction of 2^32).
+pub const BLOCK_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A blocked table slot's `until` while a CPU writes a block into it: no source matches it.
+pub const BLOCK_CLAIMED: u64 = u64::MAX;
+
+/// A blocked table slot's `until` when its block was removed: free to take, but a lookup
+/// goes on past it (only a slot never used, `until` 0, ends one).
+pub const BLOCK_GONE: u64 = 1;
+
+/// The slots a blocked table that holds `sources` hashes them to (the program's
+/// `block_slots`): a quarter more, so that its probes stay short when it is full.
+pub fn block_slots(sources: usize) -> usize {
+    sources + sources.div_ceil(4)
+}
+
 /// What a packet without a VLAN tag has for a VLAN ID in the program: no ID is this large.
 pub const NO_VLAN: u16 = 0xffff;
 
@@ -381,6 +404,13 @@ pub fn c_header() -> String {
         PORT_SET_WORDS.to_string(),
         "words of a port set's bitmap",
     );
+    limit_defines(&mut define);
+    set_defines(&mut define);
+    h
+}
+
+/// The rate limits' part of [`c_header`]: their clock, costs, kinds and blocked table.
+fn limit_defines(define: &mut impl FnMut(&str, String, &str)) {
     define(
         "TICK_SHIFT",
         TICK_SHIFT.to_string(),
@@ -394,8 +424,26 @@ pub fn c_header() -> String {
     for p in Police::ALL {
         define(p.c_name(), (*p as u32).to_string(), p.describe());
     }
-    set_defines(&mut define);
-    h
+    define(
+        "BLOCK_PROBES",
+        BLOCK_PROBES.to_string(),
+        "slots a blocked source may lie in",
+    );
+    define(
+        "BLOCK_HASH",
+        format!("{BLOCK_HASH:#x}ULL"),
+        "the blocked table's hash multiplier",
+    );
+    define(
+        "BLOCK_CLAIMED",
+        format!("{BLOCK_CLAIMED:#x}ULL"),
+        "a blocked slot being written",
+    );
+    define(
+        "BLOCK_GONE",
+        format!("{BLOCK_GONE}ULL"),
+        "a blocked slot whose block was removed",
+    );
 }
 
 /// The sets' part of [`c_header`]: what a /24 table's two bits and a trie value say.

@@ -18,12 +18,11 @@ pub use crate::set_tables::SetRoom;
 use crate::set_tables::SetTables;
 use crate::sets::{Element, PortSet, PrefixSet};
 pub use crate::sys::filter::KernelRule;
-use crate::sys::filter::{
-    BlockedRepr, CounterRepr, PoliceCountRepr, PolicerRepr, SourceKeyRepr, StateRepr,
-};
+use crate::sys::filter::{CounterRepr, PoliceCountRepr, PolicerRepr, SourceKeyRepr, StateRepr};
 use crate::vector_tables::VectorTables;
 use crate::MAX_RULES;
 
+mod blocked;
 mod carry;
 use carry::Carried;
 
@@ -206,7 +205,7 @@ struct FilterMaps {
     /// The per-source buckets, when the filter was loaded with room for them.
     source_buckets: Option<HashMap<MapData, SourceKeyRepr, u64>>,
     /// The blocked sources, likewise.
-    blocked: Option<HashMap<MapData, SourceKeyRepr, BlockedRepr>>,
+    blocked: Option<blocked::BlockedTable>,
     /// The slot of each rule in force, in rule order.
     slots: Vec<u16>,
     /// The table set in force (`state`'s index), and the map that tells the program.
@@ -342,11 +341,12 @@ impl XdpFilter {
         multi_buffer: bool,
         room: SetRoom,
     ) -> Result<Self> {
-        let sizes = room.map_sizes();
-        let object = Self::object(multi_buffer);
+        let (sizes, globals) = (room.map_sizes(), room.globals());
+        let object = Self::object(multi_buffer)
+            .with_sizes(&sizes)
+            .with_globals(&globals);
         let id = crate::carry::program_id(object.elf);
-        let program =
-            XdpProgram::attach_object(iface, object.with_sizes(&sizes), mode, multi_buffer)?;
+        let program = XdpProgram::attach_object(iface, object, mode, multi_buffer)?;
         Self::over(program, room, id)
     }
 
@@ -361,10 +361,12 @@ impl XdpFilter {
         multi_buffer: bool,
         room: SetRoom,
     ) -> Result<Self> {
-        let sizes = room.map_sizes();
-        let object = Self::object(multi_buffer);
+        let (sizes, globals) = (room.map_sizes(), room.globals());
+        let object = Self::object(multi_buffer)
+            .with_sizes(&sizes)
+            .with_globals(&globals);
         let id = crate::carry::program_id(object.elf);
-        let program = XdpProgram::take_over(iface, object.with_sizes(&sizes), link, multi_buffer)?;
+        let program = XdpProgram::take_over(iface, object, link, multi_buffer)?;
         Self::over(program, room, id)
     }
 
@@ -403,7 +405,7 @@ impl XdpFilter {
                 None
             },
             blocked: if room.blocked > 0 {
-                Some(program.take_map("blocked")?)
+                Some(blocked::BlockedTable::new(program.take_map("blocked")?))
             } else {
                 None
             },
@@ -567,10 +569,7 @@ impl XdpFilter {
             }
         }
         if let Some(table) = maps.blocked.as_mut() {
-            let keys = keys_where(table.keys(), stale, "reading the blocked sources")?;
-            for k in keys {
-                let _ = table.remove(&k);
-            }
+            table.remove_where(|rule| slots.contains(&(rule as u16)))?;
         }
         Ok(())
     }
@@ -584,37 +583,23 @@ impl XdpFilter {
             .collect()
     }
 
-    /// The sources blocked now (CLOCK_MONOTONIC `now_ns`), most dropped first; those whose
-    /// block has run out are removed from the table as they are met.
+    /// The sources blocked now (CLOCK_MONOTONIC `now_ns`), most dropped first.
     pub fn blocked_sources(&self, now_ns: u64) -> Result<Vec<BlockedSource>> {
-        let mut maps = self.maps.lock_unpoisoned();
-        let limits = maps.limits.clone();
-        let slots = maps.slots.clone();
-        let Some(table) = maps.blocked.as_mut() else {
+        let maps = self.maps.lock_unpoisoned();
+        let Some(table) = maps.blocked.as_ref() else {
             return Ok(Vec::new());
         };
-        let keys: Vec<SourceKeyRepr> = table
-            .keys()
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| map_error("reading the blocked sources", e))?;
         let mut out = Vec::new();
-        for key in keys {
-            // Gone meanwhile (the program removes a block that ran out when its source
-            // sends again): nothing to report.
-            let Ok(b) = table.get(&key, 0) else { continue };
-            if b.until <= now_ns {
-                let _ = table.remove(&key);
-                continue;
-            }
+        for (key, drops, left_ns) in table.live(now_ns)? {
             // A block of a rule no longer in force: left to run out.
-            let Some(rule) = slots.iter().position(|&s| u32::from(s) == key.rule) else {
+            let Some(rule) = maps.slots.iter().position(|&s| u32::from(s) == key.rule) else {
                 continue;
             };
             out.push(BlockedSource {
                 rule,
-                source: source_prefix(&key, limits.get(&(key.rule as u16))),
-                drops: b.drops,
-                left_ns: b.until - now_ns,
+                source: source_prefix(&key, maps.limits.get(&(key.rule as u16))),
+                drops,
+                left_ns,
             });
         }
         out.sort_by_key(|b| std::cmp::Reverse(b.drops));

@@ -113,7 +113,7 @@ impl SetRoom {
             ("set_elements", entries(self.elements)),
             ("port_sets", entries(self.port_sets * PORT_SET_WORDS)),
             ("source_buckets", entries(self.sources)),
-            ("blocked", entries(self.blocked)),
+            ("blocked", entries(self.blocked_slots())),
             // Twice each: a table set in force, and one to write the next rules in.
             ("vectors", entries(2 * self.vectors)),
             ("rule_trie", entries(2 * self.rule_prefixes)),
@@ -124,6 +124,22 @@ impl SetRoom {
             ),
             ("plain_words", entries(2 * self.field_tables(1))),
         ]
+    }
+
+    /// The slots of the blocked table ([`crate::abi::block_slots`], and the
+    /// [`crate::abi::BLOCK_PROBES`] - 1 past them a probe may reach), none without blocks.
+    pub(crate) fn blocked_slots(&self) -> usize {
+        match self.blocked {
+            0 => 0,
+            n => crate::abi::block_slots(n) + crate::abi::BLOCK_PROBES - 1,
+        }
+    }
+
+    /// The read-only globals the program is loaded with: the slots of the blocked table a
+    /// source's hash is taken to.
+    pub(crate) fn globals(&self) -> [(&'static str, u32); 1] {
+        let slots = crate::abi::block_slots(self.blocked);
+        [("block_slots", u32::try_from(slots).unwrap_or(u32::MAX))]
     }
 
     /// `tables` when the room has vectors, else none.
@@ -492,7 +508,7 @@ impl SetTables {
 
 /// Whether a batch command failed for want of support (a kernel or map type without it), so
 /// that entries one at a time will do.
-fn batch_unsupported(e: &xskit::SyscallError) -> bool {
+pub(crate) fn batch_unsupported(e: &xskit::SyscallError) -> bool {
     const ENOTSUPP: i32 = 524;
     matches!(
         e.os_error.raw_os_error(),

@@ -852,6 +852,65 @@ mod split {
         );
     }
 
+    /// The blocked table is bounded (room for 4 blocks: 5 slots hashed to, and the 15 past
+    /// them a source's probe may reach): once every slot where a source may lie holds a live block,
+    /// that source, over its rate, is refused a block (counted) and only limited, and the
+    /// blocked stay blocked, each found among the others.
+    #[test]
+    fn a_full_blocked_table_refuses_new_blocks_and_keeps_the_old() {
+        if !privileged() {
+            return;
+        }
+        let (_bed, program, _port) = dry_run_filter(false);
+        let template = frame((1, 0, 0, 0, 0, 1, true));
+        let text = format!(
+            "default = \"pass\"\n[[rule]]\nname = \"limit\"\nprotocol = \"udp\"\n\
+             action = \"rate-limit\"\nrate = \"8bps\"\nburst = {}\n\
+             per = \"source\"\nblock = \"60s\"\n",
+            template.len()
+        );
+        install(
+            &program,
+            &RuleSet::from_toml(&text).unwrap().kernel_share(false),
+        );
+        let from = |n: u8| {
+            let mut f = template.clone();
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[14..]);
+            ip.set_src_addr([203, 0, 113, n]);
+            ip.fill_checksum();
+            f
+        };
+        let sources = 64u8;
+        for n in 0..sources {
+            let verdicts: Vec<u32> = (0..2)
+                .map(|_| program.program().test_run(&from(n)).unwrap())
+                .collect();
+            assert_eq!(
+                verdicts,
+                [4, 1],
+                "source {n}: its burst, then over its rate"
+            );
+        }
+        let count = program.police_counters().unwrap()[0];
+        assert_eq!(
+            count.blocks + count.refused,
+            u64::from(sources),
+            "{count:?}"
+        );
+        assert!((16..=20).contains(&count.blocks), "{count:?}");
+        let blocked = program
+            .blocked_sources(xskit::clock::monotonic_ns())
+            .unwrap();
+        assert_eq!(blocked.len() as u64, count.blocks, "{blocked:?}");
+        for b in &blocked {
+            let n: std::net::Ipv4Addr = b.source.parse().unwrap();
+            assert_eq!(program.program().test_run(&from(n.octets()[3])).unwrap(), 1);
+        }
+        let after = program.police_counters().unwrap()[0];
+        assert_eq!(after.blocked, count.blocked + count.blocks, "{after:?}");
+        assert_eq!((after.blocks, after.refused), (count.blocks, count.refused));
+    }
+
     /// A rule's state is its slot's: a per-source block stays with a rate limit that moves
     /// down the list in its slot, and a rule new to a slot, cleared, starts afresh, whether
     /// the slot was never used or held that block.

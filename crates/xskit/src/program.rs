@@ -234,6 +234,9 @@ fn load_object(object: &ProgramObject<'_>) -> Result<Ebpf> {
     for &(map, entries) in object.sizes {
         loader.map_max_entries(map, entries);
     }
+    for (name, value) in object.globals {
+        loader.override_global(name, value, true);
+    }
     let mut ebpf = loader
         .load(object.elf)
         .map_err(|e| program_error(prog_name, "loading", e))?;
@@ -421,6 +424,9 @@ pub struct ProgramObject<'a> {
     pub program: &'a str,
     /// Maps created with another size than the object declares: (name, max_entries).
     pub sizes: &'a [(&'a str, u32)],
+    /// Read-only globals (`const volatile`) written before the program is verified, which
+    /// the verifier then knows as constants: (name, value).
+    pub globals: &'a [(&'a str, u32)],
 }
 
 impl ProgramObject<'static> {
@@ -442,6 +448,7 @@ impl<'a> ProgramObject<'a> {
             elf,
             program,
             sizes: &[],
+            globals: &[],
         }
     }
 
@@ -449,6 +456,11 @@ impl<'a> ProgramObject<'a> {
     /// (tables sized by what they will hold, known only when the program is loaded).
     pub fn with_sizes(self, sizes: &'a [(&'a str, u32)]) -> Self {
         ProgramObject { sizes, ..self }
+    }
+
+    /// The same program, with the read-only globals `globals` names set to those values.
+    pub fn with_globals(self, globals: &'a [(&'a str, u32)]) -> Self {
+        ProgramObject { globals, ..self }
     }
 }
 

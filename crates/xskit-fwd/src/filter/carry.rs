@@ -109,7 +109,7 @@ struct HandedMaps {
     police_counts: PerCpuArray<MapData, PoliceCountRepr>,
     policers: Array<MapData, PolicerRepr>,
     sources: Option<BpfHashMap<MapData, SourceKeyRepr, u64>>,
-    blocked: Option<BpfHashMap<MapData, SourceKeyRepr, BlockedRepr>>,
+    blocked: Option<Array<MapData, BlockedRepr>>,
 }
 
 impl HandedMaps {
@@ -171,7 +171,7 @@ impl XdpFilter {
             fds.push(map_fd(m)?);
         }
         if let Some(m) = &maps.blocked {
-            fds.push(map_fd(m)?);
+            fds.push(map_fd(m.map())?);
         }
         let carried = CarriedFilter {
             program: maps.program_id,
@@ -273,7 +273,7 @@ impl FilterMaps {
             copy_moved(from, to, buckets, "reading the handed per-source buckets")?;
         }
         if let (Some(from), Some(to)) = (&handed.blocked, self.blocked.as_mut()) {
-            copy_moved(from, to, buckets, "reading the handed blocked sources")?;
+            to.copy_moved(from, buckets)?;
         }
         Ok(())
     }

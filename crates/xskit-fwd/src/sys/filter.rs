@@ -239,12 +239,30 @@ pub(crate) struct SourceKeyRepr {
     pub(crate) addr: [u32; 4],
 }
 
-/// `struct blocked_source`.
+/// `struct blocked_source`: a slot of the blocked table.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct BlockedRepr {
+    /// CLOCK_MONOTONIC ns the block lasts until; 0 never used, and
+    /// [`crate::abi::BLOCK_GONE`] and [`crate::abi::BLOCK_CLAIMED`].
     pub(crate) until: u64,
-    pub(crate) drops: u64,
+    pub(crate) drops: u32,
+    /// The source, as [`SourceKeyRepr`] has it.
+    pub(crate) rule: u16,
+    pub(crate) family: u8,
+    pub(crate) pad: u8,
+    pub(crate) addr: [u32; 4],
+}
+
+impl BlockedRepr {
+    /// The source it blocks.
+    pub(crate) fn key(&self) -> SourceKeyRepr {
+        SourceKeyRepr {
+            rule: u32::from(self.rule),
+            family: u32::from(self.family),
+            addr: self.addr,
+        }
+    }
 }
 
 /// `struct counter`.
@@ -470,6 +488,10 @@ mod tests {
             &[
                 ("until", offset_of!(BlockedRepr, until)),
                 ("drops", offset_of!(BlockedRepr, drops)),
+                ("rule", offset_of!(BlockedRepr, rule)),
+                ("family", offset_of!(BlockedRepr, family)),
+                ("pad", offset_of!(BlockedRepr, pad)),
+                ("addr", offset_of!(BlockedRepr, addr)),
             ],
         );
         assert_eq!(btf.max_entries["policers"], crate::abi::RULE_SLOTS);
