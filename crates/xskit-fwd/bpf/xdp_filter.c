@@ -830,9 +830,9 @@ struct {
 
 /*
  * Not an LRU: a flood of new sources cannot push the blocked out. An array, open-addressed
- * (BLOCK_PROBES slots from where a source's address hashes to, the top block_shift bits'
- * complement of the product): found with no helper call and no hash of a long key, which a
- * blocked source's packet, a flood's, pays for every time. Sized when loaded: a quarter more
+ * (a source lies in the BLOCK_PROBES slots from where its address hashes to, block_home):
+ * found with no helper call and no hash of a long key, which a blocked source's packet, a
+ * flood's, pays for every time. Sized when loaded: a quarter more
  * slots than the rules file's block_table, and BLOCK_PROBES - 1 more.
  */
 struct {
