@@ -17,7 +17,7 @@ pub(super) struct BlockedTable {
     map: Array<MapData, BlockedRepr>,
 }
 
-/// What a slot holds, read as user space cares.
+/// True when `slot` blocks its source at CLOCK_MONOTONIC `now_ns`.
 fn live_at(slot: &BlockedRepr, now_ns: u64) -> bool {
     slot.until > now_ns && slot.until != BLOCK_CLAIMED
 }
