@@ -37,16 +37,8 @@ fn hundred_cycles_leak_nothing() {
         let report = probe::receive(&mut rx, &recv, &seen, &stop).unwrap();
         assert!(report.check.is_perfect(10), "cycle {i}: {:?}", report.check);
         drop((rx, tx));
-        assert_eq!(
-            attached_program(&bed.b),
-            None,
-            "cycle {i}: program detached"
-        );
-        assert_eq!(
-            attached_program(&bed.a),
-            None,
-            "cycle {i}: program detached"
-        );
+        assert_eq!(settled_program(&bed.b), None, "cycle {i}: program detached");
+        assert_eq!(settled_program(&bed.a), None, "cycle {i}: program detached");
     }
     assert_eq!(open_fds(), fds_before, "no descriptor leaked");
     let left: Vec<_> = std::fs::read_dir("/run/netns")
