@@ -137,6 +137,15 @@ fn l3_len(first: &[u8], total: usize) -> usize {
     claimed.min(total.saturating_sub(l3))
 }
 
+/// The bytes of `heads` when every packet goes out as it is: one frame, marked settled by the
+/// rules stage (no checksum to finish), within `mtu` plus an Ethernet header.
+#[inline(always)]
+fn ready_to_send(heads: &[Frame], mtu: usize) -> Option<usize> {
+    heads.iter().try_fold(0, |bytes, h| {
+        (h.is_marked() && !h.is_continued() && h.len() <= mtu + 14).then_some(bytes + h.len())
+    })
+}
+
 /// Empty polls before a worker naps, so an idle forwarder does not hold a CPU.
 const SPIN_POLLS: u32 = 2000;
 /// The longest wait in poll(2) before the stop flag is looked at again.
@@ -366,15 +375,31 @@ impl<P: SidePort> Worker<P> {
     /// sent, and counted.
     #[inline(always)]
     fn transmit(&mut self, p: usize) -> Result<()> {
-        let mut txq = std::mem::take(&mut self.txq);
         let mut heads = std::mem::take(&mut self.out.tx[p]);
-        let prepared = self.prepare_tx(p, &mut heads, &mut txq);
-        self.out.tx[p] = heads;
+        let as_they_are = ready_to_send(&heads, self.mtus[p]);
+        let (mut txq, prepared, bytes, packets) = match as_they_are {
+            // The usual vector: every packet one frame, settled, within the MTU. It is sent as
+            // it is (the mark the rules stage set never reaches a descriptor).
+            Some(bytes) => {
+                let n = heads.len();
+                (heads, TxPrepared::default(), bytes, n)
+            }
+            None => {
+                let mut txq = std::mem::take(&mut self.txq);
+                let prepared = self.prepare_tx(p, &mut heads, &mut txq);
+                self.out.tx[p] = heads;
+                let bytes = txq.iter().map(Frame::len).sum();
+                let packets = xskit::packets(&txq).count();
+                (txq, prepared, bytes, packets)
+            }
+        };
         let n = txq.len();
-        let bytes: usize = txq.iter().map(Frame::len).sum();
-        let packets = xskit::packets(&txq).count();
         let sent = self.ports[p].send(&self.umem, &mut txq, &mut self.pool);
-        self.txq = txq;
+        if as_they_are.is_some() {
+            self.out.tx[p] = txq;
+        } else {
+            self.txq = txq;
+        }
         let sent = sent?;
         let cells = &self.port_cells[p];
         let sent_packets = if sent == n {

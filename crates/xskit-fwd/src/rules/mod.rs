@@ -240,7 +240,12 @@ impl RuleSet {
 
     /// The verdict for `frame`'s packet and the index of what decided it: a rule, the default
     /// (`rules().len()`), or unclassifiable (`rules().len() + 1`).
+    #[inline]
     pub fn decide(&self, key: &Result<PacketKey, Unclassifiable>) -> (usize, Verdict) {
+        if self.fast.is_empty() && key.is_ok() {
+            // No rules: the default, without a call.
+            return (self.rules.len(), self.default);
+        }
         match key.as_ref().map(|k| self.classify(k)) {
             Ok(Ok(Some(i))) => (i, self.rules[i].action),
             Ok(Ok(None)) => (self.rules.len(), self.default),
