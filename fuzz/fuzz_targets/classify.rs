@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 #[path = "shared/rules_menu.rs"]
 mod rules_menu;
 
-use xskit_fwd::rules::{Match, PacketKey, Prefix, RuleSet, RuleSpec};
+use xskit_fwd::rules::{ChecksumState, Match, PacketKey, Prefix, RuleSet, RuleSpec};
 use xskit_wire::offload::L4Checksum;
 
 /// Whether the first `len` bits of `addr` are the prefix's, the family being the prefix's.
@@ -104,12 +104,17 @@ fuzz_target!(|data: &[u8]| {
     let (text, frame) = rules_menu::rules(data);
     let set = RuleSet::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let parsed = PacketKey::parse(frame);
-    let (noted, settled) = PacketKey::parse_noting_checksum(frame, false);
+    let (noted, state) = PacketKey::parse_noting_checksum(frame, false);
     assert_eq!(parsed, noted, "the two reads of {frame:02x?}");
-    if settled {
-        if let Some(c) = L4Checksum::locate(frame, frame.len()) {
-            assert!(!c.is_partial(frame), "settled, yet partial: {frame:02x?}");
-        }
+    let located = L4Checksum::locate(frame, frame.len()).filter(|c| c.is_partial(frame));
+    match state {
+        ChecksumState::Settled => assert!(located.is_none(), "settled, yet partial: {frame:02x?}"),
+        ChecksumState::Partial { start, offset } => assert_eq!(
+            located.map(|c| (c.start, c.offset)),
+            Some((start, offset)),
+            "partial, but not where locate finds it: {frame:02x?}"
+        ),
+        ChecksumState::Unknown => {}
     }
     let Ok(key) = parsed else {
         return;

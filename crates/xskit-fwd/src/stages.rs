@@ -3,15 +3,60 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, EtherType};
+use xskit_wire::{arp, checksum, ethernet, icmp, ip_protocol, ipv4, tcp, udp, EtherType};
 
 pub(crate) use crate::counter::RuleCells;
 use crate::counter::{bump, PortCells};
 use crate::live_rules::LiveRules;
 use crate::rule_state::ByRule;
-use crate::rules::{Limiter, PacketKey, RuleSet, Verdict};
+use crate::rules::{ChecksumState, Limiter, PacketKey, RuleSet, Verdict};
 use xskit::{Frame, Umem};
 use xskit_pipeline::{Next, Stage, StageContext, StageId};
+
+/// What the rules stage notes with a forwarded frame for the transmit step ([`Frame::note`]):
+/// what its TCP or UDP checksum needs, from the one read of its headers.
+pub(crate) mod tx_note {
+    use super::{tcp, udp, ChecksumState};
+
+    /// Not known: the transmit step looks for itself.
+    pub(crate) const LOOK: u8 = 0;
+    /// Nothing to finish.
+    pub(crate) const SETTLED: u8 = 1;
+    /// A partial UDP checksum in an untagged IPv4 packet without options.
+    const PARTIAL_UDP: u8 = 2;
+    /// A partial TCP checksum in an untagged IPv4 packet without options.
+    const PARTIAL_TCP: u8 = 3;
+    /// Where such a packet's L4 header starts: after the Ethernet and the IPv4 header.
+    const PLAIN_L4: usize = 14 + 20;
+
+    /// The note for a frame whose checksum is in `state`.
+    #[inline(always)]
+    pub(crate) fn of(state: ChecksumState) -> u8 {
+        match state {
+            ChecksumState::Settled => SETTLED,
+            ChecksumState::Partial {
+                start: PLAIN_L4,
+                offset: udp::CHECKSUM_AT,
+            } => PARTIAL_UDP,
+            ChecksumState::Partial {
+                start: PLAIN_L4,
+                offset: tcp::CHECKSUM_AT,
+            } => PARTIAL_TCP,
+            _ => LOOK,
+        }
+    }
+
+    /// Where a noted partial checksum is: its L4 header's start in the frame, and the field's
+    /// offset in it.
+    #[inline(always)]
+    pub(crate) fn partial_at(note: u8) -> Option<(usize, usize)> {
+        match note {
+            PARTIAL_UDP => Some((PLAIN_L4, udp::CHECKSUM_AT)),
+            PARTIAL_TCP => Some((PLAIN_L4, tcp::CHECKSUM_AT)),
+            _ => None,
+        }
+    }
+}
 
 /// Each port's MAC address, which a bond's failover may change while workers run
 /// (`fail_over_mac active`).
@@ -313,7 +358,7 @@ impl Stage for Rules {
             // One read of the headers serves the rules and the transmit step's checksum work.
             let parsed = PacketKey::parse_noting_checksum(data, continued);
             let (i, verdict) = self.rules.decide(&parsed.0);
-            let settled = parsed.1;
+            let checksum = parsed.1;
             let c = &mut self.local[i];
             if c[0] == 0 {
                 self.touched.push(i);
@@ -339,9 +384,14 @@ impl Stage for Rules {
                     }
                 }
             };
-            // A forwarded frame whose checksum needs nothing is marked so: the transmit step
-            // then leaves its headers alone.
-            f.set_mark(settled && matches!(next, Next::Tx(_) | Next::Back));
+            // A forwarded frame carries what its checksum needs: the transmit step then
+            // leaves a settled one's headers alone, and finds a noted partial one without
+            // reading them again.
+            f.set_note(if matches!(next, Next::Tx(_) | Next::Back) {
+                tx_note::of(checksum)
+            } else {
+                tx_note::LOOK
+            });
             *n = next;
         }
         // A vector comes from one port: its unclassifiable packets are that port's.

@@ -21,6 +21,7 @@ use xskit_os::sync::LockUnpoisoned;
 use xskit_pipeline::{FramePool, Outputs, Pipeline, PoolStats, RingOccupancy, StageContext};
 
 use crate::error::{Error, Result};
+use crate::stages::tx_note;
 
 pub(crate) mod host_path;
 pub(crate) use host_path::TapPath;
@@ -137,12 +138,23 @@ fn l3_len(first: &[u8], total: usize) -> usize {
     claimed.min(total.saturating_sub(l3))
 }
 
-/// The bytes of `heads` when every packet goes out as it is: one frame, marked settled by the
-/// rules stage (no checksum to finish), within `mtu` plus an Ethernet header.
+/// The bytes of `heads`, and how many of them have a partial checksum, when every packet
+/// can go out without a second read of its headers: one frame within `mtu` plus an Ethernet
+/// header, noted by the rules stage as settled, or as partial at a known place when the
+/// kernel finishes checksums (`offload`).
 #[inline(always)]
-fn ready_to_send(heads: &[Frame], mtu: usize) -> Option<usize> {
-    heads.iter().try_fold(0, |bytes, h| {
-        (h.is_marked() && !h.is_continued() && h.len() <= mtu + 14).then_some(bytes + h.len())
+fn noted_for_send(heads: &[Frame], mtu: usize, offload: bool) -> Option<(usize, usize)> {
+    heads.iter().try_fold((0, 0), |(bytes, partial), h| {
+        if h.is_continued() || h.len() > mtu + 14 {
+            return None;
+        }
+        match h.note() {
+            tx_note::SETTLED => Some((bytes + h.len(), partial)),
+            n if offload && tx_note::partial_at(n).is_some() => {
+                Some((bytes + h.len(), partial + 1))
+            }
+            _ => None,
+        }
     })
 }
 
@@ -376,13 +388,18 @@ impl<P: SidePort> Worker<P> {
     #[inline(always)]
     fn transmit(&mut self, p: usize) -> Result<()> {
         let mut heads = std::mem::take(&mut self.out.tx[p]);
-        let as_they_are = ready_to_send(&heads, self.mtus[p]);
+        let as_they_are = noted_for_send(&heads, self.mtus[p], self.csum_offload);
         let (mut txq, prepared, bytes, packets) = match as_they_are {
-            // The usual vector: every packet one frame, settled, within the MTU. It is sent as
-            // it is (the mark the rules stage set never reaches a descriptor).
-            Some(bytes) => {
+            // The usual vector: every packet one frame within the MTU, its checksum settled or
+            // partial where the rules stage noted it. It is sent as it is (a note never
+            // reaches a descriptor), the partial ones' finishing asked of the kernel.
+            Some((bytes, partial)) => {
+                let mut prepared = TxPrepared::default();
+                if partial > 0 {
+                    self.finish_noted(&mut heads, &mut prepared);
+                }
                 let n = heads.len();
-                (heads, TxPrepared::default(), bytes, n)
+                (heads, prepared, bytes, n)
             }
             None => {
                 let mut txq = std::mem::take(&mut self.txq);
@@ -422,6 +439,25 @@ impl<P: SidePort> Worker<P> {
             bump(&cells.no_frames_dropped, prepared.no_frames);
         }
         Ok(())
+    }
+
+    /// Asks the kernel to finish the checksum of each frame of `heads` the rules stage noted
+    /// as partial at a known place; where the UMEM has no metadata room, finishes it here.
+    fn finish_noted(&mut self, heads: &mut [Frame], done: &mut TxPrepared) {
+        for head in heads.iter_mut() {
+            let Some((start, offset)) = tx_note::partial_at(head.note()) else {
+                continue;
+            };
+            if self
+                .umem
+                .request_tx_checksum(head, start as u16, offset as u16)
+            {
+                done.offloaded += 1;
+            } else if let Some(c) = L4Checksum::locate(self.umem.data(head), head.len()) {
+                c.complete(self.umem.data_mut(head));
+                done.completed += 1;
+            }
+        }
     }
 
     /// What the pipeline still holds goes back to the pool (an error can leave a round half
@@ -536,13 +572,28 @@ impl<P: SidePort> Worker<P> {
         let mut done = TxPrepared::default();
         let mtu = self.mtus[p];
         for mut head in heads.drain(..) {
-            // The rules stage marked the single-frame packets it found need no checksum work:
-            // within the MTU, they go as they are.
-            let settled = head.is_marked();
-            head.set_mark(false);
-            if settled && !head.is_continued() && head.len() <= mtu + 14 {
+            // The rules stage noted what each packet's checksum needs: a settled single frame
+            // within the MTU goes as it is, a noted partial one has its finishing asked of
+            // the kernel without a second read of its headers.
+            let note = head.note();
+            head.set_note(tx_note::LOOK);
+            let settled = note == tx_note::SETTLED;
+            let single = !head.is_continued() && head.len() <= mtu + 14;
+            if settled && single {
                 txq.push(head);
                 continue;
+            }
+            if let (Some((start, offset)), true, true) =
+                (tx_note::partial_at(note), single, self.csum_offload)
+            {
+                if self
+                    .umem
+                    .request_tx_checksum(&mut head, start as u16, offset as u16)
+                {
+                    done.offloaded += 1;
+                    txq.push(head);
+                    continue;
+                }
             }
             let tail = self.chains.take_tail(&head);
             let total = head.len() + tail.as_ref().map_or(0, |t| t.iter().map(Frame::len).sum());

@@ -143,9 +143,9 @@ impl FramePool {
 
     /// Takes every frame of `frames` back; the cache first, the shared ring for the rest.
     pub fn free(&mut self, frames: &mut Vec<Frame>) {
-        // A frame comes out of the pool as the kernel would hand it over: unmarked.
+        // A frame comes out of the pool as the kernel would hand it over: without a note.
         for f in frames.iter_mut() {
-            f.set_mark(false);
+            f.set_note(0);
         }
         let room = self
             .cache_max
@@ -173,7 +173,7 @@ impl FramePool {
 
     /// Takes one frame back (the cache if it has room, else the shared ring).
     pub fn free_one(&mut self, mut frame: Frame) {
-        frame.set_mark(false);
+        frame.set_note(0);
         if self.cache.len() < self.cache_max {
             self.stats.recycled_cache += 1;
             self.cache.push(frame);

@@ -52,7 +52,7 @@ pub use limit_syntax::{
 };
 use matching::FastMatch;
 pub use matching::{Match, Prefix, TcpFlags};
-pub use packet_key::{PacketKey, Unclassifiable, MAX_VLAN_TAGS};
+pub use packet_key::{ChecksumState, PacketKey, Unclassifiable, MAX_VLAN_TAGS};
 pub use rate::{Limiter, Rate, RateLimiter, RateUnit, SourceLimiter};
 use std::sync::Arc;
 pub use syntax::{RulesError, RulesFileError, MAX_RULE_NAME_CHARS};

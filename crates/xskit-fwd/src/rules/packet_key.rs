@@ -50,6 +50,32 @@ impl std::fmt::Display for Unclassifiable {
     }
 }
 
+/// What one read of a packet's headers tells of its TCP or UDP checksum, for the step that
+/// finishes partial ones before a packet leaves (see [`L4Checksum`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChecksumState {
+    /// Nothing to finish: no partial checksum, or nothing [`L4Checksum::locate`] would find.
+    Settled,
+    /// Partial, its sender having left it for a device (where [`L4Checksum::locate`] finds
+    /// it).
+    Partial {
+        /// Where the L4 header starts in the frame.
+        start: usize,
+        /// Where the checksum field is in the L4 header.
+        offset: usize,
+    },
+    /// This read cannot tell (a chain of buffers, IPv6 extension headers, an unclassifiable
+    /// packet): the finishing step looks for itself.
+    Unknown,
+}
+
+impl ChecksumState {
+    /// Nothing to finish.
+    pub fn is_settled(self) -> bool {
+        self == ChecksumState::Settled
+    }
+}
+
 /// VLAN tags (802.1Q, 802.1ad) followed before a packet counts as unclassifiable.
 pub const MAX_VLAN_TAGS: usize = 2;
 
@@ -77,17 +103,13 @@ impl PacketKey {
         Self::parse_headers(frame, continued).map(|(key, _)| key)
     }
 
-    /// [`PacketKey::parse_first`], also telling whether the packet's TCP or UDP checksum is
-    /// settled, from the same read of its headers: true when the packet holds no partial
-    /// checksum (one its sender left for a device to finish, see [`L4Checksum`]) or nothing
-    /// [`L4Checksum::locate`] would find; false when this read cannot tell (a chain of
-    /// buffers, IPv6 extension headers, an unclassifiable packet), so that a later step looks
-    /// for itself.
+    /// [`PacketKey::parse_first`], also telling what the packet's TCP or UDP checksum needs,
+    /// from the same read of its headers ([`ChecksumState`]).
     #[inline]
     pub fn parse_noting_checksum(
         frame: &[u8],
         continued: bool,
-    ) -> (Result<PacketKey, Unclassifiable>, bool) {
+    ) -> (Result<PacketKey, Unclassifiable>, ChecksumState) {
         if !continued {
             if let Some(done) = Self::plain_ipv4(frame) {
                 return done;
@@ -102,17 +124,17 @@ impl PacketKey {
     pub(super) fn parse_noting_checksum_slowly(
         frame: &[u8],
         continued: bool,
-    ) -> (Result<PacketKey, Unclassifiable>, bool) {
+    ) -> (Result<PacketKey, Unclassifiable>, ChecksumState) {
         match Self::parse_headers(frame, continued) {
-            Err(e) => (Err(e), false),
-            Ok((key, _)) if continued => (Ok(key), false),
+            Err(e) => (Err(e), ChecksumState::Unknown),
+            Ok((key, _)) if continued => (Ok(key), ChecksumState::Unknown),
             Ok((key, l4)) => {
-                let settled = match (key.family, l4) {
-                    (0, _) => true,
-                    (_, Some(at)) => key.checksum_settled(frame, at),
-                    (_, None) => false,
+                let state = match (key.family, l4) {
+                    (0, _) => ChecksumState::Settled,
+                    (_, Some(at)) => key.checksum_state(frame, at),
+                    (_, None) => ChecksumState::Unknown,
                 };
-                (Ok(key), settled)
+                (Ok(key), state)
             }
         }
     }
@@ -122,7 +144,9 @@ impl PacketKey {
     /// holds all the IP packet claims. `None` for anything else (or anything doubtful),
     /// which the general walk then reads.
     #[inline(always)]
-    pub(super) fn plain_ipv4(frame: &[u8]) -> Option<(Result<PacketKey, Unclassifiable>, bool)> {
+    pub(super) fn plain_ipv4(
+        frame: &[u8],
+    ) -> Option<(Result<PacketKey, Unclassifiable>, ChecksumState)> {
         const L3: usize = ethernet::HEADER_LEN;
         const L4: usize = L3 + ipv4::HEADER_LEN;
         // Every view below reads inside these bytes, whose length the compiler knows: one
@@ -178,19 +202,24 @@ impl PacketKey {
             pseudo,
             udp: protocol == ip_protocol::UDP,
         };
-        Some((Ok(key), !c.is_partial(frame)))
+        let state = if c.is_partial(frame) {
+            ChecksumState::Partial { start: L4, offset }
+        } else {
+            ChecksumState::Settled
+        };
+        Some((Ok(key), state))
     }
 
-    /// Whether the TCP or UDP checksum at `at` is anything but partial (see
-    /// [`PacketKey::parse_noting_checksum`]); the same checks as [`L4Checksum::locate`].
-    fn checksum_settled(&self, frame: &[u8], at: L4At) -> bool {
+    /// What the TCP or UDP checksum at `at` needs (see [`PacketKey::parse_noting_checksum`]);
+    /// the same checks as [`L4Checksum::locate`].
+    fn checksum_state(&self, frame: &[u8], at: L4At) -> ChecksumState {
         let (offset, udp) = match self.protocol {
             ip_protocol::TCP if at.len >= tcp::HEADER_LEN => (tcp::CHECKSUM_AT, false),
             ip_protocol::UDP if at.len >= udp::HEADER_LEN => (udp::CHECKSUM_AT, true),
-            _ => return true,
+            _ => return ChecksumState::Settled,
         };
         if at.fragment || at.start + offset + 2 > frame.len() {
-            return true;
+            return ChecksumState::Settled;
         }
         let pseudo = if self.family == 4 {
             let v4 = |a: &[u8; 16]| [a[0], a[1], a[2], a[3]];
@@ -205,7 +234,14 @@ impl PacketKey {
             pseudo: checksum::fold(pseudo),
             udp,
         };
-        !c.is_partial(frame)
+        if c.is_partial(frame) {
+            ChecksumState::Partial {
+                start: at.start,
+                offset,
+            }
+        } else {
+            ChecksumState::Settled
+        }
     }
 
     /// The key, and where the L4 header is when one read tells exactly (IPv4, or IPv6 without

@@ -420,6 +420,17 @@ fn partial_by_locate(f: &[u8]) -> bool {
     L4Checksum::locate(f, f.len()).is_some_and(|c| c.is_partial(f))
 }
 
+/// What locate says of a frame's checksum, in the one read's terms.
+fn state_by_locate(f: &[u8]) -> ChecksumState {
+    match L4Checksum::locate(f, f.len()) {
+        Some(c) if c.is_partial(f) => ChecksumState::Partial {
+            start: c.start,
+            offset: c.offset,
+        },
+        _ => ChecksumState::Settled,
+    }
+}
+
 #[test]
 fn one_read_tells_a_settled_checksum_from_a_partial_one_as_locate_does() {
     let (tcp, udp) = (ip_protocol::TCP, ip_protocol::UDP);
@@ -433,17 +444,29 @@ fn one_read_tells_a_settled_checksum_from_a_partial_one_as_locate_does() {
         for partial in [false, true] {
             let f = l4_frame(v6, tagged, hop, proto, partial);
             assert_eq!(partial_by_locate(&f), partial, "the frame is as built");
-            let (key, settled) = PacketKey::parse_noting_checksum(&f, false);
+            let (key, state) = PacketKey::parse_noting_checksum(&f, false);
             assert_eq!(key, PacketKey::parse(&f), "the same key");
-            assert_eq!(settled, !partial, "v6 {v6} tagged {tagged} proto {proto}");
+            assert_eq!(
+                state.is_settled(),
+                !partial,
+                "v6 {v6} tagged {tagged} proto {proto}"
+            );
+            assert_eq!(state, state_by_locate(&f), "found where locate finds it");
             let (_, in_chain) = PacketKey::parse_noting_checksum(&f, true);
-            assert!(!in_chain, "a chain is left to the transmit step");
+            assert_eq!(
+                in_chain,
+                ChecksumState::Unknown,
+                "a chain is left to the transmit step"
+            );
         }
     }
     // Behind IPv6 extension headers this read cannot tell: unknown, not settled.
     let f = l4_frame(true, false, true, udp, false);
     assert!(!partial_by_locate(&f));
-    assert!(!PacketKey::parse_noting_checksum(&f, false).1);
+    assert_eq!(
+        PacketKey::parse_noting_checksum(&f, false).1,
+        ChecksumState::Unknown
+    );
     // Nothing to finish: not IP, an IPv4 fragment, no TCP or UDP.
     let mut arp = l4_frame(false, false, false, udp, true);
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
@@ -453,7 +476,7 @@ fn one_read_tells_a_settled_checksum_from_a_partial_one_as_locate_does() {
     icmp[23] = ip_protocol::ICMP;
     for f in [arp, fragment, icmp] {
         assert!(!partial_by_locate(&f));
-        assert!(PacketKey::parse_noting_checksum(&f, false).1);
+        assert!(PacketKey::parse_noting_checksum(&f, false).1.is_settled());
     }
 }
 
@@ -485,8 +508,15 @@ fn a_settled_checksum_is_never_a_partial_one_whatever_the_bytes() {
             if next() % 4 == 0 {
                 f.truncate((next() % f.len() as u64) as usize);
             }
-            let (key, settled) = PacketKey::parse_noting_checksum(&f, false);
-            let partial = partial_by_locate(&f);
+            let (key, state) = PacketKey::parse_noting_checksum(&f, false);
+            let (settled, partial) = (state.is_settled(), partial_by_locate(&f));
+            if let ChecksumState::Partial { .. } = state {
+                assert_eq!(
+                    state,
+                    state_by_locate(&f),
+                    "partial where locate says: {f:02x?}"
+                );
+            }
             if let Some(fast) = PacketKey::plain_ipv4(&f) {
                 let slow = PacketKey::parse_noting_checksum_slowly(&f, false);
                 assert_eq!(fast, slow, "the fast path reads {f:02x?} as the walk does");

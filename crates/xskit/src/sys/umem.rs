@@ -26,9 +26,10 @@ pub const MAX_FRAME_SIZE: u32 = 4096;
 /// front of its data (`XDP_TX_METADATA` in linux/if_xdp.h).
 pub const XDP_TX_METADATA: u32 = 1 << 1;
 
-/// The bit of a frame's options that is the application's own ([`Frame::is_marked`]): the
-/// kernel neither sets nor sees it.
-const MARK: u32 = 1 << 31;
+/// The bits of a frame's options that are the application's own ([`Frame::note`]): the
+/// kernel neither sets nor sees them.
+const NOTE_SHIFT: u32 = 30;
+const MARK: u32 = 0b11 << NOTE_SHIFT;
 /// Bytes of `struct xsk_tx_metadata`: the `tx_metadata_len` for checksum requests.
 pub const TX_METADATA_LEN: u32 = 24;
 pub(crate) const HUGE_PAGE_SIZE: u64 = 2 * 1024 * 1024;
@@ -145,22 +146,19 @@ impl Frame {
         self.options & !MARK
     }
 
-    /// Whether the application marked this frame ([`Frame::set_mark`]).
+    /// What the application noted with this frame ([`Frame::set_note`]): 0 to 3.
     #[inline]
-    pub fn is_marked(&self) -> bool {
-        self.options & MARK != 0
+    pub fn note(&self) -> u8 {
+        (self.options >> NOTE_SHIFT) as u8
     }
 
-    /// One bit the application may keep with a frame while it holds it, e.g. one stage's
-    /// finding for a later one. The kernel never sees it: it is left out of every descriptor,
-    /// and a frame the kernel hands back comes unmarked.
+    /// Two bits the application may keep with a frame while it holds it, e.g. one stage's
+    /// finding for a later one (`note` 0 to 3; higher bits are ignored). The kernel never sees
+    /// them: they are left out of every descriptor, and a frame the kernel hands back, or a
+    /// pool hands out, has note 0.
     #[inline]
-    pub fn set_mark(&mut self, marked: bool) {
-        if marked {
-            self.options |= MARK;
-        } else {
-            self.options &= !MARK;
-        }
+    pub fn set_note(&mut self, note: u8) {
+        self.options = (self.options & !MARK) | (u32::from(note & 0b11) << NOTE_SHIFT);
     }
 
     /// True when the packet continues in the next frame (multi-buffer, `XDP_PKT_CONTD`).
@@ -264,7 +262,7 @@ impl Chunks {
 
     /// A handle for a frame the kernel handed back at `addr` with `len` bytes: a value out of
     /// range is held inside the UMEM, so the handle can never reach outside the mapping, and
-    /// the application's mark is off.
+    /// the application's note is 0.
     #[inline]
     pub(crate) fn frame(&self, addr: u64, len: u32, options: u32) -> Frame {
         let addr = self.resolve(addr);
@@ -726,18 +724,20 @@ mod tests {
     }
 
     #[test]
-    fn a_mark_stays_with_the_frame_and_never_reaches_the_kernel() {
+    fn a_note_stays_with_the_frame_and_never_reaches_the_kernel() {
         let u = umem(UmemConfig {
             frame_count: 2,
             ..Default::default()
         });
         let mut f = u.chunks().frame(0, 60, libc::XDP_PKT_CONTD | MARK);
-        assert!(!f.is_marked(), "the kernel's options carry no mark");
-        f.set_mark(true);
-        assert!(f.is_marked() && f.is_continued());
-        assert_eq!(f.options(), libc::XDP_PKT_CONTD);
-        assert_eq!(f.desc().options, libc::XDP_PKT_CONTD);
-        f.set_mark(false);
-        assert!(!f.is_marked() && f.is_continued());
+        assert_eq!(f.note(), 0, "the kernel's options carry no note");
+        for note in [1, 2, 3, 7] {
+            f.set_note(note);
+            assert!(f.note() == note & 3 && f.is_continued());
+            assert_eq!(f.options(), libc::XDP_PKT_CONTD);
+            assert_eq!(f.desc().options, libc::XDP_PKT_CONTD);
+        }
+        f.set_note(0);
+        assert!(f.note() == 0 && f.is_continued());
     }
 }
