@@ -15,9 +15,18 @@
 # number that varies from run to run. So rxdrop and l2fwd also run twice without traffic
 # (IDLE_POLLS and twice as many empty polls, each program), which gives what one empty poll
 # costs each; the table's per-packet figures leave those polls out, and the last columns
-# say what they added. fwd runs SECS seconds with only its worker's run function counted:
-# plain forwarding, behind 64 rules none of which matches (fwd-64), and in a DDoS mix
-# (fwd-ddos: the attack dropped in XDP, the legitimate probes through the worker).
+# say what they added.
+#
+# The forwarder's rows are measured against xdpsock's l2fwd from bpf-examples' AF_XDP example
+# (bench/peer/bpf-examples, built here against libxdp), whole process, empty polls,
+# supervisor and counters' publication included, steady state from runs of SECS and 2*SECS
+# seconds: fwd with its default rule alone, behind 64 rules of mixed shapes whose last
+# matches (fwd-64), and forwarding the kernel's own UDP whose checksums the sender left
+# partial (fwd-csum). The pairings differ: xdpsock's l2fwd sends each packet back out of the
+# interface it came in on, one socket; fwd takes it in on one interface and out of the
+# other, two sockets on one UMEM, through its rules. fwd-ddos counts the worker's run
+# function alone in a DDoS mix (the attack dropped in XDP, legitimate probes through the
+# worker).
 #
 #   sudo bash bench/callgrind.sh              # COUNT=1000000 SECS=4
 #   BIN=/path/to/other/xskit sudo -E bash bench/callgrind.sh    # measure another build
@@ -30,7 +39,7 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-1000000}
 SECS=${SECS:-4}
 IDLE_POLLS=${IDLE_POLLS:-200000}
-LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd fwd-64 fwd-ddos}
+LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd fwd-64 fwd-csum fwd-ddos}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "callgrind.sh: run as root (sudo): it builds network namespaces" >&2
@@ -80,10 +89,16 @@ for x in "$A cg-a" "$B cg-b" "$A cg-a2" "$M cg-ma" "$M cg-mc" "$C cg-c"; do
 done
 MAC_B=$(ip netns exec "$B" cat /sys/class/net/cg-b/address)
 
-gen_start() { # $1 interface in A: live frames flat out on CPU 0
-    ip netns exec "$A" taskset -c 0 "$BIN" gen --engine live -i "$1" --dst-mac "$MAC_B" >/dev/null 2>&1 &
+gen_start() { # $1 interface in A, then gen's options: live frames flat out on CPU 0
+    local ifc=$1
+    shift
+    ip netns exec "$A" taskset -c 0 "$BIN" gen --engine live -i "$ifc" --dst-mac "$MAC_B" "$@" \
+        >/dev/null 2>"$OUT/gen.err" &
     GEN=$!
+    # Its frames are counted nowhere until a program takes them at the far end: give it
+    # time to start, and make sure it runs.
     sleep 0.5
+    kill -0 "$GEN" 2>/dev/null || { echo "callgrind.sh: the generator stopped:" >&2; cat "$OUT/gen.err" >&2; exit 1; }
 }
 gen_stop() { kill -INT "$GEN" 2>/dev/null || true; wait "$GEN" 2>/dev/null || true; GEN=; }
 
@@ -129,32 +144,77 @@ if has rxdrop || has l2fwd; then
     gen_stop
 fi
 has txpush && ring_runs txpush "$A" cg-a
-fwd_run() { # $1 run name, then fwd's extra options: SECS seconds, the worker's run function only
-    local name=$1
-    shift
+# The forwarder against xdpsock's l2fwd (bpf-examples' AF_XDP example, bench/peer/bpf-examples),
+# whole process (supervisor, empty polls, counters' publication included), steady state from
+# runs of SECS and 2*SECS seconds. xdpsock reflects on b (a - b); fwd forwards a2 - m - c.
+xdpsock_run() { # $1 seconds
+    ip netns exec "$B" taskset -c 1 env LC_ALL=C valgrind --tool=callgrind \
+        --callgrind-out-file="$OUT/xdpsock-$1.cg" "$XDPSOCK" -l -i cg-b -q 0 -N -c -d "$1" \
+        >"$OUT/xdpsock-$1.txt" 2>"$OUT/xdpsock-$1.err" || {
+        echo "callgrind.sh: xdpsock failed:" >&2
+        tail -5 "$OUT/xdpsock-$1.err" >&2
+        exit 1
+    }
+}
+fwd_run() { # $1 run name, $2 seconds, then fwd's extra options
+    local name=$1-$2 secs=$2
+    shift 2
     ip netns exec "$M" taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" \
-        --toggle-collect="xskit_fwd::worker::Worker<*>::run" \
-        "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.err" || {
+        "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$secs" --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.err" || {
         echo "callgrind.sh: $name failed:" >&2
         tail -5 "$OUT/$name.err" >&2
         exit 1
     }
 }
-# fwd-64: 64 rules, each naming a source, none matching: user space looks them up by their
-# bit vectors.
-for i in $(seq 1 64); do
-    printf '[[rule]]\nname = "r%d"\nsrc = "203.0.113.%d/32"\nprotocol = "udp"\ndst_port = %d\naction = "drop"\n' \
-        "$i" "$i" $((1000 + i))
-done >"$OUT/rules-64.toml"
-# fwd-ddos: the attack (UDP port 9, the generator's, flat out) dropped by a kernel rule, and
-# legitimate probes at up to 200 kpps to port 5000 forwarded by the worker.
-printf '[[rule]]\nname = "attack"\nprotocol = "udp"\ndst_port = 9\naction = "drop"\n' >"$OUT/rules-ddos.toml"
-if has fwd || has fwd-64; then
-    gen_start cg-a2
-    has fwd && fwd_run fwd
-    has fwd-64 && fwd_run fwd-64 --rules "$OUT/rules-64.toml"
+fwd_runs() { # $1 row, then fwd's extra options: runs of SECS and 2*SECS seconds
+    local row=$1
+    shift
+    fwd_run "$row" "$SECS" "$@"
+    fwd_run "$row" $((2 * SECS)) "$@"
+}
+if has fwd || has fwd-64 || has fwd-csum; then
+    [ -e /usr/include/sys/capability.h ] || {
+        echo "callgrind.sh: xdpsock needs libcap's headers: apt-get install libcap-dev (scripts/setup.sh test installs it)" >&2
+        exit 1
+    }
+    XDPSOCK=$OUT/xdpsock
+    "$CC" -O2 -g -w -Ibench/peer/bpf-examples/headers -Dsetrlimit=xskit_peer_setrlimit \
+        -c bench/peer/bpf-examples/AF_XDP-example/xdpsock.c -o "$OUT/xdpsock.o"
+    "$CC" -O2 -Wall -c bench/peer/xdpsock_memlock.c -o "$OUT/xdpsock_memlock.o"
+    "$CC" -o "$XDPSOCK" "$OUT/xdpsock.o" "$OUT/xdpsock_memlock.o" -lxdp -lbpf -lpthread -lcap
+    gen_start cg-a
+    xdpsock_run "$SECS"
+    xdpsock_run $((2 * SECS))
     gen_stop
 fi
+# fwd-64: 64 rules of mixed shapes (bench/rule_shapes.py); only the last matches the
+# generator's frames (UDP 198.51.100.1:1234 -> 198.51.100.2:9) and forwards them.
+python3 bench/rule_shapes.py --count 64 --match-at 64 --match-action forward >"$OUT/rules-64.toml"
+if has fwd || has fwd-64; then
+    gen_start cg-a2 --src-port 1234
+    has fwd && fwd_runs fwd
+    has fwd-64 && fwd_runs fwd-64 --rules "$OUT/rules-64.toml"
+    gen_stop
+fi
+# fwd-csum: UDP from the kernel's own socket at a, whose checksum the sender left partial for
+# the device (veth offers the offload): fwd finishes each one before sending it on.
+if has fwd-csum; then
+    "$CC" -O2 -Wall -o "$OUT/udp_flood" bench/peer/udp_flood.c
+    ip -n "$A" addr add 198.51.100.1/24 dev cg-a2
+    ip -n "$C" addr add 198.51.100.2/24 dev cg-c
+    # Each side knows the other's MAC: nothing waits for ARP to cross a forwarder that is not
+    # running between two runs.
+    ip -n "$A" neigh add 198.51.100.2 lladdr "$(ip netns exec "$C" cat /sys/class/net/cg-c/address)" dev cg-a2 nud permanent
+    ip -n "$C" neigh add 198.51.100.1 lladdr "$(ip netns exec "$A" cat /sys/class/net/cg-a2/address)" dev cg-c nud permanent
+    ip netns exec "$A" taskset -c 0 "$OUT/udp_flood" 198.51.100.2 9 >/dev/null 2>"$OUT/gen.err" &
+    GEN=$!
+    fwd_runs fwd-csum
+    gen_stop
+fi
+# fwd-ddos: the attack (UDP port 9, the generator's, flat out) dropped by a kernel rule, and
+# legitimate probes at up to 200 kpps to port 5000 forwarded by the worker: the worker's run
+# function alone, one run.
+printf '[[rule]]\nname = "attack"\nprotocol = "udp"\ndst_port = 9\naction = "drop"\n' >"$OUT/rules-ddos.toml"
 if has fwd-ddos; then
     gen_start cg-a2
     # The probes run until fwd is done: fwd's start under valgrind takes a varying while,
@@ -162,7 +222,14 @@ if has fwd-ddos; then
     ip netns exec "$A" taskset -c 0 "$BIN" gen -i cg-a2 -m skb --dst-mac "$MAC_B" --dst-port 5000 \
         -r 200000 >/dev/null 2>"$OUT/legit.err" &
     LEGIT=$!
-    fwd_run fwd-ddos --rules "$OUT/rules-ddos.toml"
+    ip netns exec "$M" taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/fwd-ddos.cg" \
+        --toggle-collect="xskit_fwd::worker::Worker<*>::run" \
+        "$BIN" fwd -i cg-ma -i cg-mc -m drv -d "$SECS" --json --rules "$OUT/rules-ddos.toml" \
+        >"$OUT/fwd-ddos.json" 2>"$OUT/fwd-ddos.err" || {
+        echo "callgrind.sh: fwd-ddos failed:" >&2
+        tail -5 "$OUT/fwd-ddos.err" >&2
+        exit 1
+    }
     if ! kill -INT "$LEGIT" 2>/dev/null; then
         echo "callgrind.sh: the legitimate probes' generator stopped early:" >&2
         tail -5 "$OUT/legit.err" >&2
@@ -172,4 +239,4 @@ if has fwd-ddos; then
     gen_stop
 fi
 
-python3 bench/callgrind_report.py "$OUT" "$COUNT" $LOOPS
+python3 bench/callgrind_report.py "$OUT" "$COUNT" "$SECS" $LOOPS

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """bench/callgrind.sh's table: instructions per packet of xskit and the xsk.h peer.
 
-  callgrind_report.py OUT_DIR COUNT LOOP...
+  callgrind_report.py OUT_DIR COUNT SECS LOOP...
 
 OUT_DIR holds, per ring loop, `LOOP-xskit-N.cg/.json` and `LOOP-peer-N.cg/.json` for N = COUNT
-and 2*COUNT, and `fwd.cg/.json`, `fwd-64`, `fwd-ddos` (the worker alone). Steady state is the difference between
-the two runs, so set-up cancels out. With JSON=path in the environment, the figures are also
+and 2*COUNT; per fwd row `ROW-S.cg/.json` and xdpsock's `xdpsock-S.cg/.txt` for S = SECS and
+2*SECS; and `fwd-ddos.cg/.json` (the worker alone, one run). Steady state is the difference
+between the two runs, so set-up cancels out. With JSON=path in the environment, the figures are also
 written there.
 """
 
@@ -133,59 +134,127 @@ def unsteady(r):
     return r["whole"] <= 0 or r["loop"] <= 0
 
 
-FWD_RUNS = {
-    "fwd": "plain forwarding",
-    "fwd-64": "behind 64 rules, none matching",
-    "fwd-ddos": "DDoS mix: the legitimate probes",
+FWD_ROWS = {
+    "fwd": "its default rule alone",
+    "fwd-64": "64 rules of mixed shapes, the match last",
+    "fwd-csum": "the kernel's UDP, checksums left partial",
 }
+WORKER = re.compile(r"^xskit_fwd::worker::Worker<.*>::run$")
 
 
-def fwd(out, name):
-    """The worker's instructions per packet it received (idle polls included)."""
-    with open(os.path.join(out, f"{name}.json")) as f:
+def xdpsock_packets(path):
+    """The packets xdpsock's l2fwd sent back: the last `tx` line's count."""
+    n = None
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 3 and w[0] == "tx":
+                n = int(w[2].replace(",", ""))
+    if n is None:
+        sys.exit(f"callgrind_report.py: no tx count in {path}")
+    return n
+
+
+def forwarded(path):
+    """The packets a fwd run sent out of its ports."""
+    with open(path) as f:
+        d = json.load(f)
+    return sum(port["tx_packets"] for port in d["counters"]["ports"])
+
+
+def steady(out, runs, packets, loop_fn):
+    """Whole-process and in-loop instructions per packet between two runs, and the steady
+    state's top functions."""
+    (a, b) = runs
+    pa, pb = packets(a), packets(b)
+    if pb <= pa:
+        sys.exit(f"callgrind_report.py: {b} forwarded no more than {a} ({pb} <= {pa}): "
+                 "was the generator running? (KEEP=1 keeps the runs)")
+    wa, wb = total(os.path.join(out, a + ".cg")), total(os.path.join(out, b + ".cg"))
+    ia, ib = (functions(os.path.join(out, r + ".cg"), True) for r in (a, b))
+    loop = lambda incl: max((ir for f, ir in incl.items() if loop_fn(f)), default=0)
+    fa, fb = (functions(os.path.join(out, r + ".cg"), False) for r in (a, b))
+    own = {f: ir - fa.get(f, 0) for f, ir in fb.items()}
+    return {"packets": pb - pa, "whole": (wb - wa) / (pb - pa),
+            "loop": (loop(ib) - loop(ia)) / (pb - pa), "top": top(own, wb - wa)}
+
+
+def fwd_rows(out, secs, loops):
+    """xdpsock's l2fwd, then each fwd row beside it."""
+    rows = {"xdpsock": steady(out, (f"xdpsock-{secs}", f"xdpsock-{2 * secs}"),
+                              lambda r: xdpsock_packets(os.path.join(out, r + ".txt")),
+                              lambda f: f == "main")}
+    for loop in loops:
+        if loop in FWD_ROWS:
+            r = steady(out, (f"{loop}-{secs}", f"{loop}-{2 * secs}"),
+                       lambda r: forwarded(os.path.join(out, r + ".json")), WORKER.match)
+            r["ratio_whole"] = r["whole"] / rows["xdpsock"]["whole"]
+            r["ratio_loop"] = r["loop"] / rows["xdpsock"]["loop"]
+            rows[loop] = r
+    return rows
+
+
+def ddos(out):
+    """The worker's instructions per packet it received (idle polls included), one run."""
+    with open(os.path.join(out, "fwd-ddos.json")) as f:
         d = json.load(f)
     p = sum(port["rx_packets"] for port in d["counters"]["ports"])
     if p == 0:
         # Instructions over no packets is no figure: say so rather than print one.
-        sys.exit(f"callgrind_report.py: {name}: the forwarder received no packets in its run; "
+        sys.exit("callgrind_report.py: fwd-ddos: the forwarder received no packets in its run; "
                  "was the generator running? (its errors are in the run's directory, KEEP=1)")
-    cg = os.path.join(out, f"{name}.cg")
+    cg = os.path.join(out, "fwd-ddos.cg")
     t = total(cg)
     return {"packets": p, "worker": t / p, "top": top(functions(cg, False), t)}
 
 
 def main():
-    out, count, loops = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    out, count, secs, loops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
     results = {}
-    head = "%-7s %9s %9s %8s %6s %10s %9s %6s %12s"
+    head = "%-8s %9s %9s %8s %6s %10s %9s %6s %12s"
     print(head % ("", "", "whole process", "", "", "inside the loop", "", "", "empty polls"))
     print(head % ("loop", "packets", "xskit", "peer", "ratio", "xskit", "peer", "ratio", "xskit/peer"))
     for loop in loops:
-        if loop in FWD_RUNS:
-            r = results[loop] = fwd(out, loop)
-            print("%-8s %8d %9.1f %8s %6s %10s %9s %6s %12s   (the worker only: %s)"
-                  % (loop, r["packets"], r["worker"], "-", "-", "-", "-", "-", "-", FWD_RUNS[loop]))
+        if loop in FWD_ROWS or loop == "fwd-ddos":
             continue
         r = results[loop] = ring_loop(out, count, loop)
         x, p = r["xskit"], r["peer"]
         polls = "-" if loop == "txpush" else "%.1f/%.1f" % (x["idle_per_packet"], p["idle_per_packet"])
         if r["unsteady"]:
-            print("%-7s %9d   unsteady (%s): the runs' empty polls, %s per packet, outweigh the "
+            print("%-8s %9d   unsteady (%s): the runs' empty polls, %s per packet, outweigh the "
                   "packets; run it on a quieter machine" % (loop, x["packets"],
                                                              " and ".join(r["unsteady"]), polls))
             continue
-        print("%-7s %9d %9.1f %8.1f %5.2fx %10.1f %9.1f %5.2fx %12s"
+        print("%-8s %9d %9.1f %8.1f %5.2fx %10.1f %9.1f %5.2fx %12s"
               % (loop, x["packets"], x["whole"], p["whole"], r["ratio_whole"], x["loop"], p["loop"],
                  r["ratio_loop"], polls))
+    if any(l in FWD_ROWS for l in loops):
+        rows = fwd_rows(out, secs, loops)
+        results["xdpsock"] = rows.pop("xdpsock")
+        xd = results["xdpsock"]
+        for loop, r in rows.items():
+            results[loop] = r
+            print("%-8s %9d %9.1f %8.1f %5.2fx %10.1f %9.1f %5.2fx %12s   (%s)"
+                  % (loop, r["packets"], r["whole"], xd["whole"], r["ratio_whole"], r["loop"],
+                     xd["loop"], r["ratio_loop"], "included", FWD_ROWS[loop]))
+    if "fwd-ddos" in loops:
+        r = results["fwd-ddos"] = ddos(out)
+        print("%-8s %9d %9.1f %8s %6s %10s %9s %6s %12s   (the worker only: the DDoS mix's legitimate probes)"
+              % ("fwd-ddos", r["packets"], r["worker"], "-", "-", "-", "-", "-", "-"))
     print()
-    print("Instructions per packet; the empty polls' share (per packet, left out of the figures")
-    print("before it) is measured with no traffic. Where the instructions go, polls included:")
+    print("Instructions per packet. Ring loops: xskit's bench against the xsk.h peer, the empty")
+    print("polls' share (per packet, left out of the figures before it) measured with no traffic.")
+    print("fwd rows: the forwarder against bpf-examples' xdpsock l2fwd, empty polls included;")
+    print("inside the loop: the worker's run function, xdpsock's main (l2fwd_all inlined). Where the")
+    print("instructions go, polls included:")
     for loop in loops:
-        if loop in FWD_RUNS:
-            print(f"  {loop} worker: {results[loop]['top']}")
-        else:
+        if loop in results and "xskit" in results[loop]:
             print(f"  {loop} xskit: {results[loop]['xskit']['top']}")
             print(f"  {loop} peer:  {results[loop]['peer']['top']}")
+        elif loop in results:
+            print(f"  {loop} xskit: {results[loop]['top']}")
+    if "xdpsock" in results:
+        print(f"  xdpsock l2fwd: {results['xdpsock']['top']}")
     if os.environ.get("JSON"):
         with open(os.environ["JSON"], "w") as f:
             json.dump(results, f, indent=2)

@@ -30,11 +30,11 @@ fi
 # kernel's pings and a download from Python's HTTP server to curl cross the forwarder).
 packages=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev libpcap-dev iproute2 iputils-ping util-linux procps ethtool ca-certificates curl python3 xdp-tools bpftool)
 # What only the tests use: the peers and parsers nobody here wrote (iperf3, dpdk-testpmd, tshark,
-# Prometheus's parser, libxdp's xsk.h), valgrind, the guest testbed (QEMU, busybox,
-# cpio, xz, strace for what QEMU writes), g++ for libFuzzer and systemd-analyze for the
-# service unit.
+# Prometheus's parser, libxdp's xsk.h, libcap's headers for bpf-examples' xdpsock), valgrind,
+# the guest testbed (QEMU, busybox, cpio, xz, strace for what QEMU writes), g++ for libFuzzer
+# and systemd-analyze for the service unit.
 if [ "$job" = test ]; then
-    packages+=(iperf3 valgrind systemd qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev g++ strace)
+    packages+=(iperf3 valgrind systemd qemu-system-x86 busybox-static cpio xz-utils dpdk-dev tshark python3-prometheus-client libxdp-dev libcap-dev g++ strace)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -609,7 +609,7 @@ fn a_late_burst_is_measured_at_its_own_rate() {
 }
 
 #[test]
-fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer() {
+fn callgrind_counts_instructions_per_packet_beside_the_xsk_h_peer_and_xdpsock() {
     if !privileged() {
         return;
     }
@@ -629,8 +629,11 @@ fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer
         String::from_utf8_lossy(&out.stderr)
     );
     let number = |s: &str| s.trim_end_matches('x').parse::<f64>().unwrap();
-    for name in ["rxdrop", "l2fwd", "txpush", "fwd", "fwd-64", "fwd-ddos"] {
-        let worker = name.starts_with("fwd");
+    for name in [
+        "rxdrop", "l2fwd", "txpush", "fwd", "fwd-64", "fwd-csum", "fwd-ddos",
+    ] {
+        let forwarder = name.starts_with("fwd");
+        let worker_only = name == "fwd-ddos";
         let line = text
             .lines()
             .find(|l| l.split_whitespace().next() == Some(name))
@@ -639,7 +642,7 @@ fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer
         let packets: u64 = fields[1].parse().unwrap();
         // On a loaded machine a ring loop's runs may differ more in empty polls than the
         // packets cost: the report says so instead of printing noise.
-        if !worker && fields[2] == "unsteady" {
+        if !forwarder && fields[2] == "unsteady" {
             assert!(
                 packets > 0 && line.contains("per packet, outweigh"),
                 "{line}"
@@ -647,8 +650,9 @@ fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer
             continue;
         }
         assert!(packets > 0 && number(fields[2]) > 0.0, "{line}");
-        if !worker {
-            // The peer's figure and the ratio, whole process and inside the loop.
+        if !worker_only {
+            // The peer's figure (the xsk.h peer's, or xdpsock's l2fwd for the forwarder) and
+            // the ratio, whole process and inside the loop.
             let (xskit, peer, ratio) = (number(fields[2]), number(fields[3]), number(fields[4]));
             assert!(peer > 0.0 && fields[4].ends_with('x'), "{line}");
             assert!((xskit / peer / ratio - 1.0).abs() < 0.02, "{line}");
@@ -659,8 +663,13 @@ fn callgrind_counts_instructions_per_packet_for_every_loop_beside_the_xsk_h_peer
             .filter(|l| l.trim_start().starts_with(&format!("{name} ")))
             .filter(|l| l.contains('%'))
             .count();
-        assert_eq!(top, if worker { 1 } else { 2 }, "top functions: {text}");
+        assert_eq!(top, if forwarder { 1 } else { 2 }, "top functions: {text}");
     }
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("xdpsock l2fwd:") && l.contains('%')),
+        "xdpsock's top functions: {text}"
+    );
 }
 
 #[cfg(feature = "bench-harness")]
