@@ -578,7 +578,7 @@ pub(crate) fn ddos_cells(
     exe: &str,
     secs: f64,
     runs: usize,
-    (method, description): (Method, &str),
+    (method, description, chosen): (Method, &str, &ChosenCases),
     observer: &mut dyn Observer,
 ) -> Result<(Vec<Cell>, Vec<Share>)> {
     let chain = Chain::bridged().context("building the three-namespace testbed")?;
@@ -628,7 +628,6 @@ pub(crate) fn ddos_cells(
     record(2 * CASES.len(), "check: ceiling", x, p, String::new());
     let (mut valid, mut expected) = (0u64, 0u64);
     let mut crossed = Vec::new();
-    let chosen = ChosenCases::from_env()?;
     for run in 0..runs {
         for (at, case) in CASES.iter().enumerate() {
             if (case.peer == Peer::XdpFilter && !xdp_filter) || !chosen.contains(case.what) {
@@ -685,12 +684,13 @@ fn crossed_shares(crossed: &[Crossed]) -> Vec<Share> {
 
 /// The DDoS cases `XSKIT_DDOS_CASES` names (comma-separated, as the progress lines name
 /// them: `set flood,vs xdp-filter`), or all of them.
-struct ChosenCases(Option<Vec<String>>);
+pub(crate) struct ChosenCases(Option<Vec<String>>);
 
 impl ChosenCases {
     const VAR: &'static str = "XSKIT_DDOS_CASES";
 
-    fn from_env() -> Result<Self> {
+    /// Read before anything is measured, so a name it does not know stops the bench at once.
+    pub(crate) fn from_env() -> Result<Self> {
         Self::from_value(std::env::var(Self::VAR).ok().as_deref())
     }
 

@@ -241,6 +241,9 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
     check(request)?;
     let with_fwd = request.only.is_none_or(|b| b == Benchmark::Fwd) && !request.sizes;
     let ddos_method = with_fwd.then(crate::fwd::Method::from_env).transpose()?;
+    let ddos_cases = with_fwd
+        .then(crate::fwd::ChosenCases::from_env)
+        .transpose()?;
     let bed = Testbed::new(&TestbedConfig::default()).context("building the testbed")?;
     let runner = Runner {
         exe: request.exe.clone(),
@@ -261,7 +264,7 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
     );
     let mut cells = runner.measure_plan(&plan, request, observer)?;
     let mut shares = Vec::new();
-    if let Some((method, description)) = &ddos_method {
+    if let (Some((method, description)), Some(chosen)) = (&ddos_method, &ddos_cases) {
         let (exe, secs, runs) = (&request.exe, request.secs, request.runs);
         cells.extend(crate::fwd::fwd_cells(
             exe,
@@ -271,7 +274,7 @@ pub fn run(request: &Request, observer: &mut dyn Observer) -> Result<Table> {
             observer,
         )?);
         let (ddos, ddos_shares) =
-            crate::fwd::ddos_cells(exe, secs, runs, (*method, description), observer)?;
+            crate::fwd::ddos_cells(exe, secs, runs, (*method, description, chosen), observer)?;
         cells.extend(ddos);
         shares = ddos_shares;
     }

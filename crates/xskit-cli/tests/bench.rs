@@ -674,6 +674,32 @@ fn callgrind_counts_instructions_per_packet_beside_the_xsk_h_peer_and_xdpsock() 
 
 #[cfg(feature = "bench-harness")]
 #[test]
+fn bench_fwd_refuses_an_unknown_ddos_case_before_measuring_anything() {
+    if !privileged() {
+        return;
+    }
+    let out = Command::new(XSKIT)
+        .args(["bench", "fwd", "--runs", "1", "-d", "0.5"])
+        .env("XSKIT_DDOS_CASES", "ddos alone,nope")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("no DDoS case is named \"nope\"") && stderr.contains("ddos alone"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("Mpps"),
+        "nothing was measured first: {stdout}"
+    );
+}
+
+#[cfg(feature = "bench-harness")]
+#[test]
 fn bench_bond_measures_every_case_against_the_plain_program() {
     if !privileged() {
         return;
