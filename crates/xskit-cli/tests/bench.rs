@@ -639,9 +639,14 @@ fn callgrind_counts_instructions_per_packet_beside_the_xsk_h_peer_and_xdpsock() 
             .find(|l| l.split_whitespace().next() == Some(name))
             .unwrap_or_else(|| panic!("no {name} line in:\n{text}"));
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let packets: u64 = fields[1].parse().unwrap();
         // On a loaded machine a ring loop's runs may differ more in empty polls than the
-        // packets cost: the report says so instead of printing noise.
+        // packets cost, and a forwarder's longer run may forward no more than its shorter
+        // one when the generator is starved: the report says so instead of printing noise.
+        if fields[2] == "unsteady:" && forwarder && !worker_only {
+            assert!(line.contains("quieter machine"), "{line}");
+            continue;
+        }
+        let packets: u64 = fields[1].parse().unwrap();
         if !forwarder && fields[2] == "unsteady" {
             assert!(
                 packets > 0 && line.contains("per packet, outweigh"),
@@ -666,8 +671,10 @@ fn callgrind_counts_instructions_per_packet_beside_the_xsk_h_peer_and_xdpsock() 
         assert_eq!(top, if forwarder { 1 } else { 2 }, "top functions: {text}");
     }
     assert!(
-        text.lines()
-            .any(|l| l.trim_start().starts_with("xdpsock l2fwd:") && l.contains('%')),
+        text.contains("xdpsock's longer run")
+            || text
+                .lines()
+                .any(|l| l.trim_start().starts_with("xdpsock l2fwd:") && l.contains('%')),
         "xdpsock's top functions: {text}"
     );
 }
