@@ -26,8 +26,7 @@ pub(crate) mod tx_note {
     const PARTIAL_UDP: u8 = 2;
     /// A partial TCP checksum in an untagged IPv4 packet without options.
     const PARTIAL_TCP: u8 = 3;
-    /// Where such a packet's L4 header starts: after the Ethernet and the IPv4 header.
-    const PLAIN_L4: usize = 14 + 20;
+    const PLAIN_L4: usize = ChecksumState::PLAIN_IPV4_L4;
 
     /// The note for a frame whose checksum is in `state`.
     #[inline(always)]

@@ -448,16 +448,30 @@ impl<P: SidePort> Worker<P> {
             let Some((start, offset)) = tx_note::partial_at(head.note()) else {
                 continue;
             };
-            if self
-                .umem
-                .request_tx_checksum(head, start as u16, offset as u16)
-            {
-                done.offloaded += 1;
-            } else if let Some(c) = L4Checksum::locate(self.umem.data(head), head.len()) {
+            if self.offload_checksum(head, (start, offset), done) {
+                continue;
+            }
+            if let Some(c) = L4Checksum::locate(self.umem.data(head), head.len()) {
                 c.complete(self.umem.data_mut(head));
                 done.completed += 1;
             }
         }
+    }
+
+    /// Asks the kernel to finish `head`'s partial checksum at `(start, offset)` (its L4
+    /// header's start in the frame, the field's offset in it), counting it in `done`; false
+    /// when the UMEM has no metadata room for the request.
+    fn offload_checksum(
+        &self,
+        head: &mut Frame,
+        (start, offset): (usize, usize),
+        done: &mut TxPrepared,
+    ) -> bool {
+        let asked = self
+            .umem
+            .request_tx_checksum(head, start as u16, offset as u16);
+        done.offloaded += u64::from(asked);
+        asked
     }
 
     /// What the pipeline still holds goes back to the pool (an error can leave a round half
@@ -583,14 +597,8 @@ impl<P: SidePort> Worker<P> {
                 txq.push(head);
                 continue;
             }
-            if let (Some((start, offset)), true, true) =
-                (tx_note::partial_at(note), single, self.csum_offload)
-            {
-                if self
-                    .umem
-                    .request_tx_checksum(&mut head, start as u16, offset as u16)
-                {
-                    done.offloaded += 1;
+            if let (Some(at), true, true) = (tx_note::partial_at(note), single, self.csum_offload) {
+                if self.offload_checksum(&mut head, at, &mut done) {
                     txq.push(head);
                     continue;
                 }
@@ -610,27 +618,22 @@ impl<P: SidePort> Worker<P> {
                 L4Checksum::locate(first, total)
             };
             if let Some(c) = found {
-                if c.is_partial(first) {
-                    if self.csum_offload
-                        && self
-                            .umem
-                            .request_tx_checksum(&mut head, c.start as u16, c.offset as u16)
-                    {
-                        done.offloaded += 1;
-                    } else {
-                        match &tail {
-                            None => c.complete(self.umem.data_mut(&mut head)),
-                            Some(tail) => {
-                                let mut sum = Sum::default();
-                                sum.add(&first[c.start.min(first.len())..]);
-                                for t in tail {
-                                    sum.add(self.umem.data(t));
-                                }
-                                c.store(self.umem.data_mut(&mut head), sum.value());
+                if c.is_partial(first)
+                    && !(self.csum_offload
+                        && self.offload_checksum(&mut head, (c.start, c.offset), &mut done))
+                {
+                    match &tail {
+                        None => c.complete(self.umem.data_mut(&mut head)),
+                        Some(tail) => {
+                            let mut sum = Sum::default();
+                            sum.add(&first[c.start.min(first.len())..]);
+                            for t in tail {
+                                sum.add(self.umem.data(t));
                             }
+                            c.store(self.umem.data_mut(&mut head), sum.value());
                         }
-                        done.completed += 1;
                     }
+                    done.completed += 1;
                 }
             }
             match tail {

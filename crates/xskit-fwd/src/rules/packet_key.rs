@@ -70,6 +70,11 @@ pub enum ChecksumState {
 }
 
 impl ChecksumState {
+    /// Where the L4 header of the commonest packet starts (an untagged IPv4 packet without
+    /// options, the one [`PacketKey`] reads from fixed offsets): after the Ethernet and the
+    /// IPv4 header.
+    pub const PLAIN_IPV4_L4: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+
     /// Nothing to finish.
     pub fn is_settled(self) -> bool {
         self == ChecksumState::Settled
@@ -148,7 +153,7 @@ impl PacketKey {
         frame: &[u8],
     ) -> Option<(Result<PacketKey, Unclassifiable>, ChecksumState)> {
         const L3: usize = ethernet::HEADER_LEN;
-        const L4: usize = L3 + ipv4::HEADER_LEN;
+        const L4: usize = ChecksumState::PLAIN_IPV4_L4;
         // Every view below reads inside these bytes, whose length the compiler knows: one
         // bounds check for the lot.
         let h: &[u8; L4 + tcp::HEADER_LEN] = frame.first_chunk()?;
