@@ -437,15 +437,6 @@ impl RuleVectors {
     }
 }
 
-/// The rules of a list of at most 64 whose bits `word` sets, first to last.
-pub(crate) fn bits_of(mut word: u64) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        let bit = word.trailing_zeros() as usize;
-        word &= word.wrapping_sub(1);
-        (bit < 64).then_some(bit)
-    })
-}
-
 /// Vectors a packet picks: at most one per field, and the specials.
 const MAX_PICKED: usize = 12;
 

@@ -160,6 +160,73 @@ impl<T> SetCheck<T> {
     }
 }
 
+/// The rules' matches as the rules stage tries them, one per rule, and which of the first 64
+/// a plain packet's word of candidates decides alone ([`FastMatch::word_decides`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct FastMatches {
+    each: Vec<FastMatch>,
+    /// Bit `i` set when rule `i`'s bit in a plain packet's word says whether it matches.
+    word_decides: u64,
+}
+
+impl FastMatches {
+    pub(super) fn new<'a>(
+        matches: impl IntoIterator<Item = &'a Match>,
+        sets: &[Arc<PrefixSet>],
+        port_sets: &[Arc<PortSet>],
+    ) -> Self {
+        let each: Vec<FastMatch> = matches
+            .into_iter()
+            .map(|m| FastMatch::new(m, sets, port_sets))
+            .collect();
+        let word_decides = each
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, m)| m.word_decides())
+            .fold(0, |word, (i, _)| word | 1 << i);
+        FastMatches { each, word_decides }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.each.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.each.len()
+    }
+
+    pub(super) fn get(&self, i: usize) -> Option<&FastMatch> {
+        self.each.get(i)
+    }
+
+    /// The first rule in a plain packet's word of candidates (`word`, as
+    /// [`super::vectors::plain_word`] reads it) that `key` matches: a rule the word decides
+    /// is taken as it is, any other confirmed by its match.
+    #[inline]
+    pub(super) fn first_in_word(&self, key: &PacketKey, word: u64) -> Option<usize> {
+        let mut rest = word;
+        while rest != 0 {
+            let i = rest.trailing_zeros() as usize;
+            if self.word_decides >> i & 1 != 0 {
+                return Some(i);
+            }
+            let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
+            if self.each.get(i).is_some_and(|m| m.matches(key, src, dst)) {
+                return Some(i);
+            }
+            rest &= rest - 1;
+        }
+        None
+    }
+
+    /// The rules the word decides alone, as a word.
+    #[cfg(test)]
+    pub(super) fn word_decides(&self) -> u64 {
+        self.word_decides
+    }
+}
+
 /// A [`Match`] as masks and ranges, compared with a key's addresses taken as 128-bit
 /// numbers: what the rules stage tries, rule after rule, for every packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -258,6 +325,19 @@ impl FastMatch {
                     && self.icmp_code.is_none_or(|c| c == k.icmp_code)
                     && self.src_port_set.admits(|s| s.contains(k.src_port))
                     && self.dst_port_set.admits(|s| s.contains(k.dst_port)))
+    }
+
+    /// Whether a plain packet's word of candidates (untagged IPv4 TCP or UDP, not a later
+    /// fragment; [`super::vectors::plain_word`]) says by this rule's bit alone whether it
+    /// matches: every key it names is one of the plain fields' tables, exact there. A rule
+    /// naming a set, or an IPv6 prefix, is only a candidate and needs its match.
+    fn word_decides(&self) -> bool {
+        !self.never
+            && matches!(self.family, 0 | 4)
+            && self.src_set.is_any()
+            && self.dst_set.is_any()
+            && self.src_port_set.is_any()
+            && self.dst_port_set.is_any()
     }
 
     /// Whether the rule names a key of the TCP, UDP or ICMP header (a port range narrower

@@ -50,7 +50,7 @@ pub use limit_syntax::{
     PerSource, DEFAULT_BLOCK_TABLE, DEFAULT_SOURCE_TABLE, MAX_BLOCK, MAX_BLOCK_TABLE,
     MAX_SOURCE_TABLE,
 };
-use matching::FastMatch;
+use matching::FastMatches;
 pub use matching::{Match, Prefix, TcpFlags};
 pub use packet_key::{ChecksumState, PacketKey, Unclassifiable, MAX_VLAN_TAGS};
 pub use rate::{Limiter, Rate, RateLimiter, RateUnit, SourceLimiter};
@@ -108,7 +108,7 @@ impl RuleSpec {
 pub struct RuleSet {
     rules: Vec<RuleSpec>,
     /// The rules' matches as the rules stage tries them, one per rule.
-    fast: Vec<FastMatch>,
+    fast: FastMatches,
     /// For more than [`crate::abi::LINEAR_RULES`] rules, their bit vectors, which say which
     /// to try.
     vectors: Option<Arc<RuleVectors>>,
@@ -129,7 +129,7 @@ impl RuleSet {
     pub fn with_default(default: Verdict) -> Self {
         RuleSet {
             rules: Vec::new(),
-            fast: Vec::new(),
+            fast: FastMatches::default(),
             vectors: None,
             default,
             unclassifiable: Verdict::Drop,
@@ -149,10 +149,7 @@ impl RuleSet {
         port_sets: Vec<Arc<PortSet>>,
         vectored: bool,
     ) -> Self {
-        let fast = rules
-            .iter()
-            .map(|m| FastMatch::new(m, &sets, &port_sets))
-            .collect();
+        let fast = FastMatches::new(&rules, &sets, &port_sets);
         let vectors = vectored.then(|| Arc::new(vectors::build(&rules, &port_sets)));
         let rules = rules
             .into_iter()
@@ -217,11 +214,11 @@ impl RuleSet {
             *slot = set;
         }
         RuleSet {
-            fast: self
-                .rules
-                .iter()
-                .map(|r| FastMatch::new(&r.matcher, &sets, &self.port_sets))
-                .collect(),
+            fast: FastMatches::new(
+                self.rules.iter().map(|r| &r.matcher),
+                &sets,
+                &self.port_sets,
+            ),
             sets,
             ..self.clone()
         }
@@ -270,11 +267,32 @@ impl RuleSet {
     pub fn classify(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
         match &self.vectors {
             Some(v) => match vectors::plain_word(v, key) {
-                Some(word) => self.first_of(key, crate::rule_vectors::bits_of(word)),
+                Some(word) => Ok(self.fast.first_in_word(key, word)),
                 None => self.first_of(key, vectors::candidates(v, key)),
             },
             None => self.first_of(key, 0..self.fast.len()),
         }
+    }
+
+    /// For a plain packet's word of candidates (at most 64 rules), each rule the word decides
+    /// alone: its index, whether the word holds it, and whether its match takes `key`.
+    #[cfg(test)]
+    pub(crate) fn word_decisions(&self, key: &PacketKey) -> Vec<(usize, bool, bool)> {
+        let Some(word) = self
+            .vectors
+            .as_ref()
+            .and_then(|v| vectors::plain_word(v, key))
+        else {
+            return Vec::new();
+        };
+        let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
+        (0..self.fast.len().min(64))
+            .filter(|&i| self.fast.word_decides() >> i & 1 != 0)
+            .map(|i| {
+                let matched = self.fast.get(i).is_some_and(|m| m.matches(key, src, dst));
+                (i, word >> i & 1 != 0, matched)
+            })
+            .collect()
     }
 
     /// The vectors of these rules, when there are more than [`crate::abi::LINEAR_RULES`]:

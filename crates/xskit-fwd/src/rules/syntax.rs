@@ -465,10 +465,7 @@ impl RuleSet {
         unique_names(text, &file.rule, &rules)?;
         let matches: Vec<Match> = rules.iter().map(|r| r.matcher).collect();
         Ok(RuleSet {
-            fast: matches
-                .iter()
-                .map(|m| FastMatch::new(m, &sets.prefixes, &sets.ports))
-                .collect(),
+            fast: FastMatches::new(&matches, &sets.prefixes, &sets.ports),
             vectors: (rules.len() > crate::abi::LINEAR_RULES)
                 .then(|| Arc::new(super::vectors::build(&matches, &sets.ports))),
             rules,

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use xskit_wire::offload::L4Checksum;
 use xskit_wire::{checksum, ip_protocol, ipv4};
 
+use super::matching::FastMatch;
 use super::*;
 use crate::filter::Action;
 
