@@ -408,8 +408,12 @@ impl<P: PipelinePort> PipelinePort for BondPort<P> {
         Ok(())
     }
 
-    fn tx_stall_wakeups(&self) -> u64 {
-        self.members.iter().map(|m| m.port.tx_stall_wakeups()).sum()
+    fn wakeups(&self) -> xskit::Wakeups {
+        let mut sum = xskit::Wakeups::default();
+        for m in &self.members {
+            sum += m.port.wakeups();
+        }
+        sum
     }
 
     fn ring_occupancy(&mut self) -> Option<RingOccupancy> {

@@ -518,6 +518,16 @@ fn the_smallest_and_largest_ring_sizes_forward() {
         if ring != "32" {
             assert_eq!(r["valid"], 2000, "ring {ring}: {r}\nfwd {f}");
         }
+        // In copy mode every transmit needs a wakeup call, and each port says how many it made.
+        for p in f["counters"]["ports"].as_array().unwrap() {
+            let sent = p["tx_packets"].as_u64().unwrap();
+            let kicks = p["tx_wakeups"].as_u64().unwrap();
+            assert!(
+                sent == 0 || kicks > 0,
+                "sent {sent} with {kicks} wakeups: {p}"
+            );
+            assert!(p["fill_wakeups"].is_u64(), "{p}");
+        }
     }
 }
 

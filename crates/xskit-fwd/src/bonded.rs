@@ -473,10 +473,10 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
     fn flush(&mut self) -> xskit_pipeline::Result<()> {
         on_side!(self, p => p.flush())
     }
-    fn tx_stall_wakeups(&self) -> u64 {
+    fn wakeups(&self) -> xskit::Wakeups {
         match self {
-            Side::One(p) => p.tx_stall_wakeups(),
-            Side::Bond(b) => b.port.tx_stall_wakeups(),
+            Side::One(p) => p.wakeups(),
+            Side::Bond(b) => b.port.wakeups(),
         }
     }
     fn ring_occupancy(&mut self) -> Option<RingOccupancy> {

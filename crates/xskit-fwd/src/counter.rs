@@ -107,6 +107,11 @@ counters! {
     /// in fresh frames, or copied onto a broadcast bond's other members. 0 while forwarding
     /// only moves descriptors. (A capture's copies are the kernel's, counted by the capture.)
     copies;
+    /// Wakeup system calls through the fill ring, the driver having asked for buffers
+    /// (need_wakeup). Not a drop.
+    fill_wakeups;
+    /// Wakeup system calls through the tx ring, asked for or not. Not a drop.
+    tx_wakeups;
     /// Transmit wakeups made without the driver asking, because frames had waited a
     /// millisecond with none taken from the tx ring or completed (a driver that cleared
     /// need_wakeup and stopped). Not a drop.

@@ -294,8 +294,12 @@ impl<P: SidePort> Worker<P> {
         *self.frames_seen.lock_unpoisoned() = seen;
         for (port, cells) in self.ports.iter().zip(self.port_cells.iter()) {
             port.publish_members();
-            let kicks = port.tx_stall_wakeups();
-            cells.tx_stall_wakeups.store(kicks, Ordering::Relaxed);
+            let kicks = port.wakeups();
+            cells.fill_wakeups.store(kicks.fill, Ordering::Relaxed);
+            cells.tx_wakeups.store(kicks.tx, Ordering::Relaxed);
+            cells
+                .tx_stall_wakeups
+                .store(kicks.tx_stall, Ordering::Relaxed);
         }
     }
 

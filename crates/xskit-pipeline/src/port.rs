@@ -86,10 +86,9 @@ pub trait PipelinePort {
         Ok(())
     }
 
-    /// Wakeups made because frames waited on a tx ring the kernel had not asked to be woken
-    /// for ([`xskit::TxRing::stall_wakeups`]), since the port opened.
-    fn tx_stall_wakeups(&self) -> u64 {
-        0
+    /// The wakeup system calls the port's sockets made since it opened ([`xskit::Wakeups`]).
+    fn wakeups(&self) -> xskit::Wakeups {
+        xskit::Wakeups::default()
     }
 
     /// What the port's kernel rings hold, to check [`PipelinePort::in_flight`] against;

@@ -223,8 +223,8 @@ impl PipelinePort for XskPort {
         Ok(())
     }
 
-    fn tx_stall_wakeups(&self) -> u64 {
-        self.socket.tx_stall_wakeups()
+    fn wakeups(&self) -> xskit::Wakeups {
+        self.socket.wakeups()
     }
 
     fn readiness<'a>(&'a self, fds: &mut Vec<std::os::fd::BorrowedFd<'a>>) {

@@ -43,7 +43,7 @@ pub use port::{Port, PortConfig};
 pub use program::{is_bpf_fs, kept_link, unpin_link, ProgramObject, RxQueues, XdpProgram};
 pub use socket::{
     kernel_supports_tx_metadata, BusyPoll, Socket, SocketConfig, SocketHandle, SocketParts,
-    Statistics, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
+    Statistics, Wakeups, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
 };
 pub use stall::TX_STALL_AFTER;
 pub use sys::rings::{CompletionRing, FillRing, Forwarded, RxRing, TxRing};

@@ -202,6 +202,27 @@ impl fmt::Display for Statistics {
     }
 }
 
+/// Wakeup system calls a socket made (or the sockets of a port, summed): each is a trip
+/// into the kernel, the cost a loop that keeps its rings busy avoids.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wakeups {
+    /// Through the fill ring, the driver having asked for buffers (need_wakeup).
+    pub fill: u64,
+    /// Through the tx ring, asked for or not (the unasked ones also in `tx_stall`).
+    pub tx: u64,
+    /// Through the tx ring unasked, frames having waited with none taken or completed
+    /// ([`TxRing::stall_wakeups`]).
+    pub tx_stall: u64,
+}
+
+impl std::ops::AddAssign for Wakeups {
+    fn add_assign(&mut self, other: Wakeups) {
+        self.fill += other.fill;
+        self.tx += other.tx;
+        self.tx_stall += other.tx_stall;
+    }
+}
+
 /// An AF_XDP socket bound to one queue of one interface.
 ///
 /// Its rings are reached with [`Socket::rx`], [`Socket::tx`], [`Socket::fill`] and
@@ -678,6 +699,14 @@ impl Socket {
     /// woken ([`TxRing::stall_wakeups`]); 0 without a tx ring.
     pub fn tx_stall_wakeups(&self) -> u64 {
         self.tx.as_ref().map_or(0, TxRing::stall_wakeups)
+    }
+    /// The wakeup system calls made through this socket's fill and tx rings so far.
+    pub fn wakeups(&self) -> Wakeups {
+        Wakeups {
+            fill: self.fill.as_ref().map_or(0, FillRing::wakeups),
+            tx: self.tx.as_ref().map_or(0, TxRing::wakeups),
+            tx_stall: self.tx_stall_wakeups(),
+        }
     }
     /// The fill ring, unless another socket on the same queue owns it.
     pub fn fill(&mut self) -> Option<&mut FillRing> {

@@ -102,6 +102,14 @@ const HELP: &[(&str, &str)] = &[
         "Frames copied on the way through (zero-copy moves descriptors only)",
     ),
     (
+        "fill_wakeups",
+        "Wakeup system calls through the fill ring, the driver having asked for buffers",
+    ),
+    (
+        "tx_wakeups",
+        "Wakeup system calls through the tx ring, asked for or not",
+    ),
+    (
         "tx_stall_wakeups",
         "Transmit wakeups the driver did not ask for, made because frames had waited a millisecond with none taken or completed",
     ),
