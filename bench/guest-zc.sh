@@ -7,6 +7,9 @@
 #
 #   sudo bash bench/guest-zc.sh [OUT.json]      # default docs/bench-guest-zc.json
 #
+# XSKIT_GUEST_ROUNDS=N runs N rounds instead of three; XSKIT_GUEST_CELLS="l2fwd zc,fwd zc"
+# measures only the cells named (as the tables name them), for a shorter run.
+#
 # Needs what scripts/setup.sh test installs (QEMU, busybox, the guest kernels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +23,4 @@ bash scripts/guest-testbed.sh
 XSKIT_BENCH_OUT="$(realpath -m "$out")" cargo test --release --locked -p xskit-cli \
     --test guest_zc_bench -- --ignored --nocapture --test-threads=1 2>&1 |
     grep -E '^\|' || { echo "guest-zc.sh: the run failed; run the cargo test above to see why" >&2; exit 1; }
-echo "(medians of 3 rounds; $out has every round)"
+echo "(medians of ${XSKIT_GUEST_ROUNDS:-3} rounds; $out has every round)"

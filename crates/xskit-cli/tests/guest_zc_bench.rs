@@ -1,7 +1,8 @@
 //! Zero-copy against copy on virtio_net, measured in one run of the zero-copy guest (run by
 //! `bench/guest-zc.sh`; ignored in the test suite: it measures, it asserts nothing about
 //! speed). Under TCG every rate is the emulator's, so only ratios within the run mean
-//! anything: each cell runs in each of three rounds, interleaved, and the median counts.
+//! anything: each cell runs in each of three rounds (XSKIT_GUEST_ROUNDS), interleaved, and
+//! the median counts.
 //!
 //! - rxdrop, txpush and l2fwd in SKB (generic, copy), DRV (native, copy) and zero-copy;
 //! - the generic zero-copy transmit comparison by frame size: copy-mode txpush on virtio_net
@@ -11,8 +12,10 @@
 //!
 //! The host's xskit generates flat out from host a where a cell needs traffic in (to the
 //! guest's own MAC, or to host c's through the forwarder); it shares the host's two cores with
-//! the emulator in every such cell alike. Rates are the guest's own counts (rx for rxdrop, tx
-//! for txpush and l2fwd) and, for fwd, what the guest's second NIC delivered to c's side.
+//! the emulator in every such cell alike. Rates are the guest's own counts for rxdrop (rx) and
+//! txpush (tx); for the loops that forward (l2fwd back to a, fwd on to c) they are what reached
+//! the host's side of the NIC they transmit on, over the generator's own sending time: the two
+//! are measured alike, so that fwd can be read against l2fwd.
 
 mod common;
 
@@ -29,6 +32,7 @@ struct Cell {
     feed: bool,
 }
 
+/// Rounds unless XSKIT_GUEST_ROUNDS says how many.
 const ROUNDS: usize = 3;
 const SECONDS: u32 = 4;
 
@@ -65,18 +69,27 @@ fn cells() -> Vec<Cell> {
             feed: true,
         });
     }
+    // XSKIT_GUEST_CELLS="l2fwd zc,fwd zc" measures only those (a shorter run while tuning).
+    if let Ok(only) = std::env::var("XSKIT_GUEST_CELLS") {
+        let only: Vec<&str> = only.split(',').map(str::trim).collect();
+        cells.retain(|c| only.contains(&c.name.as_str()));
+        assert!(
+            !cells.is_empty(),
+            "XSKIT_GUEST_CELLS names no cell: {only:?}"
+        );
+    }
     cells
 }
 
 /// The guest's side: for each round and cell, start the cell, say when it is ready (its
 /// header on stderr), and print its JSON on one line.
-fn script(cells: &[Cell]) -> String {
+fn script(cells: &[Cell], rounds: usize) -> String {
     let mut s = format!(
         "{WAIT_FOR}\nXSKIT={XSKIT}\nj=$TMPDIR\n\
          ip link set eth0 up; ip link set eth1 up\n\
          ip link add xva type veth peer name xvb; ip link set xva up; ip link set xvb up\n"
     );
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for (k, cell) in cells.iter().enumerate() {
             let id = format!("{round}-{k}");
             s.push_str(&format!(
@@ -93,8 +106,8 @@ fn script(cells: &[Cell]) -> String {
 
 /// The rate a cell measured: packets per second from its own report.
 fn rate(cell: &Cell, report: &serde_json::Value, delivered: Option<f64>) -> f64 {
-    if cell.name.starts_with("fwd") {
-        return delivered.unwrap_or(0.0);
+    if let Some(pps) = delivered {
+        return pps;
     }
     let key = if cell.name.starts_with("rxdrop") {
         "rx_pps"
@@ -104,13 +117,50 @@ fn rate(cell: &Cell, report: &serde_json::Value, delivered: Option<f64>) -> f64 
     report[key].as_f64().unwrap_or(0.0)
 }
 
+/// The host-side TAP a forwarding cell transmits to (l2fwd reflects to a, fwd forwards to
+/// c), or none for a cell measured by its own count.
+fn delivered_to(name: &str) -> Option<&'static str> {
+    match name.split(' ').next() {
+        Some("l2fwd") => Some("xgtap0"),
+        Some("fwd") => Some("xgtap1"),
+        _ => None,
+    }
+}
+
+/// The wakeup system calls a cell's loop made per thousand packets it moved: bench's own
+/// count, or the sum of fwd's ports' fill and tx wakeups over what they transmitted.
+fn wakeups_per_kpacket(cell: &Cell, report: &serde_json::Value) -> f64 {
+    let n = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let (wakeups, packets) = if cell.name.starts_with("fwd") {
+        let ports = report["counters"]["ports"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        ports.iter().fold((0.0, 0.0), |(w, p), port| {
+            (
+                w + n(port, "fill_wakeups") + n(port, "tx_wakeups"),
+                p + n(port, "tx_packets"),
+            )
+        })
+    } else {
+        let moved = n(report, "tx_packets").max(n(report, "rx_packets"));
+        (n(report, "wakeups"), moved)
+    };
+    if packets > 0.0 {
+        1000.0 * wakeups / packets
+    } else {
+        0.0
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-/// Runs one cell's host side: waits until it is ready, feeds it, and returns what the far
-/// side's TAP device received from the guest meanwhile (fwd's deliveries), per second.
+/// Runs one cell's host side: waits until it is ready, feeds it, and returns what the TAP
+/// device it transmits to received from the guest meanwhile, per second of the generator's
+/// sending (not of its process, whose start and end send nothing).
 fn host_side(a: &Host, c: &Host, running: &RunningGuest<'_>, cell: &Cell, id: &str) -> Option<f64> {
     assert!(
         running.wait_for_output(&format!("READY {id}"), Duration::from_secs(300)),
@@ -132,8 +182,8 @@ fn host_side(a: &Host, c: &Host, running: &RunningGuest<'_>, cell: &Cell, id: &s
             .parse()
             .unwrap_or(0)
     };
-    let before = rx("xgtap1");
-    let started = std::time::Instant::now();
+    let tap = delivered_to(&cell.name);
+    let before = tap.map(&rx);
     let secs = (SECONDS - 1).to_string();
     // To the guest's own MAC for its sockets (rxdrop, l2fwd: the NIC filters by MAC), to the
     // far host's through the forwarder (which makes its NICs promiscuous).
@@ -160,11 +210,17 @@ fn host_side(a: &Host, c: &Host, running: &RunningGuest<'_>, cell: &Cell, id: &s
             &mac,
             "--dst-ip",
             &dst,
+            "--json",
         ],
     );
-    let elapsed = started.elapsed().as_secs_f64();
-    assert!(!out.stdout.is_empty() || !out.stderr.is_empty());
-    Some((rx("xgtap1") - before) as f64 / elapsed)
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let sending = report["duration_s"].as_f64().unwrap_or(0.0);
+    assert!(
+        sending > 0.0,
+        "{id}: gen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((rx(tap?) - before?) as f64 / sending)
 }
 
 #[test]
@@ -174,6 +230,11 @@ fn zero_copy_against_copy_in_one_guest_run() {
         return;
     }
     let cells = cells();
+    let rounds = std::env::var("XSKIT_GUEST_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(ROUNDS);
     let mut wire = GuestWire::new(
         &GuestConfig::zero_copy(2)
             .queues(1)
@@ -181,10 +242,10 @@ fn zero_copy_against_copy_in_one_guest_run() {
         1,
     )
     .unwrap();
-    let script = script(&cells);
+    let script = script(&cells, rounds);
     let running = wire.guest.spawn(&script).unwrap();
     let mut delivered: BTreeMap<String, f64> = BTreeMap::new();
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for (k, cell) in cells.iter().enumerate() {
             let id = format!("{round}-{k}");
             if let Some(pps) = host_side(&wire.a, &wire.c, &running, cell, &id) {
@@ -194,7 +255,8 @@ fn zero_copy_against_copy_in_one_guest_run() {
     }
     let run = running.wait().unwrap();
     let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for round in 0..ROUNDS {
+    let mut wakeups: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for round in 0..rounds {
         for (k, cell) in cells.iter().enumerate() {
             let id = format!("{round}-{k}");
             let line = run
@@ -203,6 +265,10 @@ fn zero_copy_against_copy_in_one_guest_run() {
                 .find_map(|l| l.strip_prefix(&format!("RESULT {id} ")))
                 .unwrap_or_else(|| panic!("no result for {id}: {}", run.output));
             let report: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+            wakeups
+                .entry(&cell.name)
+                .or_default()
+                .push(wakeups_per_kpacket(cell, &report));
             rates.entry(&cell.name).or_default().push(rate(
                 cell,
                 &report,
@@ -212,13 +278,31 @@ fn zero_copy_against_copy_in_one_guest_run() {
     }
     let medians: BTreeMap<&str, f64> = rates.iter().map(|(k, v)| (*k, median(v.clone()))).collect();
     print_tables(&medians);
+    for mode in ["drv", "zc"] {
+        let (fwd, l2fwd) = (format!("fwd {mode}"), format!("l2fwd {mode}"));
+        if let (Some(f), Some(l)) = (rates.get(fwd.as_str()), rates.get(l2fwd.as_str())) {
+            let paired: Vec<f64> = f.iter().zip(l).map(|(f, l)| f / l.max(1.0)).collect();
+            let each: Vec<String> = paired.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "| {fwd} / {l2fwd}, round by round | {} | median {:.2}x |",
+                each.join(" "),
+                median(paired.clone())
+            );
+        }
+    }
+    println!("| loop | wakeup calls per 1,000 packets (median) |");
+    println!("|---|---|");
+    for (name, per) in wakeups.iter().filter(|(n, _)| delivered_to(n).is_some()) {
+        println!("| {name} | {:.1} |", median(per.clone()));
+    }
     if let Some(path) = std::env::var_os("XSKIT_BENCH_OUT") {
         let json = serde_json::json!({
             "guest_kernel": xskit_testbed::GuestKernel::ZeroCopy.release().unwrap_or_default(),
-            "rounds": ROUNDS,
+            "rounds": rounds,
             "seconds": SECONDS,
             "rates": rates,
             "medians": medians,
+            "wakeups_per_kpacket": wakeups,
         });
         std::fs::write(path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
     }
@@ -254,10 +338,18 @@ fn print_tables(m: &BTreeMap<&str, f64>) {
         );
     }
     println!(
-        "| fwd (delivered) | - | {:.1} | {:.1} | {} | - |",
+        "| fwd | - | {:.1} | {:.1} | {} | - |",
         kpps("fwd drv"),
         kpps("fwd zc"),
         ratio("fwd zc", "fwd drv")
+    );
+    println!();
+    println!("| fwd / l2fwd | drv | zc |");
+    println!("|---|---|---|");
+    println!(
+        "| xskit fwd (eth0 to eth1) against bench l2fwd (eth0 back to eth0) | {} | {} |",
+        ratio("fwd drv", "l2fwd drv"),
+        ratio("fwd zc", "l2fwd zc")
     );
     println!();
     println!("| frame | veth copy kpps | virtio_net copy (page-based skb) kpps | virtio_net zc kpps | copy virtio / veth | zc / copy virtio |");
