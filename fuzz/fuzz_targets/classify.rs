@@ -106,6 +106,11 @@ fuzz_target!(|data: &[u8]| {
     let parsed = PacketKey::parse(frame);
     let (noted, state) = PacketKey::parse_noting_checksum(frame, false);
     assert_eq!(parsed, noted, "the two reads of {frame:02x?}");
+    assert_eq!(
+        PacketKey::classifiable_noting_checksum(frame, false),
+        (noted.is_ok(), state),
+        "the read without a key, of {frame:02x?}"
+    );
     let located = L4Checksum::locate(frame, frame.len()).filter(|c| c.is_partial(frame));
     match state {
         ChecksumState::Settled => assert!(located.is_none(), "settled, yet partial: {frame:02x?}"),

@@ -313,6 +313,42 @@ impl Rules {
         }
     }
 
+    /// Counts a packet of `len` bytes (`data`) for what decided it (`i`: a rule, the default
+    /// or the unclassifiable) and says where it goes: `verdict`, a rate limit policed here
+    /// unless the kernel did.
+    #[inline(always)]
+    fn count_and_route(
+        &mut self,
+        i: usize,
+        verdict: Verdict,
+        key: Option<&PacketKey>,
+        (len, data): (usize, &mut [u8]),
+        context: &StageContext,
+        forward_to: Next,
+    ) -> Next {
+        let c = &mut self.local[i];
+        if c[0] == 0 {
+            self.touched.push(i);
+        }
+        c[0] += 1;
+        c[1] += len as u64;
+        match verdict {
+            Verdict::Drop => Next::Drop,
+            Verdict::Pass => Next::Kernel,
+            Verdict::Forward => self.forward(forward_to, data),
+            Verdict::RateLimit => {
+                let policed = self.kernel_polices && key.is_some_and(|k| !k.ipv6_extensions);
+                let limiter = self.limiters.get(i).and_then(Option::as_ref);
+                if policed || limiter.is_none_or(|l| l.allow(key, context.now_ns, len)) {
+                    self.forward(forward_to, data)
+                } else {
+                    self.local[i][2] += 1;
+                    Next::Drop
+                }
+            }
+        }
+    }
+
     /// Forwards one packet to `next` (see [`Rules::forward_next`]), or to the host when it
     /// is addressed to the host's MAC, or back with its addresses swapped when reflecting.
     #[inline(always)]
@@ -350,38 +386,27 @@ impl Stage for Rules {
             self.take_up_changes();
         }
         let forward_to = self.forward_next(context.input_port);
+        // With no rules only whether a packet can be classified matters: its key is not
+        // built.
+        let no_rules = self.rules.rules().is_empty();
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let len = f.len();
             let continued = f.is_continued();
             let data = umem.data_mut(f);
             // One read of the headers serves the rules and the transmit step's checksum work.
-            let parsed = PacketKey::parse_noting_checksum(data, continued);
-            let (i, verdict) = self.rules.decide(&parsed.0);
-            let checksum = parsed.1;
-            let c = &mut self.local[i];
-            if c[0] == 0 {
-                self.touched.push(i);
-            }
-            c[0] += 1;
-            c[1] += len as u64;
-            let next = match verdict {
-                Verdict::Drop => Next::Drop,
-                Verdict::Pass => Next::Kernel,
-                Verdict::Forward => self.forward(forward_to, data),
-                Verdict::RateLimit => {
-                    let policed =
-                        self.kernel_polices && parsed.0.as_ref().is_ok_and(|k| !k.ipv6_extensions);
-                    let limiter = self.limiters.get(i).and_then(Option::as_ref);
-                    if policed
-                        || limiter
-                            .is_none_or(|l| l.allow(parsed.0.as_ref().ok(), context.now_ns, len))
-                    {
-                        self.forward(forward_to, data)
-                    } else {
-                        c[2] += 1;
-                        Next::Drop
-                    }
-                }
+            let (next, checksum) = if no_rules {
+                let (classified, checksum) =
+                    PacketKey::classifiable_noting_checksum(data, continued);
+                let (i, verdict) = self.rules.decide_without_rules(classified);
+                let next = self.count_and_route(i, verdict, None, (len, data), context, forward_to);
+                (next, checksum)
+            } else {
+                // Kept whole, not taken apart: moving the key out costs a copy a packet.
+                let parsed = PacketKey::parse_noting_checksum(data, continued);
+                let (i, verdict) = self.rules.decide(&parsed.0);
+                let key = parsed.0.as_ref().ok();
+                let next = self.count_and_route(i, verdict, key, (len, data), context, forward_to);
+                (next, parsed.1)
             };
             // A forwarded frame carries what its checksum needs: the transmit step then
             // leaves a settled one's headers alone, and finds a noted partial one without

@@ -239,14 +239,25 @@ impl RuleSet {
     /// (`rules().len()`), or unclassifiable (`rules().len() + 1`).
     #[inline]
     pub fn decide(&self, key: &Result<PacketKey, Unclassifiable>) -> (usize, Verdict) {
-        if self.fast.is_empty() && key.is_ok() {
+        if self.fast.is_empty() {
             // No rules: the default, without a call.
-            return (self.rules.len(), self.default);
+            return self.decide_without_rules(key.is_ok());
         }
         match key.as_ref().map(|k| self.classify(k)) {
             Ok(Ok(Some(i))) => (i, self.rules[i].action),
             Ok(Ok(None)) => (self.rules.len(), self.default),
             Err(_) | Ok(Err(_)) => (self.rules.len() + 1, self.unclassifiable),
+        }
+    }
+
+    /// [`RuleSet::decide`] for a rule set without rules, which needs only whether the packet
+    /// could be classified (`classified`; [`PacketKey::classifiable_noting_checksum`]).
+    #[inline]
+    pub fn decide_without_rules(&self, classified: bool) -> (usize, Verdict) {
+        if classified {
+            (self.rules.len(), self.default)
+        } else {
+            (self.rules.len() + 1, self.unclassifiable)
         }
     }
 

@@ -123,6 +123,20 @@ impl PacketKey {
         Self::parse_noting_checksum_slowly(frame, continued)
     }
 
+    /// [`PacketKey::parse_noting_checksum`] for rules that need no key: whether the packet
+    /// can be classified, and what its checksum needs. The commonest packets' key is never
+    /// built.
+    #[inline]
+    pub fn classifiable_noting_checksum(frame: &[u8], continued: bool) -> (bool, ChecksumState) {
+        if !continued {
+            if let Some((key, state)) = Self::plain_ipv4(frame) {
+                return (key.is_ok(), state);
+            }
+        }
+        let (key, state) = Self::parse_noting_checksum_slowly(frame, continued);
+        (key.is_ok(), state)
+    }
+
     /// [`PacketKey::parse_noting_checksum`] by the general walk, which the fast path for the
     /// commonest packets must agree with.
     #[inline(never)]

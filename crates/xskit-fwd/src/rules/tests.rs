@@ -524,6 +524,11 @@ fn a_settled_checksum_is_never_a_partial_one_whatever_the_bytes() {
                 fast_seen += 1;
             }
             assert_eq!(key, PacketKey::parse(&f), "the same key as parse");
+            assert_eq!(
+                PacketKey::classifiable_noting_checksum(&f, false),
+                (key.is_ok(), state),
+                "without a key, the same answers: {f:02x?}"
+            );
             assert!(
                 !(settled && partial),
                 "called settled but partial: {f:02x?}"
