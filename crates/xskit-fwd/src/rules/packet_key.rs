@@ -81,6 +81,31 @@ impl ChecksumState {
     }
 }
 
+/// [`L4Checksum::is_partial`] for the plain IPv4 packet whose first bytes are `h` (its L4
+/// header at [`ChecksumState::PLAIN_IPV4_L4`], the checksum `offset` into it): whether the
+/// field holds the pseudo-header sum. One's-complement sums commute with swapping the bytes
+/// of every word (RFC 1071), so the words are read in the machine's order and never swapped:
+/// both sides of the comparison are swapped alike, or neither is.
+#[inline(always)]
+fn partial_in_machine_order(
+    h: &[u8; ChecksumState::PLAIN_IPV4_L4 + tcp::HEADER_LEN],
+    protocol: u8,
+    l4_len: u16,
+    offset: usize,
+) -> bool {
+    const ADDRS: usize = ethernet::HEADER_LEN + 12;
+    let word = |i: usize| u16::from_ne_bytes([h[i], h[i + 1]]);
+    let sum = u32::from(word(ADDRS))
+        + u32::from(word(ADDRS + 2))
+        + u32::from(word(ADDRS + 4))
+        + u32::from(word(ADDRS + 6))
+        + u32::from(u16::from_ne_bytes([0, protocol]))
+        + u32::from(u16::from_ne_bytes(l4_len.to_be_bytes()));
+    let pseudo = checksum::fold(sum);
+    let field = word(ChecksumState::PLAIN_IPV4_L4 + offset);
+    field == pseudo || (field | pseudo == 0xffff && field & pseudo == 0)
+}
+
 /// VLAN tags (802.1Q, 802.1ad) followed before a packet counts as unclassifiable.
 pub const MAX_VLAN_TAGS: usize = 2;
 
@@ -208,20 +233,7 @@ impl PacketKey {
         };
         key.src[..4].copy_from_slice(&src);
         key.dst[..4].copy_from_slice(&dst);
-        let pseudo = checksum::fold(checksum::pseudo_header_v4(
-            src,
-            dst,
-            protocol,
-            l4_len as u16,
-        ));
-        let c = L4Checksum {
-            start: L4,
-            offset,
-            len: l4_len,
-            pseudo,
-            udp: protocol == ip_protocol::UDP,
-        };
-        let state = if c.is_partial(frame) {
+        let state = if partial_in_machine_order(h, protocol, l4_len as u16, offset) {
             ChecksumState::Partial { start: L4, offset }
         } else {
             ChecksumState::Settled
