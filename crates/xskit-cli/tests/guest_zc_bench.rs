@@ -249,11 +249,16 @@ fn zero_copy_against_copy_in_one_guest_run() {
         return;
     }
     let cells = cells();
-    let rounds = std::env::var("XSKIT_GUEST_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .filter(|&r| r > 0)
-        .unwrap_or(ROUNDS);
+    let rounds = match std::env::var("XSKIT_GUEST_ROUNDS") {
+        Ok(r) => r
+            .parse()
+            .ok()
+            .filter(|&r: &usize| r > 0)
+            .unwrap_or_else(|| {
+                panic!("XSKIT_GUEST_ROUNDS={r:?}: give a count of rounds, 1 or more")
+            }),
+        Err(_) => ROUNDS,
+    };
     let mut wire = GuestWire::new(
         &GuestConfig::zero_copy(2)
             .queues(1)

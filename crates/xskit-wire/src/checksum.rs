@@ -55,6 +55,26 @@ pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, length: u16) -
         + u32::from(length)
 }
 
+/// [`pseudo_header_v4`] with every 16-bit word in the machine's byte order instead of the
+/// network's: one's-complement sums commute with swapping the bytes of every word (RFC 1071),
+/// so folded it is the network-order sum as the machine reads it, to be compared with a
+/// field read the same way, neither side swapped.
+#[inline]
+pub fn pseudo_header_v4_machine_order(
+    src: [u8; 4],
+    dst: [u8; 4],
+    protocol: u8,
+    length: u16,
+) -> u32 {
+    let word = |a: [u8; 4], i: usize| u32::from(u16::from_ne_bytes([a[i], a[i + 1]]));
+    word(src, 0)
+        + word(src, 2)
+        + word(dst, 0)
+        + word(dst, 2)
+        + u32::from(u16::from_ne_bytes([0, protocol]))
+        + u32::from(u16::from_ne_bytes(length.to_be_bytes()))
+}
+
 /// The IPv6 pseudo-header sum for an upper-layer checksum.
 #[inline]
 pub fn pseudo_header_v6(src: [u8; 16], dst: [u8; 16], next_header: u8, length: u32) -> u32 {
@@ -142,6 +162,18 @@ mod tests {
                 fold(pseudo_header_v4(src, dst, protocol, length)),
                 fold(accumulate(0, &bytes))
             );
+        }
+
+        #[test]
+        fn the_ipv4_pseudo_header_in_machine_order_is_the_same_sum(
+            src in proptest::prelude::any::<[u8; 4]>(),
+            dst in proptest::prelude::any::<[u8; 4]>(),
+            protocol in proptest::prelude::any::<u8>(),
+            length in proptest::prelude::any::<u16>(),
+        ) {
+            let network = fold(pseudo_header_v4(src, dst, protocol, length));
+            let machine = fold(pseudo_header_v4_machine_order(src, dst, protocol, length));
+            proptest::prop_assert_eq!(u16::from_ne_bytes(network.to_be_bytes()), machine);
         }
 
         #[test]

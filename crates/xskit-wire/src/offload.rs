@@ -34,6 +34,16 @@ pub struct L4Checksum {
     pub udp: bool,
 }
 
+/// Whether a TCP or UDP checksum `field` holds the folded pseudo-header sum `pseudo`, as a
+/// sender leaves it for its device to finish: equal, or its one's complement (0 and 0xffff
+/// are one number; a settled checksum is the sum's complement only when the L4 bytes sum to
+/// zero, and finishing it then writes the same value). Both read in one byte order,
+/// whichever: the answer does not change when both are swapped.
+#[inline]
+pub fn holds_pseudo_sum(field: u16, pseudo: u16) -> bool {
+    field == pseudo || (field | pseudo == 0xffff && field & pseudo == 0)
+}
+
 impl L4Checksum {
     /// Finds the TCP or UDP checksum of an Ethernet frame (VLAN tags followed, IPv6 extension
     /// headers walked). `None` for anything else: other protocols, fragments (a later fragment
@@ -117,11 +127,10 @@ impl L4Checksum {
     }
 
     /// True when the field holds just the pseudo-header sum: the sender left the checksum for
-    /// its device to finish. (0 and 0xffff are the same number in one's complement.)
+    /// its device to finish ([`holds_pseudo_sum`]).
     #[inline]
     pub fn is_partial(&self, frame: &[u8]) -> bool {
-        let field = self.field(frame);
-        field == self.pseudo || (field | self.pseudo == 0xffff && field & self.pseudo == 0)
+        holds_pseudo_sum(self.field(frame), self.pseudo)
     }
 
     /// Writes the correct checksum of a packet held whole in `frame`: the sum of the

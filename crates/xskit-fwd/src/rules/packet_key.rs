@@ -1,6 +1,6 @@
 //! The fields of a packet the rules look at, read once from its headers.
 
-use xskit_wire::offload::L4Checksum;
+use xskit_wire::offload::{self, L4Checksum};
 use xskit_wire::{checksum, ethernet, ip_protocol, ipv4, ipv6, tcp, udp, vlan, EtherType};
 
 /// The fields of a packet the rules look at. `family` is 0 for anything but IPv4 and IPv6.
@@ -79,31 +79,6 @@ impl ChecksumState {
     pub fn is_settled(self) -> bool {
         self == ChecksumState::Settled
     }
-}
-
-/// [`L4Checksum::is_partial`] for the plain IPv4 packet whose first bytes are `h` (its L4
-/// header at [`ChecksumState::PLAIN_IPV4_L4`], the checksum `offset` into it): whether the
-/// field holds the pseudo-header sum. One's-complement sums commute with swapping the bytes
-/// of every word (RFC 1071), so the words are read in the machine's order and never swapped:
-/// both sides of the comparison are swapped alike, or neither is.
-#[inline(always)]
-fn partial_in_machine_order(
-    h: &[u8; ChecksumState::PLAIN_IPV4_L4 + tcp::HEADER_LEN],
-    protocol: u8,
-    l4_len: u16,
-    offset: usize,
-) -> bool {
-    const ADDRS: usize = ethernet::HEADER_LEN + 12;
-    let word = |i: usize| u16::from_ne_bytes([h[i], h[i + 1]]);
-    let sum = u32::from(word(ADDRS))
-        + u32::from(word(ADDRS + 2))
-        + u32::from(word(ADDRS + 4))
-        + u32::from(word(ADDRS + 6))
-        + u32::from(u16::from_ne_bytes([0, protocol]))
-        + u32::from(u16::from_ne_bytes(l4_len.to_be_bytes()));
-    let pseudo = checksum::fold(sum);
-    let field = word(ChecksumState::PLAIN_IPV4_L4 + offset);
-    field == pseudo || (field | pseudo == 0xffff && field & pseudo == 0)
 }
 
 /// VLAN tags (802.1Q, 802.1ad) followed before a packet counts as unclassifiable.
@@ -233,7 +208,20 @@ impl PacketKey {
         };
         key.src[..4].copy_from_slice(&src);
         key.dst[..4].copy_from_slice(&dst);
-        let state = if partial_in_machine_order(h, protocol, l4_len as u16, offset) {
+        // Both the sum and the field in the machine's byte order: no swap on the way. The
+        // addresses are read from `h` again, at offsets the compiler knows, which costs less
+        // than passing on the views' copies.
+        const ADDRS: usize = L3 + 12;
+        let four = |i: usize| [h[i], h[i + 1], h[i + 2], h[i + 3]];
+        let pseudo = checksum::fold(checksum::pseudo_header_v4_machine_order(
+            four(ADDRS),
+            four(ADDRS + 4),
+            protocol,
+            l4_len as u16,
+        ));
+        let at = L4 + offset;
+        let field = u16::from_ne_bytes([h[at], h[at + 1]]);
+        let state = if offload::holds_pseudo_sum(field, pseudo) {
             ChecksumState::Partial { start: L4, offset }
         } else {
             ChecksumState::Settled
