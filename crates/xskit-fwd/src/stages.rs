@@ -16,7 +16,7 @@ use xskit_pipeline::{Next, Stage, StageContext, StageId};
 /// What the rules stage notes with a forwarded frame for the transmit step ([`Frame::note`]):
 /// what its TCP or UDP checksum needs, from the one read of its headers.
 pub(crate) mod tx_note {
-    use super::{tcp, udp, ChecksumState};
+    use super::{tcp, udp, ChecksumState, Next};
 
     /// Not known: the transmit step looks for itself.
     pub(crate) const LOOK: u8 = 0;
@@ -42,6 +42,18 @@ pub(crate) mod tx_note {
                 offset: tcp::CHECKSUM_AT,
             } => PARTIAL_TCP,
             _ => LOOK,
+        }
+    }
+
+    /// The note for a frame going to `next` whose checksum is in `state`. A forwarded frame
+    /// carries what its checksum needs: the transmit step then leaves a settled one's
+    /// headers alone, and finds a noted partial one without reading them again.
+    #[inline(always)]
+    pub(crate) fn for_next(next: Next, state: ChecksumState) -> u8 {
+        if matches!(next, Next::Tx(_) | Next::Back) {
+            of(state)
+        } else {
+            LOOK
         }
     }
 
@@ -255,6 +267,38 @@ impl Stage for Respond {
     }
 }
 
+/// Where a vector's forwarded packets go, read once per vector from the [`Rules`] stage.
+#[derive(Clone, Copy)]
+pub(crate) struct Forwarding {
+    /// Where a forwarded packet goes (see [`Rules::forwarding`]).
+    next: Next,
+    reflect: bool,
+    /// Frames to this MAC are the forwarding host's own (its TAP device).
+    local_mac: Option<[u8; 6]>,
+}
+
+impl Forwarding {
+    /// Forwards one packet to `next`, or to the host when it is addressed to the host's
+    /// MAC, or back with its addresses swapped when reflecting.
+    #[inline(always)]
+    fn route(self, data: &mut [u8]) -> Next {
+        if self.reflect {
+            let Ok(mut eth) = ethernet::Frame::new_checked(data) else {
+                return Next::Drop;
+            };
+            eth.swap_addrs();
+            return Next::Back;
+        }
+        // The destination MAC alone, read in place: what a frame shorter than an Ethernet
+        // header would do is the rules' unclassifiable verdict, decided before this.
+        match data.first_chunk::<{ ethernet::HEADER_LEN }>() {
+            None => Next::Drop,
+            Some(h) if self.local_mac.is_some_and(|mac| h[..6] == mac) => Next::Kernel,
+            Some(_) => self.next,
+        }
+    }
+}
+
 /// The rules: forward out of `out` (or back, swapped, when reflecting), drop, pass to the
 /// kernel, or forward within a rate.
 pub(crate) struct Rules {
@@ -301,15 +345,17 @@ impl Rules {
         self.generation = generation;
     }
 
-    /// Where packets of `input_port` that a rule forwards go, unless they are the host's:
-    /// worked out once per vector.
-    fn forward_next(&self, input_port: u16) -> Next {
-        if self.reflect {
-            return Next::Back;
-        }
-        match self.outs.get(usize::from(input_port)) {
+    /// Where packets of `input_port` that a rule forwards go: worked out once per vector.
+    fn forwarding(&self, input_port: u16) -> Forwarding {
+        let next = match self.outs.get(usize::from(input_port)) {
+            _ if self.reflect => Next::Back,
             Some(&out) => Next::Tx(out),
             None => Next::Drop,
+        };
+        Forwarding {
+            next,
+            reflect: self.reflect,
+            local_mac: self.local_mac,
         }
     }
 
@@ -324,23 +370,18 @@ impl Rules {
         key: Option<&PacketKey>,
         (len, data): (usize, &mut [u8]),
         context: &StageContext,
-        forward_to: Next,
+        forward_to: Forwarding,
     ) -> Next {
-        let c = &mut self.local[i];
-        if c[0] == 0 {
-            self.touched.push(i);
-        }
-        c[0] += 1;
-        c[1] += len as u64;
+        self.count(i, 1, len as u64);
         match verdict {
             Verdict::Drop => Next::Drop,
             Verdict::Pass => Next::Kernel,
-            Verdict::Forward => self.forward(forward_to, data),
+            Verdict::Forward => forward_to.route(data),
             Verdict::RateLimit => {
                 let policed = self.kernel_polices && key.is_some_and(|k| !k.ipv6_extensions);
                 let limiter = self.limiters.get(i).and_then(Option::as_ref);
                 if policed || limiter.is_none_or(|l| l.allow(key, context.now_ns, len)) {
-                    self.forward(forward_to, data)
+                    forward_to.route(data)
                 } else {
                     self.local[i][2] += 1;
                     Next::Drop
@@ -349,23 +390,68 @@ impl Rules {
         }
     }
 
-    /// Forwards one packet to `next` (see [`Rules::forward_next`]), or to the host when it
-    /// is addressed to the host's MAC, or back with its addresses swapped when reflecting.
+    /// Counts `packets` of `bytes` in all for what decided them (`i`), flushed at the
+    /// vector's end.
     #[inline(always)]
-    fn forward(&self, next: Next, data: &mut [u8]) -> Next {
-        if self.reflect {
-            let Ok(mut eth) = ethernet::Frame::new_checked(data) else {
-                return Next::Drop;
-            };
-            eth.swap_addrs();
-            return Next::Back;
+    fn count(&mut self, i: usize, packets: u64, bytes: u64) {
+        let c = &mut self.local[i];
+        if c[0] == 0 {
+            self.touched.push(i);
         }
-        // The destination MAC alone, read in place: what a frame shorter than an Ethernet
-        // header would do is the rules' unclassifiable verdict, decided before this.
-        match data.first_chunk::<{ ethernet::HEADER_LEN }>() {
-            None => Next::Drop,
-            Some(h) if self.local_mac.is_some_and(|mac| h[..6] == mac) => Next::Kernel,
-            Some(_) => next,
+        c[0] += packets;
+        c[1] += bytes;
+    }
+
+    /// The rules stage without rules, forwarding by default: the commonest bump in the
+    /// wire. A classifiable packet is counted to the default once per vector, not one by
+    /// one, and its verdict is not looked up.
+    fn forward_without_rules(
+        &mut self,
+        context: &StageContext,
+        umem: &Umem,
+        (frames, nexts): (&mut [Frame], &mut [Next]),
+        forward_to: Forwarding,
+    ) {
+        let (mut packets, mut bytes) = (0, 0);
+        for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
+            let len = f.len();
+            let continued = f.is_continued();
+            let data = umem.data_mut(f);
+            let (classified, checksum) = PacketKey::classifiable_noting_checksum(data, continued);
+            let next = if classified {
+                packets += 1;
+                bytes += len as u64;
+                forward_to.route(data)
+            } else {
+                let (i, verdict) = self.rules.decide_without_rules(false);
+                self.count_and_route(i, verdict, None, (len, data), context, forward_to)
+            };
+            f.set_note(tx_note::for_next(next, checksum));
+            *n = next;
+        }
+        if packets > 0 {
+            self.count(self.rules.rules().len(), packets, bytes);
+        }
+    }
+
+    /// Adds the vector's counts to the shared cells.
+    fn flush_counts(&mut self, context: &StageContext) {
+        // A vector comes from one port: its unclassifiable packets are that port's.
+        let unclassifiable = self.local.last().map_or(0, |c| c[0]);
+        if let (true, Some(port)) = (
+            unclassifiable > 0,
+            self.ports.get(usize::from(context.input_port)),
+        ) {
+            bump(&port.unclassifiable, unclassifiable);
+        }
+        for i in self.touched.drain(..) {
+            let (Some(local), Some(cell)) = (self.local.get_mut(i), self.cells.get(i)) else {
+                continue;
+            };
+            bump(&cell.packets, local[0]);
+            bump(&cell.bytes, local[1]);
+            bump(&cell.over_rate, local[2]);
+            *local = [0; 3];
         }
     }
 }
@@ -385,10 +471,15 @@ impl Stage for Rules {
         if self.live.generation() != self.generation {
             self.take_up_changes();
         }
-        let forward_to = self.forward_next(context.input_port);
+        let forward_to = self.forwarding(context.input_port);
         // With no rules only whether a packet can be classified matters: its key is not
         // built.
         let no_rules = self.rules.rules().is_empty();
+        if no_rules && self.rules.default_verdict() == Verdict::Forward {
+            self.forward_without_rules(context, umem, (frames, nexts), forward_to);
+            self.flush_counts(context);
+            return;
+        }
         for (f, n) in frames.iter_mut().zip(nexts.iter_mut()) {
             let len = f.len();
             let continued = f.is_continued();
@@ -408,33 +499,10 @@ impl Stage for Rules {
                 let next = self.count_and_route(i, verdict, key, (len, data), context, forward_to);
                 (next, parsed.1)
             };
-            // A forwarded frame carries what its checksum needs: the transmit step then
-            // leaves a settled one's headers alone, and finds a noted partial one without
-            // reading them again.
-            f.set_note(if matches!(next, Next::Tx(_) | Next::Back) {
-                tx_note::of(checksum)
-            } else {
-                tx_note::LOOK
-            });
+            f.set_note(tx_note::for_next(next, checksum));
             *n = next;
         }
-        // A vector comes from one port: its unclassifiable packets are that port's.
-        let unclassifiable = self.local.last().map_or(0, |c| c[0]);
-        if let (true, Some(port)) = (
-            unclassifiable > 0,
-            self.ports.get(usize::from(context.input_port)),
-        ) {
-            bump(&port.unclassifiable, unclassifiable);
-        }
-        for i in self.touched.drain(..) {
-            let (Some(local), Some(cell)) = (self.local.get_mut(i), self.cells.get(i)) else {
-                continue;
-            };
-            bump(&cell.packets, local[0]);
-            bump(&cell.bytes, local[1]);
-            bump(&cell.over_rate, local[2]);
-            *local = [0; 3];
-        }
+        self.flush_counts(context);
     }
 }
 

@@ -126,7 +126,7 @@ impl PacketKey {
     /// [`PacketKey::parse_noting_checksum`] for rules that need no key: whether the packet
     /// can be classified, and what its checksum needs. The commonest packets' key is never
     /// built.
-    #[inline]
+    #[inline(always)]
     pub fn classifiable_noting_checksum(frame: &[u8], continued: bool) -> (bool, ChecksumState) {
         if !continued {
             if let Some((key, state)) = Self::plain_ipv4(frame) {

@@ -313,6 +313,8 @@ struct UmemInner {
     /// The memfd behind a shareable UMEM.
     file: Option<OwnedFd>,
     config: UmemConfig,
+    /// `config.len()`, kept apart: every packet's data access is bounded by it.
+    len: u64,
     tag: u64,
     frames_taken: AtomicBool,
     registration: Mutex<Registration>,
@@ -368,6 +370,7 @@ impl Umem {
             inner: Arc::new(UmemInner {
                 map,
                 file,
+                len: config.len(),
                 config,
                 tag,
                 frames_taken: AtomicBool::new(false),
@@ -601,7 +604,7 @@ impl Umem {
     }
 
     fn capacity_from_addr(&self, addr: u64) -> usize {
-        (self.inner.config.len().saturating_sub(addr)) as usize
+        (self.inner.len.saturating_sub(addr)) as usize
     }
 
     pub(crate) fn as_ptr(&self) -> *mut u8 {
