@@ -452,6 +452,13 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
     fn recycle(&mut self, frames: &mut Vec<Frame>, pool: &mut FramePool) {
         on_side!(self, p => p.recycle(frames, pool))
     }
+    /// Between two single ports only: a bond's members take their buffers from the pool.
+    fn refill_from(&mut self, from: &mut Self) -> usize {
+        match (self, from) {
+            (Side::One(to), Side::One(from)) => to.refill_from(from),
+            _ => 0,
+        }
+    }
     fn in_flight(&self) -> usize {
         match self {
             Side::One(p) => p.in_flight(),

@@ -329,6 +329,7 @@ impl<P: SidePort> Worker<P> {
                 self.transmit(p)?;
             }
         }
+        self.refill_from_completions();
         for port in self.ports.iter_mut() {
             port.complete(&mut self.pool);
         }
@@ -336,6 +337,25 @@ impl<P: SidePort> Worker<P> {
             self.check_accounting()?;
         }
         Ok(got)
+    }
+
+    /// Transmitted frames go straight to the receive buffers of the ports that lack them, as
+    /// in a bare forwarding loop; the rest go to the pool.
+    fn refill_from_completions(&mut self) {
+        let n = self.ports.len();
+        for to in 0..n {
+            for from in (0..n).filter(|&from| from != to) {
+                let (low, high) = self.ports.split_at_mut(to.max(from));
+                let (to, from) = if to < from {
+                    (&mut low[to], &mut high[0])
+                } else {
+                    (&mut high[0], &mut low[from])
+                };
+                if from.tx_in_flight() > 0 {
+                    to.refill_from(from);
+                }
+            }
+        }
     }
 
     /// Port `p`'s vector: received, counted, run through the pipeline, its drops recycled

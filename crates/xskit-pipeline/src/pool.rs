@@ -143,6 +143,10 @@ impl FramePool {
 
     /// Takes every frame of `frames` back; the cache first, the shared ring for the rest.
     pub fn free(&mut self, frames: &mut Vec<Frame>) {
+        // Called every round for each port's completions, mostly with none.
+        if frames.is_empty() {
+            return;
+        }
         // A frame comes out of the pool as the kernel would hand it over: without a note.
         for f in frames.iter_mut() {
             f.set_note(0);

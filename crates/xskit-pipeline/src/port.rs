@@ -51,6 +51,17 @@ pub trait PipelinePort {
         0
     }
 
+    /// Moves `from`'s transmitted frames straight into this port's receive buffers, as many
+    /// as they lack, not through the pool (a bare forwarding loop's recycling, for ports of
+    /// one UMEM); returns how many. Ports that cannot leave them to
+    /// [`PipelinePort::complete`].
+    fn refill_from(&mut self, _from: &mut Self) -> usize
+    where
+        Self: Sized,
+    {
+        0
+    }
+
     /// Takes frames (emptied) a stage has finished with: as receive buffers where the port
     /// uses them, else back to `pool`.
     fn recycle(&mut self, frames: &mut Vec<Frame>, pool: &mut FramePool) {

@@ -131,6 +131,24 @@ impl PipelinePort for XskPort {
         Ok(())
     }
 
+    /// Tops the fill ring up (once it is FILL_BATCH short) from `from`'s completion ring,
+    /// descriptor to descriptor; the kernel refuses nothing here, and a socket of another
+    /// UMEM gives nothing.
+    fn refill_from(&mut self, from: &mut Self) -> usize {
+        let (Some(fill), Some(done)) = (self.socket.fill(), from.socket.completion()) else {
+            return 0;
+        };
+        let want = self.fill_target.saturating_sub(fill.pending() as usize);
+        if want < FILL_BATCH as usize {
+            return 0;
+        }
+        let n = done.recycle_into(fill, want);
+        self.in_fill_rx += n;
+        from.in_tx -= n;
+        from.completed += n as u64;
+        n
+    }
+
     /// Moves up to `max` received frames into `out`; returns how many.
     fn receive(
         &mut self,
