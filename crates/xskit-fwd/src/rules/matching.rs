@@ -205,6 +205,18 @@ impl FastMatches {
     /// is taken as it is, any other confirmed by its match.
     #[inline]
     pub(super) fn first_in_word(&self, key: &PacketKey, word: u64) -> Option<usize> {
+        // The first candidate decided by the word alone is the usual answer: taken before
+        // anything the confirming walk needs is read.
+        let first = word.trailing_zeros();
+        if word != 0 && self.word_decides >> first & 1 != 0 {
+            return Some(first as usize);
+        }
+        self.confirm_in_word(key, word)
+    }
+
+    /// [`FastMatches::first_in_word`] past a first candidate the word does not decide.
+    #[inline(never)]
+    fn confirm_in_word(&self, key: &PacketKey, word: u64) -> Option<usize> {
         let mut rest = word;
         while rest != 0 {
             let i = rest.trailing_zeros() as usize;

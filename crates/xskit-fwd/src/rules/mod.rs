@@ -275,12 +275,24 @@ impl RuleSet {
     /// fragment that reaches a rule with ports, its other fields matching, is unclassifiable:
     /// whether that rule is its packet's cannot be told from it, and the rules after it (and
     /// the default) must not take it for want of ports.
+    #[inline]
     pub fn classify(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
+        // A plain packet's word, inline in the caller's loop; the rest out of line.
+        if let Some(word) = self
+            .vectors
+            .as_ref()
+            .and_then(|v| vectors::plain_word(v, key))
+        {
+            return Ok(self.fast.first_in_word(key, word));
+        }
+        self.classify_unplain(key)
+    }
+
+    /// [`RuleSet::classify`] for a packet without a plain word.
+    #[inline(never)]
+    fn classify_unplain(&self, key: &PacketKey) -> Result<Option<usize>, Unclassifiable> {
         match &self.vectors {
-            Some(v) => match vectors::plain_word(v, key) {
-                Some(word) => Ok(self.fast.first_in_word(key, word)),
-                None => self.first_of(key, vectors::candidates(v, key)),
-            },
+            Some(v) => self.first_of(key, vectors::candidates(v, key)),
             None => self.first_of(key, 0..self.fast.len()),
         }
     }

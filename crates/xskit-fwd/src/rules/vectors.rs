@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Match, PacketKey, Prefix};
-use crate::abi::{Field, PLAIN_FIELDS, UNTAGGED_VLAN};
+use crate::abi::{Field, PLAIN_FIELDS, PLAIN_WORDS, UNTAGGED_VLAN};
 use crate::rule_vectors::{all, Candidates, Ranges, RuleShape, RuleVectors};
 use crate::sets::PortSet;
 
@@ -167,6 +167,7 @@ impl<'a> RuleKeys<'a> {
 
 /// True for the XDP filter's plain path's packets: untagged IPv4 TCP or UDP, not a later
 /// fragment.
+#[inline]
 fn is_plain(key: &PacketKey) -> bool {
     key.family == 4
         && key.vlan.is_none()
@@ -177,16 +178,20 @@ fn is_plain(key: &PacketKey) -> bool {
 /// For a plain packet and at most 64 rules, the rules it may match as one word: one word per
 /// field ANDed, as the XDP filter's plain path reads them; `None` for any other packet or
 /// list, which [`candidates`] looks up.
+#[inline]
 pub(crate) fn plain_word(v: &RuleVectors, key: &PacketKey) -> Option<u64> {
-    if v.plain_words.is_empty() || !is_plain(key) {
+    if !is_plain(key) {
         return None;
     }
+    // As an array (empty beyond 64 rules: `None`), every field's index below is in bounds
+    // by its type, and the compiler checks none of them.
+    let words = <&[u64; PLAIN_WORDS]>::try_from(&*v.plain_words).ok()?;
     // An IPv4 address is the first four bytes.
     let (src4, dst4) = (
         u32::from_be_bytes([key.src[0], key.src[1], key.src[2], key.src[3]]) as usize,
         u32::from_be_bytes([key.dst[0], key.dst[1], key.dst[2], key.dst[3]]) as usize,
     );
-    let word = |field: Field, value: usize| v.plain_words[field.word_base() + value];
+    let word = |field: Field, value: usize| words[field.word_base() + value];
     Some(
         word(Field::Protocol, usize::from(key.protocol))
             & word(Field::SrcPort, usize::from(key.src_port))
