@@ -48,18 +48,22 @@ impl Chains {
 
     /// Moves what port `port` received from `raw` to `heads`: single-frame packets and the
     /// first frames of complete chains (their rest is kept here). Frames of over-long chains go
-    /// to `bad`. Returns how many packets went to `heads`.
+    /// to `bad`. Returns how many packets went to `heads`, and the bytes of all of `raw`
+    /// (counted in the same pass that looks for chains).
     pub(crate) fn sort_received(
         &mut self,
         port: usize,
         raw: &mut Vec<Frame>,
         heads: &mut Vec<Frame>,
         bad: &mut Vec<Frame>,
-    ) -> usize {
+    ) -> (usize, usize) {
         let before = heads.len();
-        if self.partial[port].is_none() && raw.iter().all(|f| !f.is_continued()) {
+        let (bytes, chained) = raw.iter().fold((0, false), |(bytes, chained), f| {
+            (bytes + f.len(), chained | f.is_continued())
+        });
+        if self.partial[port].is_none() && !chained {
             heads.append(raw);
-            return heads.len() - before;
+            return (heads.len() - before, bytes);
         }
         for f in raw.drain(..) {
             match self.partial[port].take() {
@@ -88,7 +92,7 @@ impl Chains {
                 None => heads.push(f),
             }
         }
-        heads.len() - before
+        (heads.len() - before, bytes)
     }
 
     /// Frames held here (not in the pipeline's vectors).
@@ -151,6 +155,28 @@ mod tests {
     }
 
     #[test]
+    fn the_bytes_received_are_every_frames_chained_or_not() {
+        let umem = Umem::new(UmemConfig::default().frame_count(4)).unwrap();
+        let mut raw = umem.take_frames().unwrap();
+        for (i, f) in raw.iter_mut().enumerate() {
+            umem.set_len(f, 60 + i).unwrap();
+        }
+        let mut chains = Chains::new(1);
+        let (mut heads, mut bad) = (Vec::new(), Vec::new());
+        let mut single: Vec<Frame> = raw.drain(..2).collect();
+        assert_eq!(
+            chains.sort_received(0, &mut single, &mut heads, &mut bad),
+            (2, 121)
+        );
+        let mut chain = raw;
+        chain[0].set_continued(true);
+        assert_eq!(
+            chains.sort_received(0, &mut chain, &mut heads, &mut bad),
+            (1, 125)
+        );
+    }
+
+    #[test]
     fn chains_split_across_receives_are_joined() {
         let mut fs = frames(6);
         // Packet A: frames 0,1,2; packet B: frame 3; packet C: 4,5.
@@ -161,10 +187,10 @@ mod tests {
         let mut chains = Chains::new(1);
         let (mut heads, mut bad) = (Vec::new(), Vec::new());
         let mut raw: Vec<Frame> = fs.drain(..2).collect();
-        assert_eq!(chains.sort_received(0, &mut raw, &mut heads, &mut bad), 0);
+        assert_eq!(chains.sort_received(0, &mut raw, &mut heads, &mut bad).0, 0);
         assert_eq!(chains.held(), 2);
         let mut raw: Vec<Frame> = std::mem::take(&mut fs);
-        assert_eq!(chains.sort_received(0, &mut raw, &mut heads, &mut bad), 3);
+        assert_eq!(chains.sort_received(0, &mut raw, &mut heads, &mut bad).0, 3);
         assert_eq!(
             heads.iter().map(Frame::addr).collect::<Vec<_>>(),
             vec![addrs[0], addrs[3], addrs[4]]

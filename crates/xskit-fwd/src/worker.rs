@@ -374,10 +374,9 @@ impl<P: SidePort> Worker<P> {
         if frames == 0 {
             return Ok(0);
         }
-        let bytes: usize = self.raw.iter().map(Frame::len).sum();
-        let n = self
-            .chains
-            .sort_received(p, &mut self.raw, &mut self.input, &mut self.out.drop);
+        let (n, bytes) =
+            self.chains
+                .sort_received(p, &mut self.raw, &mut self.input, &mut self.out.drop);
         let cells = &self.port_cells[p];
         bump(&cells.rx_packets, n as u64);
         bump(&cells.rx_bytes, bytes as u64);
