@@ -283,10 +283,12 @@ impl Chunks {
     /// own, not empty, inside its chunk, past the transmit-metadata room.
     #[inline]
     pub(crate) fn sendable(&self, frame: &Frame) -> bool {
-        let addr = frame.addr();
+        // One XOR both checks the tag and leaves the address: another UMEM's tag leaves
+        // bits above the address's.
+        let addr = frame.tagged_addr ^ self.tag_bits;
         let len = u64::from(frame.len);
         let offset = addr - self.chunk_of(addr);
-        self.owns(frame)
+        addr <= ADDR_MASK
             && len > 0
             && addr + len <= self.last + 1
             && offset + len <= self.frame_size
@@ -697,7 +699,11 @@ mod tests {
         });
         let mut f = a.take_frames().unwrap().pop().unwrap();
         a.write(&mut f, b"x").unwrap();
+        assert!(a.chunks().sendable(&f), "its own UMEM's rings submit it");
         assert!(!b.chunks().sendable(&f), "the rings never submit it");
+        a.try_set_len(&mut f, 0).unwrap();
+        assert!(!a.chunks().sendable(&f), "nor an empty frame");
+        a.try_set_len(&mut f, 1).unwrap();
         let read = std::panic::catch_unwind(|| b.data(&f).len());
         if cfg!(debug_assertions) {
             assert!(read.is_err(), "debug builds stop at a foreign frame");
