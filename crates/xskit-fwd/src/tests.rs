@@ -268,6 +268,57 @@ fn rules_forward_and_drop_each_packet_and_count_it() {
 }
 
 #[test]
+fn without_rules_each_packet_is_forwarded_and_counted_as_with_them() {
+    let host = Arc::new(MemHost::default());
+    let mut bench = Bench::with_host(
+        "default = \"forward\"\nunclassifiable = \"drop\"\n",
+        2,
+        |_| {},
+        Some(Arc::clone(&host)),
+    );
+    // More than one vector; a frame too short to classify and one to the host's own MAC
+    // among them.
+    let mut to_host = udp(9, 0);
+    to_host[..6].copy_from_slice(&HOST_MAC);
+    let sent: Vec<Vec<u8>> = (0..100).map(|seq| udp(5000, seq)).collect();
+    for (i, frame) in sent.iter().enumerate() {
+        bench.ends[0].inject(frame);
+        match i {
+            40 => bench.ends[0].inject(&frame[..20]),
+            70 => bench.ends[0].inject(&to_host),
+            _ => {}
+        }
+    }
+    bench.settle();
+    assert_eq!(bench.ends[1].take(), sent, "every packet crosses, in order");
+    assert_eq!(*host.received.lock_unpoisoned(), vec![to_host.clone()]);
+    let bytes = |r: usize| {
+        bench
+            .cells
+            .rules
+            .get(r)
+            .expect("a rule")
+            .bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let len = |f: &Vec<u8>| f.len() as u64;
+    assert_eq!(
+        bench.rule(0),
+        (101, 0),
+        "the default counts the forwarded and the host's"
+    );
+    assert_eq!(bytes(0), sent.iter().map(len).sum::<u64>() + len(&to_host));
+    assert_eq!(
+        (bench.rule(1), bytes(1)),
+        ((1, 0), 20),
+        "the unclassifiable one"
+    );
+    assert_eq!(bench.port(0, |c| &c.unclassifiable), 1);
+    assert_eq!(bench.port(1, |c| &c.tx_packets), 100);
+    bench.assert_all_frames_home();
+}
+
+#[test]
 fn a_rate_limit_follows_the_clock_it_is_given() {
     let mut bench = Bench::new(
         "default = \"drop\"\n[[rule]]\nprotocol = \"udp\"\naction = \"rate-limit\"\nrate = \"100pps\"\nburst = 5\n",
