@@ -344,15 +344,12 @@ impl<P: SidePort> Worker<P> {
     fn refill_from_completions(&mut self) {
         let n = self.ports.len();
         for to in 0..n {
-            for from in (0..n).filter(|&from| from != to) {
-                let (low, high) = self.ports.split_at_mut(to.max(from));
-                let (to, from) = if to < from {
-                    (&mut low[to], &mut high[0])
-                } else {
-                    (&mut high[0], &mut low[from])
-                };
-                if from.tx_in_flight() > 0 {
-                    to.refill_from(from);
+            for from in 0..n {
+                // Err for `to == from`: a port's own completions go through the pool.
+                if let Ok([to, from]) = self.ports.get_disjoint_mut([to, from]) {
+                    if from.tx_in_flight() > 0 {
+                        to.refill_from(from);
+                    }
                 }
             }
         }
