@@ -91,6 +91,11 @@ fn forwards_intact_in_order(mode: &str) {
         ports[1]["tx_packets"].as_u64().unwrap() >= count,
         "{report}"
     );
+    // Forwarded as they came: rx ring to tx ring, not through the pipeline.
+    assert!(
+        ports[1]["tx_direct"].as_u64().unwrap() * 2 >= count,
+        "{report}"
+    );
     assert!(!xdp_attached(&chain.m_a) && !xdp_attached(&chain.m_c));
 }
 

@@ -459,6 +459,23 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
             _ => 0,
         }
     }
+    /// Between two single ports only: a bond's members are picked by its hash per packet.
+    fn forward_to(
+        &mut self,
+        to: &mut Self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        max: usize,
+        decide: impl FnMut(&mut [u8], bool) -> xskit::Onward,
+    ) -> xskit_pipeline::Result<usize> {
+        match (self, to) {
+            (Side::One(from), Side::One(to)) => from.forward_to(to, umem, pool, max, decide),
+            _ => Ok(0),
+        }
+    }
+    fn kick(&mut self) -> xskit_pipeline::Result<()> {
+        on_side!(self, p => p.kick())
+    }
     fn in_flight(&self) -> usize {
         match self {
             Side::One(p) => p.in_flight(),

@@ -95,6 +95,12 @@ impl Chains {
         (heads.len() - before, bytes)
     }
 
+    /// True when port `port`'s last receive ended inside a packet: the next frames it
+    /// receives are that packet's.
+    pub(crate) fn mid_packet(&self, port: usize) -> bool {
+        self.partial.get(port).is_some_and(Option::is_some)
+    }
+
     /// Frames held here (not in the pipeline's vectors).
     pub(crate) fn held(&self) -> usize {
         self.held

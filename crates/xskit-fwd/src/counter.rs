@@ -78,6 +78,10 @@ counters! {
     tx_packets;
     /// Their bytes.
     tx_bytes;
+    /// Of the packets transmitted, those moved straight from the other interface's rx ring
+    /// to this one's tx ring, forwarded as they arrived (the direct path), not through the
+    /// pipeline. Not a drop.
+    tx_direct;
     /// Packets dropped because the tx ring was full.
     tx_ring_full drop "tx-ring-full";
     /// Packets handed to the kernel through the TAP device.

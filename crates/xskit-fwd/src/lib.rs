@@ -13,6 +13,7 @@ mod config_check;
 pub mod control;
 mod counter;
 mod counts;
+mod direct;
 mod duration;
 mod error;
 pub mod filter;

@@ -278,10 +278,15 @@ pub(crate) struct Forwarding {
 }
 
 impl Forwarding {
+    /// Where a forwarded packet goes unless it is the host's.
+    pub(crate) fn next(&self) -> Next {
+        self.next
+    }
+
     /// Forwards one packet to `next`, or to the host when it is addressed to the host's
     /// MAC, or back with its addresses swapped when reflecting.
     #[inline(always)]
-    fn route(self, data: &mut [u8]) -> Next {
+    pub(crate) fn route(self, data: &mut [u8]) -> Next {
         if self.reflect {
             let Ok(mut eth) = ethernet::Frame::new_checked(data) else {
                 return Next::Drop;
@@ -330,7 +335,16 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
-    /// Takes up the rules published last, between two vectors.
+    /// Takes up the rules published since this stage last looked, if any: between two
+    /// vectors.
+    #[inline(always)]
+    pub(crate) fn take_up_changes_if_any(&mut self) {
+        if self.live.generation() != self.generation {
+            self.take_up_changes();
+        }
+    }
+
+    /// Takes up the rules published last.
     fn take_up_changes(&mut self) {
         let (generation, now) = self.live.current();
         if let Some(now) = now {
@@ -346,7 +360,7 @@ impl Rules {
     }
 
     /// Where packets of `input_port` that a rule forwards go: worked out once per vector.
-    fn forwarding(&self, input_port: u16) -> Forwarding {
+    pub(crate) fn forwarding(&self, input_port: u16) -> Forwarding {
         let next = match self.outs.get(usize::from(input_port)) {
             _ if self.reflect => Next::Back,
             Some(&out) => Next::Tx(out),
@@ -393,7 +407,7 @@ impl Rules {
     /// Counts `packets` of `bytes` in all for what decided them (`i`), flushed at the
     /// vector's end.
     #[inline(always)]
-    fn count(&mut self, i: usize, packets: u64, bytes: u64) {
+    pub(crate) fn count(&mut self, i: usize, packets: u64, bytes: u64) {
         let c = &mut self.local[i];
         if c[0] == 0 {
             self.touched.push(i);
@@ -435,7 +449,7 @@ impl Rules {
     }
 
     /// Adds the vector's counts to the shared cells.
-    fn flush_counts(&mut self, context: &StageContext) {
+    pub(crate) fn flush_counts(&mut self, context: &StageContext) {
         // A vector comes from one port: its unclassifiable packets are that port's.
         let unclassifiable = self.local.last().map_or(0, |c| c[0]);
         if let (true, Some(port)) = (
@@ -468,9 +482,7 @@ impl Stage for Rules {
         frames: &mut [Frame],
         nexts: &mut [Next],
     ) {
-        if self.live.generation() != self.generation {
-            self.take_up_changes();
-        }
+        self.take_up_changes_if_any();
         let forward_to = self.forwarding(context.input_port);
         // With no rules only whether a packet can be classified matters: its key is not
         // built.

@@ -121,6 +121,18 @@ impl Bench {
         edit: impl FnOnce(&mut ForwardConfig),
         host: Option<Arc<MemHost>>,
     ) -> Self {
+        Self::build(rules, ports, edit, host, false)
+    }
+
+    /// `tx_metadata`: the kernel takes AF_XDP transmit metadata (partial checksums are then
+    /// left to it).
+    fn build(
+        rules: &str,
+        ports: usize,
+        edit: impl FnOnce(&mut ForwardConfig),
+        host: Option<Arc<MemHost>>,
+        tx_metadata: bool,
+    ) -> Self {
         let names = &["a0", "b0"][..ports];
         let kernel = Fake::new(&[("a0", 1500), ("b0", 1500)][..ports]);
         let mut config = ForwardConfig::new(names.iter().copied())
@@ -138,7 +150,7 @@ impl Bench {
             online: 1,
             allowed: vec![0],
         };
-        let forwarding = Forwarding::new(kernel, config, &cpus, false).expect("set up");
+        let forwarding = Forwarding::new(kernel, config, &cpus, tx_metadata).expect("set up");
         let mut parts = forwarding.into_parts();
         let ends = (0..ports)
             .map(|i| devices.borrow().ends[&(i, 0)].clone())
@@ -524,4 +536,87 @@ fn partial_checksums_are_finished_and_settled_ones_cross_untouched() {
     assert_eq!(bench.ends[1].take(), [whole, finished]);
     assert_eq!(bench.port(1, |c| &c.checksums_completed), 1);
     bench.assert_all_frames_home();
+}
+
+/// The direct path and the pipeline forward, drop, count and order a mixed stream alike, in
+/// both directions, with partial checksums summed here or left to the kernel: the direct
+/// path takes what the rules forward as it is, the pipeline the rest of each vector (a drop,
+/// the unclassifiable, a rate limit, a partial checksum the kernel does not finish, a frame
+/// past the MTU, and all after it).
+#[test]
+fn the_direct_path_and_the_pipeline_forward_and_count_alike() {
+    use xskit_wire::offload::L4Checksum;
+    let rules = "default = \"forward\"\nunclassifiable = \"drop\"\n\
+        [[rule]]\nname = \"no-dns\"\naction = \"drop\"\nprotocol = \"udp\"\ndst_port = 53\n\
+        [[rule]]\nname = \"slow\"\naction = \"rate-limit\"\nprotocol = \"udp\"\n\
+        dst_port = 7\nrate = \"100pps\"\nburst = 2\n";
+    let whole = udp(5000, 0);
+    let c = L4Checksum::locate(&whole, whole.len()).expect("a UDP checksum");
+    // Batches of one vector or less, so that each kind of packet meets the direct path
+    // after forwarded ones, and forwarded ones follow it.
+    let batches: Vec<Vec<Vec<u8>>> = (0..60u64)
+        .map(|seq| {
+            let mut odd = udp(5000, seq);
+            match seq % 6 {
+                0 => odd = udp(53, seq),
+                1 => odd.truncate(20),
+                2 => odd = udp(7, seq),
+                3 => {
+                    let field = c.start + c.offset;
+                    odd[field..field + 2].copy_from_slice(&c.pseudo.to_be_bytes());
+                }
+                4 => {
+                    // A UDP packet past the MTU: the pipeline drops it (only TCP is cut).
+                    odd.resize(1600, 0);
+                    odd[16..18].copy_from_slice(&(1600u16 - 14).to_be_bytes());
+                    odd[38..40].copy_from_slice(&(1600u16 - 34).to_be_bytes());
+                }
+                _ => {}
+            }
+            let mut batch: Vec<_> = (0..3).map(|i| udp(5000, seq * 8 + i)).collect();
+            batch.push(odd);
+            batch.extend((4..7).map(|i| udp(5000, seq * 8 + i)));
+            batch
+        })
+        .collect();
+    for tx_metadata in [false, true] {
+        let run = |direct: bool| {
+            let mut bench = Bench::build(rules, 2, |_| {}, None, tx_metadata);
+            if !direct {
+                bench.worker.direct = None;
+            }
+            for batch in &batches {
+                for f in batch {
+                    bench.ends[0].inject(f);
+                    bench.ends[1].inject(f);
+                }
+                bench.settle();
+            }
+            bench.assert_all_frames_home();
+            let out: Vec<_> = bench.ends.iter().map(WireEnd::take).collect();
+            let ports: Vec<_> = bench.cells.ports.iter().map(|p| p.load()).collect();
+            let rules: Vec<_> = (0..4)
+                .map(|r| bench.cells.rules.get(r).expect("a rule").load())
+                .collect();
+            (out, ports, rules)
+        };
+        let (direct_out, mut direct_ports, direct_rules) = run(true);
+        let (out, ports, rules) = run(false);
+        assert!(
+            direct_out == out,
+            "the same packets leave, in the same order"
+        );
+        assert_eq!(direct_rules, rules, "every rule counts alike");
+        for (p, d) in direct_ports.iter_mut().enumerate() {
+            assert!(
+                d.tx_direct > 0 && d.tx_direct < d.tx_packets,
+                "port {p}: some go directly, not all: {d:?}"
+            );
+            d.tx_direct = 0;
+        }
+        assert_eq!(direct_ports, ports, "every port counts alike");
+        let offloaded = ports[1].checksums_offloaded;
+        assert_eq!(offloaded > 0, tx_metadata, "{ports:?}");
+        assert!(ports[1].oversize_dropped > 0, "{ports:?}");
+    }
 }

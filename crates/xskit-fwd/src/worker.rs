@@ -103,6 +103,9 @@ pub(crate) struct Worker<P> {
     pub(crate) live: Arc<crate::live_rules::LiveRules>,
     /// Where a handover to a successor asks it to pause.
     pub(crate) pause: Arc<crate::handover::HandoverPause>,
+    /// The rules again, for the direct path ([`crate::direct`]), where the worker has one:
+    /// two ports, nothing but the rules stage in the pipeline, no host link.
+    pub(crate) direct: Option<crate::stages::Rules>,
 }
 
 /// What preparing one transmit vector did.
@@ -314,9 +317,15 @@ impl<P: SidePort> Worker<P> {
             port.refill(&self.umem, &mut self.pool)?;
         }
         let mut now_ns = None;
-        let mut got = 0;
+        let (mut got, mut direct) = (0, [false; 2]);
         for p in 0..nports {
-            got += self.receive_vector(p, clock, &mut now_ns)?;
+            // What the direct path leaves of the vector takes the pipeline.
+            let moved = self.forward_directly(p)?;
+            direct[(p ^ 1) & 1] |= moved > 0;
+            got += moved;
+            if moved < self.vector {
+                got += self.receive_vector(p, self.vector - moved, clock, &mut now_ns)?;
+            }
         }
         // Idle rounds count too, and a readable host link ends the wait in poll(2), so the
         // host's frames wait at most `host_every` short rounds.
@@ -327,6 +336,8 @@ impl<P: SidePort> Worker<P> {
         for p in 0..nports {
             if !self.out.tx[p].is_empty() {
                 self.transmit(p)?;
+            } else if direct.get(p) == Some(&true) {
+                self.ports[p].kick()?;
             }
         }
         self.refill_from_completions();
@@ -355,7 +366,7 @@ impl<P: SidePort> Worker<P> {
         }
     }
 
-    /// Port `p`'s vector: received, counted, run through the pipeline, its drops recycled
+    /// Port `p`'s vector (up to `max` frames): received, counted, run through the pipeline, its drops recycled
     /// and the kernel's frames handed over. The clock is read once per round, when a rule
     /// needs it. Returns the frames received.
     // Inlined into the round, the per-vector hot path: bench/callgrind.sh counts it.
@@ -363,11 +374,11 @@ impl<P: SidePort> Worker<P> {
     fn receive_vector(
         &mut self,
         p: usize,
+        max: usize,
         clock: &impl Clock,
         now_ns: &mut Option<u64>,
     ) -> Result<usize> {
-        let frames =
-            self.ports[p].receive(&self.umem, &mut self.pool, &mut self.raw, self.vector)?;
+        let frames = self.ports[p].receive(&self.umem, &mut self.pool, &mut self.raw, max)?;
         if frames == 0 {
             return Ok(0);
         }

@@ -139,7 +139,19 @@ impl WorkerPlan {
                 refused: Arc::clone(&self.replies.refused),
             }));
         }
-        pipeline.add_stage(Box::new(Rules {
+        pipeline.add_stage(Box::new(self.rules_stage(index, rule_cells, port_cells)));
+        Ok(pipeline)
+    }
+
+    /// Worker `index`'s rules stage.
+    fn rules_stage(
+        &self,
+        index: usize,
+        rule_cells: &Arc<ByRule<RuleCells>>,
+        port_cells: &Arc<Vec<PortCells>>,
+    ) -> Rules {
+        let n = self.port_macs.len();
+        Rules {
             rules: Arc::clone(&self.rules),
             limiters: Arc::clone(&self.limiters),
             kernel_polices: self.kernel_polices,
@@ -153,8 +165,22 @@ impl WorkerPlan {
             live: Arc::clone(&self.live),
             generation: self.live.generation(),
             worker: index,
-        }));
-        Ok(pipeline)
+        }
+    }
+
+    /// Worker `index`'s rules for the direct path, where it has one: two ports, and nothing
+    /// but the rules between them (no reflecting, no answers of its own, no host link).
+    fn direct_rules(
+        &self,
+        index: usize,
+        rule_cells: &Arc<ByRule<RuleCells>>,
+        port_cells: &Arc<Vec<PortCells>>,
+    ) -> Option<Rules> {
+        let plain = self.port_macs.len() == 2
+            && !self.reflect
+            && self.respond.is_none()
+            && self.tap.is_none();
+        plain.then(|| self.rules_stage(index, rule_cells, port_cells))
     }
 
     /// Worker `index` (queue `queue`) over `ports`, one per interface, drawing frames from
@@ -181,6 +207,7 @@ impl WorkerPlan {
             sockets: Vec::new(),
             bonds: Vec::new(),
         };
+        let direct = self.direct_rules(index, &rule_cells, &port_cells);
         let worker = Worker {
             index,
             queue,
@@ -209,6 +236,7 @@ impl WorkerPlan {
             host_every: HOST_EVERY,
             live: Arc::clone(&self.live),
             pause: Arc::clone(&self.pause),
+            direct,
         };
         Ok((worker, cells))
     }

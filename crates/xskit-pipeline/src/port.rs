@@ -3,7 +3,7 @@
 
 use std::os::fd::BorrowedFd;
 
-use xskit::{Frame, Umem};
+use xskit::{Frame, Onward, Umem};
 
 use crate::error::Result;
 use crate::pool::FramePool;
@@ -60,6 +60,32 @@ pub trait PipelinePort {
         Self: Sized,
     {
         0
+    }
+
+    /// Moves received packets straight onto `to`'s transmit queue while `decide` sends them
+    /// on, up to `max`, in order (a bare forwarding loop's move, for ports of one UMEM);
+    /// returns how many. `decide` reads (and may change) each packet's bytes, told whether
+    /// it continues in another frame. What it keeps, and everything after it, stays to be
+    /// received ([`PipelinePort::receive`]). Call [`PipelinePort::kick`] on `to` after.
+    /// Ports that cannot move nothing.
+    fn forward_to(
+        &mut self,
+        _to: &mut Self,
+        _umem: &Umem,
+        _pool: &mut FramePool,
+        _max: usize,
+        _decide: impl FnMut(&mut [u8], bool) -> Onward,
+    ) -> Result<usize>
+    where
+        Self: Sized,
+    {
+        Ok(0)
+    }
+
+    /// Asks the kernel to transmit what [`PipelinePort::forward_to`] queued, if it needs
+    /// asking (as [`PipelinePort::send`] does after queueing).
+    fn kick(&mut self) -> Result<()> {
+        Ok(())
     }
 
     /// Takes frames (emptied) a stage has finished with: as receive buffers where the port

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use xskit::{Frame, Umem};
+use xskit::{Frame, Onward, Umem};
 use xskit_os::sync::LockUnpoisoned;
 
 use crate::error::Result;
@@ -139,6 +139,53 @@ impl PipelinePort for WirePort {
             self.done.push(frame);
         }
         Ok(n)
+    }
+
+    /// Each packet that fits one frame is received into one from `pool` and, sent on,
+    /// transmitted by `to` at once; a longer one (a chain), one `decide` keeps, or want of a
+    /// free frame stops the move, the packet left for [`PipelinePort::receive`] (whatever
+    /// `decide` changed in its bytes is not kept, unlike on a ring).
+    fn forward_to(
+        &mut self,
+        to: &mut Self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        max: usize,
+        mut decide: impl FnMut(&mut [u8], bool) -> Onward,
+    ) -> Result<usize> {
+        let mut q = self.queues.lock_unpoisoned();
+        let mut one = Vec::with_capacity(1);
+        let mut sent = 0;
+        while sent < max && pool.alloc(&mut one, 1) == 1 {
+            let mut frame = one.pop().expect("allocated one");
+            umem.reset(&mut frame);
+            let fits = q
+                .inbound
+                .front()
+                .filter(|p| p.len() <= umem.capacity(&frame))
+                .map(|p| umem.write(&mut frame, p));
+            let onward = match fits {
+                Some(Ok(())) => decide(umem.data_mut(&mut frame), false),
+                _ => Onward::Keep,
+            };
+            let asked = match onward {
+                Onward::Keep => false,
+                Onward::Send => true,
+                Onward::SendFinishingChecksum { start, offset } => {
+                    umem.request_tx_checksum(&mut frame, start, offset)
+                }
+            };
+            if !asked {
+                one.push(frame);
+                pool.free(&mut one);
+                break;
+            }
+            q.inbound.pop_front();
+            one.push(frame);
+            to.send(umem, &mut one, pool)?;
+            sent += 1;
+        }
+        Ok(sent)
     }
 
     fn complete(&mut self, pool: &mut FramePool) -> usize {

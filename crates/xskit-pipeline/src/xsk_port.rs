@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::pool::FramePool;
 use super::port::{PipelinePort, RingOccupancy};
 use crate::error::Result;
-use xskit::{Frame, Mode, Socket, SocketConfig, Umem, XdpProgram};
+use xskit::{Frame, Mode, Onward, Socket, SocketConfig, Umem, XdpProgram};
 
 /// Below this many free fill slots a refill is not worth a ring update.
 const FILL_BATCH: u32 = 16;
@@ -147,6 +147,32 @@ impl PipelinePort for XskPort {
         from.in_tx -= n;
         from.completed += n as u64;
         n
+    }
+
+    /// Received frames straight onto `to`'s tx ring, descriptor to descriptor; the ledgers
+    /// move with them.
+    fn forward_to(
+        &mut self,
+        to: &mut Self,
+        _umem: &Umem,
+        _pool: &mut FramePool,
+        max: usize,
+        decide: impl FnMut(&mut [u8], bool) -> Onward,
+    ) -> Result<usize> {
+        let (Some(rx), Some(tx)) = (self.socket.rx(), to.socket.tx()) else {
+            return Ok(0);
+        };
+        let n = rx.forward_while(tx, max, decide);
+        self.in_fill_rx -= n;
+        to.in_tx += n;
+        Ok(n)
+    }
+
+    fn kick(&mut self) -> Result<()> {
+        if let Some(tx) = self.socket.tx() {
+            tx.wakeup_if_stalled(self.in_tx, self.completed)?;
+        }
+        Ok(())
     }
 
     /// Moves up to `max` received frames into `out`; returns how many.

@@ -72,6 +72,10 @@ const HELP: &[(&str, &str)] = &[
         "Frames the host's kernel sent through the TAP device",
     ),
     (
+        "tx_direct",
+        "Packets transmitted straight from the other interface's rx ring, not through the pipeline",
+    ),
+    (
         "tx_ring_full",
         "Packets dropped because the interface's tx ring was full",
     ),

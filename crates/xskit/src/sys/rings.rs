@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use super::ring::{zip_runs, RawRing};
-use super::umem::{Frame, Umem};
+use super::umem::{Frame, Umem, XDP_TX_METADATA};
 use super::{xsk, SyscallError};
 use crate::stall::StallWatch;
 
@@ -21,6 +21,23 @@ pub struct Forwarded {
     /// Whether it stopped at a frame the kernel would not transmit, which is still first on
     /// the rx ring.
     pub refused: bool,
+}
+
+/// What [`RxRing::forward_while`]'s caller makes of a received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Onward {
+    /// Leave it (and every frame after it) on the rx ring, for [`RxRing::receive`].
+    Keep,
+    /// Transmit it as it is.
+    Send,
+    /// Transmit it, asking the kernel to finish its TCP or UDP checksum
+    /// ([`Umem::request_tx_checksum`]'s `start` and `offset`).
+    SendFinishingChecksum {
+        /// Where the TCP or UDP header starts in the frame.
+        start: u16,
+        /// Where the checksum field is in that header.
+        offset: u16,
+    },
 }
 
 /// The fill ring: user space gives the kernel empty frames to receive into.
@@ -353,6 +370,43 @@ impl TxRing {
 // rings share a UMEM, the destination has room) where they can be, and per descriptor only
 // where the kernel's value must be held inside the UMEM.
 
+/// The move under [`RxRing::forward_into`] and [`RxRing::forward_while`]: `each` makes
+/// the transmit descriptor of each received one, or `None` to stop there (that frame and
+/// the rest stay on the rx ring).
+#[inline(always)]
+fn forward_each(
+    rx: &mut RawRing<libc::xdp_desc>,
+    tx: &mut RawRing<libc::xdp_desc>,
+    max: usize,
+    mut each: impl FnMut(&libc::xdp_desc) -> Option<libc::xdp_desc>,
+) -> Forwarded {
+    let room = tx.free(clamp(max, usize::MAX));
+    let (from, n) = rx.peek(clamp(max, room as usize));
+    if n == 0 {
+        return Forwarded::default();
+    }
+    let (to, _) = tx.reserve(n);
+    let done = zip_runs(rx, from, tx, to, n, |from, to| {
+        for (i, (slot, d)) in to.iter_mut().zip(from).enumerate() {
+            let Some(out) = each(d) else {
+                return i;
+            };
+            *slot = out;
+        }
+        from.len()
+    });
+    rx.cancel(n - done);
+    tx.unreserve(n - done);
+    if done > 0 {
+        tx.submit(done);
+        rx.release(done);
+    }
+    Forwarded {
+        sent: done as usize,
+        refused: done < n,
+    }
+}
+
 /// Moves up to `max` entries of a ring the kernel produces (on `umem`) to `fill`, as the
 /// starts of the chunks `addr_of` says they are in; returns how many.
 #[inline]
@@ -416,41 +470,61 @@ impl RxRing {
         max: usize,
         mut edit: impl FnMut(&mut [u8]),
     ) -> Forwarded {
-        let room = tx.ring.free(clamp(max, usize::MAX));
-        let (from, n) = self.ring.peek(clamp(max, room as usize));
-        if n == 0 {
-            return Forwarded::default();
-        }
-        let (to, _) = tx.ring.reserve(n);
         let chunks = self.umem.chunks();
         let umem = &self.umem;
-        let done = zip_runs(&self.ring, from, &mut tx.ring, to, n, |from, to| {
-            for (i, (slot, d)) in to.iter_mut().zip(from).enumerate() {
-                let Some((addr, len)) = chunks.tx_span(d.addr, d.len) else {
-                    return i;
-                };
-                // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM;
-                // the kernel handed this chunk back and no handle to it exists until it is
-                // handed on below, after the slice is gone.
-                edit(unsafe { umem.bytes_mut(addr, len as usize) });
-                *slot = libc::xdp_desc {
-                    addr,
-                    len,
-                    options: d.options,
-                };
+        forward_each(&mut self.ring, &mut tx.ring, max, |d| {
+            let (addr, len) = chunks.tx_span(d.addr, d.len)?;
+            // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
+            // kernel handed this chunk back and no handle to it exists until it is handed on,
+            // after the slice is gone.
+            edit(unsafe { umem.bytes_mut(addr, len as usize) });
+            Some(libc::xdp_desc {
+                addr,
+                len,
+                options: d.options,
+            })
+        })
+    }
+
+    /// Moves received frames straight onto `tx` while `decide` sends them on, up to `max`,
+    /// in order; returns how many. `decide` reads (and may change) each frame's bytes, and
+    /// is told whether the packet continues in the next frame. The frame it keeps, and every
+    /// one after it, stays on the rx ring for [`RxRing::receive`], as does a frame the kernel
+    /// would not transmit (empty, or inside the transmit-metadata room), which `decide` never
+    /// sees; a length past the chunk's end is cut there, as [`RxRing::forward_into`] cuts it. [`Onward::SendFinishingChecksum`] on a UMEM without room for the
+    /// request ([`Umem::request_tx_checksum`]) keeps the frame too. Takes nothing if `tx` is
+    /// another UMEM's.
+    pub fn forward_while(
+        &mut self,
+        tx: &mut TxRing,
+        max: usize,
+        mut decide: impl FnMut(&mut [u8], bool) -> Onward,
+    ) -> usize {
+        if !self.umem.same(&tx.umem) {
+            return 0;
+        }
+        let chunks = self.umem.chunks();
+        let umem = &self.umem;
+        let sent = forward_each(&mut self.ring, &mut tx.ring, max, |d| {
+            let (addr, len) = chunks.tx_span(d.addr, d.len)?;
+            // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
+            // kernel handed this chunk back and no handle to it exists while the slice lives
+            // (the descriptor moves on, or stays on the rx ring, after it is gone).
+            let bytes = unsafe { umem.bytes_mut(addr, len as usize) };
+            let mut options = d.options;
+            match decide(bytes, options & libc::XDP_PKT_CONTD != 0) {
+                Onward::Keep => return None,
+                Onward::Send => {}
+                Onward::SendFinishingChecksum { start, offset } => {
+                    if !umem.request_tx_checksum_at(addr, start, offset) {
+                        return None;
+                    }
+                    options |= XDP_TX_METADATA;
+                }
             }
-            from.len()
+            Some(libc::xdp_desc { addr, len, options })
         });
-        self.ring.cancel(n - done);
-        tx.ring.unreserve(n - done);
-        if done > 0 {
-            tx.ring.submit(done);
-            self.ring.release(done);
-        }
-        Forwarded {
-            sent: done as usize,
-            refused: done < n,
-        }
+        sent.sent
     }
 
     /// Drops the first received frame into `out` (a frame [`RxRing::forward_into`] refused);
@@ -654,7 +728,8 @@ mod tests {
     /// The batch verbs, on rings whose other end is a fake kernel.
     mod batch {
         use crate::sys::testing::{completion_ring, fill_ring, rx_ring, tx_ring};
-        use crate::sys::umem::{Umem, UmemConfig};
+        use crate::sys::umem::{Umem, UmemConfig, TX_METADATA_LEN, XDP_TX_METADATA};
+        use crate::Onward;
 
         const FS: u64 = 4096;
 
@@ -761,6 +836,106 @@ mod tests {
             assert_eq!(rx.available(), 2);
             assert_eq!(taken(&mut kernel_tx).len(), 1);
             assert_eq!(tx.pending(), 0, "nothing reserved is left behind");
+        }
+
+        #[test]
+        fn frames_are_forwarded_while_decided_so_and_the_rest_stay_to_be_received_in_order() {
+            let u = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut tx, mut kernel_tx) = tx_ring(&u, 8).unwrap();
+            let contd = libc::XDP_PKT_CONTD;
+            kernel_rx.produce(&[
+                desc(256, 4, 0),
+                desc(FS + 256, 5, 0),
+                desc(2 * FS + 256, 6, contd),
+                desc(3 * FS + 256, 7, 0),
+            ]);
+            let mut seen = Vec::new();
+            let n = rx.forward_while(&mut tx, 16, |bytes, continued| {
+                seen.push((bytes.len(), continued));
+                bytes[0] = 0xee;
+                if continued {
+                    Onward::Keep
+                } else {
+                    Onward::Send
+                }
+            });
+            assert_eq!(n, 2);
+            assert_eq!(
+                seen,
+                [(4, false), (5, false), (6, true)],
+                "none seen past the kept"
+            );
+            assert_eq!(tx.pending(), 2, "nothing reserved is left behind");
+            let sent: Vec<_> = taken(&mut kernel_tx)
+                .iter()
+                .map(|d| (d.addr, d.len, d.options))
+                .collect();
+            assert_eq!(sent, [(256, 4, 0), (FS + 256, 5, 0)]);
+            let mut rest = Vec::new();
+            assert_eq!(rx.receive(&mut rest, 16), 2);
+            assert_eq!(
+                rest.iter().map(|f| (f.addr(), f.len())).collect::<Vec<_>>(),
+                [(2 * FS + 256, 6), (3 * FS + 256, 7)]
+            );
+            assert!(rest[0].is_continued());
+            assert_eq!(
+                u.data(&rest[0])[0],
+                0xee,
+                "the kept frame's bytes as decide left them"
+            );
+        }
+
+        #[test]
+        fn a_forwarded_frame_asks_the_kernel_to_finish_its_checksum_where_there_is_room() {
+            let u = umem(8, TX_METADATA_LEN);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut tx, mut kernel_tx) = tx_ring(&u, 8).unwrap();
+            kernel_rx.produce(&[
+                desc(256, 60, 0),
+                desc(FS + 256, 60, 0),
+                desc(2 * FS + 8, 60, 0),
+            ]);
+            let mut asked = [
+                Onward::SendFinishingChecksum {
+                    start: 34,
+                    offset: 6,
+                },
+                Onward::Send,
+            ]
+            .into_iter();
+            let n = rx.forward_while(&mut tx, 16, |_, _| asked.next().unwrap_or(Onward::Send));
+            assert_eq!(
+                n, 2,
+                "the third leaves no room for the metadata: not sent, not seen"
+            );
+            let sent = taken(&mut kernel_tx);
+            assert_eq!(sent[0].options, XDP_TX_METADATA);
+            assert_eq!(sent[1].options, 0);
+            let meta = u.frame_at(256 - u64::from(TX_METADATA_LEN), TX_METADATA_LEN, 0);
+            let meta = u.data(&meta);
+            assert_eq!(
+                meta[..8],
+                u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM).to_ne_bytes()
+            );
+            assert_eq!(meta[8..10], 34u16.to_ne_bytes());
+            assert_eq!(meta[10..12], 6u16.to_ne_bytes());
+            assert_eq!(rx.available(), 1);
+
+            // Without room for the request the frame is kept.
+            let plain = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&plain, 8).unwrap();
+            let (mut tx, _kernel_tx) = tx_ring(&plain, 8).unwrap();
+            kernel_rx.produce(&[desc(256, 60, 0)]);
+            let finish = |_: &mut [u8], _| Onward::SendFinishingChecksum {
+                start: 34,
+                offset: 6,
+            };
+            assert_eq!(rx.forward_while(&mut tx, 16, finish), 0);
+            assert_eq!(rx.available(), 1);
+            let other = umem(8, 0);
+            let (mut other_tx, _k) = tx_ring(&other, 8).unwrap();
+            assert_eq!(rx.forward_while(&mut other_tx, 16, |_, _| Onward::Send), 0);
         }
 
         #[test]

@@ -583,25 +583,36 @@ impl Umem {
     /// `tx_metadata_len` bytes in front of the data and marks the descriptor. Returns false
     /// (and changes nothing) when the UMEM has no metadata room or it lies outside the chunk.
     pub fn request_tx_checksum(&self, frame: &mut Frame, start: u16, offset: u16) -> bool {
+        if !self.check_tag(frame) || !self.request_tx_checksum_at(frame.addr(), start, offset) {
+            return false;
+        }
+        frame.options |= XDP_TX_METADATA;
+        true
+    }
+
+    /// [`Umem::request_tx_checksum`] for the data at UMEM offset `addr`, whose chunk no
+    /// handle reaches (a descriptor the kernel handed back, on its way to a tx ring); the
+    /// caller marks the descriptor.
+    pub(crate) fn request_tx_checksum_at(&self, addr: u64, start: u16, offset: u16) -> bool {
         let room = self.inner.config.tx_metadata_len;
         if room < TX_METADATA_LEN
-            || !self.check_tag(frame)
-            || frame.addr() - self.chunk_base(frame.addr()) < u64::from(room)
+            || addr >= self.inner.len
+            || addr - self.chunk_base(addr) < u64::from(room)
         {
             return false;
         }
-        let at = (frame.addr() - u64::from(room)) as usize;
+        let at = (addr - u64::from(room)) as usize;
         let mut meta = [0u8; TX_METADATA_LEN as usize];
         meta[..8].copy_from_slice(&u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM).to_ne_bytes());
         meta[8..10].copy_from_slice(&start.to_ne_bytes());
         meta[10..12].copy_from_slice(&offset.to_ne_bytes());
-        // SAFETY: `at..at + 24` lies in the frame's own chunk, in front of its data (checked
-        // above: the data starts at least `room` >= 24 bytes into the chunk), and the `&mut
-        // Frame` borrow makes this handle the only one to the chunk.
+        // SAFETY: `at..at + 24` lies in the chunk of `addr`, inside the UMEM, in front of its
+        // data (checked above: the data starts at least `room` >= 24 bytes into the chunk);
+        // the caller's frame handle, or the descriptor it holds in no handle, makes it the
+        // only one to reach the chunk.
         unsafe {
             std::ptr::copy_nonoverlapping(meta.as_ptr(), self.as_ptr().add(at), meta.len());
         }
-        frame.options |= XDP_TX_METADATA;
         true
     }
 

@@ -1,0 +1,176 @@
+//! The direct path: between two single ports of one UMEM, a received packet that the rules
+//! forward as it is goes from one port's rx ring straight to the other's tx ring, its
+//! descriptor moved once, as a bare forwarding loop moves it. The first packet that needs
+//! anything more (a chain of frames, a drop, the host, a rate limit, a checksum the kernel
+//! cannot finish, a size past the MTU) and every one after it in that vector take the
+//! pipeline, so the order holds; both paths count alike.
+
+use xskit::Onward;
+use xskit_pipeline::{Next, StageContext};
+
+use crate::bonded::SidePort;
+use crate::counter::bump;
+use crate::error::Result;
+use crate::rules::{ChecksumState, PacketKey, Verdict};
+use crate::stages::{Forwarding, Rules};
+use crate::worker::Worker;
+
+/// What the direct path may do with a port's packets, fixed for one vector.
+#[derive(Clone, Copy)]
+pub(crate) struct DirectRoute {
+    forward_to: Forwarding,
+    /// The largest frame the output port sends as it is: its MTU and an Ethernet header.
+    max_frame: usize,
+    /// The kernel finishes partial checksums (the UMEM has transmit-metadata room).
+    finish_checksums: bool,
+}
+
+impl Rules {
+    /// Takes up changed rules and says how `input_port`'s forwarded packets go out of
+    /// `output_port`, for one direct move: `None` when the rules send them elsewhere, or
+    /// the rules stage must see them all (reflecting, which edits every packet).
+    pub(crate) fn begin_direct(
+        &mut self,
+        (input_port, output_port): (u16, u16),
+        max_frame: usize,
+        finish_checksums: bool,
+    ) -> Option<DirectRoute> {
+        self.take_up_changes_if_any();
+        let forward_to = self.forwarding(input_port);
+        (forward_to.next() == Next::Tx(output_port)).then_some(DirectRoute {
+            forward_to,
+            max_frame,
+            finish_checksums,
+        })
+    }
+
+    /// The direct path's decision on one packet (`continued`: it has more frames), and the
+    /// rule (or default) that decided it: sent on when the pipeline would send it on as it
+    /// is, kept for the pipeline otherwise. Counts nothing: the caller counts what it sends.
+    #[inline(always)]
+    pub(crate) fn onward(
+        &self,
+        data: &mut [u8],
+        continued: bool,
+        to: DirectRoute,
+    ) -> (Onward, usize) {
+        if continued || data.len() > to.max_frame {
+            return (Onward::Keep, 0);
+        }
+        let (i, verdict, checksum) = if self.rules.rules().is_empty() {
+            let (classified, checksum) = PacketKey::classifiable_noting_checksum(data, false);
+            let (i, verdict) = self.rules.decide_without_rules(classified);
+            (i, verdict, checksum)
+        } else {
+            let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
+            let (i, verdict) = self.rules.decide(&key);
+            (i, verdict, checksum)
+        };
+        // A rate limit polices (and the host's MAC goes to the host): the pipeline's.
+        if verdict != Verdict::Forward || to.forward_to.route(data) != to.forward_to.next() {
+            return (Onward::Keep, i);
+        }
+        let onward = match checksum {
+            ChecksumState::Settled => Onward::Send,
+            ChecksumState::Partial { start, offset } if to.finish_checksums => {
+                Onward::SendFinishingChecksum {
+                    start: start as u16,
+                    offset: offset as u16,
+                }
+            }
+            _ => Onward::Keep,
+        };
+        (onward, i)
+    }
+
+    /// Adds what the direct move counted to the shared cells.
+    pub(crate) fn end_direct(&mut self, input_port: u16) {
+        self.flush_counts(&StageContext::new(input_port, 0));
+    }
+}
+
+/// What one direct move sent: its bytes, its partial checksums left to the kernel, and the
+/// packets of the last run decided by one rule, counted to it when the run ends.
+#[derive(Default)]
+struct Moved {
+    bytes: u64,
+    finished: u64,
+    run: (usize, u64, u64),
+}
+
+impl Moved {
+    /// Adds a packet of `len` bytes that rule `i` sent on.
+    #[inline(always)]
+    fn add(&mut self, rules: &mut Rules, i: usize, len: usize, finished: bool) {
+        if i != self.run.0 {
+            self.end_run(rules);
+            self.run.0 = i;
+        }
+        self.run.1 += 1;
+        self.run.2 += len as u64;
+        self.finished += u64::from(finished);
+    }
+
+    /// Counts the run so far to its rule.
+    fn end_run(&mut self, rules: &mut Rules) {
+        let (i, packets, bytes) = self.run;
+        if packets > 0 {
+            rules.count(i, packets, bytes);
+            self.bytes += bytes;
+        }
+        self.run = (i, 0, 0);
+    }
+}
+
+impl<P: SidePort> Worker<P> {
+    /// Port `p`'s packets that go out of the other port as they are, moved there directly
+    /// while they do (see the module's comment); returns how many, after which the port to
+    /// kick is the other. Nothing when the worker has no direct path, or port `p` is in the
+    /// middle of a chain of frames (its rest must join the pipeline's part).
+    #[inline(always)]
+    pub(crate) fn forward_directly(&mut self, p: usize) -> Result<usize> {
+        let q = p ^ 1;
+        let (Some(rules), Some(&mtu)) = (self.direct.as_mut(), self.mtus.get(q)) else {
+            return Ok(0);
+        };
+        if self.chains.mid_packet(p) {
+            return Ok(0);
+        }
+        let ports = (p as u16, q as u16);
+        let Some(route) = rules.begin_direct(ports, mtu + 14, self.csum_offload) else {
+            return Ok(0);
+        };
+        let Ok([from, to]) = self.ports.get_disjoint_mut([p, q]) else {
+            return Ok(0);
+        };
+        let mut moved = Moved::default();
+        let n = from.forward_to(
+            to,
+            &self.umem,
+            &mut self.pool,
+            self.vector,
+            |data, contd| {
+                let (onward, i) = rules.onward(data, contd, route);
+                if onward != Onward::Keep {
+                    moved.add(rules, i, data.len(), onward != Onward::Send);
+                }
+                onward
+            },
+        );
+        moved.end_run(rules);
+        rules.end_direct(p as u16);
+        let n = n?;
+        if n > 0 {
+            let (rx, tx) = (&self.port_cells[p], &self.port_cells[q]);
+            bump(&rx.rx_packets, n as u64);
+            bump(&rx.rx_bytes, moved.bytes);
+            bump(&tx.tx_packets, n as u64);
+            bump(&tx.tx_bytes, moved.bytes);
+            bump(&tx.tx_direct, n as u64);
+            if moved.finished > 0 {
+                bump(&tx.checksums_offloaded, moved.finished);
+            }
+        }
+        Ok(n)
+    }
+}
