@@ -57,35 +57,54 @@ impl Rules {
         if continued || data.len() > to.max_frame {
             return (Onward::Keep, 0);
         }
-        let (i, verdict, checksum) = if self.rules.rules().is_empty() {
-            let (classified, checksum) = PacketKey::classifiable_noting_checksum(data, false);
-            let (i, verdict) = self.rules.decide_without_rules(classified);
-            (i, verdict, checksum)
-        } else {
-            let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
-            let (i, verdict) = self.rules.decide(&key);
-            (i, verdict, checksum)
-        };
+        let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
+        let (i, verdict) = self.rules.decide(&key);
         // A rate limit polices (and the host's MAC goes to the host): the pipeline's.
-        if verdict != Verdict::Forward || to.forward_to.route(data) != to.forward_to.next() {
+        if verdict != Verdict::Forward {
             return (Onward::Keep, i);
         }
-        let onward = match checksum {
+        (to.onward(data, checksum), i)
+    }
+
+    /// [`Rules::onward`] without rules, the default forwarding: only whether a packet can
+    /// be classified matters (an unclassifiable one is kept), and every packet sent on is
+    /// the default's.
+    #[inline(always)]
+    pub(crate) fn onward_by_default(data: &mut [u8], continued: bool, to: DirectRoute) -> Onward {
+        if continued || data.len() > to.max_frame {
+            return Onward::Keep;
+        }
+        match PacketKey::classifiable_noting_checksum(data, false) {
+            (true, checksum) => to.onward(data, checksum),
+            (false, _) => Onward::Keep,
+        }
+    }
+
+    /// Adds what the direct move counted to the shared cells.
+    pub(crate) fn end_direct(&mut self, input_port: u16) {
+        self.flush_counts(&StageContext::new(input_port, 0));
+    }
+}
+
+impl DirectRoute {
+    /// How a packet the rules forward goes on: as it is, or with its partial checksum
+    /// (`checksum`) left to the kernel; kept when it goes to the host, or its checksum needs
+    /// what only the pipeline does.
+    #[inline(always)]
+    fn onward(&self, data: &mut [u8], checksum: ChecksumState) -> Onward {
+        if self.forward_to.route(data) != self.forward_to.next() {
+            return Onward::Keep;
+        }
+        match checksum {
             ChecksumState::Settled => Onward::Send,
-            ChecksumState::Partial { start, offset } if to.finish_checksums => {
+            ChecksumState::Partial { start, offset } if self.finish_checksums => {
                 Onward::SendFinishingChecksum {
                     start: start as u16,
                     offset: offset as u16,
                 }
             }
             _ => Onward::Keep,
-        };
-        (onward, i)
-    }
-
-    /// Adds what the direct move counted to the shared cells.
-    pub(crate) fn end_direct(&mut self, input_port: u16) {
-        self.flush_counts(&StageContext::new(input_port, 0));
+        }
     }
 }
 
@@ -144,19 +163,28 @@ impl<P: SidePort> Worker<P> {
             return Ok(0);
         };
         let mut moved = Moved::default();
-        let n = from.forward_to(
-            to,
-            &self.umem,
-            &mut self.pool,
-            self.vector,
-            |data, contd| {
+        let (umem, pool, vector) = (&self.umem, &mut self.pool, self.vector);
+        let n = if rules.forwards_without_rules() {
+            // One run, the default's: no rule to tell apart per packet.
+            moved.run.0 = rules.rules.rules().len();
+            from.forward_to(to, umem, pool, vector, |data, contd| {
+                let onward = Rules::onward_by_default(data, contd, route);
+                if onward != Onward::Keep {
+                    moved.run.1 += 1;
+                    moved.run.2 += data.len() as u64;
+                    moved.finished += u64::from(onward != Onward::Send);
+                }
+                onward
+            })
+        } else {
+            from.forward_to(to, umem, pool, vector, |data, contd| {
                 let (onward, i) = rules.onward(data, contd, route);
                 if onward != Onward::Keep {
                     moved.add(rules, i, data.len(), onward != Onward::Send);
                 }
                 onward
-            },
-        );
+            })
+        };
         moved.end_run(rules);
         rules.end_direct(p as u16);
         let n = n?;

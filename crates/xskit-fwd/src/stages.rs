@@ -404,6 +404,11 @@ impl Rules {
         }
     }
 
+    /// True when there are no rules and the default forwards.
+    pub(crate) fn forwards_without_rules(&self) -> bool {
+        self.rules.rules().is_empty() && self.rules.default_verdict() == Verdict::Forward
+    }
+
     /// Counts `packets` of `bytes` in all for what decided them (`i`), flushed at the
     /// vector's end.
     #[inline(always)]
@@ -487,7 +492,7 @@ impl Stage for Rules {
         // With no rules only whether a packet can be classified matters: its key is not
         // built.
         let no_rules = self.rules.rules().is_empty();
-        if no_rules && self.rules.default_verdict() == Verdict::Forward {
+        if self.forwards_without_rules() {
             self.forward_without_rules(context, umem, (frames, nexts), forward_to);
             self.flush_counts(context);
             return;

@@ -546,10 +546,16 @@ fn partial_checksums_are_finished_and_settled_ones_cross_untouched() {
 #[test]
 fn the_direct_path_and_the_pipeline_forward_and_count_alike() {
     use xskit_wire::offload::L4Checksum;
-    let rules = "default = \"forward\"\nunclassifiable = \"drop\"\n\
+    let with_rules = "default = \"forward\"\nunclassifiable = \"drop\"\n\
         [[rule]]\nname = \"no-dns\"\naction = \"drop\"\nprotocol = \"udp\"\ndst_port = 53\n\
         [[rule]]\nname = \"slow\"\naction = \"rate-limit\"\nprotocol = \"udp\"\n\
         dst_port = 7\nrate = \"100pps\"\nburst = 2\n";
+    // Without rules the direct path reads no key; the unclassifiable go either way.
+    let cases = [
+        (with_rules, 4),
+        ("default = \"forward\"\nunclassifiable = \"drop\"\n", 2),
+        ("default = \"forward\"\nunclassifiable = \"forward\"\n", 2),
+    ];
     let whole = udp(5000, 0);
     let c = L4Checksum::locate(&whole, whole.len()).expect("a UDP checksum");
     // Batches of one vector or less, so that each kind of packet meets the direct path
@@ -579,9 +585,12 @@ fn the_direct_path_and_the_pipeline_forward_and_count_alike() {
             batch
         })
         .collect();
-    for tx_metadata in [false, true] {
+    for (tx_metadata, (text, counted)) in [false, true]
+        .into_iter()
+        .flat_map(|t| cases.iter().map(move |c| (t, c)))
+    {
         let run = |direct: bool| {
-            let mut bench = Bench::build(rules, 2, |_| {}, None, tx_metadata);
+            let mut bench = Bench::build(text, 2, |_| {}, None, tx_metadata);
             if !direct {
                 bench.worker.direct = None;
             }
@@ -595,26 +604,27 @@ fn the_direct_path_and_the_pipeline_forward_and_count_alike() {
             bench.assert_all_frames_home();
             let out: Vec<_> = bench.ends.iter().map(WireEnd::take).collect();
             let ports: Vec<_> = bench.cells.ports.iter().map(|p| p.load()).collect();
-            let rules: Vec<_> = (0..4)
+            let rules: Vec<_> = (0..*counted)
                 .map(|r| bench.cells.rules.get(r).expect("a rule").load())
                 .collect();
             (out, ports, rules)
         };
         let (direct_out, mut direct_ports, direct_rules) = run(true);
         let (out, ports, rules) = run(false);
+        let case = format!("{text:?}, transmit metadata {tx_metadata}");
         assert!(
             direct_out == out,
-            "the same packets leave, in the same order"
+            "{case}: the same packets leave, in order"
         );
-        assert_eq!(direct_rules, rules, "every rule counts alike");
+        assert_eq!(direct_rules, rules, "{case}: every rule counts alike");
         for (p, d) in direct_ports.iter_mut().enumerate() {
             assert!(
                 d.tx_direct > 0 && d.tx_direct < d.tx_packets,
-                "port {p}: some go directly, not all: {d:?}"
+                "{case}: port {p}: some go directly, not all: {d:?}"
             );
             d.tx_direct = 0;
         }
-        assert_eq!(direct_ports, ports, "every port counts alike");
+        assert_eq!(direct_ports, ports, "{case}: every port counts alike");
         let offloaded = ports[1].checksums_offloaded;
         assert_eq!(offloaded > 0, tx_metadata, "{ports:?}");
         assert!(ports[1].oversize_dropped > 0, "{ports:?}");
