@@ -505,6 +505,7 @@ impl RxRing {
         }
         let chunks = self.umem.chunks();
         let umem = &self.umem;
+        let finishable = chunks.holds_tx_metadata();
         let sent = forward_each(&mut self.ring, &mut tx.ring, max, |d| {
             let (addr, len) = chunks.tx_span(d.addr, d.len)?;
             // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
@@ -516,9 +517,13 @@ impl RxRing {
                 Onward::Keep => return None,
                 Onward::Send => {}
                 Onward::SendFinishingChecksum { start, offset } => {
-                    if !umem.request_tx_checksum_at(addr, start, offset) {
+                    if !finishable {
                         return None;
                     }
+                    // SAFETY: the room holds the request (`finishable`), and tx_span put
+                    // addr inside the UMEM, at least that room into its chunk; no handle
+                    // reaches the chunk and `bytes` is gone.
+                    unsafe { umem.write_tx_checksum_request(addr, start, offset) };
                     options |= XDP_TX_METADATA;
                 }
             }

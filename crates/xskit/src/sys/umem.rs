@@ -295,6 +295,13 @@ impl Chunks {
             && offset >= self.meta
     }
 
+    /// True when the transmit-metadata room in front of each frame holds a request
+    /// ([`TX_METADATA_LEN`] bytes).
+    #[inline]
+    pub(crate) fn holds_tx_metadata(&self) -> bool {
+        self.meta >= u64::from(TX_METADATA_LEN)
+    }
+
     /// Where a transmit from the chunk holding `addr` starts: past its metadata room.
     #[inline]
     pub(crate) fn room_start(&self, addr: u64) -> u64 {
@@ -601,19 +608,37 @@ impl Umem {
         {
             return false;
         }
-        let at = (addr - u64::from(room)) as usize;
-        let mut meta = [0u8; TX_METADATA_LEN as usize];
-        meta[..8].copy_from_slice(&u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM).to_ne_bytes());
-        meta[8..10].copy_from_slice(&start.to_ne_bytes());
-        meta[10..12].copy_from_slice(&offset.to_ne_bytes());
-        // SAFETY: `at..at + 24` lies in the chunk of `addr`, inside the UMEM, in front of its
-        // data (checked above: the data starts at least `room` >= 24 bytes into the chunk);
-        // the caller's frame handle, or the descriptor it holds in no handle, makes it the
-        // only one to reach the chunk.
-        unsafe {
-            std::ptr::copy_nonoverlapping(meta.as_ptr(), self.as_ptr().add(at), meta.len());
-        }
+        // SAFETY: checked just above.
+        unsafe { self.write_tx_checksum_request(addr, start, offset) };
         true
+    }
+
+    /// Writes the request of [`Umem::request_tx_checksum`] in front of the data at `addr`.
+    ///
+    /// # Safety
+    /// The UMEM's transmit-metadata room must be at least [`TX_METADATA_LEN`] bytes, `addr`
+    /// inside the UMEM and at least that room into its chunk ([`Chunks::tx_span`] checks
+    /// the last two), and no other handle or slice may reach the chunk.
+    pub(crate) unsafe fn write_tx_checksum_request(&self, addr: u64, start: u16, offset: u16) {
+        let at = (addr - u64::from(self.inner.config.tx_metadata_len)) as usize;
+        // struct xsk_tx_metadata: the flags, then the request's start and offset (the rest of
+        // the union zero), as three words.
+        let [s0, s1] = start.to_ne_bytes();
+        let [o0, o1] = offset.to_ne_bytes();
+        let words = [
+            u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM),
+            u64::from_ne_bytes([s0, s1, o0, o1, 0, 0, 0, 0]),
+            0,
+        ];
+        // SAFETY: `at..at + 24` lies in the chunk of `addr`, inside the UMEM, in front of its
+        // data, and nothing else reaches it, as the caller promises. Unaligned writes: the
+        // room need not be 8-aligned.
+        unsafe {
+            let to = self.as_ptr().add(at).cast::<u64>();
+            for (i, w) in words.into_iter().enumerate() {
+                to.add(i).write_unaligned(w);
+            }
+        }
     }
 
     fn capacity_from_addr(&self, addr: u64) -> usize {
