@@ -366,9 +366,9 @@ impl<P: SidePort> Worker<P> {
         }
     }
 
-    /// Port `p`'s vector (up to `max` frames): received, counted, run through the pipeline, its drops recycled
-    /// and the kernel's frames handed over. The clock is read once per round, when a rule
-    /// needs it. Returns the frames received.
+    /// Port `p`'s vector (up to `max` frames): received, counted, run through the pipeline,
+    /// its drops recycled and the kernel's frames handed over. The clock is read once per
+    /// round, when a rule needs it. Returns the frames received.
     // Inlined into the round, the per-vector hot path: bench/callgrind.sh counts it.
     #[inline(always)]
     fn receive_vector(
