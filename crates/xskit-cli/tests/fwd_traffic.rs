@@ -263,6 +263,8 @@ fn kernel_tcp_crosses_in_auto_mode() {
         sum(&r, "checksums_offloaded") > 0,
         "partial checksums seen: {r}"
     );
+    // The kernel's segments, their checksums left to the kernel, went rx ring to tx ring.
+    assert!(sum(&r, "tx_direct") > 0, "{r}");
 }
 
 #[test]
@@ -270,7 +272,8 @@ fn kernel_tcp_crosses_in_drv_mode() {
     if !privileged() {
         return;
     }
-    tcp_case(v4v6(), &["-m", "drv"], 1);
+    let r = tcp_case(v4v6(), &["-m", "drv"], 1);
+    assert!(sum(&r, "tx_direct") > 0, "{r}");
 }
 
 #[test]

@@ -590,26 +590,17 @@ impl Umem {
     /// `tx_metadata_len` bytes in front of the data and marks the descriptor. Returns false
     /// (and changes nothing) when the UMEM has no metadata room or it lies outside the chunk.
     pub fn request_tx_checksum(&self, frame: &mut Frame, start: u16, offset: u16) -> bool {
-        if !self.check_tag(frame) || !self.request_tx_checksum_at(frame.addr(), start, offset) {
-            return false;
-        }
-        frame.options |= XDP_TX_METADATA;
-        true
-    }
-
-    /// [`Umem::request_tx_checksum`] for the data at UMEM offset `addr`, whose chunk no
-    /// handle reaches (a descriptor the kernel handed back, on its way to a tx ring); the
-    /// caller marks the descriptor.
-    pub(crate) fn request_tx_checksum_at(&self, addr: u64, start: u16, offset: u16) -> bool {
         let room = self.inner.config.tx_metadata_len;
         if room < TX_METADATA_LEN
-            || addr >= self.inner.len
-            || addr - self.chunk_base(addr) < u64::from(room)
+            || !self.check_tag(frame)
+            || frame.addr() - self.chunk_base(frame.addr()) < u64::from(room)
         {
             return false;
         }
-        // SAFETY: checked just above.
-        unsafe { self.write_tx_checksum_request(addr, start, offset) };
+        // SAFETY: checked just above; the `&mut Frame` borrow makes this handle the only one
+        // to the chunk, and its address is inside the UMEM.
+        unsafe { self.write_tx_checksum_request(frame.addr(), start, offset) };
+        frame.options |= XDP_TX_METADATA;
         true
     }
 
