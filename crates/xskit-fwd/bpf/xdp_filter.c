@@ -706,6 +706,11 @@ struct config {
 	__u32 set_rules[2 * MAX_SETS];
 	/* Which of the two table sets this state is of: its index in `state`. */
 	__u32 table;
+	/*
+	 * Non-zero: written in front of every packet redirected to user space, with the rule
+	 * that decided it (src/told.rs): the tag of this interface and these rules.
+	 */
+	__u64 told_tag;
 };
 
 struct vlan_tag {
@@ -968,9 +973,35 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
  * stopping), the packet is dropped and counted: what user space was to decide never reaches
  * the host's stack undecided.
  */
-static __always_inline int to_socket(struct xdp_md *ctx, __u64 pkt_len)
+/*
+ * Writes the decision told in front of the packet, TOLD_LEN bytes of XDP metadata: `rule`
+ * (or NOT_TOLD), four zero bytes, then `tag`. Where the driver keeps no metadata nothing is
+ * written. A global function: checked once by the verifier, not at every redirect.
+ */
+__attribute__((noinline)) int xskit_tell(struct xdp_md *ctx, __u64 tag, __u32 rule)
 {
-	int sent = bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_DROP);
+	void *meta, *data;
+
+	if (bpf_xdp_adjust_meta(ctx, -TOLD_LEN))
+		return 0;
+	meta = (void *)(long)ctx->data_meta;
+	data = (void *)(long)ctx->data;
+	if (meta + TOLD_LEN > data)
+		return 0;
+	((__u32 *)meta)[0] = rule;
+	((__u32 *)meta)[1] = 0;
+	((__u64 *)meta)[1] = tag;
+	return 0;
+}
+
+static __always_inline int to_socket(struct xdp_md *ctx, const struct filter_state *st,
+				     __u64 pkt_len, __u32 told)
+{
+	int sent;
+
+	if (st->config.told_tag)
+		xskit_tell(ctx, st->config.told_tag, told);
+	sent = bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_DROP);
 
 	if (sent == XDP_DROP)
 		count(COUNTER_NO_SOCKET, pkt_len);
@@ -1006,13 +1037,14 @@ static __always_inline int arp_monitor(struct filter_state *st, void *data, void
 	return 0;
 }
 
-/* Carries out an action. */
-static __always_inline int act(struct xdp_md *ctx, __u32 action, __u64 pkt_len)
+/* Carries out an action; a packet redirected to user space is told `told`. */
+static __always_inline int act(struct xdp_md *ctx, const struct filter_state *st,
+			       __u32 action, __u64 pkt_len, __u32 told)
 {
 	if (action == ACTION_DROP)
 		return XDP_DROP;
 	if (action == ACTION_REDIRECT)
-		return to_socket(ctx, pkt_len);
+		return to_socket(ctx, st, pkt_len, told);
 	if (action == ACTION_FORWARD)
 		return forward(ctx, pkt_len);
 	return XDP_PASS;
@@ -1332,8 +1364,8 @@ static __always_inline __u32 police(struct filter_state *st, __u32 *hit, __u32 a
  * Counts a decision under `hit` (a rule's on its slot), tells it through `why`, and carries
  * it out.
  */
-static __always_inline int settle(struct xdp_md *ctx, struct filter_state *st, __u32 *why,
-				  __u32 hit, __u32 action, __u64 pkt_len)
+static __always_inline int settle_told(struct xdp_md *ctx, struct filter_state *st, __u32 *why,
+				       __u32 hit, __u32 action, __u64 pkt_len, __u32 told)
 {
 	struct rule *r = hit_rule(st, hit);
 
@@ -1342,7 +1374,14 @@ static __always_inline int settle(struct xdp_md *ctx, struct filter_state *st, _
 		count_at(r->slot, pkt_len);
 	else
 		count(hit, pkt_len);
-	return act(ctx, action, pkt_len);
+	return act(ctx, st, action, pkt_len, told);
+}
+
+/* settle_told for a decision that is not one rule's alone: user space classifies again. */
+static __always_inline int settle(struct xdp_md *ctx, struct filter_state *st, __u32 *why,
+				  __u32 hit, __u32 action, __u64 pkt_len)
+{
+	return settle_told(ctx, st, why, hit, action, pkt_len, NOT_TOLD);
 }
 
 /* What the plain path's vectors are looked up by, host byte order. */
@@ -1966,7 +2005,7 @@ static __always_inline int decide_ipv6(struct xdp_md *ctx, struct filter_state *
 	if (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60) {
 		*why = COUNTER_UNDECIDED;
 		count(COUNTER_UNDECIDED, pkt_len);
-		return to_socket(ctx, pkt_len);
+		return to_socket(ctx, st, pkt_len, NOT_TOLD);
 	}
 	f->proto = proto;
 	if (read_l4(f, l4, end, plen) < 0)
@@ -2085,7 +2124,9 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 		return police_plain(ctx, st, hit, pkt_len, why);
 	if (action == ACTION_FORWARD)
 		return forward_plain(ctx, st, hit, pkt_len, why);
-	return settle(ctx, st, why, hit, action, pkt_len);
+	/* Decided by one rule, every key compared: user space may take it as told. */
+	return settle_told(ctx, st, why, hit, action, pkt_len,
+			   hit == COUNTER_DEFAULT ? st->config.rule_count : hit);
 }
 
 /*

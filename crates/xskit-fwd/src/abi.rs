@@ -22,6 +22,15 @@ const _: () = assert!(STATE_BYTES.is_power_of_two());
 /// vectors ([`Field`]), whose cost hardly grows with the rules.
 pub const LINEAR_RULES: usize = 8;
 
+/// Bytes the filter writes in front of a packet it redirects to user space while it tells
+/// its decisions ([`crate::told`]): the rule that decided the packet (its index, the
+/// default's `rule_count`, or [`NOT_TOLD`]), four zero bytes, and the tag of the filter's
+/// interface and rules, last, next to the packet.
+pub const TOLD_LEN: usize = 16;
+
+/// The rule word of a packet the filter did not decide by one rule alone.
+pub const NOT_TOLD: u32 = u32::MAX;
+
 /// 64-bit words of a rule bit vector: a bit for each rule, rule `i` in bit `i % 64` of word
 /// `i / 64`. A vector's summary word has bit `w` set when word `w` is not zero.
 pub const VECTOR_WORDS: usize = MAX_RULES / 64;
@@ -468,6 +477,12 @@ fn table_defines(define: &mut impl FnMut(&str, String, &str)) {
         LINEAR_RULES.to_string(),
         "rules walked one by one",
     );
+    define(
+        "TOLD_LEN",
+        TOLD_LEN.to_string(),
+        "bytes of a decision told in front of a packet",
+    );
+    define("NOT_TOLD", format!("{NOT_TOLD}U"), "no rule told");
     define(
         "VECTOR_WORDS",
         VECTOR_WORDS.to_string(),

@@ -466,7 +466,7 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
         umem: &Umem,
         pool: &mut FramePool,
         max: usize,
-        decide: impl FnMut(&mut [u8], bool) -> xskit::Onward,
+        decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> xskit::Onward,
     ) -> xskit_pipeline::Result<usize> {
         match (self, to) {
             (Side::One(from), Side::One(to)) => from.forward_to(to, umem, pool, max, decide),

@@ -23,6 +23,8 @@ pub(crate) struct DirectRoute {
     max_frame: usize,
     /// The kernel finishes partial checksums (the UMEM has transmit-metadata room).
     finish_checksums: bool,
+    /// The tag the input port's filter tells its decisions under (0: none).
+    told_tag: u64,
 }
 
 impl Rules {
@@ -41,21 +43,32 @@ impl Rules {
             forward_to,
             max_frame,
             finish_checksums,
+            told_tag: self
+                .told_tags
+                .get(usize::from(input_port))
+                .copied()
+                .unwrap_or(0),
         })
     }
 
-    /// The direct path's decision on one packet (`continued`: it has more frames), and the
-    /// rule (or default) that decided it: sent on when the pipeline would send it on as it
-    /// is, kept for the pipeline otherwise. Counts nothing: the caller counts what it sends.
+    /// The direct path's decision on one packet (`continued`: it has more frames; `front`:
+    /// the bytes in front of it), and the rule (or default) that decided it: sent on when
+    /// the pipeline would send it on as it is, kept for the pipeline otherwise. A packet
+    /// whose rule the filter told ([`crate::told`]) is not classified again. Counts nothing:
+    /// the caller counts what it sends.
     #[inline(always)]
     pub(crate) fn onward(
         &self,
         data: &mut [u8],
         continued: bool,
+        front: &[u8],
         to: DirectRoute,
     ) -> (Onward, usize) {
         if continued || data.len() > to.max_frame {
             return (Onward::Keep, 0);
+        }
+        if let Some(i) = crate::told::rule(front, to.told_tag) {
+            return self.onward_as_told(data, i, to);
         }
         let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
         let (i, verdict) = self.rules.decide(&key);
@@ -64,6 +77,19 @@ impl Rules {
             return (Onward::Keep, i);
         }
         (to.onward(data, checksum), i)
+    }
+
+    /// [`Rules::onward`] for a packet the filter told was rule `i`'s: what the pipeline
+    /// would find it is, since the filter's plain path compared every key of the same rules.
+    #[inline(always)]
+    fn onward_as_told(&self, data: &mut [u8], i: usize, to: DirectRoute) -> (Onward, usize) {
+        if self.rules.verdict_at(i) != Some(Verdict::Forward) {
+            return (Onward::Keep, i);
+        }
+        match PacketKey::classifiable_noting_checksum(data, false) {
+            (true, checksum) => (to.onward(data, checksum), i),
+            (false, _) => (Onward::Keep, i),
+        }
     }
 
     /// [`Rules::onward`] without rules, the default forwarding: only whether a packet can
@@ -167,7 +193,7 @@ impl<P: SidePort> Worker<P> {
         let n = if rules.forwards_without_rules() {
             // One run, the default's: no rule to tell apart per packet.
             moved.run.0 = rules.rules.rules().len();
-            from.forward_to(to, umem, pool, vector, |data, contd| {
+            from.forward_to(to, umem, pool, vector, |data, contd, _| {
                 let onward = Rules::onward_by_default(data, contd, route);
                 if onward != Onward::Keep {
                     moved.run.1 += 1;
@@ -177,8 +203,8 @@ impl<P: SidePort> Worker<P> {
                 onward
             })
         } else {
-            from.forward_to(to, umem, pool, vector, |data, contd| {
-                let (onward, i) = rules.onward(data, contd, route);
+            from.forward_to(to, umem, pool, vector, |data, contd, front| {
+                let (onward, i) = rules.onward(data, contd, front.bytes(), route);
                 if onward != Onward::Keep {
                     moved.add(rules, i, data.len(), onward != Onward::Send);
                 }

@@ -430,6 +430,26 @@ impl XdpFilter {
         &self.program
     }
 
+    /// Makes the rules the next [`XdpFilter::set_rules`] puts in force tell user space, in
+    /// front of each packet they redirect to it, the rule their plain path decided it by,
+    /// under a tag of this interface and `rules` (which they must be); or (`None`) tell
+    /// nothing. A worker running the same rules takes such a packet's rule as told.
+    pub fn tell(&self, rules: Option<&crate::rules::RuleSet>) {
+        self.tell_as(rules.map(|r| r.told_id()));
+    }
+
+    /// [`XdpFilter::tell`] by the rules' number.
+    pub(crate) fn tell_as(&self, rules: Option<crate::told::RulesId>) {
+        let ifindex = self.program.interface().index();
+        let tag = rules.map_or(0, |id| crate::told::tag(ifindex, id));
+        self.maps.lock_unpoisoned().written.config.told_tag = tag;
+    }
+
+    /// The tag [`XdpFilter::tell`] last set (0: none).
+    pub fn told_tag(&self) -> u64 {
+        self.maps.lock_unpoisoned().written.config.told_tag
+    }
+
     /// Replaces the rules (evaluated in order, first match wins) and the default action while
     /// the program keeps running: at once, so that every packet meets the old rules or the
     /// new, whole (the rules are written in the table set not in force, which one word then

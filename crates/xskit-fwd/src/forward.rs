@@ -389,6 +389,7 @@ impl<K: Kernel> Forwarding<K> {
         };
         let mut plan = WorkerPlan::new(&config, Arc::clone(&setup.rules), &setup.macs);
         plan.mtus = setup.mtus.clone();
+        plan.ifindexes = setup.ifindexes.clone().into();
         plan.kernel_polices = setup.filters.iter().all(RunningFilter::polices);
         plan.csum_offload = setup.sockets.csum_offload;
         plan.tap = config

@@ -41,6 +41,9 @@ pub(crate) struct KernelRules {
     pub(crate) limits: Vec<Option<crate::bucket::Limit>>,
     /// Their bit vectors, past LINEAR_RULES rules.
     pub(crate) vectors: Option<Arc<crate::rules::RuleVectors>>,
+    /// The rules whose decisions the filter tells user space: none without rules, where
+    /// the workers need no decision.
+    pub(crate) told: Option<crate::told::RulesId>,
 }
 
 impl KernelRules {
@@ -60,6 +63,7 @@ impl KernelRules {
             port_sets: set.port_sets().to_vec(),
             limits: share.kernel_limits(),
             vectors: set.vectors().cloned(),
+            told: (!set.rules().is_empty()).then(|| set.told_id()),
         })
     }
 }
@@ -187,6 +191,8 @@ pub(crate) struct SetUp<F> {
     /// Per side: its MAC address (a bond's first member's) and MTU.
     pub(crate) macs: Vec<[u8; 6]>,
     pub(crate) mtus: Vec<usize>,
+    /// Per side: its interface's index (a bond's first member's).
+    pub(crate) ifindexes: Vec<u32>,
     pub(crate) multi_buffer: bool,
     pub(crate) queues: u32,
     pub(crate) sockets: SocketPlan,
@@ -220,6 +226,7 @@ pub(crate) fn set_up<K: Kernel>(
         })
         .collect::<Result<Vec<_>>>()?;
     let mtus: Vec<usize> = sides.iter().map(|r| links[r.start].mtu as usize).collect();
+    let ifindexes: Vec<u32> = sides.iter().map(|r| links[r.start].ifindex).collect();
     let room = SetRoom {
         sources: if rules.limits_sources() {
             rules.source_table() as usize
@@ -264,6 +271,7 @@ pub(crate) fn set_up<K: Kernel>(
         bonds,
         macs,
         mtus,
+        ifindexes,
         multi_buffer,
         queues,
         sockets,
@@ -451,6 +459,7 @@ impl Kernel for RealKernel {
         filter.set_sets(&rules.sets)?;
         filter.set_port_sets(&rules.port_sets)?;
         filter.set_limits_in_slots(&rules.rules, &rules.limits)?;
+        filter.tell_as(rules.told);
         filter.set_rules_in_slots(&rules.rules, rules.vectors.as_deref(), rules.default)?;
         filter.set_unclassifiable(rules.unclassifiable)
     }

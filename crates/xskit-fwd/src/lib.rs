@@ -37,6 +37,7 @@ mod supervise;
 #[allow(unsafe_code)]
 mod sys;
 pub mod text_file;
+mod told;
 mod vector_tables;
 mod worker;
 mod worker_plan;

@@ -304,6 +304,22 @@ impl Forwarding {
     }
 }
 
+/// The tags the filters of `ifindexes` tell their decisions under while they run `rules`,
+/// as [`crate::kernel::KernelRules`] has them tell: none without rules.
+pub(crate) fn told_tags(rules: &RuleSet, ifindexes: &[u32]) -> Vec<u64> {
+    let told = !rules.rules().is_empty();
+    ifindexes
+        .iter()
+        .map(|&i| {
+            if told {
+                crate::told::tag(i, rules.told_id())
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
 /// The rules: forward out of `out` (or back, swapped, when reflecting), drop, pass to the
 /// kernel, or forward within a rate.
 pub(crate) struct Rules {
@@ -332,6 +348,11 @@ pub(crate) struct Rules {
     pub(crate) live: Arc<LiveRules>,
     pub(crate) generation: u64,
     pub(crate) worker: usize,
+    /// Each port's interface, by port.
+    pub(crate) ifindexes: Arc<[u32]>,
+    /// The tag each port's filter tells its decisions under while it runs these rules
+    /// ([`crate::told`]), by port; 0 where it tells none.
+    pub(crate) told_tags: Vec<u64>,
 }
 
 impl Rules {
@@ -354,6 +375,7 @@ impl Rules {
                 self.cells = Arc::clone(cells);
                 self.local = vec![[0; 3]; self.cells.len()];
                 self.touched.clear();
+                self.told_tags = told_tags(&self.rules, &self.ifindexes);
             }
         }
         self.generation = generation;

@@ -57,6 +57,8 @@ pub(crate) struct WorkerPlan {
     /// The ports' MAC addresses as the respond stage uses them (a bond's may change).
     pub(crate) port_macs: Arc<PortMacs>,
     pub(crate) mtus: Vec<usize>,
+    /// Each port's interface (a bond's first member's), by port.
+    pub(crate) ifindexes: Arc<[u32]>,
     pub(crate) tap: Option<Arc<TapPath>>,
     pub(crate) vector: usize,
     pub(crate) check: bool,
@@ -79,6 +81,7 @@ impl WorkerPlan {
             respond: config.respond,
             reflect: config.reflect,
             mtus: vec![1500; macs.len()],
+            ifindexes: vec![0; macs.len()].into(),
             port_macs: Arc::new(PortMacs::new(macs)),
             tap: None,
             vector: config.vector,
@@ -165,6 +168,8 @@ impl WorkerPlan {
             live: Arc::clone(&self.live),
             generation: self.live.generation(),
             worker: index,
+            ifindexes: Arc::clone(&self.ifindexes),
+            told_tags: crate::stages::told_tags(&self.rules, &self.ifindexes),
         }
     }
 

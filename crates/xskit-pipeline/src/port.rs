@@ -74,7 +74,7 @@ pub trait PipelinePort {
         _umem: &Umem,
         _pool: &mut FramePool,
         _max: usize,
-        _decide: impl FnMut(&mut [u8], bool) -> Onward,
+        _decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> Onward,
     ) -> Result<usize>
     where
         Self: Sized,

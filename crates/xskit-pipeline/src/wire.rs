@@ -151,7 +151,7 @@ impl PipelinePort for WirePort {
         umem: &Umem,
         pool: &mut FramePool,
         max: usize,
-        mut decide: impl FnMut(&mut [u8], bool) -> Onward,
+        mut decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> Onward,
     ) -> Result<usize> {
         let mut q = self.queues.lock_unpoisoned();
         let mut one = Vec::with_capacity(1);
@@ -165,7 +165,8 @@ impl PipelinePort for WirePort {
                 .filter(|p| p.len() <= umem.capacity(&frame))
                 .map(|p| umem.write(&mut frame, p));
             let onward = match fits {
-                Some(Ok(())) => decide(umem.data_mut(&mut frame), false),
+                // No XDP program ran: nothing in front of the packet.
+                Some(Ok(())) => decide(umem.data_mut(&mut frame), false, xskit::Front::NONE),
                 _ => Onward::Keep,
             };
             let asked = match onward {

@@ -157,7 +157,7 @@ impl PipelinePort for XskPort {
         _umem: &Umem,
         _pool: &mut FramePool,
         max: usize,
-        decide: impl FnMut(&mut [u8], bool) -> Onward,
+        decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> Onward,
     ) -> Result<usize> {
         let (Some(rx), Some(tx)) = (self.socket.rx(), to.socket.tx()) else {
             return Ok(0);

@@ -417,6 +417,7 @@ mod split {
         program.set_limits(&share.kernel_limits()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
         let vectors = share.rule_set().vectors().map(|v| &**v);
+        program.tell(Some(share.rule_set()));
         program
             .set_rules(&kernel_rules, vectors, kernel_default)
             .unwrap();
@@ -462,8 +463,9 @@ mod split {
         let before = program.rule_counters().unwrap();
         let undecided = program.undecided_counter().unwrap().packets;
         let unclassified = program.unclassifiable_counter().unwrap().packets;
-        let verdict = program.program().test_run(f).unwrap();
+        let (verdict, out) = program.program().test_run_output(f).unwrap();
         let after = program.rule_counters().unwrap();
+        let told = told_rule(program, f, verdict, &out)?;
         let hit: Vec<usize> = (0..=n)
             .filter(|&i| after[i].packets != before[i].packets)
             .collect();
@@ -503,6 +505,12 @@ mod split {
         // Past the kernel's rule, user space may still find it unclassifiable
         // (n + 1): a later fragment at a rule with source ports.
         let user = rs.decide(&parsed).0;
+        if let Some(t) = told {
+            // What a worker takes instead of classifying: exactly its own decision.
+            prop_assert_eq!(t, user, "told\n{}\n{:?}", text, f);
+            prop_assert_eq!(t, kernel);
+            TOLD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let decided = if kernel == n {
             share.default_decided_in_kernel()
         } else {
@@ -546,6 +554,31 @@ mod split {
             );
         }
         Ok(None)
+    }
+
+    /// Packets whose rule the filter told, over the agreement tests.
+    static TOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// The rule the filter told in front of a packet it redirected (`out`, the dry run's
+    /// output from its metadata on), if it told one; nothing else may be in front of it.
+    fn told_rule(
+        program: &XdpFilter,
+        f: &[u8],
+        verdict: u32,
+        out: &[u8],
+    ) -> Result<Option<usize>, TestCaseError> {
+        let front = out.len() - f.len().min(out.len());
+        if front == 0 {
+            return Ok(None);
+        }
+        prop_assert_eq!(verdict, 4, "only a redirect is told");
+        prop_assert_eq!(front, xskit_fwd::abi::TOLD_LEN);
+        prop_assert_eq!(&out[front..], f, "the packet itself unchanged");
+        let rule = u32::from_ne_bytes(out[..4].try_into().unwrap());
+        let tag = u64::from_ne_bytes(out[8..16].try_into().unwrap());
+        prop_assert_eq!(tag, program.told_tag());
+        prop_assert_ne!(tag, 0);
+        Ok((rule != xskit_fwd::abi::NOT_TOLD).then_some(rule as usize))
     }
 
     #[test]
@@ -1040,6 +1073,10 @@ mod split {
                 },
             )
             .unwrap();
+        assert!(
+            TOLD.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "some packets' rules were told"
+        );
     }
 }
 

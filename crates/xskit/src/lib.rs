@@ -46,7 +46,9 @@ pub use socket::{
     Statistics, Wakeups, DEFAULT_TX_SKB_BUDGET, MAX_RING_SIZE, MIN_RING_SIZE,
 };
 pub use stall::TX_STALL_AFTER;
-pub use sys::rings::{CompletionRing, FillRing, Forwarded, Onward, RxRing, TxRing};
+pub use sys::rings::{
+    CompletionRing, FillRing, Forwarded, Front, Onward, RxRing, TxRing, RX_METADATA_MAX,
+};
 pub use sys::umem::{
     Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, TX_METADATA_LEN, XDP_PACKET_HEADROOM,
     XDP_TX_METADATA,

@@ -715,6 +715,12 @@ impl XdpProgram {
         Ok(self.with_program_fd(|fd| test_run(fd, frame))??)
     }
 
+    /// [`XdpProgram::test_run`], also returning the packet as the program left it, from the
+    /// XDP metadata it put in front of it (if any) to its end.
+    pub fn test_run_output(&self, frame: &[u8]) -> Result<(u32, Vec<u8>)> {
+        Ok(self.with_program_fd(|fd| crate::sys::bpf::test_run_output(fd, frame))??)
+    }
+
     /// `f` of the loaded program's descriptor.
     fn with_program_fd<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Result<R> {
         let ebpf = self.ebpf.lock_unpoisoned();

@@ -122,6 +122,8 @@ pub struct RuleSet {
     source_table: u32,
     /// Blocked sources the kernel keeps, for the rules with `block`.
     block_table: u32,
+    /// This set's number, kept by a set changed in place ([`RuleSet::with_set`]).
+    told_id: crate::told::RulesId,
 }
 
 impl RuleSet {
@@ -137,6 +139,7 @@ impl RuleSet {
             port_sets: Vec::new(),
             source_table: DEFAULT_SOURCE_TABLE,
             block_table: DEFAULT_BLOCK_TABLE,
+            told_id: crate::told::RulesId::fresh(),
         }
     }
 
@@ -224,6 +227,12 @@ impl RuleSet {
         }
     }
 
+    /// The number the XDP filter tells its decisions under ([`crate::told`]): this set's,
+    /// which a set changed in place keeps, since the filter changes its sets in place too.
+    pub(crate) fn told_id(&self) -> crate::told::RulesId {
+        self.told_id
+    }
+
     /// The verdict for packets that cannot be classified ([`Unclassifiable`]): `drop` unless
     /// the file's `unclassifiable` says otherwise.
     pub fn unclassifiable_verdict(&self) -> Verdict {
@@ -269,6 +278,16 @@ impl RuleSet {
     /// The verdict when no rule matches.
     pub fn default_verdict(&self) -> Verdict {
         self.default
+    }
+
+    /// What [`RuleSet::decide`] gives a packet rule `i` decided (`rules().len()` for the
+    /// default); `None` past that.
+    #[inline]
+    pub(crate) fn verdict_at(&self, i: usize) -> Option<Verdict> {
+        match self.rules.get(i) {
+            Some(r) => Some(r.action),
+            None => (i == self.rules.len()).then_some(self.default),
+        }
     }
 
     /// The index of the first rule that matches, or `None` for the default. A later

@@ -487,6 +487,7 @@ impl RuleSet {
                 DEFAULT_BLOCK_TABLE,
                 MAX_BLOCK_TABLE,
             )?,
+            told_id: crate::told::RulesId::fresh(),
         })
     }
 }

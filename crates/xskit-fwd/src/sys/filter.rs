@@ -79,6 +79,8 @@ pub(crate) struct ConfigRepr {
     pub(crate) set_rules: [u32; 2 * crate::abi::MAX_SETS],
     /// Which of the filter's two table sets this state is of.
     pub(crate) table: u32,
+    /// Non-zero: the tag the filter tells its decisions under ([`crate::told`]).
+    pub(crate) told_tag: u64,
 }
 
 impl ConfigRepr {
@@ -569,6 +571,7 @@ mod tests {
                 ("plain_always", offset_of!(ConfigRepr, plain_always)),
                 ("set_rules", offset_of!(ConfigRepr, set_rules)),
                 ("table", offset_of!(ConfigRepr, table)),
+                ("told_tag", offset_of!(ConfigRepr, told_tag)),
             ],
         );
     }

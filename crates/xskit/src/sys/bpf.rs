@@ -70,6 +70,15 @@ pub(crate) fn test_run_live(
 /// Runs the XDP program `prog` once over a copy of `frame` without carrying out its verdict;
 /// returns the verdict (XDP_ABORTED 0, DROP 1, PASS 2, TX 3, REDIRECT 4).
 pub(crate) fn test_run(prog: BorrowedFd<'_>, frame: &[u8]) -> Result<u32, SyscallError> {
+    test_run_output(prog, frame).map(|(verdict, _)| verdict)
+}
+
+/// [`test_run`], also returning the packet as the program left it, from its XDP metadata
+/// (what the program put in front of it, if anything) to its end.
+pub(crate) fn test_run_output(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+) -> Result<(u32, Vec<u8>), SyscallError> {
     // The frame comes back in data_out, with room for the headroom the program may grow into.
     let mut out = vec![0u8; frame.len() + 256];
     let mut attr = TestRunAttr::new(prog, frame, 1);
@@ -77,7 +86,10 @@ pub(crate) fn test_run(prog: BorrowedFd<'_>, frame: &[u8]) -> Result<u32, Syscal
     attr.0[24..32].copy_from_slice(&(out.as_mut_ptr() as u64).to_ne_bytes());
     // SAFETY: data_in is `frame` (read) and data_out is `out` (written, of the size given);
     // both outlive the call.
-    unsafe { attr.run("bpf(BPF_PROG_TEST_RUN)") }
+    let verdict = unsafe { attr.run("bpf(BPF_PROG_TEST_RUN)") }?;
+    let written = u32::from_ne_bytes([attr.0[12], attr.0[13], attr.0[14], attr.0[15]]);
+    out.truncate(written as usize);
+    Ok((verdict, out))
 }
 
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;

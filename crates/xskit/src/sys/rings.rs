@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use super::ring::{zip_runs, RawRing};
-use super::umem::{Frame, Umem, XDP_TX_METADATA};
+use super::umem::{Chunks, Frame, Umem, XDP_TX_METADATA};
 use super::{xsk, SyscallError};
 use crate::stall::StallWatch;
 
@@ -21,6 +21,36 @@ pub struct Forwarded {
     /// Whether it stopped at a frame the kernel would not transmit, which is still first on
     /// the rx ring.
     pub refused: bool,
+}
+
+/// The most XDP metadata a program can put in front of a packet (the kernel's limit for
+/// `bpf_xdp_adjust_meta`): what [`RxRing::forward_while`] shows of a frame's front.
+pub const RX_METADATA_MAX: usize = 32;
+
+/// The bytes in front of a received frame in its chunk, up to [`RX_METADATA_MAX`]: where an
+/// XDP program's metadata for the packet is, if it wrote any (the rest is whatever the chunk
+/// held before). Found only when asked, so a caller that never looks pays nothing.
+#[derive(Clone, Copy)]
+pub struct Front<'a> {
+    at: Option<(&'a Umem, &'a Chunks, u64)>,
+}
+
+impl<'a> Front<'a> {
+    /// Nothing in front: a frame no XDP program saw.
+    pub const NONE: Front<'static> = Front { at: None };
+
+    /// The bytes.
+    #[inline(always)]
+    pub fn bytes(self) -> &'a [u8] {
+        let Some((umem, chunks, addr)) = self.at else {
+            return &[];
+        };
+        let front = chunks.front(addr).min(RX_METADATA_MAX as u64);
+        // SAFETY: the `front` bytes before addr are in its chunk, inside the UMEM (addr came
+        // from Chunks::tx_span), apart from the frame's bytes; the chunk is the frame's, which
+        // forward_while's caller holds while this lives, and nothing writes them meanwhile.
+        unsafe { umem.bytes(addr - front, front as usize) }
+    }
 }
 
 /// What [`RxRing::forward_while`]'s caller makes of a received frame.
@@ -509,7 +539,9 @@ impl RxRing {
 
     /// Moves received frames straight onto `tx` while `decide` sends them on, up to `max`,
     /// in order; returns how many. `decide` reads (and may change) each frame's bytes, and
-    /// is told whether the packet continues in the next frame. The frame it keeps, and every
+    /// is told whether the packet continues in the next frame and given the bytes in front
+    /// of the frame in its chunk, up to [`RX_METADATA_MAX`]: where an XDP program's metadata
+    /// for the packet is, if it wrote any (the rest is whatever the chunk held before). The frame it keeps, and every
     /// one after it, stays on the rx ring for [`RxRing::receive`], as does a frame the kernel
     /// would not transmit (empty, or inside the transmit-metadata room), which `decide` never
     /// sees; a length past the chunk's end is cut there, as [`RxRing::forward_into`] cuts
@@ -520,7 +552,7 @@ impl RxRing {
         &mut self,
         tx: &mut TxRing,
         max: usize,
-        mut decide: impl FnMut(&mut [u8], bool) -> Onward,
+        mut decide: impl FnMut(&mut [u8], bool, Front<'_>) -> Onward,
     ) -> usize {
         if !self.umem.same(&tx.umem) {
             return 0;
@@ -536,8 +568,11 @@ impl RxRing {
             // kernel handed this chunk back and no handle to it exists while the slice lives
             // (the descriptor moves on, or stays on the rx ring, after it is gone).
             let bytes = unsafe { umem.bytes_mut(addr, len as usize) };
+            let front = Front {
+                at: Some((umem, &chunks, addr)),
+            };
             let mut options = d.options;
-            match decide(bytes, options & libc::XDP_PKT_CONTD != 0) {
+            match decide(bytes, options & libc::XDP_PKT_CONTD != 0, front) {
                 Onward::Keep => return false,
                 Onward::Send => {}
                 Onward::SendFinishingChecksum { start, offset } => {
@@ -759,7 +794,7 @@ mod tests {
     mod batch {
         use crate::sys::testing::{completion_ring, fill_ring, rx_ring, tx_ring};
         use crate::sys::umem::{Umem, UmemConfig, TX_METADATA_LEN, XDP_TX_METADATA};
-        use crate::Onward;
+        use crate::{Front, Onward, RX_METADATA_MAX};
 
         const FS: u64 = 4096;
 
@@ -881,7 +916,7 @@ mod tests {
                 desc(3 * FS + 256, 7, 0),
             ]);
             let mut seen = Vec::new();
-            let n = rx.forward_while(&mut tx, 16, |bytes, continued| {
+            let n = rx.forward_while(&mut tx, 16, |bytes, continued, _| {
                 seen.push((bytes.len(), continued));
                 bytes[0] = 0xee;
                 if continued {
@@ -917,6 +952,34 @@ mod tests {
         }
 
         #[test]
+        fn decide_is_shown_the_bytes_in_front_of_each_frame_in_its_chunk() {
+            let u = umem(8, 0);
+            let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
+            let (mut tx, _kernel_tx) = tx_ring(&u, 8).unwrap();
+            // The first frame is the 32 bytes in front of the second (as an XDP program's
+            // metadata is), the third starts 4 bytes into its chunk.
+            kernel_rx.produce(&[desc(224, 32, 0), desc(256, 60, 0), desc(FS + 4, 60, 0)]);
+            let mut fronts = Vec::new();
+            let n = rx.forward_while(&mut tx, 16, |bytes, _, front| {
+                fronts.push(front.bytes().to_vec());
+                if bytes.len() == 32 {
+                    for (i, b) in bytes.iter_mut().enumerate() {
+                        *b = i as u8;
+                    }
+                }
+                Onward::Send
+            });
+            assert_eq!(n, 3);
+            assert_eq!(
+                fronts[0].len(),
+                RX_METADATA_MAX,
+                "at most the metadata's most"
+            );
+            assert_eq!(fronts[1], (0..32).collect::<Vec<u8>>());
+            assert_eq!(fronts[2].len(), 4, "never before the chunk");
+        }
+
+        #[test]
         fn a_forwarded_frame_asks_the_kernel_to_finish_its_checksum_where_there_is_room() {
             let u = umem(8, TX_METADATA_LEN);
             let (mut rx, mut kernel_rx) = rx_ring(&u, 8).unwrap();
@@ -934,7 +997,7 @@ mod tests {
                 Onward::Send,
             ]
             .into_iter();
-            let n = rx.forward_while(&mut tx, 16, |_, _| asked.next().unwrap_or(Onward::Send));
+            let n = rx.forward_while(&mut tx, 16, |_, _, _| asked.next().unwrap_or(Onward::Send));
             assert_eq!(
                 n, 2,
                 "the third leaves no room for the metadata: not sent, not seen"
@@ -957,7 +1020,7 @@ mod tests {
             let (mut rx, mut kernel_rx) = rx_ring(&plain, 8).unwrap();
             let (mut tx, _kernel_tx) = tx_ring(&plain, 8).unwrap();
             kernel_rx.produce(&[desc(256, 60, 0)]);
-            let finish = |_: &mut [u8], _| Onward::SendFinishingChecksum {
+            let finish = |_: &mut [u8], _, _: Front<'_>| Onward::SendFinishingChecksum {
                 start: 34,
                 offset: 6,
             };
@@ -965,7 +1028,10 @@ mod tests {
             assert_eq!(rx.available(), 1);
             let other = umem(8, 0);
             let (mut other_tx, _k) = tx_ring(&other, 8).unwrap();
-            assert_eq!(rx.forward_while(&mut other_tx, 16, |_, _| Onward::Send), 0);
+            assert_eq!(
+                rx.forward_while(&mut other_tx, 16, |_, _, _| Onward::Send),
+                0
+            );
         }
 
         #[test]

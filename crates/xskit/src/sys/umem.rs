@@ -260,6 +260,13 @@ impl Chunks {
         (len > 0 && (self.meta == 0 || offset >= self.meta)).then_some((start, len as u32))
     }
 
+    /// The bytes of its chunk in front of `offset` (a UMEM offset, as [`Chunks::resolve`]
+    /// gives).
+    #[inline]
+    pub(crate) fn front(&self, offset: u64) -> u64 {
+        offset - self.chunk_of(offset)
+    }
+
     /// A handle for a frame the kernel handed back at `addr` with `len` bytes: a value out of
     /// range is held inside the UMEM, so the handle can never reach outside the mapping, and
     /// the application's note is 0.
@@ -638,6 +645,17 @@ impl Umem {
 
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.inner.map.as_ptr()
+    }
+
+    /// `len` bytes of the UMEM from `offset`, to read.
+    ///
+    /// # Safety
+    /// `offset + len` must lie inside the UMEM, and nothing may write those bytes while the
+    /// returned slice lives.
+    pub(crate) unsafe fn bytes(&self, offset: u64, len: usize) -> &[u8] {
+        debug_assert!(offset + len as u64 <= self.inner.config.len());
+        // SAFETY: in bounds and not written meanwhile, as the caller promises.
+        unsafe { std::slice::from_raw_parts(self.as_ptr().add(offset as usize), len) }
     }
 
     /// `len` bytes of the UMEM from `offset`, writable.
