@@ -82,6 +82,9 @@ counters! {
     /// to this one's tx ring, forwarded as they arrived (the direct path), not through the
     /// pipeline. Not a drop.
     tx_direct;
+    /// Of the packets received, those the direct path sent on by the rule the XDP filter
+    /// told in front of them, without classifying them again. Not a drop.
+    rx_told;
     /// Packets dropped because the tx ring was full.
     tx_ring_full drop "tx-ring-full";
     /// Packets handed to the kernel through the TAP device.

@@ -52,10 +52,10 @@ impl Rules {
     }
 
     /// The direct path's decision on one packet (`continued`: it has more frames; `front`:
-    /// the bytes in front of it), and the rule (or default) that decided it: sent on when
-    /// the pipeline would send it on as it is, kept for the pipeline otherwise. A packet
-    /// whose rule the filter told ([`crate::told`]) is not classified again. Counts nothing:
-    /// the caller counts what it sends.
+    /// the bytes in front of it), the rule (or default) that decided it, and whether the
+    /// filter told that rule: sent on when the pipeline would send it on as it is, kept for
+    /// the pipeline otherwise. A packet whose rule the filter told ([`crate::told`]) is not
+    /// classified again. Counts nothing: the caller counts what it sends.
     #[inline(always)]
     pub(crate) fn onward(
         &self,
@@ -63,32 +63,32 @@ impl Rules {
         continued: bool,
         front: &[u8],
         to: DirectRoute,
-    ) -> (Onward, usize) {
+    ) -> (Onward, usize, bool) {
         if continued || data.len() > to.max_frame {
-            return (Onward::Keep, 0);
+            return (Onward::Keep, 0, false);
         }
         if let Some(i) = crate::told::rule(front, to.told_tag) {
-            return self.onward_as_told(data, i, to);
+            return (self.onward_as_told(data, i, to), i, true);
         }
         let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
         let (i, verdict) = self.rules.decide(&key);
         // A rate limit polices (and the host's MAC goes to the host): the pipeline's.
         if verdict != Verdict::Forward {
-            return (Onward::Keep, i);
+            return (Onward::Keep, i, false);
         }
-        (to.onward(data, checksum), i)
+        (to.onward(data, checksum), i, false)
     }
 
     /// [`Rules::onward`] for a packet the filter told was rule `i`'s: what the pipeline
     /// would find it is, since the filter's plain path compared every key of the same rules.
     #[inline(always)]
-    fn onward_as_told(&self, data: &mut [u8], i: usize, to: DirectRoute) -> (Onward, usize) {
+    fn onward_as_told(&self, data: &mut [u8], i: usize, to: DirectRoute) -> Onward {
         if self.rules.verdict_at(i) != Some(Verdict::Forward) {
-            return (Onward::Keep, i);
+            return Onward::Keep;
         }
         match PacketKey::classifiable_noting_checksum(data, false) {
-            (true, checksum) => (to.onward(data, checksum), i),
-            (false, _) => (Onward::Keep, i),
+            (true, checksum) => to.onward(data, checksum),
+            (false, _) => Onward::Keep,
         }
     }
 
@@ -134,19 +134,21 @@ impl DirectRoute {
     }
 }
 
-/// What one direct move sent: its bytes, its partial checksums left to the kernel, and the
-/// packets of the last run decided by one rule, counted to it when the run ends.
+/// What one direct move sent: its bytes, its partial checksums left to the kernel, the
+/// packets sent by the rule the filter told, and the packets of the last run decided by one
+/// rule, counted to it when the run ends.
 #[derive(Default)]
 struct Moved {
     bytes: u64,
     finished: u64,
+    told: u64,
     run: (usize, u64, u64),
 }
 
 impl Moved {
     /// Adds a packet of `len` bytes that rule `i` sent on.
     #[inline(always)]
-    fn add(&mut self, rules: &mut Rules, i: usize, len: usize, finished: bool) {
+    fn add(&mut self, rules: &mut Rules, i: usize, len: usize, finished: bool, told: bool) {
         if i != self.run.0 {
             self.end_run(rules);
             self.run.0 = i;
@@ -154,6 +156,7 @@ impl Moved {
         self.run.1 += 1;
         self.run.2 += len as u64;
         self.finished += u64::from(finished);
+        self.told += u64::from(told);
     }
 
     /// Counts the run so far to its rule.
@@ -204,9 +207,9 @@ impl<P: SidePort> Worker<P> {
             })
         } else {
             from.forward_to(to, umem, pool, vector, |data, contd, front| {
-                let (onward, i) = rules.onward(data, contd, front.bytes(), route);
+                let (onward, i, told) = rules.onward(data, contd, front.bytes(), route);
                 if onward != Onward::Keep {
-                    moved.add(rules, i, data.len(), onward != Onward::Send);
+                    moved.add(rules, i, data.len(), onward != Onward::Send, told);
                 }
                 onward
             })
@@ -223,6 +226,9 @@ impl<P: SidePort> Worker<P> {
             bump(&tx.tx_direct, n as u64);
             if moved.finished > 0 {
                 bump(&tx.checksums_offloaded, moved.finished);
+            }
+            if moved.told > 0 {
+                bump(&rx.rx_told, moved.told);
             }
         }
         Ok(n)

@@ -76,6 +76,10 @@ const HELP: &[(&str, &str)] = &[
         "Packets transmitted straight from the other interface's rx ring, not through the pipeline",
     ),
     (
+        "rx_told",
+        "Packets received and sent on by the rule the XDP filter told, not classified again",
+    ),
+    (
         "tx_ring_full",
         "Packets dropped because the interface's tx ring was full",
     ),
