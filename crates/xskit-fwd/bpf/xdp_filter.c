@@ -976,22 +976,21 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
 /*
  * Writes the decision told in front of the packet, TOLD_LEN bytes of XDP metadata: `rule`
  * (or NOT_TOLD), four zero bytes, then `tag`. Where the driver keeps no metadata nothing is
- * written. A global function: checked once by the verifier, not at every redirect.
+ * written.
  */
-__attribute__((noinline)) int xskit_tell(struct xdp_md *ctx, __u64 tag, __u32 rule)
+static __always_inline void xskit_tell(struct xdp_md *ctx, __u64 tag, __u32 rule)
 {
 	void *meta, *data;
 
 	if (bpf_xdp_adjust_meta(ctx, -TOLD_LEN))
-		return 0;
+		return;
 	meta = (void *)(long)ctx->data_meta;
 	data = (void *)(long)ctx->data;
 	if (meta + TOLD_LEN > data)
-		return 0;
+		return;
 	((__u32 *)meta)[0] = rule;
 	((__u32 *)meta)[1] = 0;
 	((__u64 *)meta)[1] = tag;
-	return 0;
 }
 
 static __always_inline int to_socket(struct xdp_md *ctx, const struct filter_state *st,
