@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use super::ring::{zip_runs, RawRing};
-use super::umem::{Chunks, Frame, Umem, XDP_TX_METADATA};
+use super::umem::{Frame, Umem, XDP_TX_METADATA};
 use super::{xsk, SyscallError};
 use crate::stall::StallWatch;
 
@@ -29,27 +29,30 @@ pub const RX_METADATA_MAX: usize = 32;
 
 /// The bytes in front of a received frame in its chunk, up to [`RX_METADATA_MAX`]: where an
 /// XDP program's metadata for the packet is, if it wrote any (the rest is whatever the chunk
-/// held before). Found only when asked, so a caller that never looks pays nothing.
+/// held before). A slice only when asked, so a caller that never looks pays nothing.
 #[derive(Clone, Copy)]
 pub struct Front<'a> {
-    at: Option<(&'a Umem, &'a Chunks, u64)>,
+    /// The first of the bytes, and how many.
+    start: *const u8,
+    len: usize,
+    frame: std::marker::PhantomData<&'a [u8]>,
 }
 
 impl<'a> Front<'a> {
     /// Nothing in front: a frame no XDP program saw.
-    pub const NONE: Front<'static> = Front { at: None };
+    pub const NONE: Front<'static> = Front {
+        start: std::ptr::NonNull::dangling().as_ptr(),
+        len: 0,
+        frame: std::marker::PhantomData,
+    };
 
     /// The bytes.
     #[inline(always)]
     pub fn bytes(self) -> &'a [u8] {
-        let Some((umem, chunks, addr)) = self.at else {
-            return &[];
-        };
-        let front = chunks.front(addr).min(RX_METADATA_MAX as u64);
-        // SAFETY: the `front` bytes before addr are in its chunk, inside the UMEM (addr came
-        // from Chunks::tx_span), apart from the frame's bytes; the chunk is the frame's, which
-        // forward_while's caller holds while this lives, and nothing writes them meanwhile.
-        unsafe { umem.bytes(addr - front, front as usize) }
+        // SAFETY: `len` bytes from `start` lie in the UMEM, in the chunk of the frame that
+        // forward_while's `decide` holds while this lives, apart from the frame's own bytes,
+        // and nothing writes them meanwhile (NONE: no bytes at a dangling, aligned pointer).
+        unsafe { std::slice::from_raw_parts(self.start, self.len) }
     }
 }
 
@@ -561,15 +564,20 @@ impl RxRing {
         let umem = &self.umem;
         let finishable = chunks.holds_tx_metadata();
         let sent = forward_each(&mut self.ring, &mut tx.ring, max, |d, slot| {
-            let Some((addr, len)) = chunks.tx_span(d.addr, d.len) else {
+            let Some((addr, len, offset)) = chunks.tx_span_in_chunk(d.addr, d.len) else {
                 return false;
             };
             // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
             // kernel handed this chunk back and no handle to it exists while the slice lives
             // (the descriptor moves on, or stays on the rx ring, after it is gone).
             let bytes = unsafe { umem.bytes_mut(addr, len as usize) };
+            // The `offset` bytes before the frame are its chunk's: in the UMEM, not the
+            // frame's own.
+            let front_len = (offset as usize).min(RX_METADATA_MAX);
             let front = Front {
-                at: Some((umem, &chunks, addr)),
+                start: bytes.as_ptr().wrapping_sub(front_len),
+                len: front_len,
+                frame: std::marker::PhantomData,
             };
             let mut options = d.options;
             match decide(bytes, options & libc::XDP_PKT_CONTD != 0, front) {

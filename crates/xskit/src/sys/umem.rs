@@ -254,17 +254,17 @@ impl Chunks {
     /// the start leaves no transmit-metadata room in front.
     #[inline]
     pub(crate) fn tx_span(&self, addr: u64, len: u32) -> Option<(u64, u32)> {
+        self.tx_span_in_chunk(addr, len)
+            .map(|(start, len, _)| (start, len))
+    }
+
+    /// [`Chunks::tx_span`], also giving how far into its chunk the frame starts.
+    #[inline]
+    pub(crate) fn tx_span_in_chunk(&self, addr: u64, len: u32) -> Option<(u64, u32, u64)> {
         let start = self.resolve(addr);
         let offset = start - self.chunk_of(start);
         let len = u64::from(len).min(self.frame_size - offset);
-        (len > 0 && (self.meta == 0 || offset >= self.meta)).then_some((start, len as u32))
-    }
-
-    /// The bytes of its chunk in front of `offset` (a UMEM offset, as [`Chunks::resolve`]
-    /// gives).
-    #[inline]
-    pub(crate) fn front(&self, offset: u64) -> u64 {
-        offset - self.chunk_of(offset)
+        (len > 0 && (self.meta == 0 || offset >= self.meta)).then_some((start, len as u32, offset))
     }
 
     /// A handle for a frame the kernel handed back at `addr` with `len` bytes: a value out of
@@ -645,17 +645,6 @@ impl Umem {
 
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.inner.map.as_ptr()
-    }
-
-    /// `len` bytes of the UMEM from `offset`, to read.
-    ///
-    /// # Safety
-    /// `offset + len` must lie inside the UMEM, and nothing may write those bytes while the
-    /// returned slice lives.
-    pub(crate) unsafe fn bytes(&self, offset: u64, len: usize) -> &[u8] {
-        debug_assert!(offset + len as u64 <= self.inner.config.len());
-        // SAFETY: in bounds and not written meanwhile, as the caller promises.
-        unsafe { std::slice::from_raw_parts(self.as_ptr().add(offset as usize), len) }
     }
 
     /// `len` bytes of the UMEM from `offset`, writable.
