@@ -572,10 +572,10 @@ impl RxRing {
             // (the descriptor moves on, or stays on the rx ring, after it is gone).
             let bytes = unsafe { umem.bytes_mut(addr, len as usize) };
             // The `offset` bytes before the frame are its chunk's: in the UMEM, not the
-            // frame's own.
+            // frame's own; their pointer is the mapping's, not the frame's slice's.
             let front_len = (offset as usize).min(RX_METADATA_MAX);
             let front = Front {
-                start: bytes.as_ptr().wrapping_sub(front_len),
+                start: umem.as_ptr().wrapping_add(addr as usize - front_len),
                 len: front_len,
                 frame: std::marker::PhantomData,
             };
