@@ -141,8 +141,9 @@ static __always_inline __u32 ctz64(__u64 x)
  * (BLOCK_*) for every IPv4 /24, so that one load decides an address in a /24 the set holds
  * whole or not at all; a /24 it holds in part has a bitmap of its 256 addresses in
  * set_bitmaps, at the index the entry's rank gives (its word's first partial /24) plus the
- * partial /24s before it in the word. IPv6 is looked up in set_trie. Sized when loaded, and
- * written through mappings of their memory, a word at a time.
+ * partial /24s before it in the word. A summary of two bits a /16 (set_summary) decides first
+ * what it can. IPv6 is looked up in set_trie. Sized when loaded, and written through mappings
+ * of their memory, a word at a time.
  */
 
 /* An array of VALUEs user space maps and stores into; its size is set when it is loaded. */
@@ -163,6 +164,10 @@ struct set_block {
 };
 
 MAPPED_ARRAY(set_blocks, struct set_block);
+
+/* A set's /16 summary: two bits a /16, 32 to a word (SET_SUMMARY_WORDS a set), BLOCK_OUT or
+ * BLOCK_FULL for a /16 whose /24s all are, BLOCK_PARTIAL to read its /24s in set_blocks. */
+MAPPED_ARRAY(set_summary, __u64);
 
 /* The addresses of a /24 in a set: bit (a & 63) of word (a & 255) >> 6. */
 struct set_bits {
@@ -507,12 +512,22 @@ static __always_inline __u64 field_entry(__u32 table, __u32 field, __u32 value)
  */
 static __always_inline int in_set4(__u32 set, __u32 a)
 {
-	__u32 host = bpf_ntohl(a), index = set * SET_BLOCK_WORDS + (host >> 13);
-	__u32 shift = ((host >> 8) & 31) * 2, block, n;
-	struct set_block *entry = bpf_map_lookup_elem(&set_blocks, &index);
+	__u32 host = bpf_ntohl(a), index = set * SET_SUMMARY_WORDS + (host >> 21);
+	__u32 shift = ((host >> 16) & 31) * 2, block, n;
+	__u64 *summary = bpf_map_lookup_elem(&set_summary, &index);
+	struct set_block *entry;
 	struct set_bits *b;
 	__u64 word, below;
 
+	if (!summary)
+		return 0;
+	/* Its /16 out of the set, or in it whole: decided without the block table. */
+	block = (*summary >> shift) & 3;
+	if (block != BLOCK_PARTIAL)
+		return block;
+	index = set * SET_BLOCK_WORDS + (host >> 13);
+	shift = ((host >> 8) & 31) * 2;
+	entry = bpf_map_lookup_elem(&set_blocks, &index);
 	if (!entry)
 		return 0;
 	word = entry->word;

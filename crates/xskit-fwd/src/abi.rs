@@ -156,6 +156,14 @@ pub const MAX_SETS: usize = 16;
 /// blocks to a 64-bit word.
 pub const SET_BLOCK_WORDS: usize = 1 << 19;
 
+/// The words of one set's /16 summary: two bits for each of the 2^16 IPv4 /16s, 32 to a word,
+/// [`Block::Out`] or [`Block::Full`] for a /16 whose 256 /24s all are, [`Block::Partial`] for
+/// any other (its /24s are then read in the block table). A summary (16 KiB a set) stays in
+/// the caches where the block table (8 MiB) cannot: most addresses of a flood from spread
+/// sources are decided by it alone.
+pub const SET_SUMMARY_WORDS: usize = 1 << 11;
+const _: () = assert!(SET_SUMMARY_WORDS * 32 * 256 == SET_BLOCK_WORDS * 32);
+
 /// The words of one port set's bitmap: a bit for each of the 65,536 ports.
 pub const PORT_SET_WORDS: usize = 1 << 10;
 
@@ -407,6 +415,11 @@ pub fn c_header() -> String {
         "SET_BLOCK_WORDS",
         SET_BLOCK_WORDS.to_string(),
         "words of a set's /24 block table",
+    );
+    define(
+        "SET_SUMMARY_WORDS",
+        SET_SUMMARY_WORDS.to_string(),
+        "words of a set's /16 summary",
     );
     define(
         "PORT_SET_WORDS",

@@ -11,7 +11,7 @@ use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
-use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS};
+use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_WORDS};
 use crate::error::{Error, Result};
 use crate::sets::{Element, PortSet, PrefixSet};
 use crate::sys::filter::{ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr};
@@ -104,10 +104,11 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 11] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 12] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
+            ("set_summary", entries(self.sets * SET_SUMMARY_WORDS)),
             ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
             ("set_elements", entries(self.elements)),
@@ -179,6 +180,9 @@ pub(crate) struct SetTables {
     /// `set_blocks`' memory (each table word beside its rank), when the filter has block
     /// tables.
     blocks: Option<xskit_os::Mmap>,
+    _summary_map: Array<MapData, u64>,
+    /// `set_summary`'s memory, likewise.
+    summary: Option<xskit_os::Mmap>,
     _ports_map: Array<MapData, u64>,
     /// `port_sets`' memory, when the filter has port sets.
     ports: Option<xskit_os::Mmap>,
@@ -209,6 +213,8 @@ impl SetTables {
     pub(crate) fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
         let blocks_map: Array<MapData, SetBlockRepr> = program.take_map("set_blocks")?;
         let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS)?;
+        let summary_map: Array<MapData, u64> = program.take_map("set_summary")?;
+        let summary = map_words(&summary_map, room.sets * SET_SUMMARY_WORDS)?;
         let ports_map: Array<MapData, u64> = program.take_map("port_sets")?;
         let ports = map_words(&ports_map, room.port_sets * PORT_SET_WORDS)?;
         let bitmaps_map: Array<MapData, SetBitsRepr> = program.take_map("set_bitmaps")?;
@@ -217,6 +223,8 @@ impl SetTables {
             room,
             _blocks_map: blocks_map,
             blocks,
+            _summary_map: summary_map,
+            summary,
             _ports_map: ports_map,
             ports,
             written_ports: vec![None; room.port_sets],
@@ -359,6 +367,8 @@ impl SetTables {
             .map(|&r| first as u64 + u64::from(r))
             .collect();
         Self::store_table(self.blocks.as_ref(), i, &layout.blocks, &ranks);
+        // After the block table, so that a /16 the summary sends there finds it written.
+        Self::store_summary(self.summary.as_ref(), i, &layout.summary());
         match self.written[i].0.clone() {
             Some(old) => self.remove_stale(set, &old, &element_keys, &keys),
             None => Ok(()),
@@ -491,6 +501,15 @@ impl SetTables {
             }
         }
         Ok(packets)
+    }
+
+    /// Set `i`'s words of `set_summary` (SET_SUMMARY_WORDS a set), or zeros when empty.
+    fn store_summary(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64]) {
+        let Some(map) = map else { return };
+        let table = &map.words()[i * SET_SUMMARY_WORDS..(i + 1) * SET_SUMMARY_WORDS];
+        for (j, word) in table.iter().enumerate() {
+            word.store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+        }
     }
 
     /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): `words` and their

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::abi::{Block, PORT_SET_WORDS, SET_BLOCK_WORDS};
+use crate::abi::{Block, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_WORDS};
 use crate::prefix::Prefix;
 
 /// Prefixes one set holds at most, counted as written (before duplicates are merged).
@@ -221,6 +221,31 @@ pub struct SetLayout {
     /// True for a set with timeouts or counters: its /24s are [`Block::Tracked`] where an
     /// element reaches, its trie prefixes are its IPv6 elements, and its elements decide.
     pub tracked: bool,
+}
+
+impl SetLayout {
+    /// The set's /16 summary ([`SET_SUMMARY_WORDS`] words) from its block table: a /16 whose
+    /// 256 /24s are all [`Block::Out`] or all [`Block::Full`] is so, any other
+    /// [`Block::Partial`] (read in the block table); empty with `blocks`.
+    pub fn summary(&self) -> Vec<u64> {
+        if self.blocks.is_empty() {
+            return Vec::new();
+        }
+        // Eight block words hold a /16's 256 /24s.
+        const ALL_FULL: u64 = 0x5555_5555_5555_5555;
+        let mut summary = vec![0u64; SET_SUMMARY_WORDS];
+        for (i, words) in self.blocks.chunks(8).enumerate() {
+            let state = if words.iter().all(|&w| w == 0) {
+                Block::Out
+            } else if words.len() == 8 && words.iter().all(|&w| w == ALL_FULL) {
+                Block::Full
+            } else {
+                Block::Partial
+            };
+            summary[i / 32] |= (state as u64) << ((i % 32) * 2);
+        }
+        summary
+    }
 }
 
 /// The kernel's form of a set with timeouts or counters: each /24 an element reaches is
@@ -795,11 +820,11 @@ mod num_like {
 }
 
 /// The kernel memory sets would take, estimated before loading: a /24 block table and its
-/// ranks per set (8 bytes a word each), a 32-byte bitmap per /24 held in part, and IPv6 trie
-/// nodes (an entry and about one inner node each).
+/// ranks (8 bytes a word each) and a /16 summary per set, a 32-byte bitmap per /24 held in
+/// part, and IPv6 trie nodes (an entry and about one inner node each).
 pub fn kernel_bytes(block_tables: usize, partial_blocks: usize, trie_entries: usize) -> u64 {
     const TRIE_ENTRY_BYTES: u64 = 2 * 96;
-    block_tables as u64 * SET_BLOCK_WORDS as u64 * 16
+    block_tables as u64 * (SET_BLOCK_WORDS as u64 * 16 + SET_SUMMARY_WORDS as u64 * 8)
         + partial_blocks as u64 * 32
         + trie_entries as u64 * TRIE_ENTRY_BYTES
 }
@@ -938,8 +963,14 @@ mod tests {
         let s =
             set("198.51.100.0/25\n198.51.100.200/30\n198.51.100.255\n203.0.113.0/23\n10.0.0.0/8\n");
         let layout = s.kernel_layout();
-        // As the XDP program looks: the block's state, then the rank of a partial block.
+        let summary = layout.summary();
+        // As the XDP program looks: the /16's summary, the block's state, then the rank of a
+        // partial block.
         let in_layout = |a: u32| {
+            let whole = summary[(a >> 21) as usize] >> (((a >> 16) & 31) * 2) & 3;
+            if whole != Block::Partial as u64 {
+                return whole == Block::Full as u64;
+            }
             let (block, word) = (a >> 8, (a >> 13) as usize);
             let state = layout.blocks[word] >> ((block & 31) * 2) & 3;
             if state != Block::Partial as u64 {
@@ -956,12 +987,22 @@ mod tests {
             "203.0.113.0",
             "203.0.114.0",
             "10.9.9.0",
+            "100.64.0.0",
         ] {
             let base = u32::from(base.parse::<std::net::Ipv4Addr>().unwrap());
             for a in base..base + 256 {
                 assert_eq!(in_layout(a), s.contains(4, u128::from(a) << 96), "{a:#x}");
             }
         }
+        // 10/8 is held whole, so its /16s are in the summary; 100.64/16 is out.
+        let whole = |a: &str| {
+            let a = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
+            summary[(a >> 21) as usize] >> (((a >> 16) & 31) * 2) & 3
+        };
+        assert_eq!(whole("10.9.9.9"), Block::Full as u64);
+        assert_eq!(whole("100.64.0.1"), Block::Out as u64);
+        assert_eq!(whole("198.51.100.1"), Block::Partial as u64);
+        assert_eq!(whole("203.0.113.1"), Block::Partial as u64);
         // Only 198.51.100/24 is held in part, by three ranges: one bitmap.
         assert_eq!(layout.partial.len(), 1);
         assert_eq!(s.kernel_entries(), (1, 0));

@@ -206,7 +206,7 @@ mod split {
     use xskit_fwd::rules::{KernelShare, PacketKey, RuleSet, Verdict};
     use xskit_wire::{ethernet, ipv4, ipv6, EtherType};
 
-    const DSTS: [&str; 7] = [
+    const DSTS: [&str; 8] = [
         "",
         "198.51.100.0/24",
         "198.51.100.2/32",
@@ -214,14 +214,16 @@ mod split {
         "2001:db8::/32",
         "@b",
         "@c",
+        "@w",
     ];
-    const SRCS: [&str; 5] = ["", "198.51.100.1/32", "2001:db8::1/128", "@a", "@c"];
+    const SRCS: [&str; 6] = ["", "198.51.100.1/32", "2001:db8::1/128", "@a", "@c", "@w"];
     /// The sets every rules text declares: a /24 the set holds whole (203.0.113.0/24 in b),
     /// parts of /24s (their bitmaps found by rank, with other partial /24s before them in the
     /// same table word: 198.51.96-99 and 203.0.112, never in a frame, whose bitmaps hold the
     /// frames' last bytes where the right ones do not), and IPv6; and a set with timeouts and
     /// counters (c): an expired /24 and IPv6 /32 leave out what no live element under them
-    /// holds, and an expired host is looked past to the live /31 or /127 that holds it.
+    /// holds, and an expired host is looked past to the live /31 or /127 that holds it; and a
+    /// set holding a /8 (w), whose /16s its summary decides (198.51 in it, 203.0 out).
     const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.96.2\", \"198.51.99.128/25\", \
                         \"198.51.100.0/31\", \"203.0.112.9\", \"203.0.113.128/25\", \
                         \"2001:db8::/127\"]\n\
@@ -232,7 +234,8 @@ mod split {
                         \"198.51.100.0/24 timeout 1ms\", \"198.51.100.0/31\", \
                         \"198.51.100.1 timeout 1ms\", \"203.0.113.0/25\", \
                         \"2001:db8::/32 timeout 1ms\", \"2001:db8::/127\", \
-                        \"2001:db8::1 timeout 1ms\"]\n";
+                        \"2001:db8::1 timeout 1ms\"]\n\
+                        [[set]]\nname = \"w\"\nprefixes = [\"198.0.0.0/8\"]\n";
     const PROTOS: [&str; 4] = ["", "udp", "tcp", "icmp"];
     const PORTS: [&str; 4] = ["", "53", "\"1-100\"", "\"@p\""];
     const ACTIONS: [&str; 3] = ["drop", "pass", "forward"];
@@ -603,7 +606,7 @@ mod split {
             .run(move || {
                 let iface = Interface::by_name(&b_if).unwrap();
                 let room = SetRoom {
-                    sets: 3,
+                    sets: 4,
                     partial_blocks: 64,
                     trie_entries: 64,
                     elements: 64,
