@@ -432,20 +432,17 @@ impl XdpFilter {
 
     /// Makes the rules the next [`XdpFilter::set_rules`] puts in force tell user space, in
     /// front of each packet they redirect to it, the rule their plain path decided it by,
-    /// under a tag of this interface and `rules` (which they must be); or (`None`) tell
-    /// nothing. A worker running the same rules takes such a packet's rule as told.
-    pub fn tell(&self, rules: Option<&crate::rules::RuleSet>) {
-        self.tell_as(rules.map(|r| r.told_id()));
-    }
-
-    /// [`XdpFilter::tell`] by the rules' number.
+    /// under a tag of this interface and the rule set numbered `rules` (which they must be:
+    /// [`crate::rules::KernelShare::tell_in`]); or (`None`) tell nothing. A worker running
+    /// the same rules takes such a packet's rule as told.
     pub(crate) fn tell_as(&self, rules: Option<crate::told::RulesId>) {
         let ifindex = self.program.interface().index();
         let tag = rules.map_or(0, |id| crate::told::tag(ifindex, id));
         self.maps.lock_unpoisoned().written.config.told_tag = tag;
     }
 
-    /// The tag [`XdpFilter::tell`] last set (0: none).
+    /// The tag the rules the next [`XdpFilter::set_rules`] puts in force tell under (0:
+    /// none), as [`crate::rules::KernelShare::tell_in`] set it.
     pub fn told_tag(&self) -> u64 {
         self.maps.lock_unpoisoned().written.config.told_tag
     }

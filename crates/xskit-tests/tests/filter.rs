@@ -420,7 +420,7 @@ mod split {
         program.set_limits(&share.kernel_limits()).unwrap();
         let (kernel_rules, kernel_default) = share.kernel_rules().unwrap();
         let vectors = share.rule_set().vectors().map(|v| &**v);
-        program.tell(Some(share.rule_set()));
+        share.tell_in(program);
         program
             .set_rules(&kernel_rules, vectors, kernel_default)
             .unwrap();

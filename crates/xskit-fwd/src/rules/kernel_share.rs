@@ -7,7 +7,7 @@ use super::{Match, RuleSet, Verdict};
 use crate::abi::Extra;
 use crate::abi::Police;
 use crate::bucket::Limit;
-use crate::filter::{port_range, prefix_words, Action, KernelRule};
+use crate::filter::{port_range, prefix_words, Action, KernelRule, XdpFilter};
 
 /// A rule set as the kernel runs it: [`RuleSet::kernel_share`].
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +44,13 @@ impl<'a> KernelShare<'a> {
             pass_to_tap,
             ..self
         }
+    }
+
+    /// Makes `filter` tell user space, in front of each packet it redirects there, the rule
+    /// its plain path decided the packet by, from the next [`XdpFilter::set_rules`] on,
+    /// which must put these rules in force ([`crate::told`]).
+    pub fn tell_in(&self, filter: &XdpFilter) {
+        filter.tell_as(Some(self.rules.told_id()));
     }
 
     /// Whether the kernel carries out `forward` verdicts.
