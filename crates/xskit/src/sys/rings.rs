@@ -543,9 +543,8 @@ impl RxRing {
     /// Moves received frames straight onto `tx` while `decide` sends them on, up to `max`,
     /// in order; returns how many. `decide` reads (and may change) each frame's bytes, and
     /// is told whether the packet continues in the next frame and given the bytes in front
-    /// of the frame in its chunk, up to [`RX_METADATA_MAX`]: where an XDP program's metadata
-    /// for the packet is, if it wrote any (the rest is whatever the chunk held before). The frame it keeps, and every
-    /// one after it, stays on the rx ring for [`RxRing::receive`], as does a frame the kernel
+    /// of the frame in its chunk ([`Front`]). The frame it keeps, and every one after it,
+    /// stays on the rx ring for [`RxRing::receive`], as does a frame the kernel
     /// would not transmit (empty, or inside the transmit-metadata room), which `decide` never
     /// sees; a length past the chunk's end is cut there, as [`RxRing::forward_into`] cuts
     /// it. [`Onward::SendFinishingChecksum`] on a UMEM without room for the request
