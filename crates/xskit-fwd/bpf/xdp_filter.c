@@ -137,13 +137,15 @@ static __always_inline __u32 ctz64(__u64 x)
 }
 
 /*
- * Prefix sets. Each set has SET_BLOCK_WORDS entries of set_blocks: a word of two bits
- * (BLOCK_*) for every IPv4 /24, so that one load decides an address in a /24 the set holds
- * whole or not at all; a /24 it holds in part has a bitmap of its 256 addresses in
- * set_bitmaps, at the index the entry's rank gives (its word's first partial /24) plus the
- * partial /24s before it in the word. A summary of two bits a /16 (set_summary) decides first
- * what it can. IPv6 is looked up in set_trie. Sized when loaded, and written through mappings
- * of their memory, a word at a time.
+ * Prefix sets. Each set has SET_SUMMARY_ENTRIES entries of set_summary, one for each IPv4
+ * /16, whose low two bits (SUMMARY_*) decide an address in a /16 the set holds whole, not
+ * at all, or by one prefix (its length and address in the entry), so that one load decides
+ * most addresses; any other /16 has a record in set_blocks (the set's SET_BLOCK_WORDS
+ * entries, RECORD_WORDS a record): a word of two bits (BLOCK_*) for each of its /24s. A /24
+ * held in part has a bitmap of its 256 addresses in set_bitmaps, at the index the entry's
+ * rank gives (its word's first partial /24) plus the partial /24s before it in the word.
+ * IPv6 is looked up in set_trie. Sized when loaded, and written through mappings of their
+ * memory, a word at a time.
  */
 
 /* An array of VALUEs user space maps and stores into; its size is set when it is loaded. */
@@ -156,7 +158,7 @@ static __always_inline __u32 ctz64(__u64 x)
 		__type(value, VALUE);                                                          \
 	} name SEC(".maps")
 
-/* A word of a set's /24 table and, beside it in the same cache line, its rank: the index in
+/* A word of a /16's record and, beside it in the same cache line, its rank: the index in
  * set_bitmaps of its first partial /24. */
 struct set_block {
 	__u64 word;
@@ -165,9 +167,13 @@ struct set_block {
 
 MAPPED_ARRAY(set_blocks, struct set_block);
 
-/* A set's /16 summary: two bits a /16, 32 to a word (SET_SUMMARY_WORDS a set), BLOCK_OUT or
- * BLOCK_FULL for a /16 whose /24s all are, BLOCK_PARTIAL to read its /24s in set_blocks. */
-MAPPED_ARRAY(set_summary, __u64);
+/* SUMMARY_LINE /16s' summary entries: a cache line (an array's values are 8-aligned, so
+ * entries of their own would take twice the memory). */
+struct summary_line {
+	__u32 e[SUMMARY_LINE];
+};
+
+MAPPED_ARRAY(set_summary, struct summary_line);
 
 /* The addresses of a /24 in a set: bit (a & 63) of word (a & 255) >> 6. */
 struct set_bits {
@@ -311,6 +317,35 @@ __attribute__((noinline)) int in_elements(__u32 set_family, __u32 a0, __u32 a1, 
  * where a rule asks them, and before rules that ask them are in force; not zero, every
  * packet takes the general path.
  */
+/* Set `set`'s /16 summary entry of the address `host` (host byte order); SUMMARY_OUT when
+ * it is missing. */
+static __always_inline __u32 summary_entry(__u32 set, __u32 host)
+{
+	__u32 index = set * (SET_SUMMARY_ENTRIES / SUMMARY_LINE) + host / (SUMMARY_LINE << 16);
+	struct summary_line *line = bpf_map_lookup_elem(&set_summary, &index);
+
+	return line ? line->e[(host >> 16) & (SUMMARY_LINE - 1)] : SUMMARY_OUT;
+}
+
+/* The word of `host`'s /16's record that holds its /24, given the /16's summary entry `e`
+ * (SUMMARY_RECORD). */
+static __always_inline struct set_block *record_word(__u32 set, __u32 host, __u32 e)
+{
+	__u32 index = set * SET_BLOCK_WORDS + ((e >> 2) & (SET_SUMMARY_ENTRIES - 1)) * RECORD_WORDS +
+		      ((host >> 13) & (RECORD_WORDS - 1));
+
+	return bpf_map_lookup_elem(&set_blocks, &index);
+}
+
+/* For a set with timeouts or counters, whose every /16 it reaches has a record: the word of
+ * `host`'s /24, or NULL where the set reaches not. */
+static __always_inline struct set_block *record_entry(__u32 set, __u32 host)
+{
+	__u32 e = summary_entry(set, host);
+
+	return (e & 3) == SUMMARY_RECORD ? record_word(set, host, e) : 0;
+}
+
 volatile __u32 xskit_tracked_sets SEC(".data.xskit_trk") = 0;
 
 /*
@@ -336,13 +371,12 @@ static __always_inline int tracked_member(__u32 set, __u32 family, const __u32 *
 {
 	struct set_key key = {};
 	struct set_block *entry;
-	__u32 host, index;
+	__u32 host;
 	__u8 *v;
 
 	if (family == 4) {
 		host = bpf_ntohl(a[0]);
-		index = set * SET_BLOCK_WORDS + (host >> 13);
-		entry = bpf_map_lookup_elem(&set_blocks, &index);
+		entry = record_entry(set, host);
 		if (!entry || ((entry->word >> (((host >> 8) & 31) * 2)) & 3) != BLOCK_TRACKED)
 			return 0;
 		return in_elements(set * 2, a[0], 0, 0, 0);
@@ -512,25 +546,21 @@ static __always_inline __u64 field_entry(__u32 table, __u32 field, __u32 value)
  */
 static __always_inline int in_set4(__u32 set, __u32 a)
 {
-	__u32 host = bpf_ntohl(a), index = set * SET_SUMMARY_WORDS + (host >> 21);
-	__u32 shift = ((host >> 16) & 31) * 2, block, n;
-	__u64 *summary = bpf_map_lookup_elem(&set_summary, &index);
+	__u32 host = bpf_ntohl(a), e = summary_entry(set, host), shift, block, n;
 	struct set_block *entry;
 	struct set_bits *b;
 	__u64 word, below;
 
-	if (!summary)
-		return 0;
-	/* Its /16 out of the set, or in it whole: decided without the block table. */
-	block = (*summary >> shift) & 3;
-	if (block != BLOCK_PARTIAL)
-		return block;
-	index = set * SET_BLOCK_WORDS + (host >> 13);
-	shift = ((host >> 8) & 31) * 2;
-	entry = bpf_map_lookup_elem(&set_blocks, &index);
+	/* Its /16 out of the set (0), in it whole (1), or holding one prefix: decided. */
+	if ((e & 3) == SUMMARY_ONE)
+		return !((host ^ (e >> 16)) & (0xffff0000U >> ((e >> 2) & 31)) & 0xffff);
+	if ((e & 3) != SUMMARY_RECORD)
+		return e & 3;
+	entry = record_word(set, host, e);
 	if (!entry)
 		return 0;
 	word = entry->word;
+	shift = ((host >> 8) & 31) * 2;
 	block = (word >> shift) & 3;
 	/* OUT 0, FULL 1, TRACKED 3: the general path asks track_packet of the last. */
 	if (block != BLOCK_PARTIAL)
@@ -1509,8 +1539,11 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
  */
 #define PORTS_UNKNOWN 0xffffffff
 
-/* True when the packet is in rule r's prefix sets (or it names none). */
-static __always_inline int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
+/*
+ * True when the packet is in rule r's prefix sets (or it names none). Not inlined: the
+ * program's own frame, which the general path's deepest calls add to, stays small.
+ */
+static __attribute__((noinline)) int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
 {
 	/* No set with timeouts or counters here: the plain path is not taken while any is. */
 	return (!(r->extra & EXTRA_SRC_SET) || in_set4(r->sset - 1, saddr)) &&

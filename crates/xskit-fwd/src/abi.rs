@@ -153,16 +153,34 @@ c_enum! {
 pub const MAX_SETS: usize = 16;
 
 /// The words of one set's block table: two bits for each of the 2^24 IPv4 /24 blocks, 32
-/// blocks to a 64-bit word.
+/// blocks to a 64-bit word, at most (a set's table holds the records of its /16s read there,
+/// [`RECORD_WORDS`] words each, one after another: [`Summary::Record`]).
 pub const SET_BLOCK_WORDS: usize = 1 << 19;
 
-/// The words of one set's /16 summary: two bits for each of the 2^16 IPv4 /16s, 32 to a word,
-/// [`Block::Out`] or [`Block::Full`] for a /16 whose 256 /24s all are, [`Block::Partial`] for
-/// any other (its /24s are then read in the block table). A summary (16 KiB a set) stays in
-/// the caches where the block table (8 MiB) cannot: most addresses of a flood from spread
-/// sources are decided by it alone.
-pub const SET_SUMMARY_WORDS: usize = 1 << 11;
-const _: () = assert!(SET_SUMMARY_WORDS * 32 * 256 == SET_BLOCK_WORDS * 32);
+/// The block table words of one /16's record: its 256 /24s.
+pub const RECORD_WORDS: usize = 8;
+
+/// The entries of one set's /16 summary: one 32-bit entry for each of the 2^16 IPv4 /16s,
+/// its low two bits a [`Summary`]. The summary (256 KiB a set) decides alone every address
+/// of a /16 the set holds whole, not at all, or by one prefix (a flood's scattered sources,
+/// most of a published list's entries), and sends the others straight to their /16's record:
+/// the block table a set's /16s take is only as long as the /16s held in part in more than
+/// one prefix, so that what a lookup reads stays close together.
+pub const SET_SUMMARY_ENTRIES: usize = 1 << 16;
+const _: () = assert!(SET_SUMMARY_ENTRIES * RECORD_WORDS == SET_BLOCK_WORDS);
+
+/// Summary entries to a value of `set_summary`: a cache line.
+pub const SUMMARY_LINE: usize = 16;
+
+c_enum! {
+    /// What the low two bits of a set's /16 summary entry say.
+    pub enum Summary ("SUMMARY_") {
+        Out = "OUT", "no address of the /16 is in the set";
+        Full = "FULL", "every address of the /16 is";
+        Record = "RECORD", "its /24s are in its record: the block table's words from (entry >> 2) * RECORD_WORDS";
+        One = "ONE", "one prefix of the /16 is: 16 + ((entry >> 2) & 31) bits long, its address's low half entry >> 16";
+    }
+}
 
 /// The words of one port set's bitmap: a bit for each of the 65,536 ports.
 pub const PORT_SET_WORDS: usize = 1 << 10;
@@ -417,9 +435,19 @@ pub fn c_header() -> String {
         "words of a set's /24 block table",
     );
     define(
-        "SET_SUMMARY_WORDS",
-        SET_SUMMARY_WORDS.to_string(),
-        "words of a set's /16 summary",
+        "RECORD_WORDS",
+        RECORD_WORDS.to_string(),
+        "block table words of a /16's record",
+    );
+    define(
+        "SUMMARY_LINE",
+        SUMMARY_LINE.to_string(),
+        "summary entries to a value of set_summary",
+    );
+    define(
+        "SET_SUMMARY_ENTRIES",
+        SET_SUMMARY_ENTRIES.to_string(),
+        "entries of a set's /16 summary",
     );
     define(
         "PORT_SET_WORDS",
@@ -475,6 +503,9 @@ fn set_defines(define: &mut impl FnMut(&str, String, &str)) {
     }
     for t in TrieEntry::ALL {
         define(t.c_name(), (*t as u32).to_string(), t.describe());
+    }
+    for k in Summary::ALL {
+        define(k.c_name(), (*k as u32).to_string(), k.describe());
     }
 }
 

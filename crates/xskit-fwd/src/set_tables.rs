@@ -1,5 +1,5 @@
-//! The XDP filter's prefix sets in the kernel: a /24 block table per set with its ranks, the
-//! bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
+//! The XDP filter's prefix sets in the kernel: a /16 summary per set and the records of
+//! /24 states it points at, with their ranks, the bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
 //! trie of IPv6 prefixes, all sized when the program is loaded.
 
 use foldhash::{HashMap, HashMapExt, HashSet};
@@ -11,10 +11,12 @@ use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
-use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_WORDS};
+use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_ENTRIES, SUMMARY_LINE};
 use crate::error::{Error, Result};
 use crate::sets::{Element, PortSet, PrefixSet};
-use crate::sys::filter::{ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr};
+use crate::sys::filter::{
+    ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr, SummaryLineRepr,
+};
 
 /// Words of a /24 bitmap in `set_bitmaps`' memory.
 const BITMAP_WORDS: usize = std::mem::size_of::<SetBitsRepr>() / 8;
@@ -108,7 +110,10 @@ impl SetRoom {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
-            ("set_summary", entries(self.sets * SET_SUMMARY_WORDS)),
+            (
+                "set_summary",
+                entries(self.sets * SET_SUMMARY_ENTRIES / SUMMARY_LINE),
+            ),
             ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
             ("set_elements", entries(self.elements)),
@@ -180,7 +185,7 @@ pub(crate) struct SetTables {
     /// `set_blocks`' memory (each table word beside its rank), when the filter has block
     /// tables.
     blocks: Option<xskit_os::Mmap>,
-    _summary_map: Array<MapData, u64>,
+    _summary_map: Array<MapData, SummaryLineRepr>,
     /// `set_summary`'s memory, likewise.
     summary: Option<xskit_os::Mmap>,
     _ports_map: Array<MapData, u64>,
@@ -213,8 +218,8 @@ impl SetTables {
     pub(crate) fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
         let blocks_map: Array<MapData, SetBlockRepr> = program.take_map("set_blocks")?;
         let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS)?;
-        let summary_map: Array<MapData, u64> = program.take_map("set_summary")?;
-        let summary = map_words(&summary_map, room.sets * SET_SUMMARY_WORDS)?;
+        let summary_map: Array<MapData, SummaryLineRepr> = program.take_map("set_summary")?;
+        let summary = map_words(&summary_map, room.sets * SET_SUMMARY_ENTRIES / 2)?;
         let ports_map: Array<MapData, u64> = program.take_map("port_sets")?;
         let ports = map_words(&ports_map, room.port_sets * PORT_SET_WORDS)?;
         let bitmaps_map: Array<MapData, SetBitsRepr> = program.take_map("set_bitmaps")?;
@@ -361,14 +366,15 @@ impl SetTables {
             .collect();
         let values = vec![entry as u8; keys.len()];
         insert_all(&mut self.trie, &keys, &values, "writing a set's trie")?;
-        let ranks: Vec<u64> = layout
+        let records = layout.records();
+        let ranks: Vec<u64> = records
             .ranks
             .iter()
             .map(|&r| first as u64 + u64::from(r))
             .collect();
-        Self::store_table(self.blocks.as_ref(), i, &layout.blocks, &ranks);
-        // After the block table, so that a /16 the summary sends there finds it written.
-        Self::store_summary(self.summary.as_ref(), i, &layout.summary());
+        Self::store_table(self.blocks.as_ref(), i, &records.words, &ranks);
+        // After the records, so that a /16 the summary sends to one finds it written.
+        Self::store_summary(self.summary.as_ref(), i, &records.summary);
         match self.written[i].0.clone() {
             Some(old) => self.remove_stale(set, &old, &element_keys, &keys),
             None => Ok(()),
@@ -503,17 +509,23 @@ impl SetTables {
         Ok(packets)
     }
 
-    /// Set `i`'s words of `set_summary` (SET_SUMMARY_WORDS a set), or zeros when empty.
-    fn store_summary(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64]) {
+    /// Set `i`'s entries of `set_summary` (SET_SUMMARY_ENTRIES a set, two to a word), or
+    /// zeros when empty.
+    fn store_summary(map: Option<&xskit_os::Mmap>, i: usize, entries: &[u32]) {
         let Some(map) = map else { return };
-        let table = &map.words()[i * SET_SUMMARY_WORDS..(i + 1) * SET_SUMMARY_WORDS];
+        let size = SET_SUMMARY_ENTRIES / 2;
+        let table = &map.words()[i * size..(i + 1) * size];
         for (j, word) in table.iter().enumerate() {
-            word.store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+            let entry = |k: usize| entries.get(k).copied().unwrap_or(0).to_ne_bytes();
+            let mut pair = [0u8; 8];
+            pair[..4].copy_from_slice(&entry(2 * j));
+            pair[4..].copy_from_slice(&entry(2 * j + 1));
+            word.store(u64::from_ne_bytes(pair), Ordering::Relaxed);
         }
     }
 
-    /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): `words` and their
-    /// `ranks`, or zeros when empty; each rank is stored before its word.
+    /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): its records' `words` and
+    /// their `ranks`, zeros after them; each rank is stored before its word.
     fn store_table(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64], ranks: &[u64]) {
         let Some(map) = map else { return };
         let size = SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS;

@@ -10,7 +10,9 @@ use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::abi::{Block, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_WORDS};
+use crate::abi::{
+    Block, Summary, PORT_SET_WORDS, RECORD_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_ENTRIES,
+};
 use crate::prefix::Prefix;
 
 /// Prefixes one set holds at most, counted as written (before duplicates are merged).
@@ -223,29 +225,98 @@ pub struct SetLayout {
     pub tracked: bool,
 }
 
+/// A set's IPv4 part as the kernel reads it ([`SetLayout::records`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetRecords {
+    /// An entry for each /16 ([`SET_SUMMARY_ENTRIES`]): its low two bits a [`Summary`].
+    pub summary: Vec<u32>,
+    /// The records of the /16s the summary sends to them, one after another:
+    /// [`RECORD_WORDS`] block table words each.
+    pub words: Vec<u64>,
+    /// Each of `words`' rank, as [`SetLayout::ranks`].
+    pub ranks: Vec<u32>,
+}
+
+/// Eight block table words of a /16 whose 256 /24s are all [`Block::Full`].
+const ALL_FULL: u64 = 0x5555_5555_5555_5555;
+
 impl SetLayout {
-    /// The set's /16 summary ([`SET_SUMMARY_WORDS`] words) from its block table: a /16 whose
-    /// 256 /24s are all [`Block::Out`] or all [`Block::Full`] is so, any other
-    /// [`Block::Partial`] (read in the block table); empty with `blocks`.
-    pub fn summary(&self) -> Vec<u64> {
+    /// The set's /16 summary and the records it points at, from the block table: a /16
+    /// whose /24s are all [`Block::Out`] or all [`Block::Full`] is so; one whose addresses
+    /// are one prefix longer than /16 (a set of scattered hosts: nearly every /16 it
+    /// reaches) is [`Summary::One`]; any other has a record. Empty without `blocks`.
+    pub fn records(&self) -> SetRecords {
+        let mut out = SetRecords::default();
         if self.blocks.is_empty() {
-            return Vec::new();
+            return out;
         }
-        // Eight block words hold a /16's 256 /24s.
-        const ALL_FULL: u64 = 0x5555_5555_5555_5555;
-        let mut summary = vec![0u64; SET_SUMMARY_WORDS];
-        for (i, words) in self.blocks.chunks(8).enumerate() {
-            let state = if words.iter().all(|&w| w == 0) {
-                Block::Out
-            } else if words.len() == 8 && words.iter().all(|&w| w == ALL_FULL) {
-                Block::Full
+        out.summary = vec![0; SET_SUMMARY_ENTRIES];
+        for (i, words) in self.blocks.chunks(RECORD_WORDS).enumerate() {
+            out.summary[i] = if words.iter().all(|&w| w == 0) {
+                Summary::Out as u32
+            } else if words.iter().all(|&w| w == ALL_FULL) {
+                Summary::Full as u32
+            } else if let Some((low, len)) = self.lone_prefix(i) {
+                Summary::One as u32 | u32::from(len - 16) << 2 | u32::from(low) << 16
             } else {
-                Block::Partial
+                let record = (out.words.len() / RECORD_WORDS) as u32;
+                out.words.extend_from_slice(words);
+                out.ranks
+                    .extend_from_slice(&self.ranks[i * RECORD_WORDS..(i + 1) * RECORD_WORDS]);
+                Summary::Record as u32 | record << 2
             };
-            summary[i / 32] |= (state as u64) << ((i % 32) * 2);
         }
-        summary
+        out
     }
+
+    /// The one prefix /16 number `i` holds, as its address's low half and its length
+    /// (17 to 32), when its addresses are exactly one such prefix; never in a set with
+    /// timeouts or counters, whose elements decide.
+    fn lone_prefix(&self, i: usize) -> Option<(u16, u8)> {
+        const LOW: u64 = 0x5555_5555_5555_5555;
+        let words = &self.blocks[i * RECORD_WORDS..(i + 1) * RECORD_WORDS];
+        // The /24s in each state, a bit (the low one of their two) each.
+        let slots = |state: fn(u64) -> u64| {
+            let bits: Vec<u64> = words.iter().map(|&w| state(w) & LOW).collect();
+            let count: u32 = bits.iter().map(|b| b.count_ones()).sum();
+            let first = bits.iter().position(|&b| b != 0);
+            let last = bits.iter().rposition(|&b| b != 0);
+            let slot = |k: usize, bit: u32| k * 32 + bit as usize / 2;
+            let first = first.map(|k| slot(k, bits[k].trailing_zeros()));
+            let last = last.map(|k| slot(k, 63 - bits[k].leading_zeros()));
+            (count as usize, first, last)
+        };
+        let full = slots(|w| w & !(w >> 1));
+        let partial = slots(|w| (w >> 1) & !w);
+        let tracked = slots(|w| w & (w >> 1));
+        match (full, partial, tracked.0) {
+            ((n, Some(first), Some(last)), (0, ..), 0) => {
+                let lone = n.is_power_of_two() && first.is_multiple_of(n) && last == first + n - 1;
+                lone.then(|| ((first << 8) as u16, 24 - n.trailing_zeros() as u8))
+            }
+            ((0, ..), (1, Some(slot), _), 0) => {
+                let word = i * RECORD_WORDS + slot / 32;
+                let rank = self.ranks[word] + partial_rank(self.blocks[word], (slot % 32) as u32);
+                let bits = self.partial[rank as usize].1;
+                lone_run(&bits).map(|(first, len)| ((slot << 8 | first) as u16, len))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The one prefix a /24's bitmap holds, as its first address's last byte and its length,
+/// when its addresses are exactly one aligned run.
+fn lone_run(bits: &[u64; 4]) -> Option<(usize, u8)> {
+    let n: u32 = bits.iter().map(|w| w.count_ones()).sum();
+    let k = bits.iter().position(|&w| w != 0)?;
+    let first = k * 64 + bits[k].trailing_zeros() as usize;
+    let run = first..first + n as usize;
+    let held = |a: usize| bits[a / 64] >> (a % 64) & 1 == 1;
+    let lone = n.is_power_of_two()
+        && first.is_multiple_of(n as usize)
+        && (0..256).all(|a| held(a) == run.contains(&a));
+    lone.then(|| (first, 32 - n.trailing_zeros() as u8))
 }
 
 /// The kernel's form of a set with timeouts or counters: each /24 an element reaches is
@@ -819,12 +890,12 @@ mod num_like {
     }
 }
 
-/// The kernel memory sets would take, estimated before loading: a /24 block table and its
-/// ranks (8 bytes a word each) and a /16 summary per set, a 32-byte bitmap per /24 held in
+/// The kernel memory sets would take, estimated before loading: room for a /24 block table
+/// and its ranks (8 bytes a word each) and a /16 summary (4 bytes a /16) per set, a 32-byte bitmap per /24 held in
 /// part, and IPv6 trie nodes (an entry and about one inner node each).
 pub fn kernel_bytes(block_tables: usize, partial_blocks: usize, trie_entries: usize) -> u64 {
     const TRIE_ENTRY_BYTES: u64 = 2 * 96;
-    block_tables as u64 * (SET_BLOCK_WORDS as u64 * 16 + SET_SUMMARY_WORDS as u64 * 8)
+    block_tables as u64 * (SET_BLOCK_WORDS as u64 * 16 + SET_SUMMARY_ENTRIES as u64 * 4)
         + partial_blocks as u64 * 32
         + trie_entries as u64 * TRIE_ENTRY_BYTES
 }
@@ -957,30 +1028,44 @@ mod tests {
         assert_eq!(cidrs(1..=6, 32), vec![(1, 32), (2, 31), (4, 31), (6, 32)]);
     }
 
-    /// Every address of a few /24s: the layout's table and bitmaps say what `contains` says.
+    /// Whether the kernel finds `a` in the set of `layout`, looking as the XDP program does
+    /// (`in_set4`): its /16's summary entry, its /24's state in the record, then the rank
+    /// of a partial /24.
+    fn in_layout(layout: &SetLayout, records: &SetRecords, a: u32) -> bool {
+        let e = records.summary[(a >> 16) as usize];
+        match e & 3 {
+            k if k == Summary::Out as u32 => return false,
+            k if k == Summary::Full as u32 => return true,
+            k if k == Summary::One as u32 => {
+                return (a ^ (e >> 16)) & (0xffff_0000 >> ((e >> 2) & 31)) & 0xffff == 0;
+            }
+            _ => {}
+        }
+        let (block, word) = (
+            a >> 8,
+            (e >> 2) as usize * RECORD_WORDS + ((a >> 13) & 7) as usize,
+        );
+        let state = records.words[word] >> ((block & 31) * 2) & 3;
+        if state != Block::Partial as u64 {
+            return state == Block::Full as u64;
+        }
+        let index = records.ranks[word] + partial_rank(records.words[word], block & 31);
+        let (b, bits) = layout.partial[index as usize];
+        assert_eq!(b, block, "the rank finds the /24's own bitmap");
+        bits[(a as usize & 255) >> 6] >> (a & 63) & 1 == 1
+    }
+
+    /// Every address of a few /24s: the layout's summary, records and bitmaps say what
+    /// `contains` says.
     #[test]
     fn the_kernel_layout_agrees_with_contains() {
-        let s =
-            set("198.51.100.0/25\n198.51.100.200/30\n198.51.100.255\n203.0.113.0/23\n10.0.0.0/8\n");
+        let s = set(
+            "198.51.100.0/25\n198.51.100.200/30\n198.51.100.255\n203.0.113.0/23\n\
+             10.0.0.0/8\n192.168.7.9\n172.16.64.0/18\n172.17.0.8/29\n172.18.3.0/24\n\
+             172.19.0.0/24\n172.19.2.0/24\n",
+        );
         let layout = s.kernel_layout();
-        let summary = layout.summary();
-        // As the XDP program looks: the /16's summary, the block's state, then the rank of a
-        // partial block.
-        let in_layout = |a: u32| {
-            let whole = summary[(a >> 21) as usize] >> (((a >> 16) & 31) * 2) & 3;
-            if whole != Block::Partial as u64 {
-                return whole == Block::Full as u64;
-            }
-            let (block, word) = (a >> 8, (a >> 13) as usize);
-            let state = layout.blocks[word] >> ((block & 31) * 2) & 3;
-            if state != Block::Partial as u64 {
-                return state == Block::Full as u64;
-            }
-            let index = layout.ranks[word] + partial_rank(layout.blocks[word], block & 31);
-            let (b, bits) = layout.partial[index as usize];
-            assert_eq!(b, block, "the rank finds the /24's own bitmap");
-            bits[(a as usize & 255) >> 6] >> (a & 63) & 1 == 1
-        };
+        let records = layout.records();
         for base in [
             "198.51.100.0",
             "198.51.101.0",
@@ -988,24 +1073,76 @@ mod tests {
             "203.0.114.0",
             "10.9.9.0",
             "100.64.0.0",
+            "192.168.7.0",
+            "192.168.8.0",
+            "172.16.63.0",
+            "172.16.64.0",
+            "172.16.127.0",
+            "172.16.128.0",
+            "172.17.0.0",
+            "172.18.3.0",
+            "172.18.4.0",
+            "172.19.0.0",
+            "172.19.1.0",
+            "172.19.2.0",
         ] {
             let base = u32::from(base.parse::<std::net::Ipv4Addr>().unwrap());
             for a in base..base + 256 {
-                assert_eq!(in_layout(a), s.contains(4, u128::from(a) << 96), "{a:#x}");
+                let held = s.contains(4, u128::from(a) << 96);
+                assert_eq!(in_layout(&layout, &records, a), held, "{a:#x}");
             }
         }
-        // 10/8 is held whole, so its /16s are in the summary; 100.64/16 is out.
-        let whole = |a: &str| {
+        let kind = |a: &str| {
             let a = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
-            summary[(a >> 21) as usize] >> (((a >> 16) & 31) * 2) & 3
+            records.summary[(a >> 16) as usize] & 3
         };
-        assert_eq!(whole("10.9.9.9"), Block::Full as u64);
-        assert_eq!(whole("100.64.0.1"), Block::Out as u64);
-        assert_eq!(whole("198.51.100.1"), Block::Partial as u64);
-        assert_eq!(whole("203.0.113.1"), Block::Partial as u64);
-        // Only 198.51.100/24 is held in part, by three ranges: one bitmap.
-        assert_eq!(layout.partial.len(), 1);
-        assert_eq!(s.kernel_entries(), (1, 0));
+        // 10/8 is held whole; 100.64/16 is out; a lone host, /18, /29 and /24 are one
+        // prefix of their /16 (203.0.113.0/23 is 203.0.112.0/23 normalised); two /24s apart
+        // or several prefixes need a record.
+        assert_eq!(kind("10.9.9.9"), Summary::Full as u32);
+        assert_eq!(kind("100.64.0.1"), Summary::Out as u32);
+        for lone in [
+            "192.168.7.9",
+            "172.16.64.1",
+            "172.17.0.9",
+            "172.18.3.3",
+            "203.0.113.1",
+        ] {
+            assert_eq!(kind(lone), Summary::One as u32, "{lone}");
+        }
+        for held in ["198.51.100.1", "172.19.0.1"] {
+            assert_eq!(kind(held), Summary::Record as u32, "{held}");
+        }
+        assert_eq!(records.words.len(), 2 * RECORD_WORDS);
+        // 198.51.100/24 is held in part by three ranges, 192.168.7/24 and 172.17.0/24 by one.
+        assert_eq!(layout.partial.len(), 3);
+        assert_eq!(s.kernel_entries(), (3, 0));
+    }
+
+    /// A /16's one prefix only when its addresses are exactly an aligned run: not two
+    /// /25s apart, nor a run of three /24s, nor an unaligned /23's worth.
+    #[test]
+    fn only_an_aligned_run_is_a_lone_prefix() {
+        for (text, lone) in [
+            ("10.1.2.0/25\n10.1.2.192/26\n", false),
+            ("10.1.2.0/24\n10.1.3.0/24\n10.1.4.0/24\n", false),
+            ("10.1.3.0/24\n10.1.4.0/24\n", false),
+            ("10.1.4.0/24\n10.1.5.0/24\n", true),
+            ("10.1.2.3\n10.1.2.4\n", false),
+            ("10.1.2.4/31\n", true),
+            ("10.1.0.0/17\n", true),
+            ("10.1.128.0/17\n", true),
+        ] {
+            let s = set(text);
+            let layout = s.kernel_layout();
+            let records = layout.records();
+            let e = records.summary[0x0a01];
+            assert_eq!(e & 3 == Summary::One as u32, lone, "{text}");
+            for a in 0x0a01_0000..=0x0a01_ffffu32 {
+                let held = s.contains(4, u128::from(a) << 96);
+                assert_eq!(in_layout(&layout, &records, a), held, "{text}: {a:#x}");
+            }
+        }
     }
 
     /// Many partial /24s in one table word and across words: each address finds its own

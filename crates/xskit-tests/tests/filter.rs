@@ -223,7 +223,9 @@ mod split {
     /// frames' last bytes where the right ones do not), and IPv6; and a set with timeouts and
     /// counters (c): an expired /24 and IPv6 /32 leave out what no live element under them
     /// holds, and an expired host is looked past to the live /31 or /127 that holds it; and a
-    /// set holding a /8 (w), whose /16s its summary decides (198.51 in it, 203.0 out).
+    /// set holding a /8 (w), whose /16s its summary decides (198.51 in it, 203.0 out); in b,
+    /// 198.51/16 holds one prefix (a /31), which its summary entry decides alone, while the
+    /// other /16s of a, b and c are read in their records.
     const SETS: &str = "[[set]]\nname = \"a\"\nprefixes = [\"198.51.96.2\", \"198.51.99.128/25\", \
                         \"198.51.100.0/31\", \"203.0.112.9\", \"203.0.113.128/25\", \
                         \"2001:db8::/127\"]\n\

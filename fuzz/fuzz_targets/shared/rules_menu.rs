@@ -20,8 +20,9 @@ const SRCS: [&str; 5] = [
     "@a",
 ];
 /// The sets every rule set declares, by name, with their prefixes: a /24 whole and parts of
-/// /24s (the kernel's block table and the bitmaps it finds by rank, other partial /24s before
-/// them in a table word), IPv6, and a set with nothing in it.
+/// /24s (the kernel's records and the bitmaps it finds by rank, other partial /24s before
+/// them in a record word), /16s holding one prefix (which the kernel's summary decides
+/// alone: 198.18.4.0/22), IPv6, and a set with nothing in it.
 pub const SETS: [(&str, &[&str]); 3] = [
     (
         "a",
@@ -33,6 +34,7 @@ pub const SETS: [(&str, &[&str]); 3] = [
             "203.0.113.128/25",
             "2001:db8::/127",
             "10.0.0.0/8",
+            "198.18.4.0/22",
         ],
     ),
     (

@@ -175,6 +175,13 @@ pub(crate) struct SetBlockRepr {
     pub(crate) rank: u64,
 }
 
+/// `struct summary_line`: the /16 summary entries of a cache line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SummaryLineRepr {
+    pub(crate) e: [u32; crate::abi::SUMMARY_LINE],
+}
+
 /// `struct element_key`'s data: a set key padded to 24 bytes, so that the trie's value
 /// after it is 8-aligned (a count split over two cache lines makes its atomic add a split
 /// lock).
@@ -305,6 +312,8 @@ unsafe impl aya::Pod for SetElementRepr {}
 unsafe impl aya::Pod for ElementKeyRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBlockRepr {}
+// SAFETY: u32s, repr(C), no padding, any bit pattern valid.
+unsafe impl aya::Pod for SummaryLineRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
 unsafe impl aya::Pod for RuleAddrRepr {}
 // SAFETY: u64s, repr(C), no padding, any bit pattern valid.
@@ -511,6 +520,12 @@ mod tests {
                 ("word", offset_of!(SetBlockRepr, word)),
                 ("rank", offset_of!(SetBlockRepr, rank)),
             ],
+        );
+        assert_layout(
+            &btf,
+            "summary_line",
+            size_of::<SummaryLineRepr>(),
+            &[("e", offset_of!(SummaryLineRepr, e))],
         );
         assert_layout(
             &btf,
