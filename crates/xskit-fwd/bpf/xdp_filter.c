@@ -137,15 +137,15 @@ static __always_inline __u32 ctz64(__u64 x)
 }
 
 /*
- * Prefix sets. Each set has SET_SUMMARY_ENTRIES entries of set_summary, one for each IPv4
- * /16, whose low two bits (SUMMARY_*) decide an address in a /16 the set holds whole, not
- * at all, or by one prefix (its length and address in the entry), so that one load decides
- * most addresses; any other /16 has a record in set_blocks (the set's SET_BLOCK_WORDS
- * entries, RECORD_WORDS a record): a word of two bits (BLOCK_*) for each of its /24s. A /24
- * held in part has a bitmap of its 256 addresses in set_bitmaps, at the index the entry's
- * rank gives (its word's first partial /24) plus the partial /24s before it in the word.
- * IPv6 is looked up in set_trie. Sized when loaded, and written through mappings of their
- * memory, a word at a time.
+ * Prefix sets. Each set has SET_SUMMARY_WORDS words of set_summary, two bits (BLOCK_*) for
+ * each IPv4 /16: out of the set, in it whole, or in part; for the last, its entry of
+ * set_sixteens (SET_SIXTEENS a set), whose low two bits (SIXTEEN_*) say whether the set holds
+ * one prefix of it (its length and address in the entry) or where its record is in
+ * set_blocks (the set's SET_BLOCK_WORDS entries, RECORD_WORDS a record): a word of two bits
+ * (BLOCK_*) for each of its /24s. A /24 held in part has a bitmap of its 256 addresses in
+ * set_bitmaps, at the index the entry's rank gives (its word's first partial /24) plus the
+ * partial /24s before it in the word. IPv6 is looked up in set_trie. Sized when loaded, and
+ * written through mappings of their memory, a word at a time.
  */
 
 /* An array of VALUEs user space maps and stores into; its size is set when it is loaded. */
@@ -167,13 +167,15 @@ struct set_block {
 
 MAPPED_ARRAY(set_blocks, struct set_block);
 
-/* SUMMARY_LINE /16s' summary entries: a cache line (an array's values are 8-aligned, so
- * entries of their own would take twice the memory). */
-struct summary_line {
-	__u32 e[SUMMARY_LINE];
+MAPPED_ARRAY(set_summary, __u64);
+
+/* SIXTEENS_LINE /16s' entries: a cache line (an array's values are 8-aligned, so entries of
+ * their own would take twice the memory). */
+struct sixteens_line {
+	__u32 e[SIXTEENS_LINE];
 };
 
-MAPPED_ARRAY(set_summary, struct summary_line);
+MAPPED_ARRAY(set_sixteens, struct sixteens_line);
 
 /* The addresses of a /24 in a set: bit (a & 63) of word (a & 255) >> 6. */
 struct set_bits {
@@ -317,21 +319,21 @@ __attribute__((noinline)) int in_elements(__u32 set_family, __u32 a0, __u32 a1, 
  * where a rule asks them, and before rules that ask them are in force; not zero, every
  * packet takes the general path.
  */
-/* Set `set`'s /16 summary entry of the address `host` (host byte order); SUMMARY_OUT when
- * it is missing. */
-static __always_inline __u32 summary_entry(__u32 set, __u32 host)
+/* Set `set`'s /16 index entry of the address `host` (host byte order); SIXTEEN_OUT when it
+ * is missing. */
+static __always_inline __u32 sixteen_entry(__u32 set, __u32 host)
 {
-	__u32 index = set * (SET_SUMMARY_ENTRIES / SUMMARY_LINE) + host / (SUMMARY_LINE << 16);
-	struct summary_line *line = bpf_map_lookup_elem(&set_summary, &index);
+	__u32 index = set * (SET_SIXTEENS / SIXTEENS_LINE) + host / (SIXTEENS_LINE << 16);
+	struct sixteens_line *line = bpf_map_lookup_elem(&set_sixteens, &index);
 
-	return line ? line->e[(host >> 16) & (SUMMARY_LINE - 1)] : SUMMARY_OUT;
+	return line ? line->e[(host >> 16) & (SIXTEENS_LINE - 1)] : SIXTEEN_OUT;
 }
 
-/* The word of `host`'s /16's record that holds its /24, given the /16's summary entry `e`
- * (SUMMARY_RECORD). */
+/* The word of `host`'s /16's record that holds its /24, given the /16's index entry `e`
+ * (SIXTEEN_RECORD). */
 static __always_inline struct set_block *record_word(__u32 set, __u32 host, __u32 e)
 {
-	__u32 index = set * SET_BLOCK_WORDS + ((e >> 2) & (SET_SUMMARY_ENTRIES - 1)) * RECORD_WORDS +
+	__u32 index = set * SET_BLOCK_WORDS + ((e >> 2) & (SET_SIXTEENS - 1)) * RECORD_WORDS +
 		      ((host >> 13) & (RECORD_WORDS - 1));
 
 	return bpf_map_lookup_elem(&set_blocks, &index);
@@ -341,9 +343,9 @@ static __always_inline struct set_block *record_word(__u32 set, __u32 host, __u3
  * `host`'s /24, or NULL where the set reaches not. */
 static __always_inline struct set_block *record_entry(__u32 set, __u32 host)
 {
-	__u32 e = summary_entry(set, host);
+	__u32 e = sixteen_entry(set, host);
 
-	return (e & 3) == SUMMARY_RECORD ? record_word(set, host, e) : 0;
+	return (e & 3) == SIXTEEN_RECORD ? record_word(set, host, e) : 0;
 }
 
 volatile __u32 xskit_tracked_sets SEC(".data.xskit_trk") = 0;
@@ -546,15 +548,24 @@ static __always_inline __u64 field_entry(__u32 table, __u32 field, __u32 value)
  */
 static __always_inline int in_set4(__u32 set, __u32 a)
 {
-	__u32 host = bpf_ntohl(a), e = summary_entry(set, host), shift, block, n;
+	__u32 host = bpf_ntohl(a), index = set * SET_SUMMARY_WORDS + (host >> 21);
+	__u32 shift = ((host >> 16) & 31) * 2, block, n, e;
+	__u64 *summary = bpf_map_lookup_elem(&set_summary, &index);
 	struct set_block *entry;
 	struct set_bits *b;
 	__u64 word, below;
 
-	/* Its /16 out of the set (0), in it whole (1), or holding one prefix: decided. */
-	if ((e & 3) == SUMMARY_ONE)
+	if (!summary)
+		return 0;
+	/* Its /16 out of the set, or in it whole: decided by the summary, in the caches. */
+	block = (*summary >> shift) & 3;
+	if (block != BLOCK_PARTIAL)
+		return block;
+	/* Holding one prefix: decided by its entry. */
+	e = sixteen_entry(set, host);
+	if ((e & 3) == SIXTEEN_ONE)
 		return !((host ^ (e >> 16)) & (0xffff0000U >> ((e >> 2) & 31)) & 0xffff);
-	if ((e & 3) != SUMMARY_RECORD)
+	if ((e & 3) != SIXTEEN_RECORD)
 		return e & 3;
 	entry = record_word(set, host, e);
 	if (!entry)

@@ -154,27 +154,35 @@ pub const MAX_SETS: usize = 16;
 
 /// The words of one set's block table: two bits for each of the 2^24 IPv4 /24 blocks, 32
 /// blocks to a 64-bit word, at most (a set's table holds the records of its /16s read there,
-/// [`RECORD_WORDS`] words each, one after another: [`Summary::Record`]).
+/// [`RECORD_WORDS`] words each, one after another: [`Sixteen::Record`]).
 pub const SET_BLOCK_WORDS: usize = 1 << 19;
 
 /// The block table words of one /16's record: its 256 /24s.
 pub const RECORD_WORDS: usize = 8;
 
-/// The entries of one set's /16 summary: one 32-bit entry for each of the 2^16 IPv4 /16s,
-/// its low two bits a [`Summary`]. The summary (256 KiB a set) decides alone every address
-/// of a /16 the set holds whole, not at all, or by one prefix (a flood's scattered sources,
-/// most of a published list's entries), and sends the others straight to their /16's record:
-/// the block table a set's /16s take is only as long as the /16s held in part in more than
-/// one prefix, so that what a lookup reads stays close together.
-pub const SET_SUMMARY_ENTRIES: usize = 1 << 16;
-const _: () = assert!(SET_SUMMARY_ENTRIES * RECORD_WORDS == SET_BLOCK_WORDS);
+/// The words of one set's /16 summary: two bits for each of the 2^16 IPv4 /16s, 32 to a word,
+/// [`Block::Out`] or [`Block::Full`] for a /16 whose 256 /24s all are, [`Block::Partial`] for
+/// any other (its entry of the set's /16 index says how to decide it). The summary (16 KiB a
+/// set) stays in the caches: most addresses of a flood from spread sources over a long list
+/// are decided by it alone.
+pub const SET_SUMMARY_WORDS: usize = 1 << 11;
 
-/// Summary entries to a value of `set_summary`: a cache line.
-pub const SUMMARY_LINE: usize = 16;
+/// The entries of one set's /16 index: one 32-bit entry for each of the 2^16 IPv4 /16s, its
+/// low two bits a [`Sixteen`]. An entry (256 KiB a set) decides alone an address in a /16
+/// the set holds by one prefix (a flood's scattered sources, most of a published list's
+/// entries), and sends the others straight to their /16's record: the block table a set's
+/// /16s take is only as long as the /16s held in part in more than one prefix, so that what
+/// a lookup reads stays close together.
+pub const SET_SIXTEENS: usize = 1 << 16;
+const _: () = assert!(SET_SIXTEENS * RECORD_WORDS == SET_BLOCK_WORDS);
+const _: () = assert!(SET_SUMMARY_WORDS * 32 == SET_SIXTEENS);
+
+/// Entries of the /16 index to a value of `set_sixteens`: a cache line.
+pub const SIXTEENS_LINE: usize = 16;
 
 c_enum! {
-    /// What the low two bits of a set's /16 summary entry say.
-    pub enum Summary ("SUMMARY_") {
+    /// What the low two bits of an entry of a set's /16 index say.
+    pub enum Sixteen ("SIXTEEN_") {
         Out = "OUT", "no address of the /16 is in the set";
         Full = "FULL", "every address of the /16 is";
         Record = "RECORD", "its /24s are in its record: the block table's words from (entry >> 2) * RECORD_WORDS";
@@ -430,26 +438,6 @@ pub fn c_header() -> String {
     define("MAX_SETS", MAX_SETS.to_string(), "prefix sets");
     table_defines(&mut define);
     define(
-        "SET_BLOCK_WORDS",
-        SET_BLOCK_WORDS.to_string(),
-        "words of a set's /24 block table",
-    );
-    define(
-        "RECORD_WORDS",
-        RECORD_WORDS.to_string(),
-        "block table words of a /16's record",
-    );
-    define(
-        "SUMMARY_LINE",
-        SUMMARY_LINE.to_string(),
-        "summary entries to a value of set_summary",
-    );
-    define(
-        "SET_SUMMARY_ENTRIES",
-        SET_SUMMARY_ENTRIES.to_string(),
-        "entries of a set's /16 summary",
-    );
-    define(
         "PORT_SET_WORDS",
         PORT_SET_WORDS.to_string(),
         "words of a port set's bitmap",
@@ -496,15 +484,41 @@ fn limit_defines(define: &mut impl FnMut(&str, String, &str)) {
     );
 }
 
-/// The sets' part of [`c_header`]: what a /24 table's two bits and a trie value say.
+/// The sets' part of [`c_header`]: their tables' sizes, what a /24 table's two bits, a /16
+/// index entry and a trie value say.
 fn set_defines(define: &mut impl FnMut(&str, String, &str)) {
+    define(
+        "SET_BLOCK_WORDS",
+        SET_BLOCK_WORDS.to_string(),
+        "words of a set's /24 block table",
+    );
+    define(
+        "RECORD_WORDS",
+        RECORD_WORDS.to_string(),
+        "block table words of a /16's record",
+    );
+    define(
+        "SET_SUMMARY_WORDS",
+        SET_SUMMARY_WORDS.to_string(),
+        "words of a set's /16 summary",
+    );
+    define(
+        "SIXTEENS_LINE",
+        SIXTEENS_LINE.to_string(),
+        "/16 index entries to a value of set_sixteens",
+    );
+    define(
+        "SET_SIXTEENS",
+        SET_SIXTEENS.to_string(),
+        "entries of a set's /16 index",
+    );
     for b in Block::ALL {
         define(b.c_name(), (*b as u32).to_string(), b.describe());
     }
     for t in TrieEntry::ALL {
         define(t.c_name(), (*t as u32).to_string(), t.describe());
     }
-    for k in Summary::ALL {
+    for k in Sixteen::ALL {
         define(k.c_name(), (*k as u32).to_string(), k.describe());
     }
 }

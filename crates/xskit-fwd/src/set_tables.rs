@@ -1,5 +1,5 @@
-//! The XDP filter's prefix sets in the kernel: a /16 summary per set and the records of
-//! /24 states it points at, with their ranks, the bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
+//! The XDP filter's prefix sets in the kernel: a /16 summary and index per set and the
+//! records of /24 states the index points at, with their ranks, the bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
 //! trie of IPv6 prefixes, all sized when the program is loaded.
 
 use foldhash::{HashMap, HashMapExt, HashSet};
@@ -11,11 +11,13 @@ use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
-use crate::abi::{TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_ENTRIES, SUMMARY_LINE};
+use crate::abi::{
+    TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SIXTEENS, SET_SUMMARY_WORDS, SIXTEENS_LINE,
+};
 use crate::error::{Error, Result};
 use crate::sets::{Element, PortSet, PrefixSet};
 use crate::sys::filter::{
-    ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr, SummaryLineRepr,
+    ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr, SixteensLineRepr,
 };
 
 /// Words of a /24 bitmap in `set_bitmaps`' memory.
@@ -106,13 +108,14 @@ impl SetRoom {
     }
 
     /// The (map, max_entries) the program is loaded with.
-    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 12] {
+    pub(crate) fn map_sizes(&self) -> [(&'static str, u32); 13] {
         let entries = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         [
             ("set_blocks", entries(self.sets * SET_BLOCK_WORDS)),
+            ("set_summary", entries(self.sets * SET_SUMMARY_WORDS)),
             (
-                "set_summary",
-                entries(self.sets * SET_SUMMARY_ENTRIES / SUMMARY_LINE),
+                "set_sixteens",
+                entries(self.sets * SET_SIXTEENS / SIXTEENS_LINE),
             ),
             ("set_bitmaps", entries(self.partial_blocks)),
             ("set_trie", entries(self.trie_entries)),
@@ -185,9 +188,12 @@ pub(crate) struct SetTables {
     /// `set_blocks`' memory (each table word beside its rank), when the filter has block
     /// tables.
     blocks: Option<xskit_os::Mmap>,
-    _summary_map: Array<MapData, SummaryLineRepr>,
+    _summary_map: Array<MapData, u64>,
     /// `set_summary`'s memory, likewise.
     summary: Option<xskit_os::Mmap>,
+    _sixteens_map: Array<MapData, SixteensLineRepr>,
+    /// `set_sixteens`' memory, likewise.
+    sixteens: Option<xskit_os::Mmap>,
     _ports_map: Array<MapData, u64>,
     /// `port_sets`' memory, when the filter has port sets.
     ports: Option<xskit_os::Mmap>,
@@ -218,8 +224,10 @@ impl SetTables {
     pub(crate) fn take(program: &XdpProgram, room: SetRoom) -> Result<Self> {
         let blocks_map: Array<MapData, SetBlockRepr> = program.take_map("set_blocks")?;
         let blocks = map_words(&blocks_map, room.sets * SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS)?;
-        let summary_map: Array<MapData, SummaryLineRepr> = program.take_map("set_summary")?;
-        let summary = map_words(&summary_map, room.sets * SET_SUMMARY_ENTRIES / 2)?;
+        let summary_map: Array<MapData, u64> = program.take_map("set_summary")?;
+        let summary = map_words(&summary_map, room.sets * SET_SUMMARY_WORDS)?;
+        let sixteens_map: Array<MapData, SixteensLineRepr> = program.take_map("set_sixteens")?;
+        let sixteens = map_words(&sixteens_map, room.sets * SET_SIXTEENS / 2)?;
         let ports_map: Array<MapData, u64> = program.take_map("port_sets")?;
         let ports = map_words(&ports_map, room.port_sets * PORT_SET_WORDS)?;
         let bitmaps_map: Array<MapData, SetBitsRepr> = program.take_map("set_bitmaps")?;
@@ -230,6 +238,8 @@ impl SetTables {
             blocks,
             _summary_map: summary_map,
             summary,
+            _sixteens_map: sixteens_map,
+            sixteens,
             _ports_map: ports_map,
             ports,
             written_ports: vec![None; room.port_sets],
@@ -373,7 +383,9 @@ impl SetTables {
             .map(|&r| first as u64 + u64::from(r))
             .collect();
         Self::store_table(self.blocks.as_ref(), i, &records.words, &ranks);
-        // After the records, so that a /16 the summary sends to one finds it written.
+        // After the records, so that a /16 an entry sends to one finds it written, and the
+        // summary after the entries, likewise.
+        Self::store_sixteens(self.sixteens.as_ref(), i, &records.sixteens);
         Self::store_summary(self.summary.as_ref(), i, &records.summary);
         match self.written[i].0.clone() {
             Some(old) => self.remove_stale(set, &old, &element_keys, &keys),
@@ -509,11 +521,20 @@ impl SetTables {
         Ok(packets)
     }
 
-    /// Set `i`'s entries of `set_summary` (SET_SUMMARY_ENTRIES a set, two to a word), or
-    /// zeros when empty.
-    fn store_summary(map: Option<&xskit_os::Mmap>, i: usize, entries: &[u32]) {
+    /// Set `i`'s words of `set_summary` (SET_SUMMARY_WORDS a set), or zeros when empty.
+    fn store_summary(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64]) {
         let Some(map) = map else { return };
-        let size = SET_SUMMARY_ENTRIES / 2;
+        let table = &map.words()[i * SET_SUMMARY_WORDS..(i + 1) * SET_SUMMARY_WORDS];
+        for (j, word) in table.iter().enumerate() {
+            word.store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+
+    /// Set `i`'s entries of `set_sixteens` (SET_SIXTEENS a set, two to a word), or zeros
+    /// when empty.
+    fn store_sixteens(map: Option<&xskit_os::Mmap>, i: usize, entries: &[u32]) {
+        let Some(map) = map else { return };
+        let size = SET_SIXTEENS / 2;
         let table = &map.words()[i * size..(i + 1) * size];
         for (j, word) in table.iter().enumerate() {
             let entry = |k: usize| entries.get(k).copied().unwrap_or(0).to_ne_bytes();

@@ -11,7 +11,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use crate::abi::{
-    Block, Summary, PORT_SET_WORDS, RECORD_WORDS, SET_BLOCK_WORDS, SET_SUMMARY_ENTRIES,
+    Block, Sixteen, PORT_SET_WORDS, RECORD_WORDS, SET_BLOCK_WORDS, SET_SIXTEENS, SET_SUMMARY_WORDS,
 };
 use crate::prefix::Prefix;
 
@@ -228,9 +228,12 @@ pub struct SetLayout {
 /// A set's IPv4 part as the kernel reads it ([`SetLayout::records`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SetRecords {
-    /// An entry for each /16 ([`SET_SUMMARY_ENTRIES`]): its low two bits a [`Summary`].
-    pub summary: Vec<u32>,
-    /// The records of the /16s the summary sends to them, one after another:
+    /// Two bits for each /16 ([`SET_SUMMARY_WORDS`] words): [`Block::Out`], [`Block::Full`],
+    /// or [`Block::Partial`] to read its entry in `sixteens`.
+    pub summary: Vec<u64>,
+    /// An entry for each /16 ([`SET_SIXTEENS`]): its low two bits a [`Sixteen`].
+    pub sixteens: Vec<u32>,
+    /// The records of the /16s the entries send to them, one after another:
     /// [`RECORD_WORDS`] block table words each.
     pub words: Vec<u64>,
     /// Each of `words`' rank, as [`SetLayout::ranks`].
@@ -241,30 +244,34 @@ pub struct SetRecords {
 const ALL_FULL: u64 = 0x5555_5555_5555_5555;
 
 impl SetLayout {
-    /// The set's /16 summary and the records it points at, from the block table: a /16
-    /// whose /24s are all [`Block::Out`] or all [`Block::Full`] is so; one whose addresses
-    /// are one prefix longer than /16 (a set of scattered hosts: nearly every /16 it
-    /// reaches) is [`Summary::One`]; any other has a record. Empty without `blocks`.
+    /// The set's /16 summary, index and the records it points at, from the block table: a
+    /// /16 whose /24s are all [`Block::Out`] or all [`Block::Full`] is so; one whose
+    /// addresses are one prefix longer than /16 (a set of scattered hosts: nearly every /16
+    /// it reaches) is [`Sixteen::One`]; any other has a record. Empty without `blocks`.
     pub fn records(&self) -> SetRecords {
         let mut out = SetRecords::default();
         if self.blocks.is_empty() {
             return out;
         }
-        out.summary = vec![0; SET_SUMMARY_ENTRIES];
+        out.summary = vec![0; SET_SUMMARY_WORDS];
+        out.sixteens = vec![0; SET_SIXTEENS];
         for (i, words) in self.blocks.chunks(RECORD_WORDS).enumerate() {
-            out.summary[i] = if words.iter().all(|&w| w == 0) {
-                Summary::Out as u32
+            let (whole, entry) = if words.iter().all(|&w| w == 0) {
+                (Block::Out, Sixteen::Out as u32)
             } else if words.iter().all(|&w| w == ALL_FULL) {
-                Summary::Full as u32
+                (Block::Full, Sixteen::Full as u32)
             } else if let Some((low, len)) = self.lone_prefix(i) {
-                Summary::One as u32 | u32::from(len - 16) << 2 | u32::from(low) << 16
+                let entry = Sixteen::One as u32 | u32::from(len - 16) << 2 | u32::from(low) << 16;
+                (Block::Partial, entry)
             } else {
                 let record = (out.words.len() / RECORD_WORDS) as u32;
                 out.words.extend_from_slice(words);
                 out.ranks
                     .extend_from_slice(&self.ranks[i * RECORD_WORDS..(i + 1) * RECORD_WORDS]);
-                Summary::Record as u32 | record << 2
+                (Block::Partial, Sixteen::Record as u32 | record << 2)
             };
+            out.summary[i / 32] |= (whole as u64) << ((i % 32) * 2);
+            out.sixteens[i] = entry;
         }
         out
     }
@@ -891,11 +898,12 @@ mod num_like {
 }
 
 /// The kernel memory sets would take, estimated before loading: room for a /24 block table
-/// and its ranks (8 bytes a word each) and a /16 summary (4 bytes a /16) per set, a 32-byte bitmap per /24 held in
+/// and its ranks (8 bytes a word each), a /16 summary and a /16 index (4 bytes a /16) per set, a 32-byte bitmap per /24 held in
 /// part, and IPv6 trie nodes (an entry and about one inner node each).
 pub fn kernel_bytes(block_tables: usize, partial_blocks: usize, trie_entries: usize) -> u64 {
     const TRIE_ENTRY_BYTES: u64 = 2 * 96;
-    block_tables as u64 * (SET_BLOCK_WORDS as u64 * 16 + SET_SUMMARY_ENTRIES as u64 * 4)
+    block_tables as u64
+        * (SET_BLOCK_WORDS as u64 * 16 + SET_SUMMARY_WORDS as u64 * 8 + SET_SIXTEENS as u64 * 4)
         + partial_blocks as u64 * 32
         + trie_entries as u64 * TRIE_ENTRY_BYTES
 }
@@ -1029,14 +1037,18 @@ mod tests {
     }
 
     /// Whether the kernel finds `a` in the set of `layout`, looking as the XDP program does
-    /// (`in_set4`): its /16's summary entry, its /24's state in the record, then the rank
-    /// of a partial /24.
+    /// (`in_set4`): its /16's summary, its /16's entry, its /24's state in the record, then
+    /// the rank of a partial /24.
     fn in_layout(layout: &SetLayout, records: &SetRecords, a: u32) -> bool {
-        let e = records.summary[(a >> 16) as usize];
+        let whole = records.summary[(a >> 21) as usize] >> (((a >> 16) & 31) * 2) & 3;
+        if whole != Block::Partial as u64 {
+            return whole == Block::Full as u64;
+        }
+        let e = records.sixteens[(a >> 16) as usize];
         match e & 3 {
-            k if k == Summary::Out as u32 => return false,
-            k if k == Summary::Full as u32 => return true,
-            k if k == Summary::One as u32 => {
+            k if k == Sixteen::Out as u32 => return false,
+            k if k == Sixteen::Full as u32 => return true,
+            k if k == Sixteen::One as u32 => {
                 return (a ^ (e >> 16)) & (0xffff_0000 >> ((e >> 2) & 31)) & 0xffff == 0;
             }
             _ => {}
@@ -1094,13 +1106,13 @@ mod tests {
         }
         let kind = |a: &str| {
             let a = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
-            records.summary[(a >> 16) as usize] & 3
+            records.sixteens[(a >> 16) as usize] & 3
         };
         // 10/8 is held whole; 100.64/16 is out; a lone host, /18, /29 and /24 are one
         // prefix of their /16 (203.0.113.0/23 is 203.0.112.0/23 normalised); two /24s apart
         // or several prefixes need a record.
-        assert_eq!(kind("10.9.9.9"), Summary::Full as u32);
-        assert_eq!(kind("100.64.0.1"), Summary::Out as u32);
+        assert_eq!(kind("10.9.9.9"), Sixteen::Full as u32);
+        assert_eq!(kind("100.64.0.1"), Sixteen::Out as u32);
         for lone in [
             "192.168.7.9",
             "172.16.64.1",
@@ -1108,10 +1120,10 @@ mod tests {
             "172.18.3.3",
             "203.0.113.1",
         ] {
-            assert_eq!(kind(lone), Summary::One as u32, "{lone}");
+            assert_eq!(kind(lone), Sixteen::One as u32, "{lone}");
         }
         for held in ["198.51.100.1", "172.19.0.1"] {
-            assert_eq!(kind(held), Summary::Record as u32, "{held}");
+            assert_eq!(kind(held), Sixteen::Record as u32, "{held}");
         }
         assert_eq!(records.words.len(), 2 * RECORD_WORDS);
         // 198.51.100/24 is held in part by three ranges, 192.168.7/24 and 172.17.0/24 by one.
@@ -1136,8 +1148,8 @@ mod tests {
             let s = set(text);
             let layout = s.kernel_layout();
             let records = layout.records();
-            let e = records.summary[0x0a01];
-            assert_eq!(e & 3 == Summary::One as u32, lone, "{text}");
+            let e = records.sixteens[0x0a01];
+            assert_eq!(e & 3 == Sixteen::One as u32, lone, "{text}");
             for a in 0x0a01_0000..=0x0a01_ffffu32 {
                 let held = s.contains(4, u128::from(a) << 96);
                 assert_eq!(in_layout(&layout, &records, a), held, "{text}: {a:#x}");

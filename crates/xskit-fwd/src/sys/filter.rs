@@ -175,11 +175,11 @@ pub(crate) struct SetBlockRepr {
     pub(crate) rank: u64,
 }
 
-/// `struct summary_line`: the /16 summary entries of a cache line.
+/// `struct sixteens_line`: the /16 index entries of a cache line.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SummaryLineRepr {
-    pub(crate) e: [u32; crate::abi::SUMMARY_LINE],
+pub(crate) struct SixteensLineRepr {
+    pub(crate) e: [u32; crate::abi::SIXTEENS_LINE],
 }
 
 /// `struct element_key`'s data: a set key padded to 24 bytes, so that the trie's value
@@ -313,7 +313,7 @@ unsafe impl aya::Pod for ElementKeyRepr {}
 // SAFETY: two u64s, repr(C), no padding, any bit pattern valid.
 unsafe impl aya::Pod for SetBlockRepr {}
 // SAFETY: u32s, repr(C), no padding, any bit pattern valid.
-unsafe impl aya::Pod for SummaryLineRepr {}
+unsafe impl aya::Pod for SixteensLineRepr {}
 // SAFETY: a u32 and 16 bytes, repr(C), 20 bytes with no padding, any bit pattern valid.
 unsafe impl aya::Pod for RuleAddrRepr {}
 // SAFETY: u64s, repr(C), no padding, any bit pattern valid.
@@ -523,9 +523,9 @@ mod tests {
         );
         assert_layout(
             &btf,
-            "summary_line",
-            size_of::<SummaryLineRepr>(),
-            &[("e", offset_of!(SummaryLineRepr, e))],
+            "sixteens_line",
+            size_of::<SixteensLineRepr>(),
+            &[("e", offset_of!(SixteensLineRepr, e))],
         );
         assert_layout(
             &btf,
