@@ -1123,7 +1123,7 @@ fn set_lines(rules: &RuleSet) -> Vec<String> {
             }
             let bytes = xskit_fwd::rules::set_kernel_bytes(1, partial, trie);
             format!(
-                "set {}: {} prefixes, {} of them IPv6{read}; in the kernel a /24 table, {} \
+                "set {}: {} prefixes, {} of them IPv6{read}; in the kernel /16 and /24 tables, {} \
                  /24s held in part and {} IPv6 trie entries, about {:.1} MiB on each interface",
                 set.name(),
                 thousands(st.prefixes as u64),
