@@ -12,10 +12,11 @@ use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
 use crate::abi::{
-    TrieEntry, PORT_SET_WORDS, SET_BLOCK_WORDS, SET_SIXTEENS, SET_SUMMARY_WORDS, SIXTEENS_LINE,
+    TrieEntry, PORT_SET_WORDS, RECORD_WORDS, SET_BLOCK_WORDS, SET_SIXTEENS, SET_SUMMARY_WORDS,
+    SIXTEENS_LINE,
 };
 use crate::error::{Error, Result};
-use crate::sets::{Element, PortSet, PrefixSet};
+use crate::sets::{Element, PortSet, PrefixSet, RecordSlots, SetRecords};
 use crate::sys::filter::{
     ElementKeyRepr, SetBitsRepr, SetBlockRepr, SetElementRepr, SetKeyRepr, SixteensLineRepr,
 };
@@ -217,6 +218,8 @@ pub(crate) struct SetTables {
     /// The set each table holds and where its bitmaps start, so that a change rewrites only
     /// the sets that changed or moved and removes the trie entries they lost.
     written: Vec<(Option<Arc<PrefixSet>>, usize)>,
+    /// Where each set's /16s keep their records.
+    record_slots: Vec<RecordSlots>,
 }
 
 impl SetTables {
@@ -251,6 +254,7 @@ impl SetTables {
             tracked_mask: 0,
             asked: None,
             written: vec![(None, 0); room.sets],
+            record_slots: vec![RecordSlots::default(); room.sets],
         })
     }
 
@@ -376,13 +380,8 @@ impl SetTables {
             .collect();
         let values = vec![entry as u8; keys.len()];
         insert_all(&mut self.trie, &keys, &values, "writing a set's trie")?;
-        let records = layout.records();
-        let ranks: Vec<u64> = records
-            .ranks
-            .iter()
-            .map(|&r| first as u64 + u64::from(r))
-            .collect();
-        Self::store_table(self.blocks.as_ref(), i, &records.words, &ranks);
+        let records = layout.records(&mut self.record_slots[i]);
+        Self::store_records(self.blocks.as_ref(), i, &records, first as u64);
         // After the records, so that a /16 an entry sends to one finds it written, and the
         // summary after the entries, likewise.
         Self::store_sixteens(self.sixteens.as_ref(), i, &records.sixteens);
@@ -545,15 +544,22 @@ impl SetTables {
         }
     }
 
-    /// Set `i`'s entries of `set_blocks` (SET_BLOCK_WORDS a set): its records' `words` and
-    /// their `ranks`, zeros after them; each rank is stored before its word.
-    fn store_table(map: Option<&xskit_os::Mmap>, i: usize, words: &[u64], ranks: &[u64]) {
+    /// Set `i`'s records in `set_blocks` (SET_BLOCK_WORDS entries a set, RECORD_WORDS a
+    /// record), each at its slot, its ranks counted from the set's first bitmap `first`; each
+    /// rank is stored before its word. Slots no /16 has are left: nothing is sent there.
+    fn store_records(map: Option<&xskit_os::Mmap>, i: usize, records: &SetRecords, first: u64) {
         let Some(map) = map else { return };
         let size = SET_BLOCK_WORDS * BLOCK_ENTRY_WORDS;
         let table = &map.words()[i * size..(i + 1) * size];
-        for (j, entry) in table.chunks_exact(BLOCK_ENTRY_WORDS).enumerate() {
-            entry[1].store(ranks.get(j).copied().unwrap_or(0), Ordering::Relaxed);
-            entry[0].store(words.get(j).copied().unwrap_or(0), Ordering::Relaxed);
+        let words = records.words.chunks_exact(RECORD_WORDS);
+        let ranks = records.ranks.chunks_exact(RECORD_WORDS);
+        for ((&slot, words), ranks) in records.slots.iter().zip(words).zip(ranks) {
+            let at = slot as usize * RECORD_WORDS * BLOCK_ENTRY_WORDS;
+            let entries = table[at..].chunks_exact(BLOCK_ENTRY_WORDS);
+            for ((entry, &word), &rank) in entries.zip(words).zip(ranks) {
+                entry[1].store(first + u64::from(rank), Ordering::Relaxed);
+                entry[0].store(word, Ordering::Relaxed);
+            }
         }
     }
 }

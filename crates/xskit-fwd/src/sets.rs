@@ -233,11 +233,60 @@ pub struct SetRecords {
     pub summary: Vec<u64>,
     /// An entry for each /16 ([`SET_SIXTEENS`]): its low two bits a [`Sixteen`].
     pub sixteens: Vec<u32>,
-    /// The records of the /16s the entries send to them, one after another:
+    /// The records of the /16s the entries send to them, in the order of their /16s:
     /// [`RECORD_WORDS`] block table words each.
     pub words: Vec<u64>,
     /// Each of `words`' rank, as [`SetLayout::ranks`].
     pub ranks: Vec<u32>,
+    /// Each record's slot in the set's block table, as [`RecordSlots`] gave it.
+    pub slots: Vec<u32>,
+}
+
+/// Where each /16 of a set that has a record keeps it in the set's block table, from one
+/// layout of the set to the next: a change in place rewrites a /16's record where it was,
+/// word by word, and a /16 that gains one takes a slot no /16 the kernel may still be sent to
+/// uses, so that while a change is written a packet meets each /16 old or new.
+#[derive(Clone, Debug, Default)]
+pub struct RecordSlots {
+    of: HashMap<u32, u32>,
+    free: Vec<u32>,
+    next: u32,
+}
+
+impl RecordSlots {
+    /// The slots of the /16s `wanted`: each its own if it had one, else a free one. Slots
+    /// of the /16s no longer wanted are free only from the next call (the kernel may read
+    /// them until the new entries are written), unless the table has no other room.
+    fn assign(&mut self, wanted: &[u32]) -> Vec<u32> {
+        let mut of = HashMap::default();
+        let mut freed: Vec<u32> = self
+            .of
+            .iter()
+            .filter(|(sixteen, _)| wanted.binary_search(sixteen).is_err())
+            .map(|(_, &slot)| slot)
+            .collect();
+        let slots = wanted
+            .iter()
+            .map(|&sixteen| {
+                let slot = match self.of.get(&sixteen) {
+                    Some(&slot) => slot,
+                    None => self.free.pop().unwrap_or_else(|| {
+                        if (self.next as usize) < SET_SIXTEENS {
+                            self.next += 1;
+                            self.next - 1
+                        } else {
+                            freed.pop().expect("no more /16s than slots")
+                        }
+                    }),
+                };
+                of.insert(sixteen, slot);
+                slot
+            })
+            .collect();
+        self.of = of;
+        self.free.extend(freed);
+        slots
+    }
 }
 
 /// Eight block table words of a /16 whose 256 /24s are all [`Block::Full`].
@@ -248,13 +297,15 @@ impl SetLayout {
     /// /16 whose /24s are all [`Block::Out`] or all [`Block::Full`] is so; one whose
     /// addresses are one prefix longer than /16 (a set of scattered hosts: nearly every /16
     /// it reaches) is [`Sixteen::One`]; any other has a record. Empty without `blocks`.
-    pub fn records(&self) -> SetRecords {
+    pub fn records(&self, slots: &mut RecordSlots) -> SetRecords {
         let mut out = SetRecords::default();
         if self.blocks.is_empty() {
+            slots.assign(&[]);
             return out;
         }
         out.summary = vec![0; SET_SUMMARY_WORDS];
         out.sixteens = vec![0; SET_SIXTEENS];
+        let mut recorded = Vec::new();
         for (i, words) in self.blocks.chunks(RECORD_WORDS).enumerate() {
             let (whole, entry) = if words.iter().all(|&w| w == 0) {
                 (Block::Out, Sixteen::Out as u32)
@@ -264,14 +315,18 @@ impl SetLayout {
                 let entry = Sixteen::One as u32 | u32::from(len - 16) << 2 | u32::from(low) << 16;
                 (Block::Partial, entry)
             } else {
-                let record = (out.words.len() / RECORD_WORDS) as u32;
+                recorded.push(i as u32);
                 out.words.extend_from_slice(words);
                 out.ranks
                     .extend_from_slice(&self.ranks[i * RECORD_WORDS..(i + 1) * RECORD_WORDS]);
-                (Block::Partial, Sixteen::Record as u32 | record << 2)
+                (Block::Partial, Sixteen::Record as u32)
             };
             out.summary[i / 32] |= (whole as u64) << ((i % 32) * 2);
             out.sixteens[i] = entry;
+        }
+        out.slots = slots.assign(&recorded);
+        for (&sixteen, &slot) in recorded.iter().zip(&out.slots) {
+            out.sixteens[sixteen as usize] |= slot << 2;
         }
         out
     }
@@ -1077,7 +1132,7 @@ mod tests {
              172.19.0.0/24\n172.19.2.0/24\n",
         );
         let layout = s.kernel_layout();
-        let records = layout.records();
+        let records = layout.records(&mut RecordSlots::default());
         for base in [
             "198.51.100.0",
             "198.51.101.0",
@@ -1131,6 +1186,43 @@ mod tests {
         assert_eq!(s.kernel_entries(), (3, 0));
     }
 
+    /// A /16 keeps its record's slot while the set changes around it; one that gains a
+    /// record never takes a slot another /16 had in the layout before (the kernel may still
+    /// be sent there), only one freed a change earlier.
+    #[test]
+    fn records_keep_their_slots_from_one_change_to_the_next() {
+        let mut slots = RecordSlots::default();
+        let of = |text: &str, slots: &mut RecordSlots| {
+            let records = set(text).kernel_layout().records(slots);
+            let entry = |a: &str| {
+                let a = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
+                records.sixteens[(a >> 16) as usize]
+            };
+            ["10.1.0.0", "10.2.0.0", "10.3.0.0", "10.4.0.0"].map(|a| {
+                let e = entry(a);
+                (e & 3 == Sixteen::Record as u32).then_some(e >> 2)
+            })
+        };
+        let two = "10.1.0.1\n10.1.0.3\n10.3.0.1\n10.3.0.3\n";
+        let first = of(two, &mut slots);
+        assert_eq!(first, [Some(0), None, Some(1), None]);
+        // 10.2/16 gains a record before 10.3/16's: 10.3/16 keeps slot 1.
+        let second = of(&format!("{two}10.2.0.1\n10.2.0.3\n"), &mut slots);
+        assert_eq!(second, [Some(0), Some(2), Some(1), None]);
+        // 10.1/16 loses its record, 10.4/16 gains one: not 10.1/16's slot, still read.
+        let third = of(
+            "10.2.0.1\n10.2.0.3\n10.3.0.1\n10.3.0.3\n10.4.0.1\n10.4.0.3\n",
+            &mut slots,
+        );
+        assert_eq!(third, [None, Some(2), Some(1), Some(3)]);
+        // A change later, 10.1/16's old slot is free again.
+        let fourth = of(
+            "10.1.0.1\n10.1.0.3\n10.2.0.1\n10.2.0.3\n10.3.0.1\n10.3.0.3\n10.4.0.1\n10.4.0.3\n",
+            &mut slots,
+        );
+        assert_eq!(fourth, [Some(0), Some(2), Some(1), Some(3)]);
+    }
+
     /// A /16's one prefix only when its addresses are exactly an aligned run: not two
     /// /25s apart, nor a run of three /24s, nor an unaligned /23's worth.
     #[test]
@@ -1147,7 +1239,7 @@ mod tests {
         ] {
             let s = set(text);
             let layout = s.kernel_layout();
-            let records = layout.records();
+            let records = layout.records(&mut RecordSlots::default());
             let e = records.sixteens[0x0a01];
             assert_eq!(e & 3 == Sixteen::One as u32, lone, "{text}");
             for a in 0x0a01_0000..=0x0a01_ffffu32 {
