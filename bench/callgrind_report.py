@@ -179,6 +179,10 @@ def steady(out, runs, packets, loop_fn):
         return None
     ia, ib = (functions(os.path.join(out, r + ".cg"), True) for r in (a, b))
     loop = lambda incl: max((ir for f, ir in incl.items() if loop_fn(f)), default=0)
+    if loop(ib) <= loop(ia):
+        # Likewise when the shorter run's loop polled an empty ring so much more often
+        # that it spent more than the longer one's.
+        return None
     fa, fb = (functions(os.path.join(out, r + ".cg"), False) for r in (a, b))
     own = {f: ir - fa.get(f, 0) for f, ir in fb.items()}
     return {"packets": pb - pa, "whole": (wb - wa) / (pb - pa),
@@ -242,8 +246,9 @@ def main():
             results[loop] = r
             if r is None or xd is None:
                 which = "its" if r is None else "xdpsock's"
-                print("%-8s %9s   unsteady: %s longer run forwarded no more than its shorter one "
-                      "(a starved generator); run it on a quieter machine" % (loop, "-", which))
+                print("%-8s %9s   unsteady: %s longer run forwarded, or spent in its loop, no "
+                      "more than its shorter one (a starved generator); run it on a quieter "
+                      "machine" % (loop, "-", which))
                 continue
             print("%-8s %9d %9.1f %8.1f %5.2fx %10.1f %9.1f %5.2fx %12s   (%s)"
                   % (loop, r["packets"], r["whole"], xd["whole"], r["ratio_whole"], r["loop"],
