@@ -1,6 +1,7 @@
 //! The XDP filter's prefix sets in the kernel: a /16 summary and index per set and the
-//! records of /24 states the index points at, with their ranks, the bitmaps of the /24s a set holds in part (mmapped arrays, stored a word at a time), and a
-//! trie of IPv6 prefixes, all sized when the program is loaded.
+//! records of /24 states the index points at, with their ranks, the bitmaps of the /24s a
+//! set holds in part (mmapped arrays, stored a word at a time), and a trie of IPv6 prefixes,
+//! all sized when the program is loaded.
 
 use foldhash::{HashMap, HashMapExt, HashSet};
 use std::os::fd::AsFd;

@@ -734,8 +734,9 @@ mod split {
         );
     }
 
-    /// A set rewritten in place, three times: the kernel's table and trie follow it (what a
-    /// set no longer holds is gone from the trie), as user space's ranges do.
+    /// A set rewritten in place, five times: the kernel's tables and trie follow it (what a
+    /// set no longer holds is gone from the trie; a /16 that gains a record reads its own),
+    /// as user space's ranges do.
     #[test]
     fn a_set_changes_in_place() {
         if !privileged() {
@@ -755,6 +756,13 @@ mod split {
             // Two of the IPv6 frames come from 2001:db8::1.
             ("\"198.51.100.2/31\", \"2001:db8::1\"", 3),
             ("\"198.51.100.0/30\", \"203.0.113.9\", \"2001:db8::/32\"", 5),
+            // Two prefixes of 203.0/16: its /16 takes a record. Then 198.51/16 gains one too,
+            // after 203.0/16's in the table but before it in address order.
+            ("\"203.0.113.9\", \"203.0.112.0/24\"", 1),
+            (
+                "\"198.51.100.2\", \"198.51.99.5\", \"203.0.113.9\", \"203.0.112.0/24\"",
+                2,
+            ),
             ("", 0),
         ] {
             let text = format!(
