@@ -332,10 +332,24 @@ fn u64_of(payload: &[u8]) -> Option<u64> {
 fn transact(protocol: libc::c_int, request: Vec<u8>) -> Result<Vec<(u16, Vec<u8>)>, SyscallError> {
     let sock = NetlinkSocket::open(protocol)?;
     sock.send(&request)?;
-    let mut buf = vec![0u8; 32 * 1024];
+    ANSWER.with_borrow_mut(|buf| collect_answer(&sock, buf))
+}
+
+thread_local! {
+    /// Where answers are received, one buffer a thread, zeroed once: the supervisor asks
+    /// after its links several times a second, and zeroing 32 KiB a request cost more than
+    /// the request itself.
+    static ANSWER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 32 * 1024]);
+}
+
+/// The payloads of the answer to the request just sent on `sock`, received into `buf`.
+fn collect_answer(
+    sock: &NetlinkSocket,
+    buf: &mut [u8],
+) -> Result<Vec<(u16, Vec<u8>)>, SyscallError> {
     let mut out = Vec::new();
     loop {
-        let n = sock.recv(&mut buf)?;
+        let n = sock.recv(buf)?;
         let mut rest = &buf[..n];
         while rest.len() >= NLMSG_HDRLEN {
             let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
