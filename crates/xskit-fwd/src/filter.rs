@@ -281,7 +281,9 @@ impl FilterMaps {
     }
 
     /// Puts `rules` in force at once: written with their vectors in the table set not in
-    /// force, which then is, by one word. A packet sees the old rules or the new, whole.
+    /// force, which then is, by one word. A packet sees the old rules or the new, whole:
+    /// the set not in force is rewritten only once no packet that found it in force is
+    /// still being decided by it.
     fn install(
         &mut self,
         rules: &[KernelRule],
@@ -289,6 +291,7 @@ impl FilterMaps {
         default: Action,
     ) -> Result<()> {
         let next = 1 - self.in_force;
+        xskit_os::wait_for_readers();
         if let Some(vectors) = vectors {
             let offset = self.vectors.write(vectors, next as usize)?;
             self.written.config.set_vectors(&vectors.special, offset);

@@ -144,6 +144,26 @@ pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
+/// membarrier(2)'s command that waits for an RCU grace period (`MEMBARRIER_CMD_GLOBAL`).
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+
+/// How long [`wait_for_readers`] waits where the kernel refuses the grace period: many times
+/// what an XDP program's run takes.
+const READERS_FALLBACK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Returns once every reader that began before the call is done: every XDP program run (a
+/// BPF program runs inside an RCU read-side section) has ended, so that what it may still
+/// have been reading can be rewritten. The kernel waits for an RCU grace period
+/// (membarrier's `MEMBARRIER_CMD_GLOBAL` is synchronize_rcu()); on a kernel that refuses it
+/// (CPUs in nohz_full), a fixed [`READERS_FALLBACK`] instead. Takes milliseconds.
+pub fn wait_for_readers() {
+    // SAFETY: membarrier takes no pointers; this command with no flags only waits.
+    let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if ret != 0 {
+        std::thread::sleep(READERS_FALLBACK);
+    }
+}
+
 /// Pins the calling thread to CPU `cpu`.
 pub fn pin_current_thread(cpu: usize) -> Result<(), SyscallError> {
     // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.

@@ -13,7 +13,7 @@ pub mod tap;
 pub use calls::{
     allowed_cpus, cvt, effective_uid, if_nametoindex, ifreq_named, ioctl_socket, memlock_limit,
     monotonic_coarse_ns, monotonic_ns, online_cpus, pin_current_thread, process_cpu_ns,
-    raise_open_files_limit, setsockopt, with_stop_signals_held, SockOptValue,
+    raise_open_files_limit, setsockopt, wait_for_readers, with_stop_signals_held, SockOptValue,
 };
 pub use error::SyscallError;
 pub use mmap::Mmap;
