@@ -1025,16 +1025,11 @@ static __always_inline int forward(struct xdp_md *ctx, __u64 pkt_len)
 }
 
 /*
- * To the queue's AF_XDP socket. Where none is registered (the forwarder starting or
- * stopping), the packet is dropped and counted: what user space was to decide never reaches
- * the host's stack undecided.
+ * Writes the decision told in front of the packet, TOLD_LEN bytes of XDP metadata: `told`'s
+ * low half (the rule, or NOT_TOLD), its high half (a NOTE_*), then `tag`. Where the driver
+ * keeps no metadata nothing is written.
  */
-/*
- * Writes the decision told in front of the packet, TOLD_LEN bytes of XDP metadata: `rule`
- * (or NOT_TOLD), four zero bytes, then `tag`. Where the driver keeps no metadata nothing is
- * written.
- */
-static __always_inline void xskit_tell(struct xdp_md *ctx, __u64 tag, __u32 rule)
+static __always_inline void xskit_tell(struct xdp_md *ctx, __u64 tag, __u64 told)
 {
 	void *meta, *data;
 
@@ -1044,13 +1039,18 @@ static __always_inline void xskit_tell(struct xdp_md *ctx, __u64 tag, __u32 rule
 	data = (void *)(long)ctx->data;
 	if (meta + TOLD_LEN > data)
 		return;
-	((__u32 *)meta)[0] = rule;
-	((__u32 *)meta)[1] = 0;
+	((__u32 *)meta)[0] = (__u32)told;
+	((__u32 *)meta)[1] = told >> 32;
 	((__u64 *)meta)[1] = tag;
 }
 
+/*
+ * To the queue's AF_XDP socket. Where none is registered (the forwarder starting or
+ * stopping), the packet is dropped and counted: what user space was to decide never reaches
+ * the host's stack undecided.
+ */
 static __always_inline int to_socket(struct xdp_md *ctx, const struct filter_state *st,
-				     __u64 pkt_len, __u32 told)
+				     __u64 pkt_len, __u64 told)
 {
 	int sent;
 
@@ -1094,7 +1094,7 @@ static __always_inline int arp_monitor(struct filter_state *st, void *data, void
 
 /* Carries out an action; a packet redirected to user space is told `told`. */
 static __always_inline int act(struct xdp_md *ctx, const struct filter_state *st,
-			       __u32 action, __u64 pkt_len, __u32 told)
+			       __u32 action, __u64 pkt_len, __u64 told)
 {
 	if (action == ACTION_DROP)
 		return XDP_DROP;
@@ -1420,7 +1420,7 @@ static __always_inline __u32 police(struct filter_state *st, __u32 *hit, __u32 a
  * it out.
  */
 static __always_inline int settle_told(struct xdp_md *ctx, struct filter_state *st, __u32 *why,
-				       __u32 hit, __u32 action, __u64 pkt_len, __u32 told)
+				       __u32 hit, __u32 action, __u64 pkt_len, __u64 told)
 {
 	struct rule *r = hit_rule(st, hit);
 
@@ -2127,6 +2127,23 @@ static __attribute__((noinline)) int police_plain(struct xdp_md *ctx, struct fil
 }
 
 /*
+ * The NOTE_* of a packet decide_plain took (`total` bytes of IP packet at `ip`): what user
+ * space's reading of the commonest packet would find (PacketKey's plain_ipv4: TCP's and
+ * UDP's whole headers, the frame holding what the IP header claims), said beside its rule.
+ */
+static __always_inline __u64 plain_note(void *data, void *end, struct iphdr *ip, __u64 total)
+{
+	int tcp = ip->protocol == IPPROTO_TCP;
+
+	if (data + PLAIN_NOTE_BYTES > end || total < sizeof(*ip) + (tcp ? 20 : 8) ||
+	    sizeof(struct ethhdr) + total > (__u64)(end - data))
+		return NOTE_NOTHING;
+	if (!partial_csum(ip + 1, end, ip->protocol, (__u16 *)&ip->saddr, 4, total - sizeof(*ip)))
+		return NOTE_SETTLED;
+	return tcp ? NOTE_PARTIAL_TCP : NOTE_PARTIAL_UDP;
+}
+
+/*
  * The shape most packets have, and a flood's: untagged IPv4 without options, not a fragment,
  * TCP or UDP with its ports, on an interface with no bond duties. Decided as decide_ipv4
  * decides it, in fewer instructions: -1 for any other packet, which takes the general path.
@@ -2136,7 +2153,7 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 {
 	struct iphdr *ip = data + sizeof(struct ethhdr);
 	__u32 hit, action;
-	__u64 total;
+	__u64 total, told;
 	__u16 sport, dport;
 	__u8 flags = 0;
 	void *l4;
@@ -2183,8 +2200,10 @@ static __always_inline int decide_plain(struct xdp_md *ctx, struct filter_state 
 	if (action == ACTION_FORWARD)
 		return forward_plain(ctx, st, hit, pkt_len, why);
 	/* Decided by one rule, every key compared: user space may take it as told. */
-	return settle_told(ctx, st, why, hit, action, pkt_len,
-			   hit == COUNTER_DEFAULT ? st->config.rule_count : hit);
+	told = hit == COUNTER_DEFAULT ? st->config.rule_count : hit;
+	if (action == ACTION_REDIRECT && st->config.told_tag)
+		told |= (__u64)plain_note(data, end, ip, total) << 32;
+	return settle_told(ctx, st, why, hit, action, pkt_len, told);
 }
 
 /*

@@ -24,8 +24,8 @@ pub const LINEAR_RULES: usize = 8;
 
 /// Bytes the filter writes in front of a packet it redirects to user space while it tells
 /// its decisions ([`crate::told`]): the rule that decided the packet (its index, the
-/// default's `rule_count`, or [`NOT_TOLD`]), four zero bytes, and the tag of the filter's
-/// interface and rules, last, next to the packet.
+/// default's `rule_count`, or [`NOT_TOLD`]), a [`TellNote`] on its headers (32 bits), and
+/// the tag of the filter's interface and rules, last, next to the packet.
 pub const TOLD_LEN: usize = 16;
 
 /// The rule word of a packet the filter did not decide by one rule alone.
@@ -84,6 +84,24 @@ macro_rules! c_enum {
         }
     };
 }
+
+c_enum! {
+    /// What the filter, having read a told packet's headers, tells of them: what user space's
+    /// reading of the commonest packet (an untagged IPv4 packet without options, not a
+    /// fragment, TCP or UDP with its whole header, in a frame of at least
+    /// [`PLAIN_NOTE_BYTES`] that holds all the IP packet claims) would find, so that a
+    /// worker taking the rule as told need not read them again.
+    pub enum TellNote ("NOTE_") {
+        Nothing = "NOTHING", "not such a packet, or not said: user space reads it";
+        Settled = "SETTLED", "such a packet, its TCP or UDP checksum complete";
+        PartialUdp = "PARTIAL_UDP", "such a UDP packet, its checksum the pseudo-header's sum alone";
+        PartialTcp = "PARTIAL_TCP", "such a TCP packet, its checksum the pseudo-header's sum alone";
+    }
+}
+
+/// The bytes a frame has at least for a [`TellNote`] other than `Nothing`: Ethernet, IPv4
+/// and TCP headers, which user space reads in one piece.
+pub const PLAIN_NOTE_BYTES: usize = 14 + 20 + 20;
 
 c_enum! {
     /// What the kernel filter does with a packet a rule (or the default) matched.
@@ -541,6 +559,14 @@ fn table_defines(define: &mut impl FnMut(&str, String, &str)) {
         "bytes of a decision told in front of a packet",
     );
     define("NOT_TOLD", format!("{NOT_TOLD}U"), "no rule told");
+    for n in TellNote::ALL {
+        define(n.c_name(), (*n as u32).to_string(), n.describe());
+    }
+    define(
+        "PLAIN_NOTE_BYTES",
+        PLAIN_NOTE_BYTES.to_string(),
+        "bytes of a frame a note other than NOTE_NOTHING needs",
+    );
     define(
         "VECTOR_WORDS",
         VECTOR_WORDS.to_string(),

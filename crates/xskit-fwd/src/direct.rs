@@ -13,6 +13,7 @@ use crate::counter::bump;
 use crate::error::Result;
 use crate::rules::{ChecksumState, PacketKey, Verdict};
 use crate::stages::{Forwarding, Rules};
+use crate::told::Told;
 use crate::worker::Worker;
 
 /// What the direct path may do with a port's packets, fixed for one vector.
@@ -67,8 +68,8 @@ impl Rules {
         if continued || data.len() > to.max_frame {
             return (Onward::Keep, 0, false);
         }
-        if let Some(i) = crate::told::rule(front, to.told_tag) {
-            return (self.onward_as_told(data, i, to), i, true);
+        if let Some(told) = crate::told::rule(front, to.told_tag) {
+            return (self.onward_as_told(data, told, to), told.rule, true);
         }
         let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
         let (i, verdict) = self.rules.decide(&key);
@@ -79,12 +80,16 @@ impl Rules {
         (to.onward(data, checksum), i, false)
     }
 
-    /// [`Rules::onward`] for a packet the filter told was rule `i`'s: what the pipeline
-    /// would find it is, since the filter's plain path compared every key of the same rules.
+    /// [`Rules::onward`] for a packet the filter told the rule of: what the pipeline would
+    /// find it is, since the filter's plain path compared every key of the same rules, and
+    /// read its headers as [`PacketKey`] reads them when its note says so.
     #[inline(always)]
-    fn onward_as_told(&self, data: &mut [u8], i: usize, to: DirectRoute) -> Onward {
-        if self.rules.verdict_at(i) != Some(Verdict::Forward) {
+    fn onward_as_told(&self, data: &mut [u8], told: Told, to: DirectRoute) -> Onward {
+        if self.rules.verdict_at(told.rule) != Some(Verdict::Forward) {
             return Onward::Keep;
+        }
+        if let Some(checksum) = ChecksumState::told(told.note) {
+            return to.onward(data, checksum);
         }
         match PacketKey::classifiable_noting_checksum(data, false) {
             (true, checksum) => to.onward(data, checksum),

@@ -1,5 +1,6 @@
 //! The fields of a packet the rules look at, read once from its headers.
 
+use crate::abi::TellNote;
 use xskit_wire::offload::{self, L4Checksum};
 use xskit_wire::{checksum, ethernet, ip_protocol, ipv4, ipv6, tcp, udp, vlan, EtherType};
 
@@ -78,6 +79,22 @@ impl ChecksumState {
     /// Nothing to finish.
     pub fn is_settled(self) -> bool {
         self == ChecksumState::Settled
+    }
+
+    /// What the filter's note on a packet it told says of its checksum, as the plain read
+    /// ([`PacketKey::classifiable_noting_checksum`]) of a classifiable packet would say it;
+    /// `None` when the note says nothing.
+    pub fn told(note: TellNote) -> Option<ChecksumState> {
+        let partial = |offset| ChecksumState::Partial {
+            start: Self::PLAIN_IPV4_L4,
+            offset,
+        };
+        match note {
+            TellNote::Nothing => None,
+            TellNote::Settled => Some(ChecksumState::Settled),
+            TellNote::PartialUdp => Some(partial(udp::CHECKSUM_AT)),
+            TellNote::PartialTcp => Some(partial(tcp::CHECKSUM_AT)),
+        }
     }
 }
 
