@@ -40,6 +40,7 @@ impl Rules {
     ) -> Option<DirectRoute> {
         self.take_up_changes_if_any();
         let forward_to = self.forwarding(input_port);
+        // Never reflecting (whose next is Back): a packet goes on as it is, or to the host.
         (forward_to.next() == Next::Tx(output_port)).then_some(DirectRoute {
             forward_to,
             max_frame,
@@ -68,8 +69,54 @@ impl Rules {
         if continued || data.len() > to.max_frame {
             return (Onward::Keep, 0, false);
         }
-        if let Some(told) = crate::told::rule(front, to.told_tag) {
-            return (self.onward_as_told(data, told, to), told.rule, true);
+        let told = crate::told::rule(front, to.told_tag);
+        if let Some(t) = told {
+            if let Some(checksum) = ChecksumState::told(t.note) {
+                return (
+                    self.onward_as_told(data, t.rule, checksum, to),
+                    t.rule,
+                    true,
+                );
+            }
+        }
+        self.onward_read(data, told, to)
+    }
+
+    /// [`Rules::onward`] for a packet the filter told the rule of, and whose headers its
+    /// note says: what the pipeline would find it is, since the filter's plain path compared
+    /// every key of the same rules and read the headers as [`PacketKey`] reads them.
+    #[inline(always)]
+    fn onward_as_told(
+        &self,
+        data: &mut [u8],
+        i: usize,
+        checksum: ChecksumState,
+        to: DirectRoute,
+    ) -> Onward {
+        if self.rules.verdict_at(i) != Some(Verdict::Forward) {
+            return Onward::Keep;
+        }
+        to.onward(data, checksum)
+    }
+
+    /// [`Rules::onward`] for a packet read here: its rule told without a note, or not told.
+    /// Out of line, so that the told path's loop keeps its registers.
+    #[inline(never)]
+    fn onward_read(
+        &self,
+        data: &mut [u8],
+        told: Option<Told>,
+        to: DirectRoute,
+    ) -> (Onward, usize, bool) {
+        if let Some(t) = told {
+            if self.rules.verdict_at(t.rule) != Some(Verdict::Forward) {
+                return (Onward::Keep, t.rule, true);
+            }
+            let onward = match PacketKey::classifiable_noting_checksum(data, false) {
+                (true, checksum) => to.onward(data, checksum),
+                (false, _) => Onward::Keep,
+            };
+            return (onward, t.rule, true);
         }
         let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
         let (i, verdict) = self.rules.decide(&key);
@@ -80,31 +127,31 @@ impl Rules {
         (to.onward(data, checksum), i, false)
     }
 
-    /// [`Rules::onward`] for a packet the filter told the rule of: what the pipeline would
-    /// find it is, since the filter's plain path compared every key of the same rules, and
-    /// read its headers as [`PacketKey`] reads them when its note says so.
-    #[inline(always)]
-    fn onward_as_told(&self, data: &mut [u8], told: Told, to: DirectRoute) -> Onward {
-        if self.rules.verdict_at(told.rule) != Some(Verdict::Forward) {
-            return Onward::Keep;
-        }
-        if let Some(checksum) = ChecksumState::told(told.note) {
-            return to.onward(data, checksum);
-        }
-        match PacketKey::classifiable_noting_checksum(data, false) {
-            (true, checksum) => to.onward(data, checksum),
-            (false, _) => Onward::Keep,
-        }
-    }
-
     /// [`Rules::onward`] without rules, the default forwarding: only whether a packet can
     /// be classified matters (an unclassifiable one is kept), and every packet sent on is
-    /// the default's.
+    /// the default's; the filter's note, when it told one, says so without reading the
+    /// packet. Also whether the filter told.
     #[inline(always)]
-    pub(crate) fn onward_by_default(data: &mut [u8], continued: bool, to: DirectRoute) -> Onward {
+    pub(crate) fn onward_by_default(
+        data: &mut [u8],
+        continued: bool,
+        front: &[u8],
+        to: DirectRoute,
+    ) -> (Onward, bool) {
         if continued || data.len() > to.max_frame {
-            return Onward::Keep;
+            return (Onward::Keep, false);
         }
+        let told = crate::told::rule(front, to.told_tag);
+        if let Some(checksum) = told.and_then(|t| ChecksumState::told(t.note)) {
+            return (to.onward(data, checksum), true);
+        }
+        (Self::onward_read_by_default(data, to), told.is_some())
+    }
+
+    /// [`Rules::onward_by_default`] for a packet read here. Out of line, as
+    /// [`Rules::onward_read`].
+    #[inline(never)]
+    fn onward_read_by_default(data: &mut [u8], to: DirectRoute) -> Onward {
         match PacketKey::classifiable_noting_checksum(data, false) {
             (true, checksum) => to.onward(data, checksum),
             (false, _) => Onward::Keep,
@@ -123,8 +170,11 @@ impl DirectRoute {
     /// what only the pipeline does.
     #[inline(always)]
     fn onward(&self, data: &mut [u8], checksum: ChecksumState) -> Onward {
-        if self.forward_to.route(data) != self.forward_to.next() {
-            return Onward::Keep;
+        // What Forwarding::route decides, the direct path not reflecting: the host's
+        // frames, and any too short to say, are the pipeline's.
+        match data.first_chunk() {
+            Some(h) if !self.forward_to.is_the_hosts(h) => {}
+            _ => return Onward::Keep,
         }
         match checksum {
             ChecksumState::Settled => Onward::Send,
@@ -201,20 +251,22 @@ impl<P: SidePort> Worker<P> {
         let n = if rules.forwards_without_rules() {
             // One run, the default's: no rule to tell apart per packet.
             moved.run.0 = rules.rules.rules().len();
-            from.forward_to(to, umem, pool, vector, |data, contd, _| {
-                let onward = Rules::onward_by_default(data, contd, route);
-                if onward != Onward::Keep {
+            from.forward_to(to, umem, pool, vector, |data, contd, front| {
+                let (onward, told) = Rules::onward_by_default(data, contd, front.bytes(), route);
+                if !matches!(onward, Onward::Keep) {
                     moved.run.1 += 1;
                     moved.run.2 += data.len() as u64;
-                    moved.finished += u64::from(onward != Onward::Send);
+                    moved.finished += u64::from(!matches!(onward, Onward::Send));
+                    moved.told += u64::from(told);
                 }
                 onward
             })
         } else {
             from.forward_to(to, umem, pool, vector, |data, contd, front| {
                 let (onward, i, told) = rules.onward(data, contd, front.bytes(), route);
-                if onward != Onward::Keep {
-                    moved.add(rules, i, data.len(), onward != Onward::Send, told);
+                if !matches!(onward, Onward::Keep) {
+                    let finished = !matches!(onward, Onward::Send);
+                    moved.add(rules, i, data.len(), finished, told);
                 }
                 onward
             })

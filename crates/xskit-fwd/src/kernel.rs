@@ -41,8 +41,8 @@ pub(crate) struct KernelRules {
     pub(crate) limits: Vec<Option<crate::bucket::Limit>>,
     /// Their bit vectors, past LINEAR_RULES rules.
     pub(crate) vectors: Option<Arc<crate::rules::RuleVectors>>,
-    /// The rules whose decisions the filter tells user space: none without rules, where
-    /// the workers need no decision.
+    /// The rules whose decisions the filter tells user space (without rules, the default's,
+    /// whose notes spare the workers reading the packet).
     pub(crate) told: Option<crate::told::RulesId>,
 }
 
@@ -63,7 +63,7 @@ impl KernelRules {
             port_sets: set.port_sets().to_vec(),
             limits: share.kernel_limits(),
             vectors: set.vectors().cloned(),
-            told: (!set.rules().is_empty()).then(|| set.told_id()),
+            told: Some(set.told_id()),
         })
     }
 }

@@ -283,6 +283,13 @@ impl Forwarding {
         self.next
     }
 
+    /// Whether a frame (of an Ethernet header at least) is addressed to the host's MAC:
+    /// what [`Forwarding::route`] sends to the host when not reflecting.
+    #[inline(always)]
+    pub(crate) fn is_the_hosts(&self, h: &[u8; ethernet::HEADER_LEN]) -> bool {
+        self.local_mac.is_some_and(|mac| h[..6] == mac)
+    }
+
     /// Forwards one packet to `next`, or to the host when it is addressed to the host's
     /// MAC, or back with its addresses swapped when reflecting.
     #[inline(always)]
@@ -298,25 +305,18 @@ impl Forwarding {
         // header would do is the rules' unclassifiable verdict, decided before this.
         match data.first_chunk::<{ ethernet::HEADER_LEN }>() {
             None => Next::Drop,
-            Some(h) if self.local_mac.is_some_and(|mac| h[..6] == mac) => Next::Kernel,
+            Some(h) if self.is_the_hosts(h) => Next::Kernel,
             Some(_) => self.next,
         }
     }
 }
 
 /// The tags the filters of `ifindexes` tell their decisions under while they run `rules`,
-/// as [`crate::kernel::KernelRules`] has them tell: none without rules.
+/// as [`crate::kernel::KernelRules`] has them tell.
 pub(crate) fn told_tags(rules: &RuleSet, ifindexes: &[u32]) -> Vec<u64> {
-    let told = !rules.rules().is_empty();
     ifindexes
         .iter()
-        .map(|&i| {
-            if told {
-                crate::told::tag(i, rules.told_id())
-            } else {
-                0
-            }
-        })
+        .map(|&i| crate::told::tag(i, rules.told_id()))
         .collect()
 }
 
