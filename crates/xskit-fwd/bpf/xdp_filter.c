@@ -2134,11 +2134,22 @@ static __attribute__((noinline)) int police_plain(struct xdp_md *ctx, struct fil
 static __always_inline __u64 plain_note(void *data, void *end, struct iphdr *ip, __u64 total)
 {
 	int tcp = ip->protocol == IPPROTO_TCP;
+	__u16 field, pseudo;
+	__u32 sum;
 
 	if (data + PLAIN_NOTE_BYTES > end || total < sizeof(*ip) + (tcp ? 20 : 8) ||
 	    sizeof(struct ethhdr) + total > (__u64)(end - data))
 		return NOTE_NOTHING;
-	if (!partial_csum(ip + 1, end, ip->protocol, (__u16 *)&ip->saddr, 4, total - sizeof(*ip)))
+	/*
+	 * partial_csum's test without its loop, summed in the packet's byte order (one's
+	 * complement sums commute with the swap): the addresses' words as they lie, the
+	 * protocol and the L4 length swapped to lie the same way.
+	 */
+	sum = (ip->saddr & 0xffff) + (ip->saddr >> 16) + (ip->daddr & 0xffff) + (ip->daddr >> 16) +
+	      bpf_htons((__u16)ip->protocol) + bpf_htons((__u16)(total - sizeof(*ip)));
+	pseudo = fold(sum);
+	field = *(__u16 *)((void *)(ip + 1) + (tcp ? 16 : 6));
+	if (field != pseudo && ((field | pseudo) != 0xffff || (field & pseudo) != 0))
 		return NOTE_SETTLED;
 	return tcp ? NOTE_PARTIAL_TCP : NOTE_PARTIAL_UDP;
 }
