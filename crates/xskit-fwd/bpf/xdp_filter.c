@@ -764,7 +764,8 @@ struct config {
 	__u32 table;
 	/*
 	 * Non-zero: written in front of every packet redirected to user space, with the rule
-	 * that decided it (src/told.rs): the tag of this interface and these rules.
+	 * that decided it and a note on its headers (src/told.rs): the tag of this interface
+	 * and these rules.
 	 */
 	__u64 told_tag;
 };
