@@ -1,9 +1,11 @@
 //! Decisions the XDP filter tells user space: in front of each packet it redirects to an
 //! AF_XDP socket (the packet's XDP metadata, which AF_XDP delivers in front of the frame in
 //! copy mode as in zero-copy), the filter writes the rule that decided it, when its plain
-//! path decided it by one rule, and a tag naming the interface's filter and the rules it ran.
-//! A worker running the same rules takes the rule as told instead of classifying the packet
-//! again; any other tag, or none, and it classifies as before.
+//! path decided it by one rule, a note on what it found of the packet's headers
+//! ([`TellNote`]), and a tag naming the interface's filter and the rules it ran. A worker
+//! running the same rules takes the rule as told instead of classifying the packet again,
+//! and the note instead of reading its headers; any other tag, or none, and it classifies as
+//! before.
 //!
 //! Why a stale tag cannot mislead: while a filter tells, it writes the tag in front of every
 //! packet it redirects, so every frame it delivers carries its own. A driver that keeps no
