@@ -23,7 +23,7 @@ const _: () = assert!(STATE_BYTES.is_power_of_two());
 pub const LINEAR_RULES: usize = 8;
 
 /// Bytes the filter writes in front of a packet it redirects to user space while it tells
-/// its decisions ([`crate::told`]): the rule that decided the packet (its index, the
+/// its decisions (`src/told.rs`): the rule that decided the packet (its index, the
 /// default's `rule_count`, or [`NOT_TOLD`]), a [`TellNote`] on its headers (32 bits), and
 /// the tag of the filter's interface and rules, last, next to the packet.
 pub const TOLD_LEN: usize = 16;

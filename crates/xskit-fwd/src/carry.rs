@@ -54,7 +54,7 @@ impl CarriedRules {
 /// What one interface's filter carries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CarriedFilter {
-    /// The program object it was built from ([`program_id`]): state is carried only into a
+    /// The program object it was built from (`program_id`): state is carried only into a
     /// filter built from the same.
     pub program: u64,
     /// What forwarders before it counted, by counter index: (index, packets, bytes), the

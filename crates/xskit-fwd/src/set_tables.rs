@@ -74,7 +74,7 @@ impl SetRoom {
     }
 
     /// This room, with room beside each kind of set entry the sets have for as many again,
-    /// [`SET_ROOM`] at least: for elements added while the forwarder runs.
+    /// `SET_ROOM` at least: for elements added while the forwarder runs.
     pub fn to_grow(self) -> Self {
         let grow = |n: usize| {
             if self.sets > 0 {

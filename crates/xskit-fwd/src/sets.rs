@@ -215,7 +215,7 @@ pub struct SetLayout {
     /// `(a & 255) >> 6` for address `a`).
     pub partial: Vec<(u32, [u64; 4])>,
     /// For each word of `blocks`, how many partial /24s the words before it hold: the index
-    /// in `partial` of the word's first ([`partial_rank`] finds the others). Empty with
+    /// in `partial` of the word's first (`partial_rank` finds the others). Empty with
     /// `blocks`.
     pub ranks: Vec<u32>,
     /// The IPv6 ranges as trie prefixes: (address, length).
@@ -569,7 +569,7 @@ impl PrefixSet {
         Ok(next)
     }
 
-    /// Its elements for people, at most [`MAX_LISTED`]: a set without timeouts or counters
+    /// Its elements for people, at most `MAX_LISTED`: a set without timeouts or counters
     /// as the fewest prefixes that cover it; one with, each element, with the time it has
     /// left at `now_ns` (CLOCK_MONOTONIC) if it expires (`198.51.100.7 expires 59s`), the
     /// expired left out.

@@ -155,7 +155,7 @@ const READERS_FALLBACK: std::time::Duration = std::time::Duration::from_millis(1
 /// BPF program runs inside an RCU read-side section) has ended, so that what it may still
 /// have been reading can be rewritten. The kernel waits for an RCU grace period
 /// (membarrier's `MEMBARRIER_CMD_GLOBAL` is synchronize_rcu()); on a kernel that refuses it
-/// (CPUs in nohz_full), a fixed [`READERS_FALLBACK`] instead. Takes milliseconds.
+/// (CPUs in nohz_full), a fixed `READERS_FALLBACK` (100 ms) instead. Takes milliseconds.
 pub fn wait_for_readers() {
     // SAFETY: membarrier takes no pointers; this command with no flags only waits.
     let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };

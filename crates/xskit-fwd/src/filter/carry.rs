@@ -138,7 +138,7 @@ impl HandedMaps {
 }
 
 impl XdpFilter {
-    /// The program object it was built from ([`crate::carry::program_id`]).
+    /// The program object it was built from (`carry::program_id`).
     pub fn program_id(&self) -> u64 {
         self.maps.lock_unpoisoned().program_id
     }

@@ -48,7 +48,7 @@ impl<'a> KernelShare<'a> {
 
     /// Makes `filter` tell user space, in front of each packet it redirects there, the rule
     /// its plain path decided the packet by, from the next [`XdpFilter::set_rules`] on,
-    /// which must put these rules in force ([`crate::told`]).
+    /// which must put these rules in force (`src/told.rs`).
     pub fn tell_in(&self, filter: &XdpFilter) {
         filter.tell_as(Some(self.rules.told_id()));
     }

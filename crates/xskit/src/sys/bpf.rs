@@ -169,7 +169,7 @@ fn check_sizes<'m, K, V>(
 }
 
 /// Writes `keys[i]` with `values[i]` into `map` (created or replaced), with
-/// BPF_MAP_UPDATE_BATCH: a system call per [`BATCH_ENTRIES`] entries instead of one an entry.
+/// BPF_MAP_UPDATE_BATCH: a system call per `BATCH_ENTRIES` entries instead of one an entry.
 /// The types must be the map's key and value (checked), and the slices as long as each other.
 /// Fails at the first entry the kernel refuses, with the entries before it written; a kernel
 /// or map type without the command answers EINVAL or ENOTSUPP before writing any.
@@ -195,7 +195,7 @@ pub fn update_batch<K: aya::Pod, V: aya::Pod>(
     Ok(())
 }
 
-/// Every entry of `map`, read with BPF_MAP_LOOKUP_BATCH: a system call per [`BATCH_ENTRIES`]
+/// Every entry of `map`, read with BPF_MAP_LOOKUP_BATCH: a system call per `BATCH_ENTRIES`
 /// entries. The types must be the map's key and value (checked). Entries changed while it
 /// reads may be seen or not, as with iterating key by key.
 pub fn lookup_batch<K: aya::Pod, V: aya::Pod>(
