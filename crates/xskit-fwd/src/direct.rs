@@ -198,6 +198,30 @@ struct Moved {
     finished: u64,
     told: u64,
     run: (usize, u64, u64),
+    kept: bool,
+}
+
+/// What one direct move did: how many packets it moved, and whether it stopped at one it
+/// keeps for the pipeline. A move that stopped short without keeping one found its rx ring
+/// empty, or the output's tx ring full: the pipeline has nothing to take then that the next
+/// move would not (what arrived since, which the next move sends as cheaply), and packets
+/// left in a full ring wait there rather than in the pipeline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DirectMove {
+    pub(crate) moved: usize,
+    pub(crate) kept: bool,
+}
+
+impl DirectMove {
+    /// How many of a `vector` the pipeline receives after this move: the rest of the
+    /// vector when the move kept a packet for it, none otherwise.
+    pub(crate) fn left_to_pipeline(self, vector: usize) -> usize {
+        if self.kept {
+            vector.saturating_sub(self.moved)
+        } else {
+            0
+        }
+    }
 }
 
 impl Moved {
@@ -227,24 +251,28 @@ impl Moved {
 
 impl<P: SidePort> Worker<P> {
     /// Port `p`'s packets that go out of the other port as they are, moved there directly
-    /// while they do (see the module's comment); returns how many, after which the port to
-    /// kick is the other. Nothing when the worker has no direct path, or port `p` is in the
-    /// middle of a chain of frames (its rest must join the pipeline's part).
+    /// while they do (see the module's comment), after which the port to kick is the other.
+    /// Nothing moved, and the pipeline's turn, when the worker has no direct path, or port
+    /// `p` is in the middle of a chain of frames (its rest must join the pipeline's part).
     #[inline(always)]
-    pub(crate) fn forward_directly(&mut self, p: usize) -> Result<usize> {
+    pub(crate) fn forward_directly(&mut self, p: usize) -> Result<DirectMove> {
+        const NONE: DirectMove = DirectMove {
+            moved: 0,
+            kept: true,
+        };
         let q = p ^ 1;
         let (Some(rules), Some(&mtu)) = (self.direct.as_mut(), self.mtus.get(q)) else {
-            return Ok(0);
+            return Ok(NONE);
         };
         if self.chains.mid_packet(p) {
-            return Ok(0);
+            return Ok(NONE);
         }
         let ports = (p as u16, q as u16);
         let Some(route) = rules.begin_direct(ports, mtu + 14, self.csum_offload) else {
-            return Ok(0);
+            return Ok(NONE);
         };
         let Ok([from, to]) = self.ports.get_disjoint_mut([p, q]) else {
-            return Ok(0);
+            return Ok(NONE);
         };
         let mut moved = Moved::default();
         let (umem, pool, vector) = (&self.umem, &mut self.pool, self.vector);
@@ -258,6 +286,8 @@ impl<P: SidePort> Worker<P> {
                     moved.run.2 += data.len() as u64;
                     moved.finished += u64::from(!matches!(onward, Onward::Send));
                     moved.told += u64::from(told);
+                } else {
+                    moved.kept = true;
                 }
                 onward
             })
@@ -267,6 +297,8 @@ impl<P: SidePort> Worker<P> {
                 if !matches!(onward, Onward::Keep) {
                     let finished = !matches!(onward, Onward::Send);
                     moved.add(rules, i, data.len(), finished, told);
+                } else {
+                    moved.kept = true;
                 }
                 onward
             })
@@ -288,6 +320,30 @@ impl<P: SidePort> Worker<P> {
                 bump(&rx.rx_told, moved.told);
             }
         }
-        Ok(n)
+        Ok(DirectMove {
+            moved: n,
+            // Nothing moved: a descriptor the move refused before asking (one beyond its
+            // frame, a checksum request without room), or the first of an empty ring's, is
+            // the pipeline's to take.
+            kept: moved.kept || n == 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DirectMove;
+
+    #[test]
+    fn the_pipeline_takes_the_vectors_rest_only_after_a_packet_kept_for_it() {
+        let kept = |moved| DirectMove { moved, kept: true };
+        let short = |moved| DirectMove { moved, kept: false };
+        assert_eq!(kept(10).left_to_pipeline(64), 54);
+        assert_eq!(kept(0).left_to_pipeline(64), 64);
+        assert_eq!(kept(64).left_to_pipeline(64), 0);
+        // Stopped short with nothing kept (an emptied rx ring, a full tx ring): what
+        // arrives next is the next move's.
+        assert_eq!(short(10).left_to_pipeline(64), 0);
+        assert_eq!(short(64).left_to_pipeline(64), 0);
     }
 }

@@ -319,12 +319,13 @@ impl<P: SidePort> Worker<P> {
         let mut now_ns = None;
         let (mut got, mut direct) = (0, [false; 2]);
         for p in 0..nports {
-            // What the direct path leaves of the vector takes the pipeline.
-            let moved = self.forward_directly(p)?;
-            direct[(p ^ 1) & 1] |= moved > 0;
-            got += moved;
-            if moved < self.vector {
-                got += self.receive_vector(p, self.vector - moved, clock, &mut now_ns)?;
+            // What the direct path keeps of the vector takes the pipeline.
+            let direct_move = self.forward_directly(p)?;
+            direct[(p ^ 1) & 1] |= direct_move.moved > 0;
+            got += direct_move.moved;
+            let rest = direct_move.left_to_pipeline(self.vector);
+            if rest > 0 {
+                got += self.receive_vector(p, rest, clock, &mut now_ns)?;
             }
         }
         // Idle rounds count too, and a readable host link ends the wait in poll(2), so the
