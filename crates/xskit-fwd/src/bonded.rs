@@ -429,6 +429,13 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
     fn refill(&mut self, umem: &Umem, pool: &mut FramePool) -> xskit_pipeline::Result<()> {
         on_side!(self, p => p.refill(umem, pool))
     }
+    /// A bond's members are asked in its receive, whatever they hold.
+    fn may_have_received(&mut self) -> bool {
+        match self {
+            Side::One(p) => p.may_have_received(),
+            Side::Bond(_) => true,
+        }
+    }
     fn receive(
         &mut self,
         umem: &Umem,

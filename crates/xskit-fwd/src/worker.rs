@@ -319,6 +319,11 @@ impl<P: SidePort> Worker<P> {
         let mut now_ns = None;
         let (mut got, mut direct) = (0, [false; 2]);
         for p in 0..nports {
+            // An empty rx ring has nothing for either path (a chain's rest arrives there
+            // too): an idle port costs the round one look at its ring.
+            if !self.ports[p].may_have_received() {
+                continue;
+            }
             // What the direct path keeps of the vector takes the pipeline.
             let direct_move = self.forward_directly(p)?;
             direct[(p ^ 1) & 1] |= direct_move.moved > 0;

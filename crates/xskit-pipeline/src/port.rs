@@ -30,6 +30,13 @@ pub trait PipelinePort {
         Ok(())
     }
 
+    /// False when the port knows it has received nothing since frames were last taken
+    /// from it (an empty rx ring), so that a round may pass it by without asking
+    /// [`PipelinePort::forward_to`] or [`PipelinePort::receive`]; true when it may have.
+    fn may_have_received(&mut self) -> bool {
+        true
+    }
+
     /// Moves up to `max` received frames into `out` (frames of one multi-buffer packet
     /// marked continued, then its last); returns how many.
     fn receive(

@@ -175,6 +175,11 @@ impl PipelinePort for XskPort {
         Ok(())
     }
 
+    /// Reads the kernel's rx producer index only when the frames seen before are taken.
+    fn may_have_received(&mut self) -> bool {
+        self.socket.rx().is_some_and(|rx| rx.available() > 0)
+    }
+
     /// Moves up to `max` received frames into `out`; returns how many.
     fn receive(
         &mut self,
