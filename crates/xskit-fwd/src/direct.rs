@@ -112,11 +112,7 @@ impl Rules {
             if self.rules.verdict_at(t.rule) != Some(Verdict::Forward) {
                 return (Onward::Keep, t.rule, true);
             }
-            let onward = match PacketKey::classifiable_noting_checksum(data, false) {
-                (true, checksum) => to.onward(data, checksum),
-                (false, _) => Onward::Keep,
-            };
-            return (onward, t.rule, true);
+            return (Self::onward_read_forwarded(data, to), t.rule, true);
         }
         let (key, checksum) = PacketKey::parse_noting_checksum(data, false);
         let (i, verdict) = self.rules.decide(&key);
@@ -145,13 +141,14 @@ impl Rules {
         if let Some(checksum) = told.and_then(|t| ChecksumState::told(t.note)) {
             return (to.onward(data, checksum), true);
         }
-        (Self::onward_read_by_default(data, to), told.is_some())
+        (Self::onward_read_forwarded(data, to), told.is_some())
     }
 
-    /// [`Rules::onward_by_default`] for a packet read here. Out of line, as
-    /// [`Rules::onward_read`].
+    /// How a packet whose verdict is forward goes on, read here: [`Rules::onward_by_default`]
+    /// without a note, and [`Rules::onward_read`] for a rule told without one. Out of line,
+    /// as [`Rules::onward_read`].
     #[inline(never)]
-    fn onward_read_by_default(data: &mut [u8], to: DirectRoute) -> Onward {
+    fn onward_read_forwarded(data: &mut [u8], to: DirectRoute) -> Onward {
         match PacketKey::classifiable_noting_checksum(data, false) {
             (true, checksum) => to.onward(data, checksum),
             (false, _) => Onward::Keep,
