@@ -13,6 +13,11 @@ fn main() {
                 "xdp_count_drop",
                 &["-DXSKIT_REDIRECT"],
             ),
+            Program::with_args(
+                "xdp_count_src_port",
+                "xdp_count_drop",
+                &["-DXSKIT_SRC_PORT"],
+            ),
             Program::new("xdp_live_redirect", "xdp_live_redirect"),
         ],
         &[],

@@ -37,6 +37,9 @@ pub(crate) enum Sources {
 pub(crate) enum Peer {
     /// A program that counts and drops every packet: the ceiling.
     Ceiling,
+    /// A program that reads each packet's UDP source port and drops the attack's (53): the
+    /// least any filter by source port does.
+    SrcPortFloor,
     /// Debian's xdp-filter (xdp-tools), dropping the attack's source addresses.
     XdpFilter,
 }
@@ -65,7 +68,7 @@ pub(crate) const BLOCKLIST_PREFIXES: usize = 1_000_000;
 pub(crate) const SCATTERED_SOURCES: usize = 10_000;
 
 /// The cases, in the order each run measures them.
-pub(crate) const CASES: [Case; 6] = [
+pub(crate) const CASES: [Case; 7] = [
     Case {
         what: "ddos mix",
         dropped: "ddos: fwd drops in XDP",
@@ -95,6 +98,16 @@ pub(crate) const CASES: [Case; 6] = [
         rule: Rule::SrcPort,
         sources: Sources::One,
         peer: Peer::Ceiling,
+    },
+    Case {
+        what: "reflection vs floor",
+        dropped: "reflection beside the floor: fwd drops in XDP",
+        peer_cell: "reflection: minimal source-port drop",
+        ratio: "reflection, src_port rule alone / minimal source-port drop",
+        legit: false,
+        rule: Rule::SrcPort,
+        sources: Sources::One,
+        peer: Peer::SrcPortFloor,
     },
     Case {
         what: "set flood",

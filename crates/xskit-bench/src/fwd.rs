@@ -364,9 +364,25 @@ impl DdosRunner {
     /// generators are done (however long they took to set up: a million sources take a
     /// second to load, more on a loaded machine).
     fn ceiling(&self, on: &Host) -> Result<Proc> {
-        let args = strings(&[
-            "bench", "xdp-drop", "-i", &on.ifname, "-m", "drv", "--json", "-d", "3600",
-        ]);
+        self.xdp_drop(on, &[])
+    }
+
+    /// `xskit bench xdp-drop --src-port 53` on `on`, as [`Self::ceiling`]: the floor of a
+    /// filter by source port, which reads the packet where the ceiling reads nothing.
+    fn src_port_floor(&self, on: &Host) -> Result<Proc> {
+        self.xdp_drop(on, &["--src-port", "53"])
+    }
+
+    fn xdp_drop(&self, on: &Host, extra: &[&str]) -> Result<Proc> {
+        let args = strings(
+            &[
+                &[
+                    "bench", "xdp-drop", "-i", &on.ifname, "-m", "drv", "--json", "-d", "3600",
+                ],
+                extra,
+            ]
+            .concat(),
+        );
         start(&self.fwd.exe, on, BENCH_CPU, &args)
     }
 
@@ -490,6 +506,7 @@ impl DdosRunner {
             .transpose()?;
         let peer = match case.peer {
             Peer::Ceiling => self.ceiling(&self.m2)?,
+            Peer::SrcPortFloor => self.src_port_floor(&self.m2)?,
             Peer::XdpFilter => self.xdp_filter(&self.m2)?,
         };
         std::thread::sleep(Duration::from_millis(300));
@@ -503,7 +520,7 @@ impl DdosRunner {
         let crossed = crossing.map(Crossing::finish).transpose()?;
         interrupt(&peer);
         let taken = match case.peer {
-            Peer::Ceiling => finish(peer)?["rx_packets"].as_u64().unwrap_or(0),
+            Peer::Ceiling | Peer::SrcPortFloor => finish(peer)?["rx_packets"].as_u64().unwrap_or(0),
             Peer::XdpFilter => {
                 let status = finish_text(peer)?;
                 ddos::xdp_filter_drops(&status)

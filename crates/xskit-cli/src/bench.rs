@@ -46,6 +46,11 @@ pub(crate) struct BenchArgs {
     /// xdp-redirect: the interface every packet is redirected to.
     #[arg(long, value_name = "IFACE")]
     to: Option<String>,
+    /// xdp-drop: drop (and count) only untagged IPv4 UDP from this source port, read from
+    /// each packet, and pass the rest: the least any filter by source port does, where the
+    /// plain xdp-drop reads nothing of the packet.
+    #[arg(long, value_name = "PORT")]
+    src_port: Option<u16>,
     /// Add the six kernel statistics and app counters to each line.
     #[arg(short = 'x', long = "extra-stats")]
     extra: bool,
@@ -420,9 +425,16 @@ fn interface_benchmark(args: &BenchArgs, ifname: &str) -> Result<Kind> {
     Ok(kind)
 }
 
-/// `--to` goes with xdp-redirect, which needs it and an interface to redirect from.
+/// `--to` goes with xdp-redirect, which needs it and an interface to redirect from;
+/// `--src-port` with xdp-drop.
 fn check_redirect_target(args: &BenchArgs) -> Result<()> {
     let redirect = args.kind == Some(Kind::XdpRedirect);
+    if args.src_port.is_some() && args.kind != Some(Kind::XdpDrop) {
+        bail!("--src-port is for xdp-drop (the UDP source port it drops)");
+    }
+    if args.src_port.is_some() && args.port.interface.is_none() {
+        bail!("xdp-drop --src-port runs on your interface: -i IFACE --src-port PORT");
+    }
     match (&args.to, redirect, &args.port.interface) {
         (Some(_), false, _) => bail!("--to is for xdp-redirect (the interface it redirects to)"),
         (None, true, _) => {
@@ -536,9 +548,10 @@ impl OnInterface<'_> {
     fn xdp_counter(&self, kind: Kind) -> Result<BenchResult> {
         let iface = Interface::by_name(self.ifname)?;
         let mode = self.args.port.mode();
-        let counter = match (kind, &self.args.to) {
-            (Kind::XdpTx, _) => XdpCounter::reflect_all(&iface, mode)?,
-            (Kind::XdpRedirect, Some(to)) => {
+        let counter = match (kind, &self.args.to, self.args.src_port) {
+            (Kind::XdpTx, _, _) => XdpCounter::reflect_all(&iface, mode)?,
+            (Kind::XdpDrop, _, Some(port)) => XdpCounter::drop_udp_from(&iface, mode, port)?,
+            (Kind::XdpRedirect, Some(to), _) => {
                 let out = Interface::by_name(to).with_context(|| format!("--to {to}"))?;
                 XdpCounter::redirect_all(&iface, &out, mode)?
             }

@@ -106,6 +106,66 @@ fn every_benchmark_runs_and_reports_json() {
     }
 }
 
+/// xdp-drop --src-port drops and counts the UDP from that port alone: of frames from
+/// ports 53 and 54 in turn, it counts the 53s (the other half pass, uncounted).
+#[test]
+fn xdp_drop_by_source_port_counts_that_port_alone() {
+    if !privileged() {
+        return;
+    }
+    let bed = Testbed::new(&TestbedConfig::default()).unwrap();
+    let mut bench = Live::new(KillOnDrop::new(start(
+        &bed.b,
+        &[
+            "bench",
+            "xdp-drop",
+            "-i",
+            &bed.b.ifname,
+            "-m",
+            "drv",
+            "--src-port",
+            "53",
+            "--json-lines",
+            "-I",
+            "0.1",
+        ],
+    )));
+    // Its first line: the program is attached.
+    assert!(bench.wait(Duration::from_secs(30), |_| true).is_some());
+    let out = run(
+        &bed.a,
+        XSKIT,
+        &[
+            "gen",
+            "-i",
+            &bed.a.ifname,
+            "-m",
+            "skb",
+            "--dst-mac",
+            &mac(&bed.b),
+            "--src-port",
+            "53",
+            "--src-ports",
+            "2",
+            "-n",
+            "2000",
+            "-r",
+            "10000",
+            "--json",
+        ],
+    );
+    ok(&out);
+    let sent: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sent["tx_packets"], 2000, "{sent}");
+    bench.wait(Duration::from_secs(10), |l| {
+        l["counters"]["ports"][0]["rx_packets"] == 1000
+    });
+    let r = bench.stop();
+    let counted = r["rx_packets"].as_u64().unwrap();
+    // veth may lose a frame under load; every frame counted was from port 53.
+    assert!((950..=1000).contains(&counted), "{r}");
+}
+
 #[test]
 fn l2fwd_returns_every_frame_with_macs_swapped() {
     if !privileged() {
@@ -216,7 +276,7 @@ fn extra_stats_lines() {
 
 /// The cells the testbed table measures: (benchmark, mode).
 #[cfg(feature = "bench-harness")]
-const TABLE_CELLS: [(&str, &str); 30] = [
+const TABLE_CELLS: [(&str, &str); 32] = [
     ("rxdrop", "skb"),
     ("rxdrop", "drv"),
     ("txpush", "skb"),
@@ -239,6 +299,8 @@ const TABLE_CELLS: [(&str, &str); 30] = [
     ("ddos alone: XDP_DROP ceiling", "drv"),
     ("reflection (src_port rule): fwd drops in XDP", "drv"),
     ("reflection (src_port rule): XDP_DROP ceiling", "drv"),
+    ("reflection beside the floor: fwd drops in XDP", "drv"),
+    ("reflection: minimal source-port drop", "drv"),
     ("set flood (1M-prefix set): fwd drops in XDP", "drv"),
     ("set flood (1M-prefix set): XDP_DROP ceiling", "drv"),
     ("per-source limit (10k sources): fwd drops in XDP", "drv"),
@@ -276,7 +338,7 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 19, "{ratios:?}");
+    assert_eq!(ratios.len(), 20, "{ratios:?}");
     assert!(
         ratios
             .iter()
@@ -286,6 +348,7 @@ fn testbed_table_and_plot() {
     for name in [
         "ddos rule alone / XDP_DROP ceiling",
         "reflection, src_port rule alone / XDP_DROP ceiling",
+        "reflection, src_port rule alone / minimal source-port drop",
         "flood from a 1,000,000-prefix set's sources / XDP_DROP ceiling",
         "per-source limit, flood from 10,000 sources / XDP_DROP ceiling",
         "flood from 10,000 sources, set / xdp-filter",
@@ -423,6 +486,14 @@ fn bench_errors_are_clear() {
         (
             vec!["bench", "rxdrop", "-i", "lo", "--to", "lo"],
             "--to is for xdp-redirect",
+        ),
+        (
+            vec!["bench", "xdp-tx", "-i", "lo", "--src-port", "53"],
+            "--src-port is for xdp-drop",
+        ),
+        (
+            vec!["bench", "xdp-drop", "--src-port", "53"],
+            "runs on your interface: -i IFACE --src-port PORT",
         ),
         (
             vec!["bench", "xdp-redirect", "--to", "lo"],

@@ -8,8 +8,16 @@
  * a bond leaves through the bond's transmit hash. With XSKIT_REDIRECT, the
  * forwarding ceiling: redirect every packet to the one device in a devmap
  * (the kernel's own forwarding path, as its xdp_redirect_map sample does).
+ * With XSKIT_SRC_PORT, the floor of a filter by source port: read each packet's
+ * UDP source port and drop it when it is drop_src_port, pass anything else (the
+ * least any filter that reads the packet does; the plain ceiling reads nothing).
  */
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 struct {
@@ -28,9 +36,33 @@ struct {
 } out_port SEC(".maps");
 #endif
 
+#ifdef XSKIT_SRC_PORT
+/* Written before the program is verified: the port in host byte order. */
+const volatile __u32 drop_src_port = 53;
+
+/* 1 for untagged IPv4 UDP from drop_src_port: not a later fragment, headers whole. */
+static __always_inline int from_src_port(void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct udphdr *udp;
+
+	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
+	    ip->protocol != IPPROTO_UDP || ip->ihl < 5 || (ip->frag_off & bpf_htons(0x1fff)))
+		return 0;
+	udp = (void *)ip + ip->ihl * 4;
+	if ((void *)(udp + 1) > end)
+		return 0;
+	return udp->source == bpf_htons((__u16)drop_src_port);
+}
+#endif
+
 #if defined(XSKIT_FRAGS)
 SEC("xdp.frags")
 int xskit_count_drop_frags(struct xdp_md *ctx)
+#elif defined(XSKIT_SRC_PORT)
+SEC("xdp")
+int xskit_count_src_port(struct xdp_md *ctx)
 #elif defined(XSKIT_TX)
 SEC("xdp")
 int xskit_count_tx(struct xdp_md *ctx)
@@ -62,6 +94,12 @@ int xskit_count_drop(struct xdp_md *ctx)
 	if (count)
 		(*count)++;
 	return bpf_redirect_map(&out_port, 0, XDP_DROP);
+#elif defined(XSKIT_SRC_PORT)
+	if (!from_src_port((void *)(long)ctx->data, (void *)(long)ctx->data_end))
+		return XDP_PASS;
+	if (count)
+		(*count)++;
+	return XDP_DROP;
 #else
 	if (count)
 		(*count)++;

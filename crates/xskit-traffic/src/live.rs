@@ -18,6 +18,8 @@ static COUNT_DROP_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_drop.o"));
 static COUNT_TX_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_tx.o"));
+static COUNT_SRC_PORT_OBJ: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_src_port.o"));
 static COUNT_REDIRECT_OBJ: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_count_redirect.o"));
 static LIVE_REDIRECT_OBJ: &[u8] =
@@ -64,6 +66,17 @@ impl XdpCounter {
             ProgramObject::new(COUNT_DROP_OBJ, "xskit_count_drop")
         };
         Self::attach(iface, object, mode, multi_buffer)
+    }
+
+    /// Attaches the floor of a filter by source port to `iface`: it reads each packet's
+    /// headers and drops (and counts) untagged IPv4 UDP from `port`; every other packet
+    /// passes, uncounted. Against [`XdpCounter::drop_all`], which reads nothing, it shows
+    /// what reading the packet costs any filter.
+    pub fn drop_udp_from(iface: &Interface, mode: Mode, port: u16) -> Result<Self> {
+        let globals = [("drop_src_port", u32::from(port))];
+        let object =
+            ProgramObject::new(COUNT_SRC_PORT_OBJ, "xskit_count_src_port").with_globals(&globals);
+        Self::attach(iface, object, mode, false)
     }
 
     /// Attaches the counting reflector to `iface`: every packet goes back out with its MAC
