@@ -135,6 +135,12 @@ pub(crate) struct GenArgs {
     /// With --pcap: as fast as possible, not at the capture's timing.
     #[arg(long, requires = "pcap")]
     topspeed: bool,
+    /// Leave each UDP checksum partial, as a sender that offloads it to the device does: the
+    /// pseudo-header's sum alone, for whoever transmits the frame to finish. A forwarder that
+    /// finishes checksums (`xskit fwd`) delivers the probes intact; a host that receives them
+    /// unfinished drops them as damaged.
+    #[arg(long, conflicts_with = "pcap")]
+    partial_csum: bool,
 }
 
 impl GenArgs {
@@ -262,9 +268,17 @@ fn live_sources(args: &GenArgs, t: Option<&Template>) -> Result<Vec<Ipv4Addr>> {
     ] {
         if n.is_some_and(|n| n > 1) {
             bail!(
-                "{flag}: --engine live sends one frame and varies only its source address                  (--src-ips, --src-list): leave {flag} out or use --engine xsk"
+                "{flag}: --engine live sends one frame and varies only its source address \
+                 (--src-ips, --src-list): leave {flag} out or use --engine xsk"
             );
         }
+    }
+    let several = args.src_list.is_some() || args.src_ips.is_some_and(|n| n > 1);
+    if several && args.partial_csum {
+        bail!(
+            "--partial-csum with --engine live sends from one source: the live program rewrites \
+             the source as a full checksum's update; use --engine xsk with --src-ips"
+        );
     }
     let Some(t) = t else { return Ok(Vec::new()) };
     let from = match t.ends().src_ip {
@@ -403,6 +417,16 @@ fn template_from(args: &GenArgs, own_mac: [u8; 6]) -> Result<Template> {
         }
         other => other.into(),
     })?;
+    with_frame_options(args, t)
+}
+
+/// The template with what --partial-csum and --vlan-priority ask.
+fn with_frame_options(args: &GenArgs, t: Template) -> Result<Template> {
+    let t = if args.partial_csum {
+        t.with_partial_checksum()
+    } else {
+        t
+    };
     match args.vlan_priority {
         Some(pcp) => t
             .with_vlan_priority(pcp)

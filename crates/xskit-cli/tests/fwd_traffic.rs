@@ -382,6 +382,68 @@ fn probes_of_9000_bytes(chain: &Chain, mode: &str) {
     probes(chain, mode, "9000", &["--frags"]);
 }
 
+/// Probes whose UDP checksums the sender left partial (`gen --partial-csum`, as a sender
+/// that offloads them to its device leaves them) arrive at c intact: fwd finishes each one
+/// in software. (Handed to veth's offload instead, they would reach c's kernel marked
+/// partial, which its stack accepts, but an AF_XDP receiver reads the bytes as they are.)
+#[test]
+fn probes_with_partial_checksums_arrive_finished() {
+    if !privileged() {
+        return;
+    }
+    let chain = Chain::bridged().unwrap();
+    let software = ["-m", "drv", "--checksum", "software"];
+    let mut fwd = Live::new(start_fwd_lines(&chain, &software));
+    assert!(
+        fwd.wait(Duration::from_secs(60), |_| true).is_some(),
+        "fwd started"
+    );
+    let c = &chain.c.ifname;
+    let args = [
+        "recv",
+        "-i",
+        c,
+        "-m",
+        "drv",
+        "--json-lines",
+        "-I",
+        "0.1",
+        "-d",
+        "60",
+    ];
+    let mut recv = Live::new(KillOnDrop::new(start(&chain.c, &args)));
+    assert!(
+        recv.wait(Duration::from_secs(60), |_| true).is_some(),
+        "recv started"
+    );
+    let out = gen_a_to_c(
+        &chain,
+        &[
+            "-m",
+            "drv",
+            "--json",
+            "-n",
+            "2000",
+            "-r",
+            "5000",
+            "--partial-csum",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    recv.wait(Duration::from_secs(30), |l| {
+        l["counters"]["ports"][0]["valid"].as_u64().unwrap_or(0) >= 2000
+    });
+    let r = recv.stop();
+    let f = fwd.stop();
+    assert_eq!(r["valid"], 2000, "{r}\nfwd {f}");
+    assert_eq!(r["corrupt"], 0, "{r}");
+    assert!(sum(&f, "checksums_completed") >= 2000, "{f}");
+}
+
 /// `xskit gen` from a to c's MAC and address, with `extra` options.
 fn gen_a_to_c(chain: &Chain, extra: &[&str]) -> std::process::Output {
     let (dst_mac, src, dst) = (

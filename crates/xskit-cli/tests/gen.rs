@@ -341,6 +341,23 @@ fn gen_errors_are_clear() {
             "must both be IPv4, or both IPv6 with -6",
         ),
         (vec!["gen", "-i", "lo", "--vlan", "5000"], "VLAN id 5000"),
+        (
+            vec![
+                "gen",
+                "-i",
+                "lo",
+                "--engine",
+                "live",
+                "--src-ips",
+                "4",
+                "--partial-csum",
+            ],
+            "--partial-csum with --engine live sends from one source",
+        ),
+        (
+            vec!["gen", "-i", "lo", "--partial-csum", "--pcap", "/dev/null"],
+            "cannot be used with",
+        ),
         (vec!["gen", "-i", "lo", "--duration=-1"], "--duration"),
         (vec!["gen", "-i", "lo", "-r", "10kg"], "use pps, kpps, Mpps"),
         (

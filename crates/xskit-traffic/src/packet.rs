@@ -87,6 +87,7 @@ pub struct Template {
     vlan_priority: u8,
     size: usize,
     l3_offset: usize,
+    partial_checksum: bool,
 }
 
 /// The shortest Ethernet frame without its FCS; devices pad shorter ones.
@@ -157,6 +158,7 @@ impl Template {
             vlan_priority: 0,
             size,
             l3_offset,
+            partial_checksum: false,
         })
     }
 
@@ -170,6 +172,20 @@ impl Template {
         }
         self.vlan_priority = pcp;
         Ok(self)
+    }
+
+    /// Leaves each UDP checksum partial, as a sender that hands it to the device does
+    /// (Linux's CHECKSUM_PARTIAL): the field holds the pseudo-header's sum alone, folded, for
+    /// whoever transmits the frame to finish over the datagram. A receiver that does not
+    /// finish it sees a bad checksum.
+    pub fn with_partial_checksum(mut self) -> Self {
+        self.partial_checksum = true;
+        self
+    }
+
+    /// Whether each UDP checksum is left partial ([`Template::with_partial_checksum`]).
+    pub fn partial_checksum(&self) -> bool {
+        self.partial_checksum
     }
 
     /// Whether the frames carry a probe header (sequence number and send time): false for
@@ -273,7 +289,11 @@ impl Template {
         } else {
             write_pattern(payload, seq);
         }
-        u.fill_checksum(pseudo);
+        if self.partial_checksum {
+            u.set_checksum(checksum::fold(pseudo));
+        } else {
+            u.fill_checksum(pseudo);
+        }
         Some(self.size)
     }
 }
@@ -415,6 +435,14 @@ mod tests {
         }
     }
 
+    fn ends_v6() -> Endpoints {
+        Endpoints {
+            src_ip: "2001:db8::1".parse().unwrap(),
+            dst_ip: "2001:db8::2".parse().unwrap(),
+            ..ends()
+        }
+    }
+
     #[test]
     fn a_bad_priority_or_an_empty_range_says_which() {
         let tagged = Template::new(ends(), Flows::default(), Some(5), 128).unwrap();
@@ -435,6 +463,27 @@ mod tests {
             Template::new(ends(), flows, None, 128),
             Err(Error::EmptyFlowRange { range: "dst_ips" })
         ));
+    }
+
+    #[test]
+    fn a_partial_checksum_is_the_pseudo_headers_sum_and_finishing_it_gives_the_probe() {
+        use xskit_wire::offload::L4Checksum;
+        for (ends, size) in [(ends(), 128), (ends_v6(), 128), (ends(), 60)] {
+            let full = Template::new(ends, Flows::default(), None, size).unwrap();
+            let partial = full.clone().with_partial_checksum();
+            assert!(partial.partial_checksum() && !full.partial_checksum());
+            let (mut a, mut b) = (vec![0u8; size], vec![0u8; size]);
+            for seq in [0u64, 1, 77] {
+                full.write(&mut a, seq, 5).unwrap();
+                partial.write(&mut b, seq, 5).unwrap();
+                let c = L4Checksum::locate(&b, size).unwrap();
+                assert!(c.is_partial(&b), "seq {seq}");
+                assert!(!c.is_partial(&a), "seq {seq}");
+                assert_ne!(a, b);
+                c.complete(&mut b);
+                assert_eq!(a, b, "finished, the frame is the full-checksum one");
+            }
+        }
     }
 
     #[test]
