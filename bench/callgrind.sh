@@ -22,8 +22,9 @@
 # supervisor and counters' publication included, steady state from runs of SECS and 2*SECS
 # seconds: fwd with its default rule alone, behind 64 rules of mixed shapes whose last
 # matches (fwd-64), and forwarding the kernel's own UDP whose checksums the sender left
-# partial (fwd-csum). The pairings differ: xdpsock's l2fwd sends each packet back out of the
-# interface it came in on, one socket; fwd takes it in on one interface and out of the
+# partial (fwd-csum; fwd-csum-live: the same from the live-frames generator flat out). The
+# pairings differ: xdpsock's l2fwd sends each packet back out of the interface it came in
+# on, one socket; fwd takes it in on one interface and out of the
 # other, two sockets on one UMEM, through its rules. fwd-ddos counts the worker's run
 # function alone in a DDoS mix (the attack dropped in XDP, legitimate probes through the
 # worker).
@@ -39,7 +40,7 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-1000000}
 SECS=${SECS:-4}
 IDLE_POLLS=${IDLE_POLLS:-200000}
-LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd fwd-64 fwd-csum fwd-ddos}
+LOOPS=${LOOPS:-rxdrop l2fwd txpush fwd fwd-64 fwd-csum fwd-csum-live fwd-ddos}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "callgrind.sh: run as root (sudo): it builds network namespaces" >&2
@@ -172,7 +173,7 @@ fwd_runs() { # $1 row, then fwd's extra options: runs of SECS and 2*SECS seconds
     fwd_run "$row" "$SECS" "$@"
     fwd_run "$row" $((2 * SECS)) "$@"
 }
-if has fwd || has fwd-64 || has fwd-csum; then
+if has fwd || has fwd-64 || has fwd-csum || has fwd-csum-live; then
     [ -e /usr/include/sys/capability.h ] || {
         echo "callgrind.sh: xdpsock needs libcap's headers: apt-get install libcap-dev (scripts/setup.sh test installs it)" >&2
         exit 1
@@ -209,6 +210,15 @@ if has fwd-csum; then
     ip netns exec "$A" taskset -c 0 "$OUT/udp_flood" 198.51.100.2 9 >/dev/null 2>"$OUT/gen.err" &
     GEN=$!
     fwd_runs fwd-csum
+    gen_stop
+fi
+# fwd-csum-live: the same finishing step on frames from the live-frames generator flat out
+# (gen --partial-csum writes the pseudo-header sum a partial checksum holds), so that every
+# vector is full: fwd-csum's vectors are as full as the kernel socket's pace leaves them,
+# which moves its figure between runs.
+if has fwd-csum-live; then
+    gen_start cg-a2 --partial-csum
+    fwd_runs fwd-csum-live
     gen_stop
 fi
 # fwd-ddos: the attack (UDP port 9, the generator's, flat out) dropped by a kernel rule, and

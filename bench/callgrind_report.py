@@ -140,6 +140,7 @@ FWD_ROWS = {
     "fwd": "its default rule alone",
     "fwd-64": "64 rules of mixed shapes, the match last",
     "fwd-csum": "the kernel's UDP, checksums left partial",
+    "fwd-csum-live": "live frames flat out, checksums left partial",
 }
 WORKER = re.compile(r"^xskit_fwd::worker::Worker<.*>::run$")
 
@@ -189,8 +190,26 @@ def steady(out, runs, packets, loop_fn):
             "loop": (loop(ib) - loop(ia)) / (pb - pa), "top": top(own, wb - wa)}
 
 
+def finished_checksums(path):
+    """The partial checksums a fwd run finished (offloaded or summed)."""
+    with open(path) as f:
+        d = json.load(f)
+    return sum(p["checksums_offloaded"] + p["checksums_completed"] for p in d["counters"]["ports"])
+
+
+def check_csum_rows(out, secs, loops):
+    """A checksum row whose runs finished no checksum measured something else: refuse it."""
+    for loop in loops:
+        if loop.startswith("fwd-csum"):
+            for run in (f"{loop}-{secs}", f"{loop}-{2 * secs}"):
+                if finished_checksums(os.path.join(out, run + ".json")) == 0:
+                    sys.exit(f"callgrind_report.py: {run} finished no partial checksum: its "
+                             "sender did not leave them partial (KEEP=1 keeps the runs)")
+
+
 def fwd_rows(out, secs, loops):
     """xdpsock's l2fwd, then each fwd row beside it."""
+    check_csum_rows(out, secs, loops)
     rows = {"xdpsock": steady(out, (f"xdpsock-{secs}", f"xdpsock-{2 * secs}"),
                               lambda r: xdpsock_packets(os.path.join(out, r + ".txt")),
                               lambda f: f == "main")}

@@ -701,7 +701,14 @@ fn callgrind_counts_instructions_per_packet_beside_the_xsk_h_peer_and_xdpsock() 
     );
     let number = |s: &str| s.trim_end_matches('x').parse::<f64>().unwrap();
     for name in [
-        "rxdrop", "l2fwd", "txpush", "fwd", "fwd-64", "fwd-csum", "fwd-ddos",
+        "rxdrop",
+        "l2fwd",
+        "txpush",
+        "fwd",
+        "fwd-64",
+        "fwd-csum",
+        "fwd-csum-live",
+        "fwd-ddos",
     ] {
         let forwarder = name.starts_with("fwd");
         let worker_only = name == "fwd-ddos";
