@@ -114,22 +114,10 @@ fn xdp_drop_by_source_port_counts_that_port_alone() {
         return;
     }
     let bed = Testbed::new(&TestbedConfig::default()).unwrap();
-    let mut bench = Live::new(KillOnDrop::new(start(
-        &bed.b,
-        &[
-            "bench",
-            "xdp-drop",
-            "-i",
-            &bed.b.ifname,
-            "-m",
-            "drv",
-            "--src-port",
-            "53",
-            "--json-lines",
-            "-I",
-            "0.1",
-        ],
-    )));
+    let mut bench = Live::new(xdp_drop_on(
+        &bed,
+        &["--src-port", "53", "--json-lines", "-I", "0.1"],
+    ));
     // Its first line: the program is attached.
     assert!(bench.wait(Duration::from_secs(30), |_| true).is_some());
     let out = run(
@@ -561,22 +549,11 @@ fn testbed_benchmark_errors_are_clear() {
     }
 }
 
-/// `bench xdp-drop` on b (its JSON summary): the kernel's own count of what arrived.
-fn xdp_drop_on(bed: &Testbed, secs: &str) -> KillOnDrop {
-    KillOnDrop::new(start(
-        &bed.b,
-        &[
-            "bench",
-            "xdp-drop",
-            "-i",
-            &bed.b.ifname,
-            "-m",
-            "drv",
-            "-d",
-            secs,
-            "--json",
-        ],
-    ))
+/// `bench xdp-drop` on b with `extra` options: the kernel's own count of what arrived.
+fn xdp_drop_on(bed: &Testbed, extra: &[&str]) -> KillOnDrop {
+    let mut args = vec!["bench", "xdp-drop", "-i", &bed.b.ifname, "-m", "drv"];
+    args.extend_from_slice(extra);
+    KillOnDrop::new(start(&bed.b, &args))
 }
 
 #[test]
@@ -596,7 +573,7 @@ fn the_live_generator_count_equals_what_the_kernel_received() {
     };
     // A count, then flat out until SIGINT: either way every frame gen counts arrived.
     for interrupted in [false, true] {
-        let drop = xdp_drop_on(&bed, "4");
+        let drop = xdp_drop_on(&bed, &["-d", "4", "--json"]);
         let g = if interrupted {
             let child = KillOnDrop::new(live(&["--json-lines", "-I", "0.1"]).spawn().unwrap());
             // Interrupted in full flow.
