@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use super::ring::{zip_runs, RawRing};
-use super::umem::{Frame, Umem, XDP_TX_METADATA};
+use super::umem::{write_checksum_request, Frame, Umem, XDP_TX_METADATA};
 use super::{xsk, SyscallError};
 use crate::stall::StallWatch;
 
@@ -562,6 +562,9 @@ impl RxRing {
         let chunks = self.umem.chunks();
         let umem = &self.umem;
         let finishable = chunks.holds_tx_metadata();
+        // Read once: a write through the mapping could alias the handle's fields for all the
+        // compiler knows, and each request would load them again.
+        let mapping = umem.as_ptr();
         let sent = forward_each(&mut self.ring, &mut tx.ring, max, |d, slot| {
             let Some((addr, len, offset)) = chunks.tx_span_in_chunk(d.addr, d.len) else {
                 return false;
@@ -589,7 +592,10 @@ impl RxRing {
                     // SAFETY: the room holds the request (`finishable`), and tx_span put
                     // addr inside the UMEM, at least that room into its chunk; no handle
                     // reaches the chunk and `bytes` is gone.
-                    unsafe { umem.write_tx_checksum_request(addr, start, offset) };
+                    unsafe {
+                        let to = mapping.add(chunks.tx_metadata_at(addr));
+                        write_checksum_request(to, start, offset);
+                    }
                     options |= XDP_TX_METADATA;
                 }
             }

@@ -215,6 +215,31 @@ pub(crate) struct Chunks {
     tag_bits: u64,
 }
 
+/// Writes a transmit checksum request (struct xsk_tx_metadata: the flags, then the
+/// request's start and offset, the rest of the union zero) as three words at `to`.
+///
+/// # Safety
+/// `to..to + 24` must lie in a frame's transmit-metadata room inside the UMEM, which nothing
+/// else reaches while it is written.
+#[inline(always)]
+pub(crate) unsafe fn write_checksum_request(to: *mut u8, start: u16, offset: u16) {
+    let [s0, s1] = start.to_ne_bytes();
+    let [o0, o1] = offset.to_ne_bytes();
+    let words = [
+        u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM),
+        u64::from_ne_bytes([s0, s1, o0, o1, 0, 0, 0, 0]),
+        0,
+    ];
+    let to = to.cast::<u64>();
+    // SAFETY: the 24 bytes are the caller's to write. Unaligned writes: the room need not
+    // be 8-aligned.
+    unsafe {
+        for (i, w) in words.into_iter().enumerate() {
+            to.add(i).write_unaligned(w);
+        }
+    }
+}
+
 impl Chunks {
     /// The kernel's `addr` as a UMEM offset: in unaligned mode with the offset in its top
     /// bits applied, and clamped into the UMEM.
@@ -307,6 +332,13 @@ impl Chunks {
     #[inline]
     pub(crate) fn holds_tx_metadata(&self) -> bool {
         self.meta >= u64::from(TX_METADATA_LEN)
+    }
+
+    /// Where the transmit-metadata request of a frame whose data is at `addr` starts, as an
+    /// offset into the UMEM: the room in front of the data.
+    #[inline]
+    pub(crate) fn tx_metadata_at(&self, addr: u64) -> usize {
+        (addr - self.meta) as usize
     }
 
     /// Where a transmit from the chunk holding `addr` starts: past its metadata room.
@@ -619,24 +651,9 @@ impl Umem {
     /// the last two), and no other handle or slice may reach the chunk.
     pub(crate) unsafe fn write_tx_checksum_request(&self, addr: u64, start: u16, offset: u16) {
         let at = (addr - u64::from(self.inner.config.tx_metadata_len)) as usize;
-        // struct xsk_tx_metadata: the flags, then the request's start and offset (the rest of
-        // the union zero), as three words.
-        let [s0, s1] = start.to_ne_bytes();
-        let [o0, o1] = offset.to_ne_bytes();
-        let words = [
-            u64::from(libc::XDP_TXMD_FLAGS_CHECKSUM),
-            u64::from_ne_bytes([s0, s1, o0, o1, 0, 0, 0, 0]),
-            0,
-        ];
-        // SAFETY: `at..at + 24` lies in the chunk of `addr`, inside the UMEM, in front of its
-        // data, and nothing else reaches it, as the caller promises. Unaligned writes: the
-        // room need not be 8-aligned.
-        unsafe {
-            let to = self.as_ptr().add(at).cast::<u64>();
-            for (i, w) in words.into_iter().enumerate() {
-                to.add(i).write_unaligned(w);
-            }
-        }
+        // SAFETY: `at` is the room in front of `addr`'s data, in its chunk, inside the UMEM,
+        // as the caller promises.
+        unsafe { write_checksum_request(self.as_ptr().add(at), start, offset) }
     }
 
     fn capacity_from_addr(&self, addr: u64) -> usize {
