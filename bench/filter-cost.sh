@@ -4,8 +4,10 @@
 # one 64-byte IPv4 UDP packet to port 9 (the filter dropping it by one kernel rule, as in
 # `xskit bench fwd`'s DDoS rows; the ceiling counting and dropping it), interleaved, ROUNDS
 # times, each run timed by the wall clock around the system call (bench/test_run_timer.py).
-# Prints each program's median and lowest ns a repetition, and the median difference. The
-# figures include the test run's own cost per repetition, the same for every program.
+# Prints each program's median and lowest ns a repetition, and the median difference; then the
+# floor of any filter by source port (`xskit bench xdp-drop --src-port`, which reads the
+# packet's headers where the ceiling reads nothing) against both. The figures include the test
+# run's own cost per repetition, the same for every program.
 #
 # With RULES=N (more than 1), the filters of N rules of mixed shapes from bench/rule_shapes.py
 # (seed SEED, default 7) are timed beside them, the packet's rule at positions 1, N/4, N/2,
@@ -134,6 +136,14 @@ for f in "${files[@]}"; do
     ids+=("$(prog_of "fc$k")")
     k=$((k + 2))
 done
+# The floor of any filter by source port (`bench xdp-drop --src-port`): it reads the packet's
+# headers and drops it by its UDP source port, where the ceiling reads nothing.
+if [ "$SET" -eq 0 ]; then
+    link 99
+    ip netns exec "$ns" "$BIN" bench xdp-drop -i fc99 -m drv --src-port 1234 -d 3600 >/dev/null 2>&1 &
+    pids+=($!)
+    ids+=("$(prog_of fc99)")
+fi
 sleep 1
 if [ "$SET" -gt 0 ]; then
     echo "a set of $SET prefixes (bench/set_prefixes.py, seed $SEED); ns a packet, median:"
@@ -164,10 +174,13 @@ python3 - "$work/times" "$RULES" "${positions[@]}" <<'EOF'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
 n, positions = int(sys.argv[2]), sys.argv[3:]
+floor = rows.pop()
 ceiling, one = rows[0], rows[1]
 print("filter  (xskit fwd, one drop rule): median %s ns, lowest %s ns" % (one[1], one[2]))
 print("ceiling (XDP_DROP, counting):       median %s ns, lowest %s ns" % (ceiling[1], ceiling[2]))
 print("difference, median of the rounds:   %s ns" % one[3])
+print("floor (reads the UDP source port and drops): median %s ns, %s over the ceiling; the "
+      "filter %.2f ns over it" % (floor[1], floor[3], float(one[3]) - float(floor[3])))
 limit = rows.pop() if positions[-1] == "limit" else None
 if len(rows) > 2:
     print("%d rules of mixed shapes (median ns a packet; over the ceiling):" % n)

@@ -558,13 +558,18 @@ impl DdosRunner {
     }
 
     /// The method's own bias: the ceiling on both links, m_a's rate over the side link's
-    /// (1.0 when the two are measured alike).
-    fn check(&self) -> Result<(Rates, Rates)> {
+    /// (1.0 when the two are measured alike); with `floor`, what reading the packet costs:
+    /// the minimal source-port drop on m_a against the ceiling.
+    fn check(&self, floor: bool) -> Result<(Rates, Rates)> {
         let chain = &self.fwd.chain;
         for host in [&chain.m_a, &self.m2] {
             set_gro(host, false)?;
         }
-        let on_m_a = self.ceiling(&chain.m_a)?;
+        let on_m_a = if floor {
+            self.src_port_floor(&chain.m_a)?
+        } else {
+            self.ceiling(&chain.m_a)?
+        };
         let on_m2 = self.ceiling(&self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
         let (f, c) = self.send_both(true, 0, None)?;
@@ -613,15 +618,7 @@ pub(crate) fn ddos_cells(
         method,
         lists: Lists::write().context("writing the floods' source lists")?,
     };
-    let mut cells: Vec<Cell> = ddos_cell_names()
-        .map(|bench| Cell {
-            bench: bench.to_string(),
-            mode: "drv".into(),
-            size: 64,
-            mpps: vec![],
-            cpu_ns_per_packet: vec![],
-        })
-        .collect();
+    let mut cells = empty_ddos_cells();
     observer.line(&format!("  ddos: {description}"));
     let xdp_filter = on_path("xdp-filter") && on_path("bpftool");
     if !xdp_filter {
@@ -641,8 +638,12 @@ pub(crate) fn ddos_cells(
             x / p.max(1.0),
         ));
     };
-    let (x, p) = runner.check()?;
+    let (x, p) = runner.check(false)?;
     record(2 * CASES.len(), "check: ceiling", x, p, String::new());
+    for _ in 0..runs {
+        let (x, p) = runner.check(true)?;
+        record(2 * CASES.len() + 2, "floor vs ceiling", x, p, String::new());
+    }
     let (mut valid, mut expected) = (0u64, 0u64);
     let mut crossed = Vec::new();
     for run in 0..runs {
@@ -676,6 +677,19 @@ pub(crate) fn ddos_cells(
     }
     shares.extend(crossed_shares(&crossed));
     Ok((cells, shares))
+}
+
+/// Every DDoS cell, nothing measured yet.
+fn empty_ddos_cells() -> Vec<Cell> {
+    ddos_cell_names()
+        .map(|bench| Cell {
+            bench: bench.to_string(),
+            mode: "drv".into(),
+            size: 64,
+            mpps: vec![],
+            cpu_ns_per_packet: vec![],
+        })
+        .collect()
 }
 
 /// The shares of the kernel's pings answered and downloads intact over the floods, when any
@@ -744,10 +758,12 @@ fn on_path(program: &str) -> bool {
 /// The DDoS cells' names, in the order [`ddos_cells`] keeps them: each case's pair, then the
 /// method's check.
 fn ddos_cell_names() -> impl Iterator<Item = &'static str> {
-    CASES
-        .iter()
-        .flat_map(|c| [c.dropped, c.peer_cell])
-        .chain([DDOS_CHECK_M_A, DDOS_CHECK_SIDE])
+    CASES.iter().flat_map(|c| [c.dropped, c.peer_cell]).chain([
+        DDOS_CHECK_M_A,
+        DDOS_CHECK_SIDE,
+        DDOS_FLOOR,
+        DDOS_FLOOR_CEILING,
+    ])
 }
 
 /// Overrides the DDoS rows' method: `side-by-side` or `one-after-the-other`.
@@ -781,6 +797,9 @@ fn irq_time_in(config: &str) -> bool {
 /// The method check's cells, which the table pairs into a ratio as it does each case's.
 pub(crate) const DDOS_CHECK_M_A: &str = "ddos check: XDP_DROP on fwd's link";
 pub(crate) const DDOS_CHECK_SIDE: &str = "ddos check: XDP_DROP on the ceiling's link";
+/// The minimal source-port drop on fwd's link, measured against the ceiling beside it.
+pub(crate) const DDOS_FLOOR: &str = "ddos floor: minimal source-port drop";
+pub(crate) const DDOS_FLOOR_CEILING: &str = "ddos floor: XDP_DROP ceiling beside it";
 
 /// The forwarding rows: xskit fwd in SKB and DRV mode, and the kernel bridge.
 pub(crate) fn fwd_cells(

@@ -179,8 +179,13 @@ impl Table {
             crate::fwd::DDOS_CHECK_M_A,
             crate::fwd::DDOS_CHECK_SIDE,
         );
+        let floor = (
+            "minimal source-port drop / XDP_DROP ceiling",
+            crate::fwd::DDOS_FLOOR,
+            crate::fwd::DDOS_FLOOR_CEILING,
+        );
         let cases = crate::ddos::CASES.map(|c| (c.ratio, c.dropped, c.peer_cell));
-        for (name, x, p) in cases.into_iter().chain([check]) {
+        for (name, x, p) in cases.into_iter().chain([check, floor]) {
             if let Some(r) = self.paired_ratio(x, p) {
                 self.ratios.push((name.into(), r));
             }

@@ -264,7 +264,7 @@ fn extra_stats_lines() {
 
 /// The cells the testbed table measures: (benchmark, mode).
 #[cfg(feature = "bench-harness")]
-const TABLE_CELLS: [(&str, &str); 32] = [
+const TABLE_CELLS: [(&str, &str); 34] = [
     ("rxdrop", "skb"),
     ("rxdrop", "drv"),
     ("txpush", "skb"),
@@ -297,6 +297,8 @@ const TABLE_CELLS: [(&str, &str); 32] = [
     ("10k-source set: xdp-filter drops", "drv"),
     ("ddos check: XDP_DROP on fwd's link", "drv"),
     ("ddos check: XDP_DROP on the ceiling's link", "drv"),
+    ("ddos floor: minimal source-port drop", "drv"),
+    ("ddos floor: XDP_DROP ceiling beside it", "drv"),
 ];
 
 #[cfg(feature = "bench-harness")]
@@ -326,7 +328,7 @@ fn testbed_table_and_plot() {
         assert!(cell["mpps"][0].as_f64().unwrap() > 0.01, "{cell}");
     }
     let ratios = t["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 20, "{ratios:?}");
+    assert_eq!(ratios.len(), 21, "{ratios:?}");
     assert!(
         ratios
             .iter()
@@ -337,6 +339,7 @@ fn testbed_table_and_plot() {
         "ddos rule alone / XDP_DROP ceiling",
         "reflection, src_port rule alone / XDP_DROP ceiling",
         "reflection, src_port rule alone / minimal source-port drop",
+        "minimal source-port drop / XDP_DROP ceiling",
         "flood from a 1,000,000-prefix set's sources / XDP_DROP ceiling",
         "per-source limit, flood from 10,000 sources / XDP_DROP ceiling",
         "flood from 10,000 sources, set / xdp-filter",
@@ -392,6 +395,7 @@ fn ddos_rows_measured_one_after_the_other_where_asked() {
         "reflection (src_port rule): XDP_DROP ceiling",
         "ddos check: XDP_DROP on fwd's link",
         "ddos check: XDP_DROP on the ceiling's link",
+        "ddos floor: minimal source-port drop",
     ] {
         let cell = t["cells"]
             .as_array()
