@@ -1552,14 +1552,18 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
 #define PORTS_UNKNOWN 0xffffffff
 
 /*
- * True when the packet is in rule r's prefix sets (or it names none). Not inlined: the
- * program's own frame, which the general path's deepest calls add to, stays small.
+ * True when the packet is in rule r's prefix sets and port sets (or it names none). Not
+ * inlined: the program's own frame, which the general path's deepest calls add to, stays
+ * small, and the port sets' bit positions are computed only for a rule that names one
+ * (inlined, the compiler hoists them out of the rule walk, onto every packet's path).
  */
-static __attribute__((noinline)) int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr)
+static __attribute__((noinline)) int sets_ipv4(const struct rule *r, __u32 saddr, __u32 daddr,
+					       __u16 sport, __u16 dport)
 {
 	/* No set with timeouts or counters here: the plain path is not taken while any is. */
 	return (!(r->extra & EXTRA_SRC_SET) || in_set4(r->sset - 1, saddr)) &&
-	       (!(r->extra & EXTRA_DST_SET) || in_set4(r->dset - 1, daddr));
+	       (!(r->extra & EXTRA_DST_SET) || in_set4(r->dset - 1, daddr)) &&
+	       (!(r->extra & EXTRA_PORT_SETS) || port_sets_match(r, sport, dport));
 }
 
 /*
@@ -1585,8 +1589,7 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (r->source && (saddr & r->smask[0]) != r->saddr[0])
 			continue;
 		if (r->extra) {
-			if (!sets_ipv4(r, saddr, daddr) ||
-			    ((r->extra & EXTRA_PORT_SETS) && !port_sets_match(r, sport, dport)))
+			if (!sets_ipv4(r, saddr, daddr, sport, dport))
 				continue;
 			if (r->extra & ~(EXTRA_SRC_SET | EXTRA_DST_SET | EXTRA_PORT_SETS)) {
 				*action = UNSETTLED;
@@ -1627,7 +1630,8 @@ static __always_inline __u32 plain_by_vectors(struct filter_state *st,
 		return COUNTER_DEFAULT;
 	}
 	r = rule_at(st, i);
-	if (!r || !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr))) {
+	if (!r || !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr), key->sport,
+			     key->dport)) {
 		*action = UNSETTLED;
 		return i;
 	}
