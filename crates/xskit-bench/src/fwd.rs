@@ -504,11 +504,7 @@ impl DdosRunner {
             .legit
             .then(|| self.ddos_receiver(legit_expected))
             .transpose()?;
-        let peer = match case.peer {
-            Peer::Ceiling => self.ceiling(&self.m2)?,
-            Peer::SrcPortFloor => self.src_port_floor(&self.m2)?,
-            Peer::XdpFilter => self.xdp_filter(&self.m2)?,
-        };
+        let peer = self.start_peer(case.peer, &self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
         let sources = self.lists.of(case.sources);
         let crossing = (!case.legit)
@@ -519,14 +515,7 @@ impl DdosRunner {
             self.send_both(filter_first, legit_expected, sources.as_deref())?;
         let crossed = crossing.map(Crossing::finish).transpose()?;
         interrupt(&peer);
-        let taken = match case.peer {
-            Peer::Ceiling | Peer::SrcPortFloor => finish(peer)?["rx_packets"].as_u64().unwrap_or(0),
-            Peer::XdpFilter => {
-                let status = finish_text(peer)?;
-                ddos::xdp_filter_drops(&status)
-                    .with_context(|| format!("reading xdp-filter's status: {status}"))?
-            }
-        };
+        let taken = peer_drops(case.peer, peer)?;
         let delivered = match recv {
             Some(recv) => finish_any(recv)?,
             None => serde_json::json!({ "valid": 0, "corrupt": 0 }),
@@ -557,26 +546,33 @@ impl DdosRunner {
         })
     }
 
-    /// The method's own bias: the ceiling on both links, m_a's rate over the side link's
-    /// (1.0 when the two are measured alike); with `floor`, what reading the packet costs:
-    /// the minimal source-port drop on m_a against the ceiling.
-    fn check(&self, floor: bool) -> Result<(Rates, Rates)> {
+    /// `peer`'s program on `host`.
+    fn start_peer(&self, peer: Peer, host: &Host) -> Result<Proc> {
+        match peer {
+            Peer::Ceiling => self.ceiling(host),
+            Peer::SrcPortFloor => self.src_port_floor(host),
+            Peer::XdpFilter => self.xdp_filter(host),
+        }
+    }
+
+    /// The method's check, `first` on m_a against the ceiling on the side link: with the
+    /// ceiling, the method's own bias (1.0 when the two links are measured alike); with the
+    /// minimal source-port drop, what reading the packet costs.
+    fn check(&self, first: Peer) -> Result<(Rates, Rates)> {
         let chain = &self.fwd.chain;
         for host in [&chain.m_a, &self.m2] {
             set_gro(host, false)?;
         }
-        let on_m_a = if floor {
-            self.src_port_floor(&chain.m_a)?
-        } else {
-            self.ceiling(&chain.m_a)?
-        };
-        let on_m2 = self.ceiling(&self.m2)?;
+        let on_m_a = self.start_peer(first, &chain.m_a)?;
+        let on_m2 = self.start_peer(Peer::Ceiling, &self.m2)?;
         std::thread::sleep(Duration::from_millis(300));
         let (f, c) = self.send_both(true, 0, None)?;
         interrupt(&on_m_a);
         interrupt(&on_m2);
-        let count = |v: serde_json::Value| v["rx_packets"].as_u64().unwrap_or(0);
-        let (nf, nc) = (count(finish(on_m_a)?), count(finish(on_m2)?));
+        let (nf, nc) = (
+            peer_drops(first, on_m_a)?,
+            peer_drops(Peer::Ceiling, on_m2)?,
+        );
         Ok((Rates::of(nf, &f.attack), Rates::of(nc, &c.attack)))
     }
 
@@ -589,6 +585,18 @@ impl DdosRunner {
         let secs = format!("{}", self.span() + 4.0);
         start(&self.fwd.exe, c, BENCH_CPU, &[args, vec![secs]].concat())
     }
+}
+
+/// The packets `peer`'s program (`proc`, interrupted) dropped.
+fn peer_drops(peer: Peer, proc: Proc) -> Result<u64> {
+    Ok(match peer {
+        Peer::Ceiling | Peer::SrcPortFloor => finish(proc)?["rx_packets"].as_u64().unwrap_or(0),
+        Peer::XdpFilter => {
+            let status = finish_text(proc)?;
+            ddos::xdp_filter_drops(&status)
+                .with_context(|| format!("reading xdp-filter's status: {status}"))?
+        }
+    })
 }
 
 /// The DDoS rows: the attack rate `xskit fwd` drops in XDP against the XDP_DROP ceiling's,
@@ -638,10 +646,10 @@ pub(crate) fn ddos_cells(
             x / p.max(1.0),
         ));
     };
-    let (x, p) = runner.check(false)?;
+    let (x, p) = runner.check(Peer::Ceiling)?;
     record(2 * CASES.len(), "check: ceiling", x, p, String::new());
     for _ in 0..runs {
-        let (x, p) = runner.check(true)?;
+        let (x, p) = runner.check(Peer::SrcPortFloor)?;
         record(2 * CASES.len() + 2, "floor vs ceiling", x, p, String::new());
     }
     let (mut valid, mut expected) = (0u64, 0u64);

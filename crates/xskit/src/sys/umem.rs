@@ -650,7 +650,7 @@ impl Umem {
     /// inside the UMEM and at least that room into its chunk ([`Chunks::tx_span`] checks
     /// the last two), and no other handle or slice may reach the chunk.
     pub(crate) unsafe fn write_tx_checksum_request(&self, addr: u64, start: u16, offset: u16) {
-        let at = (addr - u64::from(self.inner.config.tx_metadata_len)) as usize;
+        let at = self.chunks().tx_metadata_at(addr);
         // SAFETY: `at` is the room in front of `addr`'s data, in its chunk, inside the UMEM,
         // as the caller promises.
         unsafe { write_checksum_request(self.as_ptr().add(at), start, offset) }
