@@ -146,15 +146,13 @@ fn fail_with_report(fwd: KillOnDrop, what: &str, shortfall: String) -> ! {
     panic!("{what}: {shortfall}\nthe forwarder's report: {report}")
 }
 
-/// UDP datagrams from a kernel socket on a to one on c: all arrive, content intact. A
-/// shortfall says which datagrams are missing and what c's UDP counters saw meanwhile.
-fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) -> Result<(), String> {
-    let to = addr(&chain.c, v6, 5300);
-    let rx = chain.c.ns.run(|| UdpSocket::bind(to)).unwrap().unwrap();
+/// A UDP socket of `host`'s kernel bound to `to`, which gives up on a read after 3 s, with
+/// room for `count` datagrams of `size` bytes at once (each is charged about twice its size):
+/// a receiving thread descheduled on a loaded machine must not lose any to a full socket
+/// buffer (RcvbufErrors), which the default 208 KiB holds only a dozen of at 8900 bytes.
+fn roomy_socket(host: &Host, to: SocketAddr, count: usize, size: usize) -> UdpSocket {
+    let rx = host.ns.run(|| UdpSocket::bind(to)).unwrap().unwrap();
     rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    // Room for every datagram at once (each is charged about twice its size): a receiving
-    // thread descheduled on a loaded machine must not lose any to a full socket buffer
-    // (RcvbufErrors), which the default 208 KiB holds only a dozen of at 8900 bytes.
     let room = libc::c_int::try_from(count * (size + 4096) * 2).unwrap();
     xskit_os::setsockopt(
         std::os::fd::AsFd::as_fd(&rx),
@@ -164,6 +162,14 @@ fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) -> Result<(
         "setsockopt(SO_RCVBUFFORCE)",
     )
     .unwrap();
+    rx
+}
+
+/// UDP datagrams from a kernel socket on a to one on c: all arrive, content intact. A
+/// shortfall says which datagrams are missing and what c's UDP counters saw meanwhile.
+fn udp_datagrams(chain: &Chain, v6: bool, count: usize, size: usize) -> Result<(), String> {
+    let to = addr(&chain.c, v6, 5300);
+    let rx = roomy_socket(&chain.c, to, count, size);
     let receiver = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
         let mut got = Vec::new();
@@ -456,19 +462,7 @@ fn probes_with_partial_checksums_arrive_finished() {
 fn kernel_takes_partial_probes(chain: &Chain) -> Result<(), String> {
     let c = &chain.c;
     ok(&run(c, "ethtool", &["-K", &c.ifname, "rx", "off"]));
-    let to = addr(c, false, 5300);
-    let rx = c.ns.run(|| UdpSocket::bind(to)).unwrap().unwrap();
-    rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    // Room for every probe at once, however late the receiving thread runs.
-    let room: libc::c_int = 2000 * 4096 * 2;
-    xskit_os::setsockopt(
-        std::os::fd::AsFd::as_fd(&rx),
-        libc::SOL_SOCKET,
-        libc::SO_RCVBUFFORCE,
-        &room,
-        "setsockopt(SO_RCVBUFFORCE)",
-    )
-    .unwrap();
+    let rx = roomy_socket(c, addr(c, false, 5300), 2000, 64);
     let receiver = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         let mut got = 0;
