@@ -474,10 +474,10 @@ impl<P: PipelinePort> PipelinePort for Side<P> {
         pool: &mut FramePool,
         max: usize,
         decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> xskit::Onward,
-    ) -> xskit_pipeline::Result<usize> {
+    ) -> xskit_pipeline::Result<xskit::MovedOn> {
         match (self, to) {
             (Side::One(from), Side::One(to)) => from.forward_to(to, umem, pool, max, decide),
-            _ => Ok(0),
+            _ => Ok(xskit::MovedOn::default()),
         }
     }
     fn kick(&mut self) -> xskit_pipeline::Result<()> {

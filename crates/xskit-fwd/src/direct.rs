@@ -8,6 +8,7 @@
 use xskit::Onward;
 use xskit_pipeline::{Next, StageContext};
 
+use crate::abi::TellNote;
 use crate::bonded::SidePort;
 use crate::counter::bump;
 use crate::error::Result;
@@ -26,6 +27,9 @@ pub(crate) struct DirectRoute {
     finish_checksums: bool,
     /// The tag the input port's filter tells its decisions under (0: none).
     told_tag: u64,
+    /// How a forwarded packet goes on by the filter's note on it, worked out once a vector
+    /// ([`DirectRoute::by_checksum`]): `None` for a note that says nothing.
+    by_note: [Option<Onward>; TellNote::ALL.len()],
 }
 
 impl Rules {
@@ -41,7 +45,7 @@ impl Rules {
         self.take_up_changes_if_any();
         let forward_to = self.forwarding(input_port);
         // Never reflecting (whose next is Back): a packet goes on as it is, or to the host.
-        (forward_to.next() == Next::Tx(output_port)).then_some(DirectRoute {
+        (forward_to.next() == Next::Tx(output_port)).then(|| DirectRoute {
             forward_to,
             max_frame,
             finish_checksums,
@@ -50,6 +54,10 @@ impl Rules {
                 .get(usize::from(input_port))
                 .copied()
                 .unwrap_or(0),
+            by_note: std::array::from_fn(|i| {
+                let checksum = ChecksumState::told(TellNote::ALL[i])?;
+                Some(DirectRoute::by_checksum(finish_checksums, checksum))
+            }),
         })
     }
 
@@ -64,39 +72,30 @@ impl Rules {
         data: &mut [u8],
         continued: bool,
         front: &[u8],
-        to: DirectRoute,
+        to: &DirectRoute,
     ) -> (Onward, usize, bool) {
         if continued || data.len() > to.max_frame {
             return (Onward::Keep, 0, false);
         }
         let told = crate::told::rule(front, to.told_tag);
         if let Some(t) = told {
-            if let Some(checksum) = ChecksumState::told(t.note) {
-                return (
-                    self.onward_as_told(data, t.rule, checksum, to),
-                    t.rule,
-                    true,
-                );
+            if let Some(onward) = to.by_note[t.note as usize] {
+                return (self.onward_as_told(data, t.rule, onward, to), t.rule, true);
             }
         }
         self.onward_read(data, told, to)
     }
 
     /// [`Rules::onward`] for a packet the filter told the rule of, and whose headers its
-    /// note says: what the pipeline would find it is, since the filter's plain path compared
-    /// every key of the same rules and read the headers as [`PacketKey`] reads them.
+    /// note says (`onward`, as the note's checksum sends it): what the pipeline would find
+    /// it is, since the filter's plain path compared every key of the same rules and read
+    /// the headers as [`PacketKey`] reads them.
     #[inline(always)]
-    fn onward_as_told(
-        &self,
-        data: &mut [u8],
-        i: usize,
-        checksum: ChecksumState,
-        to: DirectRoute,
-    ) -> Onward {
+    fn onward_as_told(&self, data: &[u8], i: usize, onward: Onward, to: &DirectRoute) -> Onward {
         if self.rules.verdict_at(i) != Some(Verdict::Forward) {
             return Onward::Keep;
         }
-        to.onward(data, checksum)
+        to.unless_the_hosts(data, onward)
     }
 
     /// [`Rules::onward`] for a packet read here: its rule told without a note, or not told.
@@ -106,7 +105,7 @@ impl Rules {
         &self,
         data: &mut [u8],
         told: Option<Told>,
-        to: DirectRoute,
+        to: &DirectRoute,
     ) -> (Onward, usize, bool) {
         if let Some(t) = told {
             if self.rules.verdict_at(t.rule) != Some(Verdict::Forward) {
@@ -132,14 +131,14 @@ impl Rules {
         data: &mut [u8],
         continued: bool,
         front: &[u8],
-        to: DirectRoute,
+        to: &DirectRoute,
     ) -> (Onward, bool) {
         if continued || data.len() > to.max_frame {
             return (Onward::Keep, false);
         }
         let told = crate::told::rule(front, to.told_tag);
-        if let Some(checksum) = told.and_then(|t| ChecksumState::told(t.note)) {
-            return (to.onward(data, checksum), true);
+        if let Some(onward) = told.and_then(|t| to.by_note[t.note as usize]) {
+            return (to.unless_the_hosts(data, onward), true);
         }
         (Self::onward_read_forwarded(data, to), told.is_some())
     }
@@ -148,7 +147,7 @@ impl Rules {
     /// without a note, and [`Rules::onward_read`] for a rule told without one. Out of line,
     /// as [`Rules::onward_read`].
     #[inline(never)]
-    fn onward_read_forwarded(data: &mut [u8], to: DirectRoute) -> Onward {
+    fn onward_read_forwarded(data: &mut [u8], to: &DirectRoute) -> Onward {
         match PacketKey::classifiable_noting_checksum(data, false) {
             (true, checksum) => to.onward(data, checksum),
             (false, _) => Onward::Keep,
@@ -166,16 +165,28 @@ impl DirectRoute {
     /// (`checksum`) left to the kernel; kept when it goes to the host, or its checksum needs
     /// what only the pipeline does.
     #[inline(always)]
-    fn onward(&self, data: &mut [u8], checksum: ChecksumState) -> Onward {
-        // What Forwarding::route decides, the direct path not reflecting: the host's
-        // frames, and any too short to say, are the pipeline's.
+    fn onward(&self, data: &[u8], checksum: ChecksumState) -> Onward {
+        self.unless_the_hosts(data, Self::by_checksum(self.finish_checksums, checksum))
+    }
+
+    /// `onward`, unless the packet goes to the host: what Forwarding::route decides, the
+    /// direct path not reflecting (the host's frames, and any too short to say, are the
+    /// pipeline's).
+    #[inline(always)]
+    fn unless_the_hosts(&self, data: &[u8], onward: Onward) -> Onward {
         match data.first_chunk() {
-            Some(h) if !self.forward_to.is_the_hosts(h) => {}
-            _ => return Onward::Keep,
+            Some(h) if !self.forward_to.is_the_hosts(h) => onward,
+            _ => Onward::Keep,
         }
+    }
+
+    /// How a forwarded packet not the host's goes on by its checksum: kept for the pipeline
+    /// when the kernel cannot finish it (`finish_checksums` false) or this read cannot tell.
+    #[inline(always)]
+    fn by_checksum(finish_checksums: bool, checksum: ChecksumState) -> Onward {
         match checksum {
             ChecksumState::Settled => Onward::Send,
-            ChecksumState::Partial { start, offset } if self.finish_checksums => {
+            ChecksumState::Partial { start, offset } if finish_checksums => {
                 Onward::SendFinishingChecksum {
                     start: start as u16,
                     offset: offset as u16,
@@ -186,13 +197,11 @@ impl DirectRoute {
     }
 }
 
-/// What one direct move sent: its bytes, its partial checksums left to the kernel, the
-/// packets sent by the rule the filter told, and the packets of the last run decided by one
-/// rule, counted to it when the run ends.
+/// What one direct move counts beside what the move itself counts ([`xskit::MovedOn`]):
+/// the packets sent by the rule the filter told, the packets of the last run decided by one
+/// rule, counted to it when the run ends, and whether it kept a packet for the pipeline.
 #[derive(Default)]
 struct Moved {
-    bytes: u64,
-    finished: u64,
     told: u64,
     run: (usize, u64, u64),
     kept: bool,
@@ -224,14 +233,13 @@ impl DirectMove {
 impl Moved {
     /// Adds a packet of `len` bytes that rule `i` sent on.
     #[inline(always)]
-    fn add(&mut self, rules: &mut Rules, i: usize, len: usize, finished: bool, told: bool) {
+    fn add(&mut self, rules: &mut Rules, i: usize, len: usize, told: bool) {
         if i != self.run.0 {
             self.end_run(rules);
             self.run.0 = i;
         }
         self.run.1 += 1;
         self.run.2 += len as u64;
-        self.finished += u64::from(finished);
         self.told += u64::from(told);
     }
 
@@ -240,7 +248,6 @@ impl Moved {
         let (i, packets, bytes) = self.run;
         if packets > 0 {
             rules.count(i, packets, bytes);
-            self.bytes += bytes;
         }
         self.run = (i, 0, 0);
     }
@@ -273,27 +280,27 @@ impl<P: SidePort> Worker<P> {
         };
         let mut moved = Moved::default();
         let (umem, pool, vector) = (&self.umem, &mut self.pool, self.vector);
-        let n = if rules.forwards_without_rules() {
-            // One run, the default's: no rule to tell apart per packet.
-            moved.run.0 = rules.rules.rules().len();
-            from.forward_to(to, umem, pool, vector, |data, contd, front| {
-                let (onward, told) = Rules::onward_by_default(data, contd, front.bytes(), route);
-                if !matches!(onward, Onward::Keep) {
-                    moved.run.1 += 1;
-                    moved.run.2 += data.len() as u64;
-                    moved.finished += u64::from(!matches!(onward, Onward::Send));
-                    moved.told += u64::from(told);
-                } else {
+        let moved_on = if rules.forwards_without_rules() {
+            // One run, the default's: no rule to tell apart per packet, and the move counts
+            // the packets and their bytes.
+            let moved_on = from.forward_to(to, umem, pool, vector, |data, contd, front| {
+                let (onward, told) = Rules::onward_by_default(data, contd, front.bytes(), &route);
+                if matches!(onward, Onward::Keep) {
                     moved.kept = true;
+                } else {
+                    moved.told += u64::from(told);
                 }
                 onward
-            })
+            });
+            if let Ok(m) = &moved_on {
+                moved.run = (rules.rules.rules().len(), m.sent as u64, m.bytes);
+            }
+            moved_on
         } else {
             from.forward_to(to, umem, pool, vector, |data, contd, front| {
-                let (onward, i, told) = rules.onward(data, contd, front.bytes(), route);
+                let (onward, i, told) = rules.onward(data, contd, front.bytes(), &route);
                 if !matches!(onward, Onward::Keep) {
-                    let finished = !matches!(onward, Onward::Send);
-                    moved.add(rules, i, data.len(), finished, told);
+                    moved.add(rules, i, data.len(), told);
                 } else {
                     moved.kept = true;
                 }
@@ -302,16 +309,17 @@ impl<P: SidePort> Worker<P> {
         };
         moved.end_run(rules);
         rules.end_direct(p as u16);
-        let n = n?;
+        let moved_on = moved_on?;
+        let n = moved_on.sent;
         if n > 0 {
             let (rx, tx) = (&self.port_cells[p], &self.port_cells[q]);
             bump(&rx.rx_packets, n as u64);
-            bump(&rx.rx_bytes, moved.bytes);
+            bump(&rx.rx_bytes, moved_on.bytes);
             bump(&tx.tx_packets, n as u64);
-            bump(&tx.tx_bytes, moved.bytes);
+            bump(&tx.tx_bytes, moved_on.bytes);
             bump(&tx.tx_direct, n as u64);
-            if moved.finished > 0 {
-                bump(&tx.checksums_offloaded, moved.finished);
+            if moved_on.checksum_requests > 0 {
+                bump(&tx.checksums_offloaded, moved_on.checksum_requests as u64);
             }
             if moved.told > 0 {
                 bump(&rx.rx_told, moved.told);

@@ -3,7 +3,7 @@
 
 use std::os::fd::BorrowedFd;
 
-use xskit::{Frame, Onward, Umem};
+use xskit::{Frame, MovedOn, Onward, Umem};
 
 use crate::error::Result;
 use crate::pool::FramePool;
@@ -71,7 +71,7 @@ pub trait PipelinePort {
 
     /// Moves received packets straight onto `to`'s transmit queue while `decide` sends them
     /// on, up to `max`, in order (a bare forwarding loop's move, for ports of one UMEM);
-    /// returns how many. `decide` reads (and may change) each packet's bytes, told whether
+    /// returns how many, their bytes and checksum requests. `decide` reads (and may change) each packet's bytes, told whether
     /// it continues in another frame. What it keeps, and everything after it, stays to be
     /// received ([`PipelinePort::receive`]). Call [`PipelinePort::kick`] on `to` after.
     /// Ports that cannot move nothing.
@@ -82,11 +82,11 @@ pub trait PipelinePort {
         _pool: &mut FramePool,
         _max: usize,
         _decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> Onward,
-    ) -> Result<usize>
+    ) -> Result<MovedOn>
     where
         Self: Sized,
     {
-        Ok(0)
+        Ok(MovedOn::default())
     }
 
     /// Asks the kernel to transmit what [`PipelinePort::forward_to`] queued, if it needs

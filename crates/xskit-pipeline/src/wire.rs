@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use xskit::{Frame, Onward, Umem};
+use xskit::{Frame, MovedOn, Onward, Umem};
 use xskit_os::sync::LockUnpoisoned;
 
 use crate::error::Result;
@@ -152,11 +152,11 @@ impl PipelinePort for WirePort {
         pool: &mut FramePool,
         max: usize,
         mut decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> Onward,
-    ) -> Result<usize> {
+    ) -> Result<MovedOn> {
         let mut q = self.queues.lock_unpoisoned();
         let mut one = Vec::with_capacity(1);
-        let mut sent = 0;
-        while sent < max && pool.alloc(&mut one, 1) == 1 {
+        let mut moved = MovedOn::default();
+        while moved.sent < max && pool.alloc(&mut one, 1) == 1 {
             let mut frame = one.pop().expect("allocated one");
             umem.reset(&mut frame);
             let fits = q
@@ -182,11 +182,13 @@ impl PipelinePort for WirePort {
                 break;
             }
             q.inbound.pop_front();
+            moved.bytes += frame.len() as u64;
+            moved.checksum_requests += usize::from(!matches!(onward, Onward::Send));
             one.push(frame);
             to.send(umem, &mut one, pool)?;
-            sent += 1;
+            moved.sent += 1;
         }
-        Ok(sent)
+        Ok(moved)
     }
 
     fn complete(&mut self, pool: &mut FramePool) -> usize {

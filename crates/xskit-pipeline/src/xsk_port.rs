@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::pool::FramePool;
 use super::port::{PipelinePort, RingOccupancy};
 use crate::error::Result;
-use xskit::{Frame, Mode, Onward, Socket, SocketConfig, Umem, XdpProgram};
+use xskit::{Frame, Mode, MovedOn, Onward, Socket, SocketConfig, Umem, XdpProgram};
 
 /// Below this many free fill slots a refill is not worth a ring update.
 const FILL_BATCH: u32 = 16;
@@ -158,14 +158,14 @@ impl PipelinePort for XskPort {
         _pool: &mut FramePool,
         max: usize,
         decide: impl FnMut(&mut [u8], bool, xskit::Front<'_>) -> Onward,
-    ) -> Result<usize> {
+    ) -> Result<MovedOn> {
         let (Some(rx), Some(tx)) = (self.socket.rx(), to.socket.tx()) else {
-            return Ok(0);
+            return Ok(MovedOn::default());
         };
-        let n = rx.forward_while(tx, max, decide);
-        self.in_fill_rx -= n;
-        to.in_tx += n;
-        Ok(n)
+        let moved = rx.forward_while(tx, max, decide);
+        self.in_fill_rx -= moved.sent;
+        to.in_tx += moved.sent;
+        Ok(moved)
     }
 
     fn kick(&mut self) -> Result<()> {

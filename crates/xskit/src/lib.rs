@@ -47,7 +47,7 @@ pub use socket::{
 };
 pub use stall::TX_STALL_AFTER;
 pub use sys::rings::{
-    CompletionRing, FillRing, Forwarded, Front, Onward, RxRing, TxRing, RX_METADATA_MAX,
+    CompletionRing, FillRing, Forwarded, Front, MovedOn, Onward, RxRing, TxRing, RX_METADATA_MAX,
 };
 pub use sys::umem::{
     Frame, Umem, UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE, TX_METADATA_LEN, XDP_PACKET_HEADROOM,

@@ -23,6 +23,18 @@ pub struct Forwarded {
     pub refused: bool,
 }
 
+/// What [`RxRing::forward_while`] moved: counted where the descriptors move, so that its
+/// caller need not count each packet again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MovedOn {
+    /// Frames moved onto the tx ring.
+    pub sent: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// How many of them ask the kernel to finish a checksum.
+    pub checksum_requests: usize,
+}
+
 /// The most XDP metadata a program can put in front of a packet (the kernel's limit for
 /// `bpf_xdp_adjust_meta`): what [`RxRing::forward_while`] shows of a frame's front.
 pub const RX_METADATA_MAX: usize = 32;
@@ -555,9 +567,9 @@ impl RxRing {
         tx: &mut TxRing,
         max: usize,
         mut decide: impl FnMut(&mut [u8], bool, Front<'_>) -> Onward,
-    ) -> usize {
+    ) -> MovedOn {
         if !self.umem.same(&tx.umem) {
-            return 0;
+            return MovedOn::default();
         }
         let chunks = self.umem.chunks();
         let umem = &self.umem;
@@ -565,19 +577,22 @@ impl RxRing {
         // Read once: a write through the mapping could alias the handle's fields for all the
         // compiler knows, and each request would load them again.
         let mapping = umem.as_ptr();
+        let (mut bytes_sent, mut checksum_requests) = (0, 0);
         let sent = forward_each(&mut self.ring, &mut tx.ring, max, |d, slot| {
             let Some((addr, len, offset)) = chunks.tx_span_in_chunk(d.addr, d.len) else {
                 return false;
             };
             // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
             // kernel handed this chunk back and no handle to it exists while the slice lives
-            // (the descriptor moves on, or stays on the rx ring, after it is gone).
-            let bytes = unsafe { umem.bytes_mut(addr, len as usize) };
+            // (the descriptor moves on, or stays on the rx ring, after it is gone). From
+            // `mapping`, as Umem::bytes_mut makes it, without loading the handle again.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut(mapping.add(addr as usize), len as usize) };
             // The `offset` bytes before the frame are its chunk's: in the UMEM, not the
             // frame's own; their pointer is the mapping's, not the frame's slice's.
             let front_len = (offset as usize).min(RX_METADATA_MAX);
             let front = Front {
-                start: umem.as_ptr().wrapping_add(addr as usize - front_len),
+                start: mapping.wrapping_add(addr as usize - front_len),
                 len: front_len,
                 frame: std::marker::PhantomData,
             };
@@ -597,12 +612,18 @@ impl RxRing {
                         write_checksum_request(to, start, offset);
                     }
                     options |= XDP_TX_METADATA;
+                    checksum_requests += 1;
                 }
             }
             *slot = libc::xdp_desc { addr, len, options };
+            bytes_sent += u64::from(len);
             true
         });
-        sent.sent
+        MovedOn {
+            sent: sent.sent,
+            bytes: bytes_sent,
+            checksum_requests,
+        }
     }
 
     /// Drops the first received frame into `out` (a frame [`RxRing::forward_into`] refused);
@@ -938,7 +959,7 @@ mod tests {
                     Onward::Send
                 }
             });
-            assert_eq!(n, 2);
+            assert_eq!((n.sent, n.bytes, n.checksum_requests), (2, 9, 0));
             assert_eq!(
                 seen,
                 [(4, false), (5, false), (6, true)],
@@ -982,7 +1003,7 @@ mod tests {
                 }
                 Onward::Send
             });
-            assert_eq!(n, 3);
+            assert_eq!(n.sent, 3);
             assert_eq!(
                 fronts[0].len(),
                 RX_METADATA_MAX,
@@ -1012,7 +1033,8 @@ mod tests {
             .into_iter();
             let n = rx.forward_while(&mut tx, 16, |_, _, _| asked.next().unwrap_or(Onward::Send));
             assert_eq!(
-                n, 2,
+                (n.sent, n.bytes, n.checksum_requests),
+                (2, 120, 1),
                 "the third leaves no room for the metadata: not sent, not seen"
             );
             let sent = taken(&mut kernel_tx);
@@ -1037,12 +1059,13 @@ mod tests {
                 start: 34,
                 offset: 6,
             };
-            assert_eq!(rx.forward_while(&mut tx, 16, finish), 0);
+            assert_eq!(rx.forward_while(&mut tx, 16, finish).sent, 0);
             assert_eq!(rx.available(), 1);
             let other = umem(8, 0);
             let (mut other_tx, _k) = tx_ring(&other, 8).unwrap();
             assert_eq!(
-                rx.forward_while(&mut other_tx, 16, |_, _, _| Onward::Send),
+                rx.forward_while(&mut other_tx, 16, |_, _, _| Onward::Send)
+                    .sent,
                 0
             );
         }
