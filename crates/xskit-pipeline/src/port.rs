@@ -71,9 +71,10 @@ pub trait PipelinePort {
 
     /// Moves received packets straight onto `to`'s transmit queue while `decide` sends them
     /// on, up to `max`, in order (a bare forwarding loop's move, for ports of one UMEM);
-    /// returns how many, their bytes and checksum requests. `decide` reads (and may change) each packet's bytes, told whether
-    /// it continues in another frame. What it keeps, and everything after it, stays to be
-    /// received ([`PipelinePort::receive`]). Call [`PipelinePort::kick`] on `to` after.
+    /// returns how many, their bytes and their checksum requests ([`MovedOn`]). `decide`
+    /// reads (and may change) each packet's bytes, told whether it continues in another
+    /// frame. What it keeps, and everything after it, stays to be received
+    /// ([`PipelinePort::receive`]). Call [`PipelinePort::kick`] on `to` after.
     /// Ports that cannot move nothing.
     fn forward_to(
         &mut self,
