@@ -577,11 +577,14 @@ impl RxRing {
         // Read once: a write through the mapping could alias the handle's fields for all the
         // compiler knows, and each request would load them again.
         let mapping = umem.as_ptr();
+        // For the bounds check Umem::bytes_mut makes in debug builds, read once as well.
+        let umem_len = umem.config().len();
         let (mut bytes_sent, mut checksum_requests) = (0, 0);
         let sent = forward_each(&mut self.ring, &mut tx.ring, max, |d, slot| {
             let Some((addr, len, offset)) = chunks.tx_span_in_chunk(d.addr, d.len) else {
                 return false;
             };
+            debug_assert!(addr + u64::from(len) <= umem_len);
             // SAFETY: tx_span keeps addr + len inside the frame's chunk, inside the UMEM; the
             // kernel handed this chunk back and no handle to it exists while the slice lives
             // (the descriptor moves on, or stays on the rx ring, after it is gone). From
