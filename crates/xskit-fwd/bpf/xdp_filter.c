@@ -1630,8 +1630,10 @@ static __always_inline __u32 plain_by_vectors(struct filter_state *st,
 		return COUNTER_DEFAULT;
 	}
 	r = rule_at(st, i);
-	if (!r || !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr), key->sport,
-			     key->dport)) {
+	/* A call costs more than the rest of the rule's check: made only for a rule with sets. */
+	if (!r || ((r->extra & (EXTRA_SRC_SET | EXTRA_DST_SET | EXTRA_PORT_SETS)) &&
+		   !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr), key->sport,
+			      key->dport))) {
 		*action = UNSETTLED;
 		return i;
 	}
