@@ -1551,6 +1551,9 @@ static __always_inline struct rule *rule_at(struct filter_state *st, __u32 i)
  */
 #define PORTS_UNKNOWN 0xffffffff
 
+/* The extra keys sets_ipv4 asks of a rule: its prefix sets and port sets. */
+#define SET_EXTRAS (EXTRA_SRC_SET | EXTRA_DST_SET | EXTRA_PORT_SETS)
+
 /*
  * True when the packet is in rule r's prefix sets and port sets (or it names none). Not
  * inlined: the program's own frame, which the general path's deepest calls add to, stays
@@ -1591,7 +1594,7 @@ static __always_inline __u32 first_rule_ipv4(struct filter_state *st, __u8 proto
 		if (r->extra) {
 			if (!sets_ipv4(r, saddr, daddr, sport, dport))
 				continue;
-			if (r->extra & ~(EXTRA_SRC_SET | EXTRA_DST_SET | EXTRA_PORT_SETS)) {
+			if (r->extra & ~SET_EXTRAS) {
 				*action = UNSETTLED;
 				return i;
 			}
@@ -1631,7 +1634,7 @@ static __always_inline __u32 plain_by_vectors(struct filter_state *st,
 	}
 	r = rule_at(st, i);
 	/* A call costs more than the rest of the rule's check: made only for a rule with sets. */
-	if (!r || ((r->extra & (EXTRA_SRC_SET | EXTRA_DST_SET | EXTRA_PORT_SETS)) &&
+	if (!r || ((r->extra & SET_EXTRAS) &&
 		   !sets_ipv4(r, bpf_htonl(key->saddr), bpf_htonl(key->daddr), key->sport,
 			      key->dport))) {
 		*action = UNSETTLED;
