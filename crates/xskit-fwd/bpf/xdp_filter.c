@@ -482,9 +482,10 @@ struct {
 } field_ids SEC(".maps");
 
 /*
- * For at most WORD_RULES rules, the plain path's fields' tables of the vectors themselves,
- * one word each, field after field (WORDS_* says where each starts): one value, found by one
- * lookup a packet.
+ * The plain path's fields' tables, field after field (WORDS_* says where each starts): one
+ * value, found by one lookup a packet. For at most WORD_RULES rules, the vectors themselves,
+ * one word each; for more, field_ids' entries (the protocol's with the plain path's own
+ * vectors folded in: RuleVectors::plain_protocol in src/rule_vectors.rs).
  */
 struct plain_words {
 	__u64 words[PLAIN_WORDS];
@@ -748,17 +749,14 @@ struct config {
 	/*
 	 * Past LINEAR_RULES rules, the ids in `vectors` of the vectors that are not a field's
 	 * (SpecialVectors in src/rule_vectors.rs): every rule; those that can match what is not
-	 * IP; those an IPv6 source, or destination, in no rule prefix can match; those an
-	 * untagged packet without ICMP can (every packet of the plain path); those anchored at
-	 * none of the plain path's fields; those that name
-	 * source set s (set_rules[s]) or destination set s (set_rules[MAX_SETS + s]).
+	 * IP; those an IPv6 source, or destination, in no rule prefix can match; those that
+	 * name source set s (set_rules[s]) or destination set s (set_rules[MAX_SETS + s]). The
+	 * plain path's own are folded into the protocol's entries of `plain_words`.
 	 */
 	__u32 all_rules;
 	__u32 non_ip;
 	__u32 src6_none;
 	__u32 dst6_none;
-	__u32 plain;
-	__u32 plain_always;
 	__u32 set_rules[2 * MAX_SETS];
 	/* Which of the two table sets this state is of: its index in `state`. */
 	__u32 table;
@@ -1451,18 +1449,22 @@ struct plain_key {
 	__u8 flags;
 };
 
-/* The plain path's fields' values, by FIELD_*. */
-static __always_inline void plain_values(const struct plain_key *p, __u32 *v)
+/*
+ * The plain path's fields' words in `t` for the packet, by FIELD_*: for at most WORD_RULES
+ * rules the vectors themselves, for more the ids of the full and anchored vectors.
+ */
+static __always_inline void plain_entries(const struct plain_words *t, const struct plain_key *p,
+					  __u64 *e)
 {
-	v[FIELD_PROTOCOL] = p->proto;
-	v[FIELD_SRC_PORT] = p->sport;
-	v[FIELD_DST_PORT] = p->dport;
-	v[FIELD_SRC4_HIGH] = p->saddr >> 16;
-	v[FIELD_SRC4_LOW] = p->saddr & 0xffff;
-	v[FIELD_DST4_HIGH] = p->daddr >> 16;
-	v[FIELD_DST4_LOW] = p->daddr & 0xffff;
-	v[FIELD_TCP_FLAGS] = p->flags;
-	v[FIELD_LENGTH] = p->total;
+	e[FIELD_PROTOCOL] = t->words[WORDS_PROTOCOL + p->proto];
+	e[FIELD_SRC_PORT] = t->words[WORDS_SRC_PORT + p->sport];
+	e[FIELD_DST_PORT] = t->words[WORDS_DST_PORT + p->dport];
+	e[FIELD_SRC4_HIGH] = t->words[WORDS_SRC4_HIGH + (p->saddr >> 16)];
+	e[FIELD_SRC4_LOW] = t->words[WORDS_SRC4_LOW + (p->saddr & 0xffff)];
+	e[FIELD_DST4_HIGH] = t->words[WORDS_DST4_HIGH + (p->daddr >> 16)];
+	e[FIELD_DST4_LOW] = t->words[WORDS_DST4_LOW + (p->daddr & 0xffff)];
+	e[FIELD_TCP_FLAGS] = t->words[WORDS_TCP_FLAGS + p->flags];
+	e[FIELD_LENGTH] = t->words[WORDS_LENGTH + p->total];
 }
 
 /*
@@ -1475,57 +1477,61 @@ static __always_inline __u32 first_in_words(const struct filter_state *st,
 {
 	__u32 table = st->config.table;
 	struct plain_words *t = bpf_map_lookup_elem(&plain_words, &table);
-	__u64 acc;
+	__u64 e[PLAIN_FIELDS], acc = ~0ULL;
+	__u32 f;
 
 	if (!t)
 		return NO_TABLE;
-	acc = t->words[WORDS_DST4_LOW + (p->daddr & 0xffff)] &
-	      t->words[WORDS_DST4_HIGH + (p->daddr >> 16)] &
-	      t->words[WORDS_SRC4_LOW + (p->saddr & 0xffff)] &
-	      t->words[WORDS_SRC4_HIGH + (p->saddr >> 16)] & t->words[WORDS_DST_PORT + p->dport] &
-	      t->words[WORDS_SRC_PORT + p->sport] & t->words[WORDS_PROTOCOL + p->proto] &
-	      t->words[WORDS_TCP_FLAGS + p->flags] & t->words[WORDS_LENGTH + p->total];
+	plain_entries(t, p, e);
+#pragma unroll
+	for (f = 0; f < PLAIN_FIELDS; f++)
+		acc &= e[f];
 	return acc ? ctz64(acc) : NO_RULE;
 }
 
 /*
  * The first rule whose bit all of the plain path's vectors have, or NO_RULE; NO_TABLE when a
  * table is missing. Each rule is anchored at one field it names (src/rule_vectors.rs): the
- * words the packet's anchored vectors (and the rules anchored at none) leave empty hold no
- * rule it matches, and are skipped; a word they do not is ANDed in full. Not inlined: its
- * vectors' pointers take a frame of their own, not the program's.
+ * words the packet's anchored vectors leave empty hold no rule it matches, and are skipped;
+ * a word they do not is ANDed in full. The protocol's vectors hold what every packet here
+ * asks (its full one only the rules a plain packet can match, its anchored one also the
+ * rules anchored at none), so no other vector is looked up. Not inlined: its vectors'
+ * pointers take a frame of their own, not the program's.
  */
 static __attribute__((noinline)) __u32 first_in_plain(struct filter_state *st,
 						      const struct plain_key *p)
 {
-	struct rule_vector *full[PLAIN_FIELDS], *anchored[PLAIN_FIELDS], *plain, *always;
-	__u32 v[PLAIN_FIELDS], f, k, w;
-	__u64 s, acc;
+	struct rule_vector *full[PLAIN_FIELDS], *anchored[PLAIN_FIELDS];
+	__u32 table = st->config.table, f, k, w;
+	struct plain_words *t = bpf_map_lookup_elem(&plain_words, &table);
+	__u64 e[PLAIN_FIELDS], s = 0, acc;
 
-	plain_values(p, v);
-	plain = vector(st->config.plain);
-	always = vector(st->config.plain_always);
-	if (!plain || !always)
+	if (!t)
 		return NO_TABLE;
-	s = always->summary;
+	plain_entries(t, p, e);
 #pragma unroll
 	for (f = 0; f < PLAIN_FIELDS; f++) {
-		__u64 ids = field_entry(st->config.table, f, v[f]);
-
-		full[f] = vector((__u32)ids);
-		anchored[f] = vector(ids >> 32);
-		if (!full[f] || !anchored[f])
+		anchored[f] = vector(e[f] >> 32);
+		if (!anchored[f])
 			return NO_TABLE;
 		s |= anchored[f]->summary;
+	}
+	/* No rule is anchored where the packet is (the common case): the full vectors unread. */
+	if (!s)
+		return NO_RULE;
+#pragma unroll
+	for (f = 0; f < PLAIN_FIELDS; f++) {
+		full[f] = vector((__u32)e[f]);
+		if (!full[f])
+			return NO_TABLE;
 	}
 	for (k = 0; k < VECTOR_WORDS && s; k++) {
 		w = ctz64(s) & (VECTOR_WORDS - 1);
 		s &= s - 1;
-		acc = always->words[w];
+		acc = 0;
 #pragma unroll
 		for (f = 0; f < PLAIN_FIELDS; f++)
 			acc |= anchored[f]->words[w];
-		acc &= plain->words[w];
 #pragma unroll
 		for (f = 0; f < PLAIN_FIELDS; f++)
 			acc &= full[f]->words[w];

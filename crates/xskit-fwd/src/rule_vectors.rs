@@ -64,12 +64,6 @@ pub(crate) struct SpecialVectors {
     /// prefix), and likewise for destinations.
     pub(crate) src6_none: u32,
     pub(crate) dst6_none: u32,
-    /// The rules an untagged packet without ICMP can match: every packet of the XDP
-    /// filter's plain path.
-    pub(crate) plain: u32,
-    /// The rules that name none of the plain path's fields: anchored at none, they are
-    /// candidates for every packet there.
-    pub(crate) plain_always: u32,
     /// The rules that name source set `s` (`[0][s]`) or destination set `s` (`[1][s]`).
     pub(crate) set_rules: [[u32; MAX_SETS]; 2],
 }
@@ -120,6 +114,12 @@ pub struct RuleVectors {
     /// For at most [`WORD_RULES`] rules, the plain path's tables of vectors themselves, one
     /// word each; empty for more.
     pub(crate) plain_words: Box<[u64]>,
+    /// For more than [`WORD_RULES`] rules, each protocol's (full, anchored) vector ids as
+    /// the XDP filter's plain path and the rules stage read them for a plain packet, with
+    /// what every such packet asks folded in (the full ANDed with the rules it can match at
+    /// all, the anchored ORed with the rules anchored at none), so that no other vector is
+    /// looked up for it; empty for fewer.
+    pub(crate) plain_protocol: Box<[(u32, u32)]>,
     /// The vectors, by id.
     pub(crate) vectors: Vec<RuleVector>,
     pub(crate) src6: V6Prefixes,
@@ -301,6 +301,53 @@ fn plain_words(ids: &[u32], vectors: &[RuleVector], plain: u64) -> Box<[u64]> {
     words
 }
 
+/// What every packet of the XDP filter's plain path (untagged IPv4 TCP or UDP) asks, as
+/// vectors: the rules such a packet can match at all (no VLAN, no ICMP keys), and of those
+/// the rules anchored at none of its fields (`anchored`), candidates for every such packet.
+fn plain_vectors(ids: &[u32], anchored: &[Option<usize>], arena: &mut Arena) -> (u32, u32) {
+    let n = anchored.len();
+    let vector_at = |arena: &Arena, field: Field, value: usize| {
+        arena.vectors[ids[field.base() + value] as usize]
+    };
+    let (untagged, no_icmp) = (
+        vector_at(arena, Field::Vlan, UNTAGGED_VLAN),
+        vector_at(arena, Field::Icmp, 0),
+    );
+    let plain = arena.of(n, |i| untagged.has(i) && no_icmp.has(i));
+    let plain_vector = arena.vectors[plain as usize];
+    let always = arena.of(n, |i| plain_vector.has(i) && anchored[i].is_none());
+    (plain, always)
+}
+
+/// The protocol's (full, anchored) vector ids with the plain path's two vectors
+/// ([`plain_vectors`]) folded in ([`RuleVectors::plain_protocol`]), for rules whose tables
+/// are `ids` and `anchors`.
+fn plain_protocol(
+    (ids, anchors): (&[u32], &[u32]),
+    (plain, always): (u32, u32),
+    rules: usize,
+    arena: &mut Arena,
+) -> Box<[(u32, u32)]> {
+    let (plain, always) = (
+        arena.vectors[plain as usize],
+        arena.vectors[always as usize],
+    );
+    let base = Field::Protocol.base();
+    let mut folded = HashMap::new();
+    (base..base + Field::Protocol.domain())
+        .map(|at| {
+            *folded.entry((ids[at], anchors[at])).or_insert_with(|| {
+                let full = arena.vectors[ids[at] as usize];
+                let anchored = arena.vectors[anchors[at] as usize];
+                (
+                    arena.of(rules, |i| full.has(i) && plain.has(i)),
+                    arena.of(rules, |i| anchored.has(i) || always.has(i)),
+                )
+            })
+        })
+        .collect()
+}
+
 /// The plain fields' tables of anchored vectors: rule `r` in field `f`'s only when it is
 /// anchored there (`anchored[r]`).
 fn anchor_tables(
@@ -327,31 +374,14 @@ fn anchor_tables(
     anchors
 }
 
-/// The vectors that are not a field's, for rules `shapes` whose fields' tables are `ids`.
-fn special_vectors(
-    shapes: &[RuleShape],
-    ids: &[u32],
-    anchored: &[Option<usize>],
-    arena: &mut Arena,
-) -> SpecialVectors {
+/// The vectors that are not a field's, for rules `shapes`.
+fn special_vectors(shapes: &[RuleShape], arena: &mut Arena) -> SpecialVectors {
     let n = shapes.len();
-    let vector_at = |arena: &Arena, field: Field, value: usize| {
-        arena.vectors[ids[field.base() + value] as usize]
-    };
-    let (untagged, no_icmp) = (
-        vector_at(arena, Field::Vlan, UNTAGGED_VLAN),
-        vector_at(arena, Field::Icmp, 0),
-    );
-    let plain = arena.of(n, |i| untagged.has(i) && no_icmp.has(i));
-    let plain_vector = arena.vectors[plain as usize];
     let mut special = SpecialVectors {
         all: arena.of(n, |i| shapes[i].live),
         non_ip: arena.of(n, |i| shapes[i].non_ip),
         src6_none: arena.of(n, |i| shapes[i].takes_v6 && !shapes[i].src6.0),
         dst6_none: arena.of(n, |i| shapes[i].takes_v6 && !shapes[i].dst6.0),
-        plain,
-        // Those a plain packet cannot match (a VLAN, ICMP keys) are no candidates there.
-        plain_always: arena.of(n, |i| plain_vector.has(i) && anchored[i].is_none()),
         set_rules: [[0; MAX_SETS]; 2],
     };
     for s in 0..MAX_SETS {
@@ -402,20 +432,24 @@ impl RuleVectors {
         }
         let anchored = anchor_fields(&accepts[..PLAIN_FIELDS]);
         let anchors = anchor_tables(&accepts, &anchored, &mut arena);
-        let special = special_vectors(shapes, &ids, &anchored, &mut arena);
+        let special = special_vectors(shapes, &mut arena);
         let src6 = v6_prefixes(shapes, |r| r.src6, &mut arena);
         let dst6 = v6_prefixes(shapes, |r| r.dst6, &mut arena);
-        let plain_words = if shapes.len() <= WORD_RULES {
-            let plain = arena.vectors[special.plain as usize].words[0];
-            plain_words(&ids, &arena.vectors, plain)
+        let plain = plain_vectors(&ids, &anchored, &mut arena);
+        let (plain_words, plain_protocol) = if shapes.len() <= WORD_RULES {
+            let plain = arena.vectors[plain.0 as usize].words[0];
+            (plain_words(&ids, &arena.vectors, plain), Box::default())
         } else {
-            Box::default()
+            let tables = (&*ids, &*anchors);
+            let folded = plain_protocol(tables, plain, shapes.len(), &mut arena);
+            (Box::default(), folded)
         };
         RuleVectors {
             rules: shapes.len(),
             ids,
             anchors,
             plain_words,
+            plain_protocol,
             vectors: arena.vectors,
             src6,
             dst6,

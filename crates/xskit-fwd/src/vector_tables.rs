@@ -11,7 +11,7 @@ use aya::maps::lpm_trie::{Key as TrieKey, LpmTrie};
 use aya::maps::{Array, MapData};
 use xskit::XdpProgram;
 
-use crate::abi::{Field, FIELD_VALUES, PLAIN_FIELDS};
+use crate::abi::{Field, FIELD_VALUES, PLAIN_FIELDS, PLAIN_WORDS};
 use crate::error::{Error, Result};
 use crate::rule_vectors::{RuleVector, RuleVectors};
 use crate::sys::filter::{FieldTableRepr, PlainWordsRepr, RuleAddrRepr};
@@ -24,6 +24,46 @@ fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
         what,
         reason: xskit::error_chain(&e),
     }
+}
+
+/// For more than [`crate::abi::WORD_RULES`] rules, what `plain_words` holds: the plain
+/// fields' entries as in `field_ids` (the protocol's with every plain packet's vectors
+/// folded in, [`RuleVectors::plain_protocol`]), side by side as the words are, so that the
+/// plain path finds all nine with one lookup.
+fn plain_ids(v: &RuleVectors, offset: u32) -> Box<PlainWordsRepr> {
+    let mut words: Box<PlainWordsRepr> = vec![0u64; PLAIN_WORDS]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("PLAIN_WORDS entries"));
+    for &field in &Field::ALL[..PLAIN_FIELDS] {
+        let (at, to) = (field.base(), field.word_base());
+        for value in 0..field.domain() {
+            words[to + value] = match field {
+                Field::Protocol => {
+                    let (full, anchored) = v.plain_protocol[value];
+                    packed(full + offset, anchored + offset)
+                }
+                _ => packed_ids(v, field, at + value, offset),
+            };
+        }
+    }
+    words
+}
+
+/// Field `field`'s entry at `at` (of [`Field::base`]'s flat tables), packed.
+fn packed_ids(v: &RuleVectors, field: Field, at: usize, offset: u32) -> u64 {
+    let anchored = if (field as usize) < PLAIN_FIELDS {
+        v.anchors[at]
+    } else {
+        0
+    };
+    packed(v.ids[at] + offset, anchored + offset)
+}
+
+/// A table entry: the full vector's id in the low 32 bits, the anchored vector's (the plain
+/// fields') in the high.
+fn packed(full: u32, anchored: u32) -> u64 {
+    u64::from(full) | u64::from(anchored) << 32
 }
 
 /// The vector tables of one loaded filter.
@@ -114,13 +154,7 @@ impl VectorTables {
         for &field in Field::ALL {
             let at = field.base();
             for (value, entry) in table.iter_mut().enumerate() {
-                let anchored = if (field as usize) < PLAIN_FIELDS {
-                    v.anchors[at + value]
-                } else {
-                    0
-                };
-                let (id, anchored) = (v.ids[at + value] + offset, anchored + offset);
-                *entry = u64::from(id) | u64::from(anchored) << 32;
+                *entry = packed_ids(v, field, at + value, offset);
             }
             // Borrowed: a copy of the table would take half a MiB of the stack.
             #[allow(clippy::needless_borrows_for_generic_args)]
@@ -128,11 +162,13 @@ impl VectorTables {
                 .set(set * Field::ALL.len() as u32 + field as u32, &*table, 0)
                 .map_err(|e| map_error("writing the rule vectors' tables", e))?;
         }
-        if let Ok(words) = <&PlainWordsRepr>::try_from(&*v.plain_words) {
-            self.words
-                .set(set, words, 0)
-                .map_err(|e| map_error("writing the plain path's words", e))?;
-        }
+        let words = match <&PlainWordsRepr>::try_from(&*v.plain_words) {
+            Ok(words) => words,
+            Err(_) => &*plain_ids(v, offset),
+        };
+        self.words
+            .set(set, words, 0)
+            .map_err(|e| map_error("writing the plain path's words", e))?;
         Ok(())
     }
 

@@ -232,10 +232,11 @@ impl FastMatches {
         None
     }
 
-    /// The rules the word decides alone, as a word.
+    /// Whether rule `i`'s bit in a plain packet's vectors decides it alone
+    /// ([`FastMatch::word_decides`]).
     #[cfg(test)]
-    pub(super) fn word_decides(&self) -> u64 {
-        self.word_decides
+    pub(super) fn decides_alone(&self, i: usize) -> bool {
+        self.each.get(i).is_some_and(FastMatch::word_decides)
     }
 }
 

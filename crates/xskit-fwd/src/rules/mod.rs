@@ -316,23 +316,26 @@ impl RuleSet {
         }
     }
 
-    /// For a plain packet's word of candidates (at most 64 rules), each rule the word decides
-    /// alone: its index, whether the word holds it, and whether its match takes `key`.
+    /// For a plain packet (untagged IPv4 TCP or UDP, not a later fragment), each rule the
+    /// XDP filter's plain path decides by its vectors alone (one naming no set): its index,
+    /// whether the plain path's lookup holds it (the word up to 64 rules, the anchored
+    /// candidates past), and whether its match takes `key`.
     #[cfg(test)]
-    pub(crate) fn word_decisions(&self, key: &PacketKey) -> Vec<(usize, bool, bool)> {
-        let Some(word) = self
-            .vectors
-            .as_ref()
-            .and_then(|v| vectors::plain_word(v, key))
-        else {
+    pub(crate) fn plain_decisions(&self, key: &PacketKey) -> Vec<(usize, bool, bool)> {
+        let Some(v) = self.vectors.as_ref() else {
             return Vec::new();
         };
+        let held: Vec<usize> = match vectors::plain_word(v, key) {
+            Some(word) => (0..64).filter(|i| word >> i & 1 != 0).collect(),
+            None if vectors::is_plain(key) => vectors::candidates(v, key).collect(),
+            None => return Vec::new(),
+        };
         let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
-        (0..self.fast.len().min(64))
-            .filter(|&i| self.fast.word_decides() >> i & 1 != 0)
+        (0..self.fast.len())
+            .filter(|&i| self.fast.decides_alone(i))
             .map(|i| {
                 let matched = self.fast.get(i).is_some_and(|m| m.matches(key, src, dst));
-                (i, word >> i & 1 != 0, matched)
+                (i, held.contains(&i), matched)
             })
             .collect()
     }

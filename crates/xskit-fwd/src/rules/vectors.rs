@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Match, PacketKey, Prefix};
-use crate::abi::{Field, PLAIN_FIELDS, PLAIN_WORDS, UNTAGGED_VLAN};
+use crate::abi::{Field, PLAIN_WORDS, UNTAGGED_VLAN};
 use crate::rule_vectors::{all, Candidates, Ranges, RuleShape, RuleVectors};
 use crate::sets::PortSet;
 
@@ -168,7 +168,7 @@ impl<'a> RuleKeys<'a> {
 /// True for the XDP filter's plain path's packets: untagged IPv4 TCP or UDP, not a later
 /// fragment.
 #[inline]
-fn is_plain(key: &PacketKey) -> bool {
+pub(super) fn is_plain(key: &PacketKey) -> bool {
     key.family == 4
         && key.vlan.is_none()
         && !key.later_fragment
@@ -186,11 +186,7 @@ pub(crate) fn plain_word(v: &RuleVectors, key: &PacketKey) -> Option<u64> {
     // As an array (empty beyond 64 rules: `None`), every field's index below is in bounds
     // by its type, and the compiler checks none of them.
     let words = <&[u64; PLAIN_WORDS]>::try_from(&*v.plain_words).ok()?;
-    // An IPv4 address is the first four bytes.
-    let (src4, dst4) = (
-        u32::from_be_bytes([key.src[0], key.src[1], key.src[2], key.src[3]]) as usize,
-        u32::from_be_bytes([key.dst[0], key.dst[1], key.dst[2], key.dst[3]]) as usize,
-    );
+    let (src4, dst4) = ipv4_addresses(key);
     let word = |field: Field, value: usize| words[field.word_base() + value];
     Some(
         word(Field::Protocol, usize::from(key.protocol))
@@ -208,8 +204,15 @@ pub(crate) fn plain_word(v: &RuleVectors, key: &PacketKey) -> Option<u64> {
 /// The rules `key` may match, in order: every rule it matches, and rules it may not
 /// that name a prefix set. A later fragment's missing fields take every rule. A plain
 /// packet (untagged IPv4 TCP or UDP, not a later fragment) is looked up as the XDP
-/// filter's plain path does: only the words its anchored vectors hold a rule in.
+/// filter's plain path does ([`plain_candidates`]).
 pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<'a> {
+    // A plain packet comes here only past WORD_RULES rules (plain_word decides it below),
+    // where its protocol's folded vectors are.
+    if is_plain(key) {
+        if let Some(&folded) = v.plain_protocol.get(usize::from(key.protocol)) {
+            return plain_candidates(v, key, folded);
+        }
+    }
     let mut c = Candidates::default_for(v.special(v.special.all));
     let vlan = key.vlan.map_or(UNTAGGED_VLAN, usize::from);
     c.full(v.field(Field::Vlan, vlan));
@@ -217,13 +220,9 @@ pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<
         c.full(v.special(v.special.non_ip));
         return c.start();
     }
-    let plain = is_plain(key);
     let icmp = usize::from(key.icmp_type) << 8 | usize::from(key.icmp_code);
     let (src, dst) = (u128::from_be_bytes(key.src), u128::from_be_bytes(key.dst));
     let (src4, dst4) = ((src >> 96) as usize, (dst >> 96) as usize);
-    if plain {
-        c.anchor(v.special(v.special.plain_always));
-    }
     let values = [
         (Field::Protocol, usize::from(key.protocol)),
         (Field::Length, usize::from(key.ip_len)),
@@ -249,16 +248,49 @@ pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<
             continue;
         }
         c.full(v.field(field, value));
-        if plain && (field as usize) < PLAIN_FIELDS {
-            let id = v.anchors[field.base() + value];
-            c.anchor(v.special(id));
-        }
     }
     if key.family == 6 {
         c.full(v.special(v.src6.lookup(src, v.special.src6_none)));
         c.full(v.special(v.dst6.lookup(dst, v.special.dst6_none)));
     }
     c.start()
+}
+
+/// A plain packet's candidates past WORD_RULES rules, found as the XDP filter's plain path
+/// finds them: the plain fields' vectors alone, the protocol's `folded` ones
+/// ([`RuleVectors::plain_protocol`]) holding what every plain packet asks, and only the
+/// words their anchored vectors hold a rule in.
+fn plain_candidates<'a>(
+    v: &'a RuleVectors,
+    key: &PacketKey,
+    (full, anchored): (u32, u32),
+) -> Candidates<'a> {
+    let mut c = Candidates::default_for(v.special(v.special.all));
+    c.full(v.special(full));
+    c.anchor(v.special(anchored));
+    let (src4, dst4) = ipv4_addresses(key);
+    let values = [
+        (Field::SrcPort, usize::from(key.src_port)),
+        (Field::DstPort, usize::from(key.dst_port)),
+        (Field::Src4High, src4 >> 16),
+        (Field::Src4Low, src4 & 0xffff),
+        (Field::Dst4High, dst4 >> 16),
+        (Field::Dst4Low, dst4 & 0xffff),
+        (Field::TcpFlags, usize::from(key.tcp_flags)),
+        (Field::Length, usize::from(key.ip_len)),
+    ];
+    for (field, value) in values {
+        c.full(v.field(field, value));
+        c.anchor(v.special(v.anchors[field.base() + value]));
+    }
+    c.start()
+}
+
+/// An IPv4 packet's source and destination addresses, host order: their first four bytes.
+#[inline]
+fn ipv4_addresses(key: &PacketKey) -> (usize, usize) {
+    let word = |a: &[u8; 16]| u32::from_be_bytes([a[0], a[1], a[2], a[3]]) as usize;
+    (word(&key.src), word(&key.dst))
 }
 
 impl RuleKeys<'_> {

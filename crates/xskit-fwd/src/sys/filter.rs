@@ -68,13 +68,12 @@ pub(crate) struct ConfigRepr {
     pub(crate) lacp: u32,
     /// Non-zero when any of the three above is: no packet takes the program's plain path.
     pub(crate) duties: u32,
-    /// The ids of [`crate::rule_vectors::SpecialVectors`], in its order.
+    /// The ids of [`crate::rule_vectors::SpecialVectors`], in its order, but for the plain
+    /// path's own (in `plain_words`, [`crate::rule_vectors::RuleVectors::plain_protocol`]).
     pub(crate) all_rules: u32,
     pub(crate) non_ip: u32,
     pub(crate) src6_none: u32,
     pub(crate) dst6_none: u32,
-    pub(crate) plain: u32,
-    pub(crate) plain_always: u32,
     /// Source sets', then destination sets'.
     pub(crate) set_rules: [u32; 2 * crate::abi::MAX_SETS],
     /// Which of the filter's two table sets this state is of.
@@ -90,8 +89,6 @@ impl ConfigRepr {
         self.non_ip = v.non_ip + offset;
         self.src6_none = v.src6_none + offset;
         self.dst6_none = v.dst6_none + offset;
-        self.plain = v.plain + offset;
-        self.plain_always = v.plain_always + offset;
         let sets = v.set_rules[0].iter().chain(&v.set_rules[1]);
         for (to, &id) in self.set_rules.iter_mut().zip(sets) {
             *to = id + offset;
@@ -582,8 +579,6 @@ mod tests {
                 ("non_ip", offset_of!(ConfigRepr, non_ip)),
                 ("src6_none", offset_of!(ConfigRepr, src6_none)),
                 ("dst6_none", offset_of!(ConfigRepr, dst6_none)),
-                ("plain", offset_of!(ConfigRepr, plain)),
-                ("plain_always", offset_of!(ConfigRepr, plain_always)),
                 ("set_rules", offset_of!(ConfigRepr, set_rules)),
                 ("table", offset_of!(ConfigRepr, table)),
                 ("told_tag", offset_of!(ConfigRepr, told_tag)),
