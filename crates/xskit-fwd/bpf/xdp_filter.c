@@ -454,8 +454,8 @@ static __always_inline __u32 held_by(__u64 tracked, __u32 set, __u32 side)
 
 /*
  * Rule bit vectors (src/rule_vectors.rs says how they are made): a bit for each rule, rule i
- * in bit i % 64 of words[i / 64], and a summary with bit w set when words[w] is not zero.
- * Sized when loaded.
+ * in bit i % 64 of words[i / 64], and a summary with bit w set when words[w] is not zero (in
+ * the plain path's vectors, when it holds a rule anchored at the value). Sized when loaded.
  */
 struct rule_vector {
 	__u64 summary;
@@ -466,12 +466,10 @@ MAPPED_ARRAY(vectors, struct rule_vector);
 
 /*
  * A field's table (FIELD_* is its index in field_ids): for each of its values, the id of its
- * vector in the low 32 bits, and for the plain path's fields the id of its anchored vector
- * (the rules anchored at the field that the value satisfies) in the high 32. Sized when
- * loaded.
+ * vector. Sized when loaded.
  */
 struct field_table {
-	__u64 ids[FIELD_VALUES];
+	__u32 ids[FIELD_VALUES];
 };
 
 struct {
@@ -484,8 +482,8 @@ struct {
 /*
  * The plain path's fields' tables, field after field (WORDS_* says where each starts): one
  * value, found by one lookup a packet. For at most WORD_RULES rules, the vectors themselves,
- * one word each; for more, field_ids' entries (the protocol's with the plain path's own
- * vectors folded in: RuleVectors::plain_protocol in src/rule_vectors.rs).
+ * one word each; for more, the ids of the plain path's vectors (RuleVectors::plain_ids in
+ * src/rule_vectors.rs).
  */
 struct plain_words {
 	__u64 words[PLAIN_WORDS];
@@ -531,15 +529,15 @@ static __always_inline struct rule_vector *vector(__u32 id)
 }
 
 /*
- * Field `field`'s table entry for `value`, in table set `table`: the ids of its vectors; ~0
- * when it is missing.
+ * The id of the vector of field `field`'s `value` in table set `table`; ~0 when the table is
+ * missing.
  */
-static __always_inline __u64 field_entry(__u32 table, __u32 field, __u32 value)
+static __always_inline __u32 field_entry(__u32 table, __u32 field, __u32 value)
 {
 	__u32 at = table * FIELDS + field;
 	struct field_table *t = bpf_map_lookup_elem(&field_ids, &at);
 
-	return t ? t->ids[value & (FIELD_VALUES - 1)] : ~0ULL;
+	return t ? t->ids[value & (FIELD_VALUES - 1)] : ~0U;
 }
 
 /*
@@ -750,8 +748,7 @@ struct config {
 	 * Past LINEAR_RULES rules, the ids in `vectors` of the vectors that are not a field's
 	 * (SpecialVectors in src/rule_vectors.rs): every rule; those that can match what is not
 	 * IP; those an IPv6 source, or destination, in no rule prefix can match; those that
-	 * name source set s (set_rules[s]) or destination set s (set_rules[MAX_SETS + s]). The
-	 * plain path's own are folded into the protocol's entries of `plain_words`.
+	 * name source set s (set_rules[s]) or destination set s (set_rules[MAX_SETS + s]).
 	 */
 	__u32 all_rules;
 	__u32 non_ip;
@@ -1451,7 +1448,7 @@ struct plain_key {
 
 /*
  * The plain path's fields' words in `t` for the packet, by FIELD_*: for at most WORD_RULES
- * rules the vectors themselves, for more the ids of the full and anchored vectors.
+ * rules the vectors themselves, for more the ids of the plain path's vectors.
  */
 static __always_inline void plain_entries(const struct plain_words *t, const struct plain_key *p,
 					  __u64 *e)
@@ -1491,17 +1488,17 @@ static __always_inline __u32 first_in_words(const struct filter_state *st,
 
 /*
  * The first rule whose bit all of the plain path's vectors have, or NO_RULE; NO_TABLE when a
- * table is missing. Each rule is anchored at one field it names (src/rule_vectors.rs): the
- * words the packet's anchored vectors leave empty hold no rule it matches, and are skipped;
- * a word they do not is ANDed in full. The protocol's vectors hold what every packet here
- * asks (its full one only the rules a plain packet can match, its anchored one also the
- * rules anchored at none), so no other vector is looked up. Not inlined: its vectors'
- * pointers take a frame of their own, not the program's.
+ * table is missing. Each rule is anchored at one field it names (src/rule_vectors.rs), and a
+ * plain path's vector's summary holds the words of the rules anchored at its value: a word
+ * none of the packet's summaries holds has no rule it matches, and is skipped; the others
+ * are ANDed in full. The protocol's vectors hold what every packet here asks (only the rules
+ * a plain packet can match; in the summary, also the rules anchored at none). Not inlined:
+ * its vectors' pointers take a frame of their own, not the program's.
  */
 static __attribute__((noinline)) __u32 first_in_plain(struct filter_state *st,
 						      const struct plain_key *p)
 {
-	struct rule_vector *full[PLAIN_FIELDS], *anchored[PLAIN_FIELDS];
+	struct rule_vector *v[PLAIN_FIELDS];
 	__u32 table = st->config.table, f, k, w;
 	struct plain_words *t = bpf_map_lookup_elem(&plain_words, &table);
 	__u64 e[PLAIN_FIELDS], s = 0, acc;
@@ -1511,30 +1508,18 @@ static __attribute__((noinline)) __u32 first_in_plain(struct filter_state *st,
 	plain_entries(t, p, e);
 #pragma unroll
 	for (f = 0; f < PLAIN_FIELDS; f++) {
-		anchored[f] = vector(e[f] >> 32);
-		if (!anchored[f])
+		v[f] = vector(e[f]);
+		if (!v[f])
 			return NO_TABLE;
-		s |= anchored[f]->summary;
-	}
-	/* No rule is anchored where the packet is (the common case): the full vectors unread. */
-	if (!s)
-		return NO_RULE;
-#pragma unroll
-	for (f = 0; f < PLAIN_FIELDS; f++) {
-		full[f] = vector((__u32)e[f]);
-		if (!full[f])
-			return NO_TABLE;
+		s |= v[f]->summary;
 	}
 	for (k = 0; k < VECTOR_WORDS && s; k++) {
 		w = ctz64(s) & (VECTOR_WORDS - 1);
 		s &= s - 1;
-		acc = 0;
+		acc = ~0ULL;
 #pragma unroll
 		for (f = 0; f < PLAIN_FIELDS; f++)
-			acc |= anchored[f]->words[w];
-#pragma unroll
-		for (f = 0; f < PLAIN_FIELDS; f++)
-			acc &= full[f]->words[w];
+			acc &= v[f]->words[w];
 		if (acc)
 			return w * 64 + ctz64(acc);
 	}
@@ -1716,7 +1701,7 @@ static __always_inline __u64 dead_rules(struct filter_state *st, __u32 w, __u32 
 /* The id of the vector of a field's value (~0 when the table is missing). */
 static __always_inline __u32 field_id(const struct filter_state *st, __u32 field, __u32 value)
 {
-	return (__u32)field_entry(st->config.table, field, value);
+	return field_entry(st->config.table, field, value);
 }
 
 /*

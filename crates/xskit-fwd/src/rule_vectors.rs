@@ -26,7 +26,8 @@ use crate::abi::{
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct RuleVector {
-    /// Bit `w` set when `words[w]` is not zero.
+    /// Bit `w` set when `words[w]` is not zero; in the plain path's vectors
+    /// ([`RuleVectors::plain_ids`]), when it holds a rule anchored at the value.
     pub(crate) summary: u64,
     pub(crate) words: [u64; VECTOR_WORDS],
 }
@@ -50,6 +51,13 @@ impl RuleVector {
 
     fn has(&self, rule: usize) -> bool {
         self.words[rule / 64] >> (rule % 64) & 1 != 0
+    }
+
+    /// The rules of the first `rules` that `pick` says.
+    fn of(rules: usize, pick: impl Fn(usize) -> bool) -> Self {
+        let mut v = RuleVector::EMPTY;
+        (0..rules).filter(|&i| pick(i)).for_each(|i| v.set(i, true));
+        v
     }
 }
 
@@ -107,19 +115,18 @@ pub struct RuleVectors {
     pub(crate) rules: usize,
     /// Every field's table of vector ids ([`Field::base`]), as the filter's `field_ids`.
     pub(crate) ids: Box<[u32]>,
-    /// The plain path's fields' tables of the ids of their anchored vectors: each rule is in
-    /// the vectors of one field it names, the one that takes fewest packets, so that these
-    /// are sparse where the full ones hold every rule that leaves the field out.
-    pub(crate) anchors: Box<[u32]>,
     /// For at most [`WORD_RULES`] rules, the plain path's tables of vectors themselves, one
     /// word each; empty for more.
     pub(crate) plain_words: Box<[u64]>,
-    /// For more than [`WORD_RULES`] rules, each protocol's (full, anchored) vector ids as
-    /// the XDP filter's plain path and the rules stage read them for a plain packet, with
-    /// what every such packet asks folded in (the full ANDed with the rules it can match at
-    /// all, the anchored ORed with the rules anchored at none), so that no other vector is
-    /// looked up for it; empty for fewer.
-    pub(crate) plain_protocol: Box<[(u32, u32)]>,
+    /// For more than [`WORD_RULES`] rules, the plain path's tables (the plain fields', by
+    /// [`Field::base`]), as the XDP filter's plain path and the rules stage read them for a
+    /// plain packet: for each value, the id of a vector with its full vector's words (the
+    /// protocol's holding only the rules a plain packet can match: no VLAN, no ICMP keys)
+    /// and, for summary, the words that hold a rule anchored at the value (the protocol's
+    /// also those of the rules anchored at none). Each rule is anchored at one field it
+    /// names, the one that takes fewest packets ([`anchor_fields`]); a rule a packet matches
+    /// is in its anchor's summary, so only those words are ANDed. Empty for fewer rules.
+    pub(crate) plain_ids: Box<[u32]>,
     /// The vectors, by id.
     pub(crate) vectors: Vec<RuleVector>,
     pub(crate) src6: V6Prefixes,
@@ -147,9 +154,7 @@ impl Arena {
 
     /// The id of the vector with the rules `pick` says.
     fn of(&mut self, rules: usize, pick: impl Fn(usize) -> bool) -> u32 {
-        let mut v = RuleVector::EMPTY;
-        (0..rules).filter(|&i| pick(i)).for_each(|i| v.set(i, true));
-        self.id(&v)
+        self.id(&RuleVector::of(rules, pick))
     }
 }
 
@@ -301,77 +306,67 @@ fn plain_words(ids: &[u32], vectors: &[RuleVector], plain: u64) -> Box<[u64]> {
     words
 }
 
-/// What every packet of the XDP filter's plain path (untagged IPv4 TCP or UDP) asks, as
-/// vectors: the rules such a packet can match at all (no VLAN, no ICMP keys), and of those
-/// the rules anchored at none of its fields (`anchored`), candidates for every such packet.
-fn plain_vectors(ids: &[u32], anchored: &[Option<usize>], arena: &mut Arena) -> (u32, u32) {
-    let n = anchored.len();
-    let vector_at = |arena: &Arena, field: Field, value: usize| {
-        arena.vectors[ids[field.base() + value] as usize]
-    };
-    let (untagged, no_icmp) = (
-        vector_at(arena, Field::Vlan, UNTAGGED_VLAN),
-        vector_at(arena, Field::Icmp, 0),
-    );
-    let plain = arena.of(n, |i| untagged.has(i) && no_icmp.has(i));
-    let plain_vector = arena.vectors[plain as usize];
-    let always = arena.of(n, |i| plain_vector.has(i) && anchored[i].is_none());
-    (plain, always)
+/// The rules a packet of the XDP filter's plain path (untagged IPv4 TCP or UDP) can match
+/// at all: no VLAN, no ICMP keys.
+fn plain_rules(ids: &[u32], vectors: &[RuleVector], rules: usize) -> RuleVector {
+    let at = |field: Field, value: usize| &vectors[ids[field.base() + value] as usize];
+    let (untagged, no_icmp) = (at(Field::Vlan, UNTAGGED_VLAN), at(Field::Icmp, 0));
+    RuleVector::of(rules, |i| untagged.has(i) && no_icmp.has(i))
 }
 
-/// The protocol's (full, anchored) vector ids with the plain path's two vectors
-/// ([`plain_vectors`]) folded in ([`RuleVectors::plain_protocol`]), for rules whose tables
-/// are `ids` and `anchors`.
-fn plain_protocol(
-    (ids, anchors): (&[u32], &[u32]),
-    (plain, always): (u32, u32),
-    rules: usize,
-    arena: &mut Arena,
-) -> Box<[(u32, u32)]> {
-    let (plain, always) = (
-        arena.vectors[plain as usize],
-        arena.vectors[always as usize],
-    );
-    let base = Field::Protocol.base();
-    let mut folded = HashMap::new();
-    (base..base + Field::Protocol.domain())
-        .map(|at| {
-            *folded.entry((ids[at], anchors[at])).or_insert_with(|| {
-                let full = arena.vectors[ids[at] as usize];
-                let anchored = arena.vectors[anchors[at] as usize];
-                (
-                    arena.of(rules, |i| full.has(i) && plain.has(i)),
-                    arena.of(rules, |i| anchored.has(i) || always.has(i)),
-                )
-            })
-        })
-        .collect()
-}
-
-/// The plain fields' tables of anchored vectors: rule `r` in field `f`'s only when it is
-/// anchored there (`anchored[r]`).
-fn anchor_tables(
+/// The plain path's tables past [`WORD_RULES`] rules ([`RuleVectors::plain_ids`]), for rules
+/// accepting `accepts` and anchored at `anchored`, whose fields' tables are `ids`.
+fn plain_ids(
+    ids: &[u32],
     accepts: &[Vec<Ranges>],
     anchored: &[Option<usize>],
     arena: &mut Arena,
 ) -> Box<[u32]> {
-    let mut anchors = vec![0u32; PLAIN_FIELDS * FIELD_VALUES].into_boxed_slice();
+    let plain = plain_rules(ids, &arena.vectors, anchored.len());
+    let always = RuleVector::of(anchored.len(), |i| plain.has(i) && anchored[i].is_none());
+    let mut table = vec![0u32; PLAIN_FIELDS * FIELD_VALUES].into_boxed_slice();
+    let mut made = HashMap::new();
     for (f, &field) in Field::ALL[..PLAIN_FIELDS].iter().enumerate() {
-        let only: Vec<Ranges> = accepts[f]
-            .iter()
-            .zip(anchored)
-            .map(|(ranges, &a)| {
-                if a == Some(f) {
-                    ranges.clone()
-                } else {
-                    Vec::new()
+        let protocol = field == Field::Protocol;
+        for (value, summary) in anchored_words(f, accepts, anchored).into_iter().enumerate() {
+            let at = field.base() + value;
+            let summary = summary | if protocol { always.summary } else { 0 };
+            table[at] = *made.entry((ids[at], summary)).or_insert_with(|| {
+                let mut v = arena.vectors[ids[at] as usize];
+                if protocol {
+                    v.words
+                        .iter_mut()
+                        .zip(&plain.words)
+                        .for_each(|(w, p)| *w &= p);
                 }
-            })
-            .collect();
-        let table = &mut anchors[field.base()..field.base() + field.domain()];
-        fill_field(table, &only, arena);
+                v.summary = summary;
+                arena.id(&v)
+            });
+        }
     }
-    anchors
+    table
+}
+
+/// For each value of plain field `f`, the words that hold a rule anchored there
+/// (`anchored`) that accepts the value.
+fn anchored_words(f: usize, accepts: &[Vec<Ranges>], anchored: &[Option<usize>]) -> Vec<u64> {
+    let only: Vec<Ranges> = accepts[f]
+        .iter()
+        .zip(anchored)
+        .map(|(ranges, &a)| {
+            if a == Some(f) {
+                ranges.clone()
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    let mut vectors = Arena::default();
+    let mut ids = vec![0u32; Field::ALL[f].domain()];
+    fill_field(&mut ids, &only, &mut vectors);
+    ids.iter()
+        .map(|&id| vectors.vectors[id as usize].summary)
+        .collect()
 }
 
 /// The vectors that are not a field's, for rules `shapes`.
@@ -413,7 +408,7 @@ impl RuleVectors {
     /// ids, the plain fields' words and the trie's IPv6 prefixes (about 64 bytes a node).
     pub fn kernel_bytes(&self) -> u64 {
         let vectors = self.vectors.len() * std::mem::size_of::<RuleVector>();
-        let tables = FIELD_IDS * 8 + PLAIN_WORDS * 8;
+        let tables = FIELD_IDS * 4 + PLAIN_WORDS * 8;
         let trie = self.trie_entries() * 64;
         2 * (vectors + tables + trie) as u64
     }
@@ -430,26 +425,22 @@ impl RuleVectors {
             let table = &mut ids[field.base()..field.base() + field.domain()];
             fill_field(table, accepts, &mut arena);
         }
-        let anchored = anchor_fields(&accepts[..PLAIN_FIELDS]);
-        let anchors = anchor_tables(&accepts, &anchored, &mut arena);
         let special = special_vectors(shapes, &mut arena);
         let src6 = v6_prefixes(shapes, |r| r.src6, &mut arena);
         let dst6 = v6_prefixes(shapes, |r| r.dst6, &mut arena);
-        let plain = plain_vectors(&ids, &anchored, &mut arena);
-        let (plain_words, plain_protocol) = if shapes.len() <= WORD_RULES {
-            let plain = arena.vectors[plain.0 as usize].words[0];
+        let (plain_words, plain_ids) = if shapes.len() <= WORD_RULES {
+            let plain = plain_rules(&ids, &arena.vectors, shapes.len()).words[0];
             (plain_words(&ids, &arena.vectors, plain), Box::default())
         } else {
-            let tables = (&*ids, &*anchors);
-            let folded = plain_protocol(tables, plain, shapes.len(), &mut arena);
-            (Box::default(), folded)
+            let anchored = anchor_fields(&accepts[..PLAIN_FIELDS]);
+            let table = plain_ids(&ids, &accepts, &anchored, &mut arena);
+            (Box::default(), table)
         };
         RuleVectors {
             rules: shapes.len(),
             ids,
-            anchors,
             plain_words,
-            plain_protocol,
+            plain_ids,
             vectors: arena.vectors,
             src6,
             dst6,
@@ -474,13 +465,10 @@ impl RuleVectors {
 /// Vectors a packet picks: at most one per field, and the specials.
 const MAX_PICKED: usize = 12;
 
-/// The rules set in every one of a packet's full vectors (and, for a plain packet, in one
-/// of its anchored ones), first to last.
+/// The rules set in every one of a packet's vectors, first to last.
 pub(crate) struct Candidates<'a> {
     full: [&'a RuleVector; MAX_PICKED],
     full_len: usize,
-    anchored: [&'a RuleVector; MAX_PICKED],
-    anchored_len: usize,
     /// Words still to look at.
     summary: u64,
     word: usize,
@@ -494,8 +482,6 @@ impl<'a> Candidates<'a> {
         Candidates {
             full: [filler; MAX_PICKED],
             full_len: 0,
-            anchored: [filler; MAX_PICKED],
-            anchored_len: 0,
             summary: 0,
             word: 0,
             bits: 0,
@@ -507,19 +493,16 @@ impl<'a> Candidates<'a> {
         self.full_len += 1;
     }
 
-    pub(crate) fn anchor(&mut self, v: &'a RuleVector) {
-        self.anchored[self.anchored_len] = v;
-        self.anchored_len += 1;
+    /// Ready to give the rules of the words every vector holds one in.
+    pub(crate) fn start(self) -> Self {
+        let full = &self.full[..self.full_len];
+        let words = full.iter().fold(u64::MAX, |s, v| s & v.summary);
+        self.start_in(words)
     }
 
-    pub(crate) fn start(mut self) -> Self {
-        self.summary = if self.anchored_len > 0 {
-            let anchored = &self.anchored[..self.anchored_len];
-            anchored.iter().fold(0, |s, v| s | v.summary)
-        } else {
-            let full = &self.full[..self.full_len];
-            full.iter().fold(u64::MAX, |s, v| s & v.summary)
-        };
+    /// Ready to give the rules of `words` alone.
+    pub(crate) fn start_in(mut self, words: u64) -> Self {
+        self.summary = words;
         self
     }
 }
@@ -537,10 +520,6 @@ impl Iterator for Candidates<'_> {
             let w = self.word;
             let full = &self.full[..self.full_len];
             self.bits = full.iter().fold(u64::MAX, |acc, v| acc & v.words[w]);
-            if self.anchored_len > 0 {
-                let anchored = &self.anchored[..self.anchored_len];
-                self.bits &= anchored.iter().fold(0, |acc, v| acc | v.words[w]);
-            }
         }
         let bit = self.bits.trailing_zeros() as usize;
         self.bits &= self.bits - 1;

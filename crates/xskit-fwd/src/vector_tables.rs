@@ -26,10 +26,9 @@ fn map_error(what: &'static str, e: impl std::error::Error) -> Error {
     }
 }
 
-/// For more than [`crate::abi::WORD_RULES`] rules, what `plain_words` holds: the plain
-/// fields' entries as in `field_ids` (the protocol's with every plain packet's vectors
-/// folded in, [`RuleVectors::plain_protocol`]), side by side as the words are, so that the
-/// plain path finds all nine with one lookup.
+/// For more than [`crate::abi::WORD_RULES`] rules, what `plain_words` holds: the ids of
+/// [`RuleVectors::plain_ids`], side by side as the words are, so that the plain path finds
+/// all nine with one lookup.
 fn plain_ids(v: &RuleVectors, offset: u32) -> Box<PlainWordsRepr> {
     let mut words: Box<PlainWordsRepr> = vec![0u64; PLAIN_WORDS]
         .into_boxed_slice()
@@ -38,32 +37,10 @@ fn plain_ids(v: &RuleVectors, offset: u32) -> Box<PlainWordsRepr> {
     for &field in &Field::ALL[..PLAIN_FIELDS] {
         let (at, to) = (field.base(), field.word_base());
         for value in 0..field.domain() {
-            words[to + value] = match field {
-                Field::Protocol => {
-                    let (full, anchored) = v.plain_protocol[value];
-                    packed(full + offset, anchored + offset)
-                }
-                _ => packed_ids(v, field, at + value, offset),
-            };
+            words[to + value] = u64::from(v.plain_ids[at + value] + offset);
         }
     }
     words
-}
-
-/// Field `field`'s entry at `at` (of [`Field::base`]'s flat tables), packed.
-fn packed_ids(v: &RuleVectors, field: Field, at: usize, offset: u32) -> u64 {
-    let anchored = if (field as usize) < PLAIN_FIELDS {
-        v.anchors[at]
-    } else {
-        0
-    };
-    packed(v.ids[at] + offset, anchored + offset)
-}
-
-/// A table entry: the full vector's id in the low 32 bits, the anchored vector's (the plain
-/// fields') in the high.
-fn packed(full: u32, anchored: u32) -> u64 {
-    u64::from(full) | u64::from(anchored) << 32
 }
 
 /// The vector tables of one loaded filter.
@@ -145,18 +122,18 @@ impl VectorTables {
         Ok(offset)
     }
 
-    /// Each field's table: full and anchored ids packed, and the plain fields' words.
+    /// Each field's table of vector ids, and the plain path's tables.
     fn write_fields(&mut self, v: &RuleVectors, set: u32, offset: u32) -> Result<()> {
-        let mut table: Box<FieldTableRepr> = vec![0u64; FIELD_VALUES]
+        let mut table: Box<FieldTableRepr> = vec![0u32; FIELD_VALUES]
             .into_boxed_slice()
             .try_into()
             .unwrap_or_else(|_| unreachable!("FIELD_VALUES entries"));
         for &field in Field::ALL {
             let at = field.base();
             for (value, entry) in table.iter_mut().enumerate() {
-                *entry = packed_ids(v, field, at + value, offset);
+                *entry = v.ids[at + value] + offset;
             }
-            // Borrowed: a copy of the table would take half a MiB of the stack.
+            // Borrowed: a copy of the table would take a quarter of a MiB of the stack.
             #[allow(clippy::needless_borrows_for_generic_args)]
             self.ids
                 .set(set * Field::ALL.len() as u32 + field as u32, &*table, 0)

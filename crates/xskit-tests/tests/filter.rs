@@ -780,7 +780,7 @@ mod split {
     }
 
     /// A rule table is put in force whole: while rule lists of 5 (walked), 40 (one word a
-    /// field) and 100 rules (anchored vectors) replace each other, a stream of frames meets
+    /// field) and 100 rules (anchored words) replace each other, a stream of frames meets
     /// one list's last rule or another's, never a default that no list would give it.
     #[test]
     fn a_rule_table_is_swapped_whole_while_frames_flow() {
@@ -1157,7 +1157,7 @@ mod split {
         let damage = prop_oneof![3 => Just(0usize), 2 => 1..13usize, 1 => Just(12usize)];
         let case = (
             // Up to LINEAR_RULES rules are walked, more looked up by their vectors: by their
-            // words up to WORD_RULES on the plain path, by their anchored vectors past it.
+            // words up to WORD_RULES on the plain path, by its vectors past it.
             prop_oneof![
                 prop::collection::vec(rule.clone(), 0..=xskit_fwd::abi::LINEAR_RULES),
                 prop::collection::vec(rule, xskit_fwd::abi::LINEAR_RULES + 1..100),

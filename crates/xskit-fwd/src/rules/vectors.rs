@@ -208,10 +208,8 @@ pub(crate) fn plain_word(v: &RuleVectors, key: &PacketKey) -> Option<u64> {
 pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<'a> {
     // A plain packet comes here only past WORD_RULES rules (plain_word decides it below),
     // where its protocol's folded vectors are.
-    if is_plain(key) {
-        if let Some(&folded) = v.plain_protocol.get(usize::from(key.protocol)) {
-            return plain_candidates(v, key, folded);
-        }
+    if is_plain(key) && !v.plain_ids.is_empty() {
+        return plain_candidates(v, key);
     }
     let mut c = Candidates::default_for(v.special(v.special.all));
     let vlan = key.vlan.map_or(UNTAGGED_VLAN, usize::from);
@@ -257,19 +255,13 @@ pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<
 }
 
 /// A plain packet's candidates past WORD_RULES rules, found as the XDP filter's plain path
-/// finds them: the plain fields' vectors alone, the protocol's `folded` ones
-/// ([`RuleVectors::plain_protocol`]) holding what every plain packet asks, and only the
-/// words their anchored vectors hold a rule in.
-fn plain_candidates<'a>(
-    v: &'a RuleVectors,
-    key: &PacketKey,
-    (full, anchored): (u32, u32),
-) -> Candidates<'a> {
+/// finds them ([`RuleVectors::plain_ids`]): the plain fields' vectors alone, and only the
+/// words their summaries say hold a rule anchored at the packet's values.
+fn plain_candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<'a> {
     let mut c = Candidates::default_for(v.special(v.special.all));
-    c.full(v.special(full));
-    c.anchor(v.special(anchored));
     let (src4, dst4) = ipv4_addresses(key);
     let values = [
+        (Field::Protocol, usize::from(key.protocol)),
         (Field::SrcPort, usize::from(key.src_port)),
         (Field::DstPort, usize::from(key.dst_port)),
         (Field::Src4High, src4 >> 16),
@@ -279,11 +271,13 @@ fn plain_candidates<'a>(
         (Field::TcpFlags, usize::from(key.tcp_flags)),
         (Field::Length, usize::from(key.ip_len)),
     ];
+    let mut words = 0;
     for (field, value) in values {
-        c.full(v.field(field, value));
-        c.anchor(v.special(v.anchors[field.base() + value]));
+        let vector = v.special(v.plain_ids[field.base() + value]);
+        words |= vector.summary;
+        c.full(vector);
     }
-    c.start()
+    c.start_in(words)
 }
 
 /// An IPv4 packet's source and destination addresses, host order: their first four bytes.

@@ -68,8 +68,7 @@ pub(crate) struct ConfigRepr {
     pub(crate) lacp: u32,
     /// Non-zero when any of the three above is: no packet takes the program's plain path.
     pub(crate) duties: u32,
-    /// The ids of [`crate::rule_vectors::SpecialVectors`], in its order, but for the plain
-    /// path's own (in `plain_words`, [`crate::rule_vectors::RuleVectors::plain_protocol`]).
+    /// The ids of [`crate::rule_vectors::SpecialVectors`], in its order.
     pub(crate) all_rules: u32,
     pub(crate) non_ip: u32,
     pub(crate) src6_none: u32,
@@ -139,11 +138,11 @@ impl StateRepr {
     }
 }
 
-/// `struct field_table`: a field's vector ids ([`crate::abi::Field`]), each its full
-/// vector's in the low 32 bits and its anchored vector's in the high 32.
-pub(crate) type FieldTableRepr = [u64; crate::abi::FIELD_VALUES];
+/// `struct field_table`: a field's vector ids ([`crate::abi::Field`]).
+pub(crate) type FieldTableRepr = [u32; crate::abi::FIELD_VALUES];
 
-/// `struct plain_words`: the plain fields' vectors of one word ([`crate::abi::Field::word_base`]).
+/// `struct plain_words`: the plain fields' vectors of one word, or past 64 rules their
+/// plain path's vector ids ([`crate::abi::Field::word_base`]).
 pub(crate) type PlainWordsRepr = [u64; crate::abi::PLAIN_WORDS];
 
 /// `struct rule_addr`, a rule trie key without its prefix length: the field (0 source, 1
