@@ -528,17 +528,6 @@ static __always_inline struct rule_vector *vector(__u32 id)
 	return bpf_map_lookup_elem(&vectors, &id);
 }
 
-/*
- * The id of the vector of field `field`'s `value` in table set `table`; ~0 when the table is
- * missing.
- */
-static __always_inline __u32 field_entry(__u32 table, __u32 field, __u32 value)
-{
-	__u32 at = table * FIELDS + field;
-	struct field_table *t = bpf_map_lookup_elem(&field_ids, &at);
-
-	return t ? t->ids[value & (FIELD_VALUES - 1)] : ~0U;
-}
 
 /*
  * True when the IPv4 address `a` (network byte order) is in set `set`: its /24's two bits in
@@ -1698,10 +1687,13 @@ static __always_inline __u64 dead_rules(struct filter_state *st, __u32 w, __u32 
 #define GENERAL_VECTORS 11
 
 
-/* The id of the vector of a field's value (~0 when the table is missing). */
+/* The id of the vector of a field's value in the state's table set (~0 when it is missing). */
 static __always_inline __u32 field_id(const struct filter_state *st, __u32 field, __u32 value)
 {
-	return field_entry(st->config.table, field, value);
+	__u32 at = st->config.table * FIELDS + field;
+	struct field_table *t = bpf_map_lookup_elem(&field_ids, &at);
+
+	return t ? t->ids[value & (FIELD_VALUES - 1)] : ~0U;
 }
 
 /*

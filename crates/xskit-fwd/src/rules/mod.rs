@@ -318,8 +318,8 @@ impl RuleSet {
 
     /// For a plain packet (untagged IPv4 TCP or UDP, not a later fragment), each rule the
     /// XDP filter's plain path decides by its vectors alone (one naming no set): its index,
-    /// whether the plain path's lookup holds it (the word up to 64 rules, the anchored
-    /// candidates past), and whether its match takes `key`.
+    /// whether the plain path's lookup holds it (the word up to 64 rules, the candidates of
+    /// its vectors past), and whether its match takes `key`.
     #[cfg(test)]
     pub(crate) fn plain_decisions(&self, key: &PacketKey) -> Vec<(usize, bool, bool)> {
         let Some(v) = self.vectors.as_ref() else {

@@ -207,7 +207,7 @@ pub(crate) fn plain_word(v: &RuleVectors, key: &PacketKey) -> Option<u64> {
 /// filter's plain path does ([`plain_candidates`]).
 pub(crate) fn candidates<'a>(v: &'a RuleVectors, key: &PacketKey) -> Candidates<'a> {
     // A plain packet comes here only past WORD_RULES rules (plain_word decides it below),
-    // where its protocol's folded vectors are.
+    // where the plain path's own tables are.
     if is_plain(key) && !v.plain_ids.is_empty() {
         return plain_candidates(v, key);
     }
